@@ -1,0 +1,182 @@
+//! Host-side collated batches: one contiguous buffer per field plus CSR atom
+//! and edge pointers, the disjoint-graph layout a model consumes.
+//!
+//! [`CollatedBatch`] is reused across calls (buffers are cleared, not freed),
+//! which is how the loader hands the reader memory it already owns.
+
+use std::collections::BTreeMap;
+
+use crate::data::{AtomicData, DType, HostData, Level};
+use crate::error::{Error, Result};
+
+/// One field of a collated batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollatedField {
+    /// Atom, edge or system.
+    pub level: Level,
+    /// Shape of one row (the batch's rows are the level's axis).
+    pub trailing_shape: Vec<usize>,
+    /// All rows of all samples, concatenated in batch order.
+    pub data: HostData,
+}
+
+impl CollatedField {
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        let per_row: usize = self.trailing_shape.iter().product();
+        if per_row == 0 { 0 } else { self.data.len() / per_row }
+    }
+
+    /// Full shape `[rows, trailing...]`.
+    pub fn shape(&self) -> Vec<usize> {
+        let mut s = vec![self.rows()];
+        s.extend(&self.trailing_shape);
+        s
+    }
+}
+
+/// A batch of samples on the host, collated.
+///
+/// `neighbor_list` (if present) holds batch-local atom indices: sample `k`'s
+/// edges point into rows `atoms_ptr[k]..atoms_ptr[k+1]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CollatedBatch {
+    /// Logical indices of the samples, in batch order.
+    pub indices: Vec<usize>,
+    /// `[B+1]` atom offsets.
+    pub atoms_ptr: Vec<i64>,
+    /// `[B+1]` edge offsets.
+    pub edges_ptr: Vec<i64>,
+    /// Fields by name.
+    pub fields: BTreeMap<String, CollatedField>,
+}
+
+impl CollatedBatch {
+    /// Number of samples (graphs).
+    pub fn num_graphs(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Total atoms.
+    pub fn num_atoms(&self) -> usize {
+        self.atoms_ptr.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Total edges.
+    pub fn num_edges(&self) -> usize {
+        self.edges_ptr.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Empties the batch, keeping every buffer's allocation, and makes sure a
+    /// buffer exists for each `(name, level, dtype, trailing shape)` given.
+    pub fn reset(&mut self, layout: &[(String, Level, DType, Vec<usize>)]) {
+        self.indices.clear();
+        self.atoms_ptr.clear();
+        self.atoms_ptr.push(0);
+        self.edges_ptr.clear();
+        self.edges_ptr.push(0);
+        self.fields.retain(|name, _| layout.iter().any(|(n, ..)| n == name));
+        for (name, level, dtype, trailing) in layout {
+            let keep = self
+                .fields
+                .get(name)
+                .is_some_and(|f| f.data.dtype() == *dtype && f.level == *level && &f.trailing_shape == trailing);
+            if keep {
+                if let Some(f) = self.fields.get_mut(name) {
+                    f.data.clear();
+                }
+            } else {
+                self.fields.insert(
+                    name.clone(),
+                    CollatedField { level: *level, trailing_shape: trailing.clone(), data: HostData::with_capacity(*dtype, 0) },
+                );
+            }
+        }
+    }
+
+    /// Collates samples (the generic path used by readers without a fused
+    /// batch path, and by validated batches). Fields must agree across
+    /// samples in level, dtype and trailing shape.
+    pub fn from_samples(indices: &[usize], samples: &[AtomicData]) -> Result<CollatedBatch> {
+        let mut b = CollatedBatch::default();
+        b.fill_from_samples(indices, samples)?;
+        Ok(b)
+    }
+
+    /// As [`CollatedBatch::from_samples`], into this batch's buffers.
+    pub fn fill_from_samples(&mut self, indices: &[usize], samples: &[AtomicData]) -> Result<()> {
+        let layout: Vec<_> = samples
+            .first()
+            .map(|s| {
+                s.fields
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.level, f.dtype(), f.trailing_shape().to_vec()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.reset(&layout);
+        for (k, s) in samples.iter().enumerate() {
+            let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
+            if s.fields.len() != layout.len() {
+                return Err(Error::invalid(
+                    format!("batch sample {k}"),
+                    format!("{} fields, the first sample has {}", s.fields.len(), layout.len()),
+                ));
+            }
+            for (name, f) in &s.fields {
+                let dst = self.fields.get_mut(name).ok_or_else(|| {
+                    Error::invalid(format!("batch sample {k}"), format!("field {name} not in the first sample"))
+                })?;
+                if dst.level != f.level || dst.data.dtype() != f.dtype() || dst.trailing_shape != f.trailing_shape() {
+                    return Err(Error::invalid(
+                        format!("batch sample {k}, field {name}"),
+                        format!(
+                            "{} {} {:?} differs from the first sample's {} {} {:?}",
+                            f.level, f.dtype(), f.trailing_shape(), dst.level, dst.data.dtype(), dst.trailing_shape
+                        ),
+                    ));
+                }
+                if name == "neighbor_list" && atom_base != 0 {
+                    let mut shifted = f.data.clone();
+                    shifted.add_offset(atom_base)?;
+                    dst.data.extend_from(&shifted)?;
+                } else {
+                    dst.data.extend_from(&f.data)?;
+                }
+            }
+            self.atoms_ptr.push(atom_base + s.num_atoms() as i64);
+            let e = *self.edges_ptr.last().unwrap_or(&0);
+            self.edges_ptr.push(e + s.num_edges() as i64);
+        }
+        self.indices.clear();
+        self.indices.extend_from_slice(indices);
+        Ok(())
+    }
+
+    /// Splits the batch back into samples (neighbor lists made sample-local).
+    pub fn to_samples(&self) -> Result<Vec<AtomicData>> {
+        let mut out = Vec::with_capacity(self.num_graphs());
+        for k in 0..self.num_graphs() {
+            let mut s = AtomicData::default();
+            for (name, f) in &self.fields {
+                let per_row: usize = f.trailing_shape.iter().product();
+                let (lo, hi) = match f.level {
+                    Level::Atom => (self.atoms_ptr[k] as usize, self.atoms_ptr[k + 1] as usize),
+                    Level::Edge => (self.edges_ptr[k] as usize, self.edges_ptr[k + 1] as usize),
+                    Level::System => (k, k + 1),
+                };
+                let size = f.data.dtype().size();
+                let bytes = &f.data.as_bytes()[lo * per_row * size..hi * per_row * size];
+                let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
+                if name == "neighbor_list" {
+                    data.add_offset(-self.atoms_ptr[k])?;
+                }
+                let mut shape = vec![hi - lo];
+                shape.extend(&f.trailing_shape);
+                s.fields.insert(name.clone(), crate::data::Field { level: f.level, shape, data });
+            }
+            out.push(s);
+        }
+        Ok(out)
+    }
+}

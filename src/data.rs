@@ -1,0 +1,680 @@
+//! The host data model: a sample ([`AtomicData`]) is a set of named
+//! [`Field`]s, each with a [`Level`] (atom / edge / system), a [`DType`], a
+//! shape and a typed host buffer ([`HostData`]).
+//!
+//! Shapes follow the store contract: atom fields are `[n_atoms, ...]`, edge
+//! fields `[n_edges, ...]`, and system fields keep a leading dimension of 1
+//! (`energy` is `[1, 1]`, `cell` is `[1, 3, 3]`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Which axis a field lives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// One row per atom.
+    Atom,
+    /// One row per edge (neighbor pair).
+    Edge,
+    /// One row per sample (structure).
+    System,
+}
+
+impl Level {
+    /// The name used in the store's `fields` attribute.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Atom => "atom",
+            Level::Edge => "edge",
+            Level::System => "system",
+        }
+    }
+
+    /// Parses `"atom"`, `"edge"` or `"system"`.
+    pub fn parse(s: &str) -> Option<Level> {
+        match s {
+            "atom" => Some(Level::Atom),
+            "edge" => Some(Level::Edge),
+            "system" => Some(Level::System),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Element types a field can hold (the Zarr v3 core numeric types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// `bool`
+    Bool,
+    /// `int8`
+    Int8,
+    /// `int16`
+    Int16,
+    /// `int32`
+    Int32,
+    /// `int64`
+    Int64,
+    /// `uint8`
+    UInt8,
+    /// `uint16`
+    UInt16,
+    /// `uint32`
+    UInt32,
+    /// `uint64`
+    UInt64,
+    /// `float16`
+    Float16,
+    /// `bfloat16`
+    BFloat16,
+    /// `float32`
+    Float32,
+    /// `float64`
+    Float64,
+}
+
+impl DType {
+    /// Every supported dtype.
+    pub const ALL: [DType; 13] = [
+        DType::Bool,
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::UInt8,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Float16,
+        DType::BFloat16,
+        DType::Float32,
+        DType::Float64,
+    ];
+
+    /// The Zarr v3 (and numpy) name: `bool`, `int32`, `float32`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::Int8 => "int8",
+            DType::Int16 => "int16",
+            DType::Int32 => "int32",
+            DType::Int64 => "int64",
+            DType::UInt8 => "uint8",
+            DType::UInt16 => "uint16",
+            DType::UInt32 => "uint32",
+            DType::UInt64 => "uint64",
+            DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
+            DType::Float32 => "float32",
+            DType::Float64 => "float64",
+        }
+    }
+
+    /// Parses a Zarr v3 data type name.
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::Int8 | DType::UInt8 => 1,
+            DType::Int16 | DType::UInt16 | DType::Float16 | DType::BFloat16 => 2,
+            DType::Int32 | DType::UInt32 | DType::Float32 => 4,
+            DType::Int64 | DType::UInt64 | DType::Float64 => 8,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Calls `$body` with `$v` bound to the typed vector inside a [`HostData`].
+/// Bool is handled by the caller because `bool` is not `bytemuck::Pod`.
+macro_rules! for_each_pod {
+    ($data:expr, $v:ident => $body:expr, Bool($b:ident) => $bool_body:expr) => {
+        match $data {
+            HostData::Bool($b) => $bool_body,
+            HostData::Int8($v) => $body,
+            HostData::Int16($v) => $body,
+            HostData::Int32($v) => $body,
+            HostData::Int64($v) => $body,
+            HostData::UInt8($v) => $body,
+            HostData::UInt16($v) => $body,
+            HostData::UInt32($v) => $body,
+            HostData::UInt64($v) => $body,
+            HostData::Float16($v) => $body,
+            HostData::BFloat16($v) => $body,
+            HostData::Float32($v) => $body,
+            HostData::Float64($v) => $body,
+        }
+    };
+}
+
+/// A typed, flat (row-major) host buffer.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum HostData {
+    Bool(Vec<bool>),
+    Int8(Vec<i8>),
+    Int16(Vec<i16>),
+    Int32(Vec<i32>),
+    Int64(Vec<i64>),
+    UInt8(Vec<u8>),
+    UInt16(Vec<u16>),
+    UInt32(Vec<u32>),
+    UInt64(Vec<u64>),
+    Float16(Vec<f16>),
+    BFloat16(Vec<bf16>),
+    Float32(Vec<f32>),
+    Float64(Vec<f64>),
+}
+
+impl HostData {
+    /// An empty buffer of `dtype` with room for `capacity` elements.
+    pub fn with_capacity(dtype: DType, capacity: usize) -> HostData {
+        match dtype {
+            DType::Bool => HostData::Bool(Vec::with_capacity(capacity)),
+            DType::Int8 => HostData::Int8(Vec::with_capacity(capacity)),
+            DType::Int16 => HostData::Int16(Vec::with_capacity(capacity)),
+            DType::Int32 => HostData::Int32(Vec::with_capacity(capacity)),
+            DType::Int64 => HostData::Int64(Vec::with_capacity(capacity)),
+            DType::UInt8 => HostData::UInt8(Vec::with_capacity(capacity)),
+            DType::UInt16 => HostData::UInt16(Vec::with_capacity(capacity)),
+            DType::UInt32 => HostData::UInt32(Vec::with_capacity(capacity)),
+            DType::UInt64 => HostData::UInt64(Vec::with_capacity(capacity)),
+            DType::Float16 => HostData::Float16(Vec::with_capacity(capacity)),
+            DType::BFloat16 => HostData::BFloat16(Vec::with_capacity(capacity)),
+            DType::Float32 => HostData::Float32(Vec::with_capacity(capacity)),
+            DType::Float64 => HostData::Float64(Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// `len` zeros (false for bool) of `dtype`.
+    pub fn zeros(dtype: DType, len: usize) -> HostData {
+        let mut d = HostData::with_capacity(dtype, len);
+        d.resize_zeroed(len);
+        d
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostData::Bool(_) => DType::Bool,
+            HostData::Int8(_) => DType::Int8,
+            HostData::Int16(_) => DType::Int16,
+            HostData::Int32(_) => DType::Int32,
+            HostData::Int64(_) => DType::Int64,
+            HostData::UInt8(_) => DType::UInt8,
+            HostData::UInt16(_) => DType::UInt16,
+            HostData::UInt32(_) => DType::UInt32,
+            HostData::UInt64(_) => DType::UInt64,
+            HostData::Float16(_) => DType::Float16,
+            HostData::BFloat16(_) => DType::BFloat16,
+            HostData::Float32(_) => DType::Float32,
+            HostData::Float64(_) => DType::Float64,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        for_each_pod!(self, v => v.len(), Bool(b) => b.len())
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops the elements, keeps the allocation (buffers are reused across batches).
+    pub fn clear(&mut self) {
+        for_each_pod!(self, v => v.clear(), Bool(b) => b.clear())
+    }
+
+    /// Grows (with zeros) or shrinks to `len` elements.
+    pub fn resize_zeroed(&mut self, len: usize) {
+        for_each_pod!(self, v => v.resize(len, bytemuck::Zeroable::zeroed()), Bool(b) => b.resize(len, false))
+    }
+
+    /// Reserves room for `additional` more elements.
+    pub fn reserve(&mut self, additional: usize) {
+        for_each_pod!(self, v => v.reserve(additional), Bool(b) => b.reserve(additional))
+    }
+
+    /// The elements as native-endian bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        for_each_pod!(self, v => bytemuck::cast_slice(v.as_slice()), Bool(b) => {
+            // SAFETY: `bool` is one byte holding 0 or 1, so viewing `[bool]` as
+            // `[u8]` is sound (the reverse is not, see `extend_from_bytes`).
+            unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u8>(), b.len()) }
+        })
+    }
+
+    /// The elements as mutable native-endian bytes; `None` for bool (writing
+    /// arbitrary bytes into a `bool` would be undefined behaviour).
+    pub fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        for_each_pod!(self, v => Some(bytemuck::cast_slice_mut(v.as_mut_slice())), Bool(_b) => None)
+    }
+
+    /// Appends elements given as native-endian bytes (what zarrs decodes to).
+    /// `bytes.len()` must be a multiple of the element size; any non-zero byte
+    /// is `true` for bool.
+    pub fn extend_from_bytes(&mut self, bytes: &[u8]) {
+        let size = self.dtype().size();
+        debug_assert_eq!(bytes.len() % size, 0);
+        match self {
+            HostData::Bool(b) => b.extend(bytes.iter().map(|&x| x != 0)),
+            _ => {
+                let old = self.len();
+                self.resize_zeroed(old + bytes.len() / size);
+                if let Some(dst) = self.as_bytes_mut() {
+                    dst[old * size..].copy_from_slice(bytes);
+                }
+            }
+        }
+    }
+
+    /// Builds a buffer from native-endian bytes.
+    pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Result<HostData> {
+        if bytes.len() % dtype.size() != 0 {
+            return Err(Error::invalid(
+                format!("{dtype} buffer"),
+                format!("{} bytes is not a multiple of {}", bytes.len(), dtype.size()),
+            ));
+        }
+        let mut d = HostData::with_capacity(dtype, bytes.len() / dtype.size());
+        d.extend_from_bytes(bytes);
+        Ok(d)
+    }
+
+    /// Appends `other`'s elements; errors when dtypes differ.
+    pub fn extend_from(&mut self, other: &HostData) -> Result<()> {
+        if self.dtype() != other.dtype() {
+            return Err(Error::invalid(
+                "concatenate",
+                format!("dtype {} vs {}", self.dtype(), other.dtype()),
+            ));
+        }
+        match (self, other) {
+            (HostData::Bool(a), HostData::Bool(b)) => a.extend_from_slice(b),
+            (this, other) => this.extend_from_bytes(other.as_bytes()),
+        }
+        Ok(())
+    }
+
+    /// Element `i` widened to f64 (bool as 0/1); `None` past the end.
+    pub fn get_f64(&self, i: usize) -> Option<f64> {
+        Some(match self {
+            HostData::Bool(v) => f64::from(u8::from(*v.get(i)?)),
+            HostData::Int8(v) => f64::from(*v.get(i)?),
+            HostData::Int16(v) => f64::from(*v.get(i)?),
+            HostData::Int32(v) => f64::from(*v.get(i)?),
+            HostData::Int64(v) => *v.get(i)? as f64,
+            HostData::UInt8(v) => f64::from(*v.get(i)?),
+            HostData::UInt16(v) => f64::from(*v.get(i)?),
+            HostData::UInt32(v) => f64::from(*v.get(i)?),
+            HostData::UInt64(v) => *v.get(i)? as f64,
+            HostData::Float16(v) => v.get(i)?.to_f64(),
+            HostData::BFloat16(v) => v.get(i)?.to_f64(),
+            HostData::Float32(v) => f64::from(*v.get(i)?),
+            HostData::Float64(v) => *v.get(i)?,
+        })
+    }
+
+    /// All elements widened to f64 (bool as 0/1, i64 rounded above 2^53).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        (0..self.len()).filter_map(|i| self.get_f64(i)).collect()
+    }
+
+    /// All elements as i64 for integer and bool buffers; `None` for floats.
+    pub fn to_i64_vec(&self) -> Option<Vec<i64>> {
+        Some(match self {
+            HostData::Bool(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            HostData::Int8(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            HostData::Int16(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            HostData::Int32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            HostData::Int64(v) => v.clone(),
+            HostData::UInt8(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            HostData::UInt16(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            HostData::UInt32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            // Values above i64::MAX wrap; atom indices and counts never get there.
+            HostData::UInt64(v) => v.iter().map(|&x| x as i64).collect(),
+            _ => return None,
+        })
+    }
+
+    /// Adds `offset` to every element of an integer buffer (used to move
+    /// neighbor lists between sample-local and store-global atom indices).
+    pub(crate) fn add_offset(&mut self, offset: i64) -> Result<()> {
+        self.add_offset_from(0, offset)
+    }
+
+    /// As [`HostData::add_offset`], for elements `start..` only.
+    pub(crate) fn add_offset_from(&mut self, start: usize, offset: i64) -> Result<()> {
+        if offset == 0 && matches!(self, HostData::Int64(_) | HostData::Int32(_) | HostData::UInt64(_) | HostData::UInt32(_)) {
+            return Ok(());
+        }
+        match self {
+            HostData::Int64(v) => v[start..].iter_mut().for_each(|x| *x += offset),
+            HostData::Int32(v) => v[start..].iter_mut().for_each(|x| *x += offset as i32),
+            HostData::UInt64(v) => v[start..].iter_mut().for_each(|x| *x = (*x as i64 + offset) as u64),
+            HostData::UInt32(v) => v[start..].iter_mut().for_each(|x| *x = (i64::from(*x) + offset) as u32),
+            other => {
+                return Err(Error::invalid(
+                    "neighbor_list",
+                    format!("dtype {} is not an index type (int32/int64/uint32/uint64)", other.dtype()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+macro_rules! impl_from_vec {
+    ($($t:ty => $variant:ident),*) => {
+        $(impl From<Vec<$t>> for HostData {
+            fn from(v: Vec<$t>) -> Self { HostData::$variant(v) }
+        })*
+    };
+}
+impl_from_vec!(bool => Bool, i8 => Int8, i16 => Int16, i32 => Int32, i64 => Int64,
+    u8 => UInt8, u16 => UInt16, u32 => UInt32, u64 => UInt64, f16 => Float16,
+    bf16 => BFloat16, f32 => Float32, f64 => Float64);
+
+/// One named array of a sample: level, shape and data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Atom, edge or system.
+    pub level: Level,
+    /// Full shape; `shape[0]` is the row count on the level's axis.
+    pub shape: Vec<usize>,
+    /// Flat row-major data; `data.len() == shape.iter().product()`.
+    pub data: HostData,
+}
+
+impl Field {
+    /// A field, checking that `shape` matches the element count.
+    ///
+    /// ```
+    /// use atomzarr::{Field, Level};
+    /// let f = Field::new(Level::Atom, vec![2, 3], vec![0f32; 6]).unwrap();
+    /// assert_eq!(f.rows(), 2);
+    /// assert!(Field::new(Level::Atom, vec![2, 3], vec![0f32; 5]).is_err());
+    /// ```
+    pub fn new(level: Level, shape: Vec<usize>, data: impl Into<HostData>) -> Result<Field> {
+        let data = data.into();
+        let n: usize = shape.iter().product();
+        if shape.is_empty() {
+            return Err(Error::invalid("field", "shape must have at least one dimension (rows)"));
+        }
+        if n != data.len() {
+            return Err(Error::invalid(
+                "field",
+                format!("shape {shape:?} holds {n} elements but data has {}", data.len()),
+            ));
+        }
+        Ok(Field { level, shape, data })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+
+    /// Rows on the level's axis (`shape[0]`).
+    pub fn rows(&self) -> usize {
+        self.shape.first().copied().unwrap_or(0)
+    }
+
+    /// Shape without the leading row dimension.
+    pub fn trailing_shape(&self) -> &[usize] {
+        self.shape.get(1..).unwrap_or(&[])
+    }
+
+    /// Elements per row.
+    pub fn row_len(&self) -> usize {
+        self.trailing_shape().iter().product()
+    }
+}
+
+/// Name table the reference toolkit falls back to when a core field is not in
+/// the store's `fields` attribute (STORE_FORMAT.md, "level of a field").
+pub fn default_level(name: &str) -> Level {
+    match name {
+        "shifts" | "neighbor_list_shifts" | "neighbor_list" | "edge_embeddings" => Level::Edge,
+        "energy" | "stress" | "virial" | "dipole" | "charge" | "graph_embeddings" | "cell"
+        | "pbc" | "spin" => Level::System,
+        _ => Level::Atom,
+    }
+}
+
+/// One atomic structure: named fields on the atom, edge and system axes.
+///
+/// Build one with the typed constructors, then hand a list to the writer:
+///
+/// ```
+/// use atomzarr::AtomicData;
+/// let s = AtomicData::new(vec![1, 8, 1], vec![[0.0, 0.0, 0.0], [0.96, 0.0, 0.0], [-0.24, 0.93, 0.0]])
+///     .unwrap()
+///     .with_energy(-14.2)
+///     .with_forces(vec![[0.0; 3]; 3])
+///     .unwrap()
+///     .with_neighbor_list(vec![[0, 1], [1, 0]], None)
+///     .unwrap();
+/// assert_eq!(s.num_atoms(), 3);
+/// assert_eq!(s.num_edges(), 2);
+/// assert_eq!(s.field("energy").unwrap().shape, vec![1, 1]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AtomicData {
+    /// Fields by name (sorted, which keeps dumps and comparisons stable).
+    pub fields: BTreeMap<String, Field>,
+}
+
+fn flat3<const N: usize>(v: Vec<[f32; N]>) -> Vec<f32> {
+    v.into_iter().flatten().collect()
+}
+
+impl AtomicData {
+    /// A structure from atomic numbers and positions (Å), the two fields
+    /// every sample has.
+    pub fn new(atomic_numbers: Vec<i64>, positions: Vec<[f32; 3]>) -> Result<AtomicData> {
+        let n = atomic_numbers.len();
+        if positions.len() != n {
+            return Err(Error::invalid(
+                "AtomicData::new",
+                format!("{n} atomic numbers but {} positions", positions.len()),
+            ));
+        }
+        let mut d = AtomicData::default();
+        d.fields.insert("atomic_numbers".into(), Field::new(Level::Atom, vec![n], atomic_numbers)?);
+        d.fields.insert("positions".into(), Field::new(Level::Atom, vec![n, 3], flat3(positions))?);
+        Ok(d)
+    }
+
+    /// Adds (or replaces) any field.
+    pub fn with_field(mut self, name: impl Into<String>, field: Field) -> AtomicData {
+        self.fields.insert(name.into(), field);
+        self
+    }
+
+    /// Adds a per-atom 3-vector field (`forces`, `velocities`, ...).
+    pub fn with_atom_vectors(self, name: &str, v: Vec<[f32; 3]>) -> Result<AtomicData> {
+        let n = v.len();
+        self.check_rows(name, Level::Atom, n)?;
+        Ok(self.with_field(name, Field::new(Level::Atom, vec![n, 3], flat3(v))?))
+    }
+
+    /// Adds a per-atom scalar field (`charges`, `atomic_masses`, ...).
+    pub fn with_atom_scalars(self, name: &str, v: impl Into<HostData>) -> Result<AtomicData> {
+        let v = v.into();
+        let n = v.len();
+        self.check_rows(name, Level::Atom, n)?;
+        Ok(self.with_field(name, Field::new(Level::Atom, vec![n], v)?))
+    }
+
+    /// Forces `[n_atoms, 3]`.
+    pub fn with_forces(self, forces: Vec<[f32; 3]>) -> Result<AtomicData> {
+        self.with_atom_vectors("forces", forces)
+    }
+
+    /// Velocities `[n_atoms, 3]`.
+    pub fn with_velocities(self, v: Vec<[f32; 3]>) -> Result<AtomicData> {
+        self.with_atom_vectors("velocities", v)
+    }
+
+    /// Partial charges `[n_atoms]`.
+    pub fn with_charges(self, q: Vec<f32>) -> Result<AtomicData> {
+        self.with_atom_scalars("charges", q)
+    }
+
+    /// Total energy, stored `[1, 1]` float32.
+    pub fn with_energy(self, energy: f32) -> AtomicData {
+        self.with_system("energy", vec![1, 1], vec![energy])
+    }
+
+    /// Cell vectors (rows), stored `[1, 3, 3]` float32.
+    pub fn with_cell(self, cell: [[f32; 3]; 3]) -> AtomicData {
+        self.with_system("cell", vec![1, 3, 3], flat3(cell.to_vec()))
+    }
+
+    /// Periodic boundary flags, stored `[1, 3]` bool.
+    pub fn with_pbc(self, pbc: [bool; 3]) -> AtomicData {
+        self.with_system("pbc", vec![1, 3], pbc.to_vec())
+    }
+
+    /// Stress (Voigt-free 3x3), stored `[1, 3, 3]` float32.
+    pub fn with_stress(self, stress: [[f32; 3]; 3]) -> AtomicData {
+        self.with_system("stress", vec![1, 3, 3], flat3(stress.to_vec()))
+    }
+
+    /// Any system-level field; `shape[0]` should be 1.
+    fn with_system(self, name: &str, shape: Vec<usize>, data: impl Into<HostData>) -> AtomicData {
+        let data = data.into();
+        // The shapes above are constructed to match their data, so this cannot fail.
+        let field = Field { level: Level::System, shape, data };
+        self.with_field(name, field)
+    }
+
+    /// Neighbor list `[n_edges, 2]` of sample-local atom indices (int64) and,
+    /// optionally, periodic `shifts` `[n_edges, 3]` (Å, so that
+    /// `r_ij = r_j - r_i + shift_ij`).
+    pub fn with_neighbor_list(
+        self,
+        pairs: Vec<[i64; 2]>,
+        shifts: Option<Vec<[f32; 3]>>,
+    ) -> Result<AtomicData> {
+        let e = pairs.len();
+        let mut d = self.with_field(
+            "neighbor_list",
+            Field::new(Level::Edge, vec![e, 2], pairs.into_iter().flatten().collect::<Vec<_>>())?,
+        );
+        if let Some(s) = shifts {
+            if s.len() != e {
+                return Err(Error::invalid("shifts", format!("{} shifts for {e} edges", s.len())));
+            }
+            d = d.with_field("shifts", Field::new(Level::Edge, vec![e, 3], flat3(s))?);
+        }
+        Ok(d)
+    }
+
+    /// Adds a custom field at `level` with its full shape.
+    pub fn with_custom(
+        self,
+        name: &str,
+        level: Level,
+        shape: Vec<usize>,
+        data: impl Into<HostData>,
+    ) -> Result<AtomicData> {
+        let field = Field::new(level, shape, data)?;
+        if level != Level::System {
+            self.check_rows(name, level, field.rows())?;
+        }
+        Ok(self.with_field(name, field))
+    }
+
+    fn check_rows(&self, name: &str, level: Level, n: usize) -> Result<()> {
+        let have = match level {
+            Level::Atom => self.fields.values().find(|f| f.level == Level::Atom).map(Field::rows),
+            Level::Edge => self.fields.values().find(|f| f.level == Level::Edge).map(Field::rows),
+            Level::System => Some(1),
+        };
+        match have {
+            Some(h) if h != n => Err(Error::invalid(
+                name,
+                format!("{n} rows but the sample has {h} on the {level} axis"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A field by name.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.get(name)
+    }
+
+    /// Atom count (rows of the first atom field; 0 if none).
+    pub fn num_atoms(&self) -> usize {
+        self.fields.values().find(|f| f.level == Level::Atom).map_or(0, Field::rows)
+    }
+
+    /// Edge count (rows of the first edge field; 0 if none).
+    pub fn num_edges(&self) -> usize {
+        self.fields.values().find(|f| f.level == Level::Edge).map_or(0, Field::rows)
+    }
+
+    /// Checks the invariants the Dataset validates: atom fields agree on the
+    /// atom count, edge fields on the edge count, system fields have one row,
+    /// neighbor indices lie in `[0, n_atoms)`, positions are finite.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let n = self.num_atoms();
+        let e = self.num_edges();
+        for (name, f) in &self.fields {
+            if f.data.len() != f.shape.iter().product::<usize>() {
+                return Err(format!("{name}: shape {:?} does not match {} elements", f.shape, f.data.len()));
+            }
+            match f.level {
+                Level::Atom if f.rows() != n => {
+                    return Err(format!("{name}: {} rows, expected {n} atoms", f.rows()));
+                }
+                Level::Edge if f.rows() != e => {
+                    return Err(format!("{name}: {} rows, expected {e} edges", f.rows()));
+                }
+                Level::System if f.rows() != 1 => {
+                    return Err(format!("{name}: system field with {} rows, expected 1", f.rows()));
+                }
+                _ => {}
+            }
+        }
+        if let Some(nl) = self.fields.get("neighbor_list") {
+            let idx = nl
+                .data
+                .to_i64_vec()
+                .ok_or_else(|| format!("neighbor_list: dtype {} is not an integer type", nl.dtype()))?;
+            if let Some(bad) = idx.iter().find(|&&i| i < 0 || i as usize >= n) {
+                return Err(format!("neighbor_list: index {bad} outside [0, {n})"));
+            }
+        }
+        if let Some(p) = self.fields.get("positions") {
+            if p.data.to_f64_vec().iter().any(|x| !x.is_finite()) {
+                return Err("positions: non-finite value".into());
+            }
+        }
+        Ok(())
+    }
+}

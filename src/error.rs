@@ -1,0 +1,162 @@
+//! The crate's one error type.
+//!
+//! Every variant that comes from a store names the store (its path), and where
+//! it applies the array and the index, so a failed training step says exactly
+//! which bytes were bad.
+
+use std::path::PathBuf;
+
+/// Errors returned by every fallible call in this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store path does not exist.
+    #[error("store {store}: no such path")]
+    NotFound {
+        /// The store path.
+        store: PathBuf,
+    },
+    /// The writer refuses to overwrite an existing path.
+    #[error("store {store}: already exists (open it for append, or choose another path)")]
+    AlreadyExists {
+        /// The store path.
+        store: PathBuf,
+    },
+    /// The path is not an atomic-structure Zarr v3 store of the expected layout.
+    #[error("store {store}: not an atomzarr store: {reason}")]
+    Format {
+        /// The store path.
+        store: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Arrays of the store disagree with each other (lengths, pointers).
+    #[error("store {store}, array {array}: {reason}")]
+    Inconsistent {
+        /// The store path.
+        store: PathBuf,
+        /// The array path inside the store (e.g. `meta/atoms_ptr`).
+        array: String,
+        /// What disagrees.
+        reason: String,
+    },
+    /// A Zarr call (metadata, chunk decode, storage) failed.
+    #[error("store {store}, array {array}: {source}")]
+    Zarr {
+        /// The store path.
+        store: PathBuf,
+        /// The array or group path inside the store.
+        array: String,
+        /// The underlying zarrs error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Decoding a chunk failed (corrupt bytes, wrong length).
+    #[error("store {store}, array {array}, chunk {chunk}: {reason}")]
+    Chunk {
+        /// The store path.
+        store: PathBuf,
+        /// The array path inside the store.
+        array: String,
+        /// The chunk (sub-chunk for sharded arrays) index along dimension 0.
+        chunk: u64,
+        /// What failed.
+        reason: String,
+    },
+    /// A logical sample index outside `-len..len`.
+    #[error("{source_name}: index {index} out of range for {len} samples")]
+    IndexOutOfRange {
+        /// The store (or dataset) the index was meant for.
+        source_name: String,
+        /// The index as given.
+        index: i64,
+        /// The number of logical samples.
+        len: usize,
+    },
+    /// Input data that does not fit the store or the data model.
+    #[error("{context}: {reason}")]
+    InvalidInput {
+        /// Where (store, field or sample).
+        context: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A sample failed validation in the Dataset layer.
+    #[error("{source_name}, sample {index}: invalid sample: {reason}")]
+    Validation {
+        /// The store or dataset.
+        source_name: String,
+        /// The logical index of the sample.
+        index: usize,
+        /// Which check failed.
+        reason: String,
+    },
+    /// A configuration value out of its domain.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Plain I/O (creating directories, renaming during defragment).
+    #[error("{path}: {source}")]
+    Io {
+        /// The path that was being touched.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Background work was cancelled or its thread died.
+    #[error("background work failed: {0}")]
+    Background(String),
+    /// A failure injected by a test hook (see `AtomicDataZarrWriter::fail_after`).
+    #[error("injected failure after append step {0:?}")]
+    Injected(crate::writer::AppendStep),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn zarr(
+        store: &std::path::Path,
+        array: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Zarr {
+            store: store.to_path_buf(),
+            array: array.into(),
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn format(store: &std::path::Path, reason: impl Into<String>) -> Self {
+        Error::Format {
+            store: store.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn inconsistent(
+        store: &std::path::Path,
+        array: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Inconsistent {
+            store: store.to_path_buf(),
+            array: array.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn invalid(context: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            context: context.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

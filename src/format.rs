@@ -1,0 +1,354 @@
+//! The on-disk contract (STORE_FORMAT.md): group and array names, the root
+//! attributes, dtype and codec mapping, and array creation.
+//!
+//! Everything that knows a path inside a store lives here, so the writer and
+//! the reader cannot disagree about the layout.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use zarrs::array::codec::{BloscCodec, GzipCodec, ZstdCodec};
+use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
+use zarrs::filesystem::FilesystemStore;
+
+use crate::config::{Codec, ResolvedArrayConfig, Shuffle, StoreGroup, ZarrArrayConfig};
+use crate::data::{DType, Level, default_level};
+use crate::error::{Error, Result};
+
+/// The zarrs store type this crate reads and writes.
+pub type Store = FilesystemStore;
+
+/// `meta/atoms_ptr`
+pub const ATOMS_PTR: &str = "meta/atoms_ptr";
+/// `meta/edges_ptr`
+pub const EDGES_PTR: &str = "meta/edges_ptr";
+/// `meta/samples_mask`
+pub const SAMPLES_MASK: &str = "meta/samples_mask";
+/// `meta/atoms_mask`
+pub const ATOMS_MASK: &str = "meta/atoms_mask";
+/// `meta/edges_mask`
+pub const EDGES_MASK: &str = "meta/edges_mask";
+
+/// Field names the writer places in `core/` (everything else goes to `custom/`).
+/// The reference toolkit's `AtomicData` model fields.
+pub const CORE_FIELDS: &[&str] = &[
+    "atomic_numbers",
+    "positions",
+    "atomic_masses",
+    "atom_categories",
+    "forces",
+    "velocities",
+    "charges",
+    "node_embeddings",
+    "neighbor_list",
+    "shifts",
+    "neighbor_list_shifts",
+    "edge_embeddings",
+    "energy",
+    "stress",
+    "virial",
+    "dipole",
+    "charge",
+    "graph_embeddings",
+    "cell",
+    "pbc",
+    "spin",
+];
+
+/// The group a new field goes to.
+pub fn group_for_new_field(name: &str) -> StoreGroup {
+    if CORE_FIELDS.contains(&name) {
+        StoreGroup::Core
+    } else {
+        StoreGroup::Custom
+    }
+}
+
+/// A field as the store knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// `core` or `custom`.
+    pub group: StoreGroup,
+    /// Atom, edge or system.
+    pub level: Level,
+}
+
+/// The root group's attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RootAttrs {
+    /// Physical sample count (committed).
+    pub num_samples: usize,
+    /// Fields by name, as recorded in `fields` (core and custom).
+    pub fields: BTreeMap<String, FieldInfo>,
+    /// Any other attributes found (kept on rewrite).
+    pub extra: Map<String, Value>,
+}
+
+/// Opens a filesystem store handle.
+pub fn open_store(path: &Path) -> Result<Arc<Store>> {
+    FilesystemStore::new(path)
+        .map(Arc::new)
+        .map_err(|e| Error::zarr(path, "/", e))
+}
+
+fn read_json(store: &Path, rel: &str) -> Result<Option<Value>> {
+    let p = store.join(rel).join("zarr.json");
+    match std::fs::read(&p) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::format(store, format!("{rel}/zarr.json is not valid JSON ({e})"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&p, e)),
+    }
+}
+
+/// Reads and checks the root group metadata. `node` errors name what is
+/// missing so a user can tell "not a store" from "damaged store".
+pub fn read_root(store: &Path) -> Result<RootAttrs> {
+    if !store.exists() {
+        return Err(Error::NotFound { store: store.to_path_buf() });
+    }
+    let root = read_json(store, ".")?
+        .ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
+    if root.get("zarr_format").and_then(Value::as_u64) != Some(3) {
+        return Err(Error::format(store, "root zarr.json is not Zarr format 3"));
+    }
+    if root.get("node_type").and_then(Value::as_str) != Some("group") {
+        return Err(Error::format(store, "root is not a Zarr group"));
+    }
+    for g in ["meta", "core"] {
+        match read_json(store, g)? {
+            Some(v) if v.get("node_type").and_then(Value::as_str) == Some("group") => {}
+            _ => return Err(Error::format(store, format!("missing group {g}/"))),
+        }
+    }
+    let mut attrs = root.get("attributes").and_then(Value::as_object).cloned().unwrap_or_default();
+    let num_samples = match attrs.remove("num_samples") {
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| Error::format(store, format!("num_samples attribute {v} is not a count")))?
+            as usize,
+        None => return Err(Error::format(store, "root attribute num_samples is missing")),
+    };
+    let mut fields = BTreeMap::new();
+    if let Some(f) = attrs.remove("fields") {
+        for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
+            if let Some(map) = f.get(group).and_then(Value::as_object) {
+                for (name, level) in map {
+                    let level = level.as_str().and_then(Level::parse).ok_or_else(|| {
+                        Error::format(store, format!("field {name}: level {level} is not atom/edge/system"))
+                    })?;
+                    fields.insert(name.clone(), FieldInfo { group: g, level });
+                }
+            }
+        }
+    }
+    // Arrays present but not listed take the reference's fallback levels.
+    for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
+        let dir = store.join(group);
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if fields.contains_key(&name) || !entry.path().join("zarr.json").exists() {
+                continue;
+            }
+            let level = if g == StoreGroup::Core { default_level(&name) } else { Level::System };
+            fields.insert(name, FieldInfo { group: g, level });
+        }
+    }
+    Ok(RootAttrs { num_samples, fields, extra: attrs })
+}
+
+/// Writes the root group's zarr.json atomically (temp file + rename), so
+/// `num_samples` is the commit point of an append: a crash leaves either the
+/// old or the new metadata, never a torn file. (zarrs' filesystem store
+/// writes in place, hence this one hand-written metadata write.)
+pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
+    let mut core = Map::new();
+    let mut custom = Map::new();
+    for (name, info) in &attrs.fields {
+        let m = if info.group == StoreGroup::Core { &mut core } else { &mut custom };
+        m.insert(name.clone(), json!(info.level.as_str()));
+    }
+    let mut a = attrs.extra.clone();
+    a.insert("num_samples".into(), json!(attrs.num_samples));
+    a.insert("fields".into(), json!({"core": core, "custom": custom}));
+    let doc = json!({"attributes": a, "zarr_format": 3, "node_type": "group"});
+    let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))?;
+    let tmp = store.join("zarr.json.tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    let dst = store.join("zarr.json");
+    std::fs::rename(&tmp, &dst).map_err(|e| Error::io(&dst, e))
+}
+
+/// Writes a plain group's zarr.json (meta/, core/, custom/).
+pub fn write_group(store: &Path, rel: &str) -> Result<()> {
+    let dir = store.join(rel);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
+    let p = dir.join("zarr.json");
+    std::fs::write(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default()).map_err(|e| Error::io(&p, e))
+}
+
+/// Opens an array of the store.
+pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Array<Store>> {
+    if !store_path.join(rel).join("zarr.json").exists() {
+        return Err(Error::format(store_path, format!("missing array {rel}")));
+    }
+    Array::open(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))
+}
+
+/// The dtype of an opened array.
+pub fn array_dtype(store_path: &Path, rel: &str, array: &Array<Store>) -> Result<DType> {
+    let name = match array.metadata() {
+        ArrayMetadata::V3(m) => m.data_type.name().to_string(),
+        ArrayMetadata::V2(_) => return Err(Error::format(store_path, format!("{rel} is a Zarr v2 array"))),
+    };
+    DType::from_name(&name).ok_or_else(|| {
+        Error::inconsistent(store_path, rel, format!("unsupported data type {name}"))
+    })
+}
+
+/// Rows per (inner) chunk along dimension 0: the read granularity.
+pub fn chunk_rows(store_path: &Path, rel: &str, array: &Array<Store>) -> Result<u64> {
+    use zarrs::array::ArrayShardedExt;
+    let shape = array
+        .effective_subchunk_shape()
+        .or_else(|| array.chunk_shape(&vec![0; array.dimensionality()]).ok());
+    shape
+        .and_then(|s| s.first().map(|n| n.get()))
+        .ok_or_else(|| Error::format(store_path, format!("{rel}: cannot determine the chunk shape")))
+}
+
+/// Builds (and stores the metadata of) a new array at `rel`.
+pub fn create_array(
+    store_path: &Path,
+    store: &Arc<Store>,
+    rel: &str,
+    dtype: DType,
+    shape: Vec<u64>,
+    config: &ResolvedArrayConfig,
+) -> Result<Array<Store>> {
+    config.validate(rel)?;
+    let row_elems: u64 = shape.iter().skip(1).product();
+    let row_bytes = (row_elems as usize).max(1) * dtype.size();
+    let chunk = config.chunk_rows(row_bytes);
+    let outer = config.shard_size.unwrap_or(chunk);
+    let mut chunk_shape = vec![outer];
+    chunk_shape.extend(shape.iter().skip(1).map(|&d| d.max(1)));
+    let mut builder = ArrayBuilder::new(shape.clone(), chunk_shape.clone(), dtype.name(), vec![0u8; dtype.size()]);
+    let b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
+        Codec::None => vec![],
+        Codec::Zstd { level } => vec![Arc::new(ZstdCodec::new(level, false))],
+        Codec::Gzip { level } => vec![Arc::new(
+            GzipCodec::new(level).map_err(|e| Error::Config(format!("{rel}: {e}")))?,
+        )],
+        Codec::BloscLz4 { clevel, shuffle } | Codec::BloscZstd { clevel, shuffle } => {
+            use zarrs::array::codec::{
+                BloscCompressionLevel, BloscCompressor, BloscShuffleMode,
+            };
+            let cname = if matches!(config.codec, Codec::BloscLz4 { .. }) {
+                BloscCompressor::LZ4
+            } else {
+                BloscCompressor::Zstd
+            };
+            let mode = match shuffle {
+                Shuffle::NoShuffle => BloscShuffleMode::NoShuffle,
+                Shuffle::Shuffle => BloscShuffleMode::Shuffle,
+                Shuffle::BitShuffle => BloscShuffleMode::BitShuffle,
+            };
+            let clevel = BloscCompressionLevel::try_from(clevel)
+                .map_err(|_| Error::Config(format!("{rel}: blosc clevel {clevel}")))?;
+            vec![Arc::new(
+                BloscCodec::new(cname, clevel, None, mode, Some(dtype.size()))
+                    .map_err(|e| Error::Config(format!("{rel}: {e}")))?,
+            )]
+        }
+    };
+    builder.bytes_to_bytes_codecs(b2b);
+    if config.shard_size.is_some() {
+        let mut inner = vec![chunk];
+        inner.extend(chunk_shape.iter().skip(1));
+        builder.subchunk_shape(inner);
+    }
+    let array = builder
+        .build(store.clone(), &format!("/{rel}"))
+        .map_err(|e| Error::zarr(store_path, rel, e))?;
+    array.store_metadata().map_err(|e| Error::zarr(store_path, rel, e))?;
+    Ok(array)
+}
+
+/// What an existing array's metadata says about its configuration: codec,
+/// chunk and shard rows. Used by `inspect` and to keep settings on defragment.
+pub fn infer_config(array: &Array<Store>) -> ZarrArrayConfig {
+    let meta = serde_json::to_value(array.metadata()).unwrap_or(Value::Null);
+    let outer = meta
+        .pointer("/chunk_grid/configuration/chunk_shape/0")
+        .and_then(Value::as_u64);
+    let mut codecs = meta.get("codecs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut cfg = ZarrArrayConfig { chunk_size: outer, ..Default::default() };
+    if let Some(shard) = codecs.iter().find(|c| c["name"] == "sharding_indexed").cloned() {
+        cfg.shard_size = outer;
+        cfg.chunk_size = shard.pointer("/configuration/chunk_shape/0").and_then(Value::as_u64);
+        codecs = shard.pointer("/configuration/codecs").and_then(Value::as_array).cloned().unwrap_or_default();
+    }
+    cfg.codec = Some(Codec::None);
+    for c in &codecs {
+        let conf = &c["configuration"];
+        let codec = match c["name"].as_str() {
+            Some("zstd") => Codec::Zstd { level: conf["level"].as_i64().unwrap_or(0) as i32 },
+            Some("gzip") => Codec::Gzip { level: conf["level"].as_u64().unwrap_or(5) as u32 },
+            Some("blosc") => {
+                let clevel = conf["clevel"].as_u64().unwrap_or(5) as u8;
+                let shuffle = match conf["shuffle"].as_str() {
+                    Some("noshuffle") => Shuffle::NoShuffle,
+                    Some("bitshuffle") => Shuffle::BitShuffle,
+                    _ => Shuffle::Shuffle,
+                };
+                if conf["cname"] == "zstd" {
+                    Codec::BloscZstd { clevel, shuffle }
+                } else {
+                    Codec::BloscLz4 { clevel, shuffle }
+                }
+            }
+            _ => continue,
+        };
+        cfg.codec = Some(codec);
+    }
+    cfg
+}
+
+/// The array path of field `name` in `group`.
+pub fn field_path(group: StoreGroup, name: &str) -> String {
+    format!("{}/{}", group.name(), name)
+}
+
+/// A sibling path next to the store (`<store><suffix>`), for defragment.
+pub fn sibling(store: &Path, suffix: &str) -> PathBuf {
+    let mut s = store.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Bytes on disk and file count under `path`.
+pub fn disk_usage(path: &Path) -> (u64, u64) {
+    let mut bytes = 0;
+    let mut files = 0;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&p) else { continue };
+        for e in rd.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => {
+                    bytes += m.len();
+                    files += 1;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    (bytes, files)
+}

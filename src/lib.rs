@@ -1,0 +1,77 @@
+//! # atomzarr
+//!
+//! Atomic-structure data in Zarr v3, fed fast into [Burn](https://burn.dev)
+//! training loops. The on-disk layout is the one NVIDIA's `nvalchemi-toolkit`
+//! writes and reads, so stores move freely between the Python toolkit and Rust.
+//!
+//! ## How the pieces fit
+//!
+//! ```text
+//!  AtomicData ──► AtomicDataZarrWriter ──► store.zarr (meta/ core/ custom/)
+//!                                              │
+//!                   Reader trait ◄── AtomicDataZarrReader  (read, read_many, load_collated:
+//!                                              │            planned per chunk, decoded once,
+//!                                              │            cached, copied straight out)
+//!                                              ▼
+//!                 Dataset (validation, transforms, fused background prefetch)
+//!                                              │
+//!        Sampler / BatchSampler ──► DataLoader (fused windows, double buffering,
+//!                                              │ pinned staging, upload threads)
+//!                                              ▼
+//!                    AtomicBatch<B> (device tensors, disjoint graph) ──► your model
+//! ```
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`] |
+//! | [`format`] | the on-disk contract: paths, root attributes, dtype/codec mapping |
+//! | [`config`] | the layered write configuration ([`ZarrWriteConfig`]) |
+//! | [`writer`] | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
+//! | [`reader`] | the [`Reader`] backend contract |
+//! | [`zarr_reader`] | [`AtomicDataZarrReader`], the Zarr backend |
+//! | [`plan`] | read planning: which chunks a request touches |
+//! | [`cache`] | the decoded-chunk cache |
+//! | [`collate`] | host-side collated batches ([`CollatedBatch`]) |
+//! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
+//!
+//! ## Example
+//!
+//! ```
+//! # fn main() -> atomzarr::Result<()> {
+//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("water.zarr");
+//! let water = AtomicData::new(vec![8, 1, 1], vec![[0.0, 0.0, 0.0], [0.96, 0.0, 0.0], [-0.24, 0.93, 0.0]])?
+//!     .with_energy(-14.2)
+//!     .with_neighbor_list(vec![[0, 1], [0, 2], [1, 0], [2, 0]], None)?;
+//! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[water.clone(), water.clone()])?;
+//!
+//! let reader = AtomicDataZarrReader::open(&path)?;
+//! let batch = &reader.read_many(&[0, 1])?;
+//! assert_eq!(batch[1].data, water);
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+pub mod cache;
+pub mod collate;
+pub mod config;
+pub mod data;
+pub mod dump;
+mod error;
+pub mod format;
+pub mod inspect;
+pub mod plan;
+pub mod reader;
+pub mod synth;
+pub mod writer;
+pub mod zarr_reader;
+
+pub use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
+pub use collate::{CollatedBatch, CollatedField};
+pub use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+pub use data::{AtomicData, DType, Field, HostData, Level};
+pub use error::{Error, Result};
+pub use reader::{Reader, Sample, SampleMetadata};
+pub use writer::{AppendStep, AtomicDataZarrWriter};
+pub use zarr_reader::{AtomicDataZarrReader, ReaderOptions};

@@ -1,0 +1,82 @@
+//! Read planning: which rows and which (inner) chunks a request touches.
+//!
+//! A request is a list of physical sample indices. For each array the plan
+//! lists the sorted, de-duplicated chunk ids covering the rows of those
+//! samples on the array's own axis (atoms, edges or samples), so that every
+//! needed chunk is decoded exactly once per call however many samples share it.
+
+use std::ops::Range;
+
+use crate::data::Level;
+
+/// Row ranges of a physical sample on each axis.
+#[derive(Debug, Clone, Copy)]
+pub struct Pointers<'a> {
+    /// `[N+1]` atom offsets.
+    pub atoms: &'a [i64],
+    /// `[N+1]` edge offsets.
+    pub edges: &'a [i64],
+}
+
+impl Pointers<'_> {
+    /// Rows of physical sample `p` on `level`'s axis.
+    #[inline]
+    pub fn rows(&self, level: Level, p: usize) -> Range<u64> {
+        match level {
+            Level::Atom => self.atoms[p] as u64..self.atoms[p + 1] as u64,
+            Level::Edge => self.edges[p] as u64..self.edges[p + 1] as u64,
+            Level::System => p as u64..p as u64 + 1,
+        }
+    }
+}
+
+/// Chunk ids `[first, last]` covering `rows` with `chunk_rows` rows per chunk
+/// (empty for an empty range).
+#[inline]
+pub fn chunks_of(rows: &Range<u64>, chunk_rows: u64) -> Range<u64> {
+    if rows.is_empty() {
+        return 0..0;
+    }
+    rows.start / chunk_rows..(rows.end - 1) / chunk_rows + 1
+}
+
+/// The sorted unique chunk ids of an array that `physical` samples touch.
+pub fn needed_chunks(ptrs: Pointers<'_>, level: Level, chunk_rows: u64, physical: &[usize]) -> Vec<u64> {
+    let mut ids: Vec<u64> = Vec::with_capacity(physical.len());
+    for &p in physical {
+        let r = chunks_of(&ptrs.rows(level, p), chunk_rows);
+        // Consecutive samples usually share a chunk; skip the obvious repeats
+        // before the sort so the vector stays small.
+        for c in r {
+            if ids.last() != Some(&c) {
+                ids.push(c);
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_ranges() {
+        assert_eq!(chunks_of(&(0..10), 10), 0..1);
+        assert_eq!(chunks_of(&(5..15), 10), 0..2);
+        assert_eq!(chunks_of(&(10..10), 10), 0..0);
+        assert_eq!(chunks_of(&(19..21), 10), 1..3);
+    }
+
+    #[test]
+    fn needed_chunks_dedup_across_samples() {
+        let atoms = [0, 5, 12, 30, 31];
+        let edges = [0, 0, 0, 0, 0];
+        let p = Pointers { atoms: &atoms, edges: &edges };
+        assert_eq!(needed_chunks(p, Level::Atom, 10, &[3, 0, 1, 0]), vec![0, 1, 3]);
+        assert_eq!(needed_chunks(p, Level::Edge, 10, &[0, 1, 2, 3]), Vec::<u64>::new());
+        assert_eq!(needed_chunks(p, Level::System, 2, &[3, 0]), vec![0, 1]);
+    }
+}

@@ -1,0 +1,547 @@
+//! [`AtomicDataZarrWriter`]: create, write, append, add custom fields, soft
+//! delete and defragment.
+//!
+//! Appends are crash-safe: field data is written first, then the masks, then
+//! the pointers, and last the root `num_samples` (written atomically). Readers
+//! trust only `num_samples` and the pointers below it, so a store interrupted
+//! at any step opens at its last complete state; the next append overwrites
+//! whatever the interrupted one left past the end.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use zarrs::array::{Array, ArrayBytes};
+
+use crate::config::{StoreGroup, ZarrWriteConfig};
+use crate::data::{AtomicData, DType, Field, HostData, Level};
+use crate::error::{Error, Result};
+use crate::format::{self, FieldInfo, RootAttrs, Store};
+use crate::reader::Reader;
+use crate::zarr_reader::{AtomicDataZarrReader, ReaderOptions};
+
+/// The steps of an append, in the order they hit the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendStep {
+    /// New field arrays created (first write only) and listed in `fields`.
+    Schema,
+    /// Field rows written.
+    FieldData,
+    /// `samples_mask`, `atoms_mask`, `edges_mask` extended.
+    Masks,
+    /// `atoms_ptr`, `edges_ptr` extended.
+    Pointers,
+    /// `num_samples` committed.
+    NumSamples,
+}
+
+/// Writes atomic-structure stores in the toolkit's layout.
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{AtomicData, AtomicDataZarrWriter, AtomicDataZarrReader, Codec, Level, Reader,
+///                ZarrArrayConfig, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("s.zarr");
+/// let config = ZarrWriteConfig::default()
+///     .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(64).shard_size(256));
+/// let mut w = AtomicDataZarrWriter::create(&path, config)?;
+/// let mk = |n: usize| AtomicData::new(vec![6; n], vec![[0.5; 3]; n]).unwrap().with_energy(n as f32);
+/// w.write(&[mk(2), mk(3)])?;
+/// w.append(&[mk(4)])?;
+/// w.add_custom("tag", Level::System, &[3], vec![7i32, 8, 9])?;
+/// w.delete(&[1])?;
+/// let r = AtomicDataZarrReader::open(&path)?;
+/// assert_eq!(r.len(), 2);
+/// assert_eq!(r.read(1)?.data.num_atoms(), 4);
+/// w.defragment(None)?;
+/// r.refresh()?;
+/// assert_eq!((r.len(), r.num_physical()), (2, 2));
+/// # Ok(()) }
+/// ```
+pub struct AtomicDataZarrWriter {
+    path: PathBuf,
+    store: Arc<Store>,
+    config: ZarrWriteConfig,
+    fail_after: Option<AppendStep>,
+    progress: bool,
+}
+
+/// A field's schema as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Schema {
+    group: StoreGroup,
+    level: Level,
+    dtype: DType,
+    trailing: Vec<u64>,
+}
+
+fn arr_err<'a>(path: &'a Path, rel: &str) -> impl Fn(zarrs::array::ArrayError) -> Error + 'a {
+    let rel = rel.to_string();
+    move |e| Error::zarr(path, rel.clone(), e)
+}
+
+impl AtomicDataZarrWriter {
+    /// Creates a new, empty store at `path`. Refuses an existing path.
+    pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        config.validate()?;
+        if path.exists() {
+            return Err(Error::AlreadyExists { store: path });
+        }
+        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+        let store = format::open_store(&path)?;
+        for g in ["meta", "core", "custom"] {
+            format::write_group(&path, g)?;
+        }
+        let w = AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false };
+        for (rel, dtype) in [
+            (format::ATOMS_PTR, DType::Int64),
+            (format::EDGES_PTR, DType::Int64),
+            (format::SAMPLES_MASK, DType::Bool),
+            (format::ATOMS_MASK, DType::Bool),
+            (format::EDGES_MASK, DType::Bool),
+        ] {
+            let is_ptr = dtype == DType::Int64;
+            let name = rel.trim_start_matches("meta/");
+            let a = format::create_array(
+                &w.path,
+                &w.store,
+                rel,
+                dtype,
+                vec![u64::from(is_ptr)],
+                &w.config.resolve(StoreGroup::Meta, name),
+            )?;
+            if is_ptr {
+                a.store_array_subset(&[0..1], vec![0i64]).map_err(arr_err(&w.path, rel))?;
+            }
+        }
+        format::write_root(&w.path, &RootAttrs { num_samples: 0, fields: BTreeMap::new(), extra: Default::default() })?;
+        Ok(w)
+    }
+
+    /// Opens an existing store for appending, deleting and defragmenting.
+    /// `config` applies to arrays created from now on (new fields).
+    pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        config.validate()?;
+        format::read_root(&path)?;
+        let store = format::open_store(&path)?;
+        Ok(AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false })
+    }
+
+    /// Shows a progress bar on stderr during defragment and large writes.
+    pub fn with_progress(mut self, yes: bool) -> Self {
+        self.progress = yes;
+        self
+    }
+
+    /// The store path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Test hook: make the next appends fail right after `step` (None: never).
+    #[doc(hidden)]
+    pub fn fail_after(&mut self, step: Option<AppendStep>) {
+        self.fail_after = step;
+    }
+
+    fn checkpoint(&self, step: AppendStep) -> Result<()> {
+        if self.fail_after == Some(step) { Err(Error::Injected(step)) } else { Ok(()) }
+    }
+
+    fn open_array(&self, rel: &str) -> Result<Array<Store>> {
+        format::open_array(&self.path, &self.store, rel)
+    }
+
+    fn store_schema(&self, root: &RootAttrs) -> Result<BTreeMap<String, Schema>> {
+        let mut out = BTreeMap::new();
+        for (name, info) in &root.fields {
+            let rel = format::field_path(info.group, name);
+            let a = self.open_array(&rel)?;
+            let dtype = format::array_dtype(&self.path, &rel, &a)?;
+            out.insert(
+                name.clone(),
+                Schema { group: info.group, level: info.level, dtype, trailing: a.shape()[1..].to_vec() },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Reads `meta/*_ptr[0..=n]`.
+    fn pointers(&self, rel: &str, n: usize) -> Result<Vec<i64>> {
+        let a = self.open_array(rel)?;
+        if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
+            return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
+        }
+        a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))
+    }
+
+    /// First write into an empty store (same as `append`, but refuses a store
+    /// that already holds samples, so a second `write` cannot silently append).
+    pub fn write(&mut self, samples: &[AtomicData]) -> Result<()> {
+        let root = format::read_root(&self.path)?;
+        if root.num_samples > 0 {
+            return Err(Error::invalid(
+                self.path.display().to_string(),
+                format!("store already holds {} samples; use append", root.num_samples),
+            ));
+        }
+        self.append(samples)
+    }
+
+    /// Appends samples. Every sample must carry exactly the store's fields
+    /// with the store's level, dtype and trailing shape (for the first write:
+    /// the first sample's); otherwise nothing is written.
+    pub fn append(&mut self, samples: &[AtomicData]) -> Result<()> {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let root = format::read_root(&self.path)?;
+        let n = root.num_samples;
+        let existing = self.store_schema(&root)?;
+        let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty())?;
+        let atoms_ptr = self.pointers(format::ATOMS_PTR, n)?;
+        let edges_ptr = self.pointers(format::EDGES_PTR, n)?;
+        let (v0, e0) = (atoms_ptr[n] as u64, edges_ptr[n] as u64);
+
+        // New pointers.
+        let mut new_atoms = Vec::with_capacity(samples.len());
+        let mut new_edges = Vec::with_capacity(samples.len());
+        let (mut v, mut e) = (v0 as i64, e0 as i64);
+        for s in samples {
+            v += s.num_atoms() as i64;
+            e += s.num_edges() as i64;
+            new_atoms.push(v);
+            new_edges.push(e);
+        }
+        let (v1, e1, n1) = (v as u64, e as u64, (n + samples.len()) as u64);
+
+        // Schema: create arrays for a first write and list them before any data.
+        if existing.is_empty() {
+            let mut attrs = root.clone();
+            for (name, sc) in &schema {
+                let rel = format::field_path(sc.group, name);
+                let mut shape = vec![0u64];
+                shape.extend(&sc.trailing);
+                format::create_array(&self.path, &self.store, &rel, sc.dtype, shape, &self.config.resolve(sc.group, name))?;
+                attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
+            }
+            format::write_root(&self.path, &attrs)?;
+        }
+        self.checkpoint(AppendStep::Schema)?;
+
+        // Field data.
+        let bar = self.bar(schema.len() as u64, "append");
+        for (name, sc) in &schema {
+            let rel = format::field_path(sc.group, name);
+            let (start, end) = match sc.level {
+                Level::Atom => (v0, v1),
+                Level::Edge => (e0, e1),
+                Level::System => (n as u64, n1),
+            };
+            let mut data = HostData::with_capacity(sc.dtype, 0);
+            for (i, s) in samples.iter().enumerate() {
+                let f = &s.fields[name];
+                if name == "neighbor_list" {
+                    let mut shifted = f.data.clone();
+                    let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
+                    shifted.add_offset(base)?;
+                    data.extend_from(&shifted)?;
+                } else {
+                    data.extend_from(&f.data)?;
+                }
+            }
+            self.write_rows(&rel, start..end, data.as_bytes().to_vec())?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        self.checkpoint(AppendStep::FieldData)?;
+
+        // Masks.
+        for (rel, range) in [
+            (format::SAMPLES_MASK, n as u64..n1),
+            (format::ATOMS_MASK, v0..v1),
+            (format::EDGES_MASK, e0..e1),
+        ] {
+            self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize])?;
+        }
+        self.checkpoint(AppendStep::Masks)?;
+
+        // Pointers.
+        for (rel, vals) in [(format::ATOMS_PTR, new_atoms), (format::EDGES_PTR, new_edges)] {
+            let bytes = HostData::Int64(vals).as_bytes().to_vec();
+            self.write_rows(rel, n as u64 + 1..n1 + 1, bytes)?;
+        }
+        self.checkpoint(AppendStep::Pointers)?;
+
+        // Commit.
+        let mut attrs = format::read_root(&self.path)?;
+        attrs.num_samples = n1 as usize;
+        format::write_root(&self.path, &attrs)?;
+        self.checkpoint(AppendStep::NumSamples)?;
+        Ok(())
+    }
+
+    /// Sets an array's length to `rows.end` and writes `bytes` into `rows`.
+    fn write_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
+        let mut a = self.open_array(rel)?;
+        let mut shape = a.shape().to_vec();
+        if shape[0] != rows.end {
+            shape[0] = rows.end;
+            a.set_shape(shape.clone()).map_err(|e| Error::zarr(&self.path, rel, e))?;
+            a.store_metadata().map_err(|e| Error::zarr(&self.path, rel, e))?;
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut subset = vec![rows];
+        subset.extend(shape[1..].iter().map(|&d| 0..d));
+        a.store_array_subset(&subset, ArrayBytes::new_flen(bytes)).map_err(arr_err(&self.path, rel))
+    }
+
+    /// Checks samples against each other and the store; returns the schema.
+    fn check_samples(
+        &self,
+        samples: &[AtomicData],
+        existing: &BTreeMap<String, Schema>,
+        first_write: bool,
+    ) -> Result<BTreeMap<String, Schema>> {
+        let ctx = |i: usize| format!("{}: append sample {i}", self.path.display());
+        let schema: BTreeMap<String, Schema> = if first_write {
+            samples[0]
+                .fields
+                .iter()
+                .map(|(name, f)| {
+                    let sc = Schema {
+                        group: format::group_for_new_field(name),
+                        level: f.level,
+                        dtype: f.dtype(),
+                        trailing: f.trailing_shape().iter().map(|&d| d as u64).collect(),
+                    };
+                    (name.clone(), sc)
+                })
+                .collect()
+        } else {
+            existing.clone()
+        };
+        if schema.is_empty() {
+            return Err(Error::invalid(ctx(0), "sample has no fields"));
+        }
+        for (i, s) in samples.iter().enumerate() {
+            if let Some(extra) = s.fields.keys().find(|k| !schema.contains_key(*k)) {
+                return Err(Error::invalid(ctx(i), format!("field {extra} is not in the store")));
+            }
+            if let Some(missing) = schema.keys().find(|k| !s.fields.contains_key(*k)) {
+                return Err(Error::invalid(ctx(i), format!("field {missing} is missing")));
+            }
+            for (name, f) in &s.fields {
+                let sc = &schema[name];
+                let trailing: Vec<u64> = f.trailing_shape().iter().map(|&d| d as u64).collect();
+                if f.level != sc.level || f.dtype() != sc.dtype || trailing != sc.trailing {
+                    return Err(Error::invalid(
+                        ctx(i),
+                        format!(
+                            "field {name} is {} {} {:?}, the store has {} {} {:?}",
+                            f.level, f.dtype(), trailing, sc.level, sc.dtype, sc.trailing
+                        ),
+                    ));
+                }
+                if f.data.len() != f.shape.iter().product::<usize>() {
+                    return Err(Error::invalid(ctx(i), format!("field {name}: shape {:?} vs {} elements", f.shape, f.data.len())));
+                }
+            }
+            s.validate().map_err(|r| Error::invalid(ctx(i), r))?;
+        }
+        Ok(schema)
+    }
+
+    /// Adds a custom field to every physical sample: `data` has `shape[0]`
+    /// rows = samples (system), total atoms (atom) or total edges (edge).
+    pub fn add_custom(&mut self, name: &str, level: Level, shape: &[usize], data: impl Into<HostData>) -> Result<()> {
+        let field = Field::new(level, shape.to_vec(), data)?;
+        let mut root = format::read_root(&self.path)?;
+        if root.fields.contains_key(name) {
+            return Err(Error::invalid(format!("{}: add_custom", self.path.display()), format!("field {name} already exists")));
+        }
+        let n = root.num_samples;
+        let need = match level {
+            Level::System => n as u64,
+            Level::Atom => self.pointers(format::ATOMS_PTR, n)?[n] as u64,
+            Level::Edge => self.pointers(format::EDGES_PTR, n)?[n] as u64,
+        };
+        if field.rows() as u64 != need {
+            return Err(Error::invalid(
+                format!("{}: add_custom {name}", self.path.display()),
+                format!("{} rows, the store has {need} on the {level} axis", field.rows()),
+            ));
+        }
+        let rel = format::field_path(StoreGroup::Custom, name);
+        let mut shape: Vec<u64> = vec![0];
+        shape.extend(field.trailing_shape().iter().map(|&d| d as u64));
+        format::create_array(&self.path, &self.store, &rel, field.dtype(), shape, &self.config.resolve(StoreGroup::Custom, name))?;
+        self.write_rows(&rel, 0..need, field.data.as_bytes().to_vec())?;
+        root.fields.insert(name.to_string(), FieldInfo { group: StoreGroup::Custom, level });
+        format::write_root(&self.path, &root)
+    }
+
+    /// Soft-deletes physical samples: masks set false first (so readers stop
+    /// seeing them), then their rows zeroed. Pointers are unchanged.
+    /// Already-deleted samples are left as they are.
+    pub fn delete(&mut self, physical: &[usize]) -> Result<()> {
+        let root = format::read_root(&self.path)?;
+        let n = root.num_samples;
+        if let Some(&bad) = physical.iter().find(|&&i| i >= n) {
+            return Err(Error::IndexOutOfRange { source_name: self.path.display().to_string(), index: bad as i64, len: n });
+        }
+        let atoms = self.pointers(format::ATOMS_PTR, n)?;
+        let edges = self.pointers(format::EDGES_PTR, n)?;
+        let mut idx: Vec<usize> = physical.to_vec();
+        idx.sort_unstable();
+        idx.dedup();
+        let ranges = |level: Level| -> Vec<Range<u64>> {
+            let mut out: Vec<Range<u64>> = Vec::new();
+            for &p in &idx {
+                let r = match level {
+                    Level::Atom => atoms[p] as u64..atoms[p + 1] as u64,
+                    Level::Edge => edges[p] as u64..edges[p + 1] as u64,
+                    Level::System => p as u64..p as u64 + 1,
+                };
+                match out.last_mut() {
+                    Some(last) if last.end == r.start => last.end = r.end,
+                    _ if r.is_empty() => {}
+                    _ => out.push(r),
+                }
+            }
+            out
+        };
+        for (rel, level) in [
+            (format::SAMPLES_MASK, Level::System),
+            (format::ATOMS_MASK, Level::Atom),
+            (format::EDGES_MASK, Level::Edge),
+        ] {
+            for r in ranges(level) {
+                self.zero_rows(rel, r)?;
+            }
+        }
+        for (name, info) in &root.fields {
+            let rel = format::field_path(info.group, name);
+            for r in ranges(info.level) {
+                self.zero_rows(&rel, r)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn zero_rows(&self, rel: &str, rows: Range<u64>) -> Result<()> {
+        let a = self.open_array(rel)?;
+        let dtype = format::array_dtype(&self.path, rel, &a)?;
+        let row: u64 = a.shape()[1..].iter().product();
+        let bytes = vec![0u8; ((rows.end - rows.start) * row) as usize * dtype.size()];
+        let mut subset = vec![rows];
+        subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
+        a.store_array_subset(&subset, ArrayBytes::new_flen(bytes)).map_err(arr_err(&self.path, rel))
+    }
+
+    /// Rewrites the store without its deleted samples (every mask reset).
+    /// `config` replaces the write configuration; `None` keeps each array's
+    /// current codec, chunk and shard. The new store is written beside the old
+    /// one and swapped in by renames, so an interruption loses nothing.
+    pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
+        let root = format::read_root(&self.path)?;
+        let config = match config {
+            Some(c) => c,
+            None => self.current_config(&root)?,
+        };
+        let reader = AtomicDataZarrReader::open_with(&self.path, ReaderOptions { cache_bytes: 0 })?;
+        let tmp = format::sibling(&self.path, ".defrag-tmp");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        let mut out = AtomicDataZarrWriter::create(&tmp, config.clone())?;
+        let groups: BTreeMap<String, StoreGroup> = root.fields.iter().map(|(k, v)| (k.clone(), v.group)).collect();
+        let len = reader.len();
+        let bar = self.bar(len as u64, "defragment");
+        const STEP: usize = 4096;
+        for start in (0..len).step_by(STEP) {
+            let idx: Vec<usize> = (start..(start + STEP).min(len)).collect();
+            let samples = reader.load_many(&idx)?;
+            out.append_grouped(&samples, &groups)?;
+            bar.inc(idx.len() as u64);
+        }
+        bar.finish_and_clear();
+        // Keep the root's other attributes.
+        let mut new_root = format::read_root(&tmp)?;
+        new_root.extra = root.extra.clone();
+        if len == 0 {
+            // No samples: carry the schema over anyway so appends still check it.
+            for (name, info) in &root.fields {
+                let rel = format::field_path(info.group, name);
+                let a = self.open_array(&rel)?;
+                let dtype = format::array_dtype(&self.path, &rel, &a)?;
+                let mut shape = a.shape().to_vec();
+                shape[0] = 0;
+                format::create_array(&tmp, &out.store, &rel, dtype, shape, &config.resolve(info.group, name))?;
+                new_root.fields.insert(name.clone(), info.clone());
+            }
+        }
+        format::write_root(&tmp, &new_root)?;
+        let old = format::sibling(&self.path, ".defrag-old");
+        if old.exists() {
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        }
+        std::fs::rename(&self.path, &old).map_err(|e| Error::io(&self.path, e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        self.store = format::open_store(&self.path)?;
+        Ok(())
+    }
+
+    /// As `append`, placing fields in the given groups on a first write.
+    fn append_grouped(&mut self, samples: &[AtomicData], groups: &BTreeMap<String, StoreGroup>) -> Result<()> {
+        let root = format::read_root(&self.path)?;
+        if root.fields.is_empty() && !samples.is_empty() {
+            // Pre-create the arrays in their original groups, then append.
+            let mut attrs = root.clone();
+            for (name, f) in &samples[0].fields {
+                let group = groups.get(name).copied().unwrap_or_else(|| format::group_for_new_field(name));
+                let rel = format::field_path(group, name);
+                let mut shape = vec![0u64];
+                shape.extend(f.trailing_shape().iter().map(|&d| d as u64));
+                format::create_array(&self.path, &self.store, &rel, f.dtype(), shape, &self.config.resolve(group, name))?;
+                attrs.fields.insert(name.clone(), FieldInfo { group, level: f.level });
+            }
+            format::write_root(&self.path, &attrs)?;
+        }
+        self.append(samples)
+    }
+
+    /// The configuration that reproduces every array's current settings.
+    fn current_config(&self, root: &RootAttrs) -> Result<ZarrWriteConfig> {
+        let mut c = self.config.clone();
+        for rel in [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK] {
+            let a = self.open_array(rel)?;
+            c.field_overrides.insert(rel.trim_start_matches("meta/").to_string(), format::infer_config(&a));
+        }
+        for (name, info) in &root.fields {
+            let a = self.open_array(&format::field_path(info.group, name))?;
+            c.field_overrides.insert(name.clone(), format::infer_config(&a));
+        }
+        Ok(c)
+    }
+
+    fn bar(&self, len: u64, msg: &'static str) -> ProgressBar {
+        if !self.progress {
+            return ProgressBar::hidden();
+        }
+        let b = ProgressBar::new(len);
+        if let Ok(style) = ProgressStyle::with_template("{msg:>12} {bar:40} {pos}/{len} {elapsed}") {
+            b.set_style(style);
+        }
+        b.set_message(msg);
+        b
+    }
+}

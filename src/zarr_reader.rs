@@ -1,0 +1,502 @@
+//! [`AtomicDataZarrReader`]: the Zarr v3 backend and its batched read path.
+//!
+//! Opening reads only the root attributes, the pointer arrays and the sample
+//! mask, and checks that every array is long enough for them. A batched read
+//! then (1) maps logical to physical indices, (2) plans the inner chunks each
+//! array needs ([`crate::plan`]), (3) decodes each needed chunk once, in
+//! parallel over (array, chunk) with rayon, through the shared
+//! [`ChunkCache`], and (4) copies rows straight into the output buffers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use rayon::prelude::*;
+use zarrs::array::{Array, ArrayBytes, ArrayShardedReadableExt, ArrayShardedReadableExtCache};
+use zarrs::array::CodecOptions;
+
+use crate::cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
+use crate::collate::CollatedBatch;
+use crate::data::{AtomicData, DType, Field, HostData, Level};
+use crate::error::{Error, Result};
+use crate::format::{self, Store};
+use crate::plan::{Pointers, chunks_of, needed_chunks};
+use crate::reader::{Reader, SampleMetadata};
+
+/// Options of [`AtomicDataZarrReader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Byte budget of the decoded-chunk cache; 0 disables it.
+    pub cache_bytes: u64,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions { cache_bytes: DEFAULT_CACHE_BYTES }
+    }
+}
+
+/// One field array, opened.
+pub(crate) struct FieldArray {
+    pub name: String,
+    pub rel: String,
+    pub level: Level,
+    pub dtype: DType,
+    pub trailing: Vec<usize>,
+    pub row_elems: usize,
+    pub row_bytes: usize,
+    pub chunk_rows: u64,
+    pub array: Array<Store>,
+    pub shard_cache: ArrayShardedReadableExtCache,
+    /// Cache key of this array; unique within a reader's lifetime.
+    pub id: u32,
+}
+
+/// A consistent snapshot of the store (swapped whole by `refresh`).
+pub(crate) struct State {
+    pub num_samples: usize,
+    pub atoms_ptr: Vec<i64>,
+    pub edges_ptr: Vec<i64>,
+    /// Physical index of each logical index; `None` when nothing is deleted.
+    pub active: Option<Vec<usize>>,
+    pub fields: Vec<FieldArray>,
+}
+
+impl State {
+    fn len(&self) -> usize {
+        self.active.as_ref().map_or(self.num_samples, Vec::len)
+    }
+
+    fn physical(&self, logical: usize) -> usize {
+        self.active.as_ref().map_or(logical, |a| a[logical])
+    }
+
+    fn ptrs(&self) -> Pointers<'_> {
+        Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr }
+    }
+}
+
+/// Reads an atomic-structure Zarr store (ours or the Python toolkit's).
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("demo.zarr");
+/// let samples: Vec<AtomicData> = (0..5)
+///     .map(|i| AtomicData::new(vec![1; i + 1], vec![[i as f32; 3]; i + 1]).unwrap().with_energy(i as f32))
+///     .collect();
+/// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
+/// w.write(&samples)?;
+///
+/// let r = AtomicDataZarrReader::open(&path)?;
+/// assert_eq!(r.len(), 5);
+/// let got = r.read_many(&[4, 0, -1])?;
+/// assert_eq!(got[0].data, samples[4]);
+/// assert_eq!(got[2].metadata.index, 4);
+/// assert_eq!(r.get_metadata(3)?, (4, 0));
+/// # Ok(()) }
+/// ```
+pub struct AtomicDataZarrReader {
+    path: PathBuf,
+    source: Arc<str>,
+    store: Arc<Store>,
+    state: RwLock<Arc<State>>,
+    cache: ChunkCache,
+    codec_options: CodecOptions,
+    next_id: std::sync::atomic::AtomicU32,
+}
+
+impl std::fmt::Debug for AtomicDataZarrReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtomicDataZarrReader").field("path", &self.path).field("len", &self.len()).finish()
+    }
+}
+
+impl AtomicDataZarrReader {
+    /// Opens a store with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, ReaderOptions::default())
+    }
+
+    /// Opens a store.
+    pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            return Err(Error::NotFound { store: path });
+        }
+        let store = format::open_store(&path)?;
+        // Rayon already parallelises over chunks; codec-internal threads on
+        // top would oversubscribe the cores.
+        let codec_options = CodecOptions::default().with_concurrent_target(1);
+        let reader = AtomicDataZarrReader {
+            source: Arc::from(path.display().to_string()),
+            path,
+            store,
+            state: RwLock::new(Arc::new(State {
+                num_samples: 0,
+                atoms_ptr: vec![0],
+                edges_ptr: vec![0],
+                active: None,
+                fields: vec![],
+            })),
+            cache: ChunkCache::new(options.cache_bytes),
+            codec_options,
+            next_id: std::sync::atomic::AtomicU32::new(0),
+        };
+        reader.refresh()?;
+        Ok(reader)
+    }
+
+    /// The store path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Physical sample count (deleted ones included).
+    pub fn num_physical(&self) -> usize {
+        self.snapshot().num_samples
+    }
+
+    /// Cache counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// Empties the decoded-chunk cache and zeroes its counters.
+    pub fn clear_cache(&self) {
+        self.cache.clear();
+        self.cache.reset_counters();
+    }
+
+    /// Dtype and trailing shape of every field.
+    pub fn field_schema(&self) -> BTreeMap<String, (Level, DType, Vec<usize>)> {
+        self.snapshot()
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), (f.level, f.dtype, f.trailing.clone())))
+            .collect()
+    }
+
+    pub(crate) fn snapshot(&self) -> Arc<State> {
+        // The lock only guards an Arc swap; a poisoned lock still holds a valid Arc.
+        self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn load_state(&self) -> Result<State> {
+        let p = &self.path;
+        let root = format::read_root(p)?;
+        let n = root.num_samples;
+        let read_i64 = |rel: &str| -> Result<Vec<i64>> {
+            let a = format::open_array(p, &self.store, rel)?;
+            let dt = format::array_dtype(p, rel, &a)?;
+            if !matches!(dt, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
+                return Err(Error::inconsistent(p, rel, format!("dtype {dt}, expected int64")));
+            }
+            let len = a.shape().first().copied().unwrap_or(0);
+            if a.dimensionality() != 1 || len < n as u64 + 1 {
+                return Err(Error::inconsistent(
+                    p,
+                    rel,
+                    format!("shape {:?} too short for num_samples {n} (needs {} entries)", a.shape(), n + 1),
+                ));
+            }
+            let bytes: ArrayBytes = a
+                .retrieve_array_subset_opt(&[0..n as u64 + 1], &self.codec_options)
+                .map_err(|e| Error::zarr(p, rel, e))?;
+            let raw = bytes.into_fixed().map_err(|e| Error::zarr(p, rel, e))?;
+            let data = HostData::from_bytes(dt, &raw)?;
+            let v = data.to_i64_vec().unwrap_or_default();
+            if v.first() != Some(&0) {
+                return Err(Error::inconsistent(p, rel, format!("first pointer is {:?}, expected 0", v.first())));
+            }
+            if let Some(i) = v.windows(2).position(|w| w[1] < w[0]) {
+                return Err(Error::inconsistent(
+                    p,
+                    rel,
+                    format!("pointers decrease at sample {i}: {} then {}", v[i], v[i + 1]),
+                ));
+            }
+            Ok(v)
+        };
+        let atoms_ptr = read_i64(format::ATOMS_PTR)?;
+        let edges_ptr = read_i64(format::EDGES_PTR)?;
+        let total_atoms = atoms_ptr[n] as u64;
+        let total_edges = edges_ptr[n] as u64;
+
+        let mask_arr = format::open_array(p, &self.store, format::SAMPLES_MASK)?;
+        let mask_len = mask_arr.shape().first().copied().unwrap_or(0);
+        if mask_len < n as u64 {
+            return Err(Error::inconsistent(
+                p,
+                format::SAMPLES_MASK,
+                format!("{mask_len} entries for {n} samples"),
+            ));
+        }
+        let mask: ArrayBytes = mask_arr
+            .retrieve_array_subset_opt(&[0..n as u64], &self.codec_options)
+            .map_err(|e| Error::zarr(p, format::SAMPLES_MASK, e))?;
+        let mask = mask.into_fixed().map_err(|e| Error::zarr(p, format::SAMPLES_MASK, e))?;
+        let active = if mask.iter().all(|&b| b != 0) {
+            None
+        } else {
+            Some(mask.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, _)| i).collect())
+        };
+        for (rel, need) in [(format::ATOMS_MASK, total_atoms), (format::EDGES_MASK, total_edges)] {
+            if p.join(rel).join("zarr.json").exists() {
+                let a = format::open_array(p, &self.store, rel)?;
+                let len = a.shape().first().copied().unwrap_or(0);
+                if len < need {
+                    return Err(Error::inconsistent(p, rel, format!("{len} entries, pointers need {need}")));
+                }
+            }
+        }
+
+        let mut fields = Vec::with_capacity(root.fields.len());
+        for (name, info) in &root.fields {
+            let rel = format::field_path(info.group, name);
+            let array = format::open_array(p, &self.store, &rel)?;
+            let dtype = format::array_dtype(p, &rel, &array)?;
+            let shape = array.shape().to_vec();
+            let need = match info.level {
+                Level::Atom => total_atoms,
+                Level::Edge => total_edges,
+                Level::System => n as u64,
+            };
+            let len = shape.first().copied().unwrap_or(0);
+            if len < need {
+                return Err(Error::inconsistent(
+                    p,
+                    &rel,
+                    format!("{len} rows, but the pointers need {need} ({} level)", info.level),
+                ));
+            }
+            let trailing: Vec<usize> = shape.iter().skip(1).map(|&d| d as usize).collect();
+            let row_elems: usize = trailing.iter().product();
+            let chunk_rows = format::chunk_rows(p, &rel, &array)?;
+            let shard_cache = ArrayShardedReadableExtCache::new(&array);
+            fields.push(FieldArray {
+                name: name.clone(),
+                rel,
+                level: info.level,
+                dtype,
+                trailing,
+                row_elems,
+                row_bytes: row_elems * dtype.size(),
+                chunk_rows,
+                array,
+                shard_cache,
+                id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            });
+        }
+        Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
+    }
+
+    fn chunk_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
+        Error::Chunk { store: self.path.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
+    }
+
+    /// Decodes (or fetches from the cache) one inner chunk of `f`.
+    fn chunk(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
+        if let Some(b) = self.cache.get(f.id, chunk) {
+            return Ok(b);
+        }
+        let mut idx = vec![0u64; f.array.dimensionality()];
+        idx[0] = chunk;
+        let bytes: ArrayBytes = f
+            .array
+            .retrieve_subchunk_opt(&f.shard_cache, &idx, &self.codec_options)
+            .map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
+        let raw = bytes.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
+        let raw = Arc::new(raw.into_owned());
+        if raw.len() as u64 != f.chunk_rows * f.row_bytes as u64 {
+            return Err(self.chunk_error(
+                f,
+                chunk,
+                format!("decoded {} bytes, expected {}", raw.len(), f.chunk_rows * f.row_bytes as u64),
+            ));
+        }
+        self.cache.insert(f.id, chunk, raw.clone());
+        Ok(raw)
+    }
+
+    /// Decodes every chunk the physical samples need, once each, in parallel
+    /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
+    fn decode_needed(&self, st: &State, physical: &[usize]) -> Result<Vec<Decoded>> {
+        let plans: Vec<Vec<u64>> = st
+            .fields
+            .iter()
+            .map(|f| needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical))
+            .collect();
+        let tasks: Vec<(usize, u64)> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c)))
+            .collect();
+        let mut results: Vec<ChunkBytes> = tasks
+            .par_iter()
+            .map(|&(fi, c)| self.chunk(&st.fields[fi], c))
+            .collect::<Result<_>>()?;
+        let mut out = Vec::with_capacity(plans.len());
+        for ids in plans.into_iter().rev() {
+            let bytes = results.split_off(results.len() - ids.len());
+            out.push(Decoded { ids, bytes });
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Appends the rows `rows` of `f` from the decoded chunks to `dst`.
+    fn copy_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, dst: &mut HostData) -> Result<()> {
+        let c_rows = f.chunk_rows;
+        for c in chunks_of(&rows, c_rows) {
+            let bytes = dec.get(c).ok_or_else(|| self.chunk_error(f, c, "chunk missing from the read plan"))?;
+            let lo = rows.start.max(c * c_rows) - c * c_rows;
+            let hi = rows.end.min((c + 1) * c_rows) - c * c_rows;
+            let (a, b) = (lo as usize * f.row_bytes, hi as usize * f.row_bytes);
+            let src = bytes.get(a..b).ok_or_else(|| self.chunk_error(f, c, "decoded chunk shorter than its rows"))?;
+            dst.extend_from_bytes(src);
+        }
+        Ok(())
+    }
+
+    fn assemble(&self, st: &State, dec: &[Decoded], p: usize) -> Result<AtomicData> {
+        let mut s = AtomicData::default();
+        for (f, d) in st.fields.iter().zip(dec) {
+            let rows = st.ptrs().rows(f.level, p);
+            let n = (rows.end - rows.start) as usize;
+            let mut data = HostData::with_capacity(f.dtype, n * f.row_elems);
+            self.copy_rows(f, d, rows, &mut data)?;
+            if f.name == "neighbor_list" {
+                data.add_offset(-st.atoms_ptr[p])?;
+            }
+            let mut shape = Vec::with_capacity(1 + f.trailing.len());
+            shape.push(n);
+            shape.extend(&f.trailing);
+            s.fields.insert(f.name.clone(), Field { level: f.level, shape, data });
+        }
+        Ok(s)
+    }
+
+    fn collate_into(&self, st: &State, dec: &[Decoded], batch: &[usize], out: &mut CollatedBatch) -> Result<()> {
+        let layout: Vec<_> = st.fields.iter().map(|f| (f.name.clone(), f.level, f.dtype, f.trailing.clone())).collect();
+        out.reset(&layout);
+        let ptrs = st.ptrs();
+        let physical: Vec<usize> = batch.iter().map(|&i| st.physical(i)).collect();
+        let (mut atoms, mut edges) = (0i64, 0i64);
+        for &p in &physical {
+            atoms += ptrs.atoms[p + 1] - ptrs.atoms[p];
+            edges += ptrs.edges[p + 1] - ptrs.edges[p];
+            out.atoms_ptr.push(atoms);
+            out.edges_ptr.push(edges);
+        }
+        for (f, d) in st.fields.iter().zip(dec) {
+            let dst = match out.fields.get_mut(&f.name) {
+                Some(dst) => &mut dst.data,
+                None => continue, // reset() created every layout entry
+            };
+            let rows_total = match f.level {
+                Level::Atom => atoms as usize,
+                Level::Edge => edges as usize,
+                Level::System => physical.len(),
+            };
+            dst.reserve(rows_total * f.row_elems);
+            let is_nl = f.name == "neighbor_list";
+            for (k, &p) in physical.iter().enumerate() {
+                let start = dst.len();
+                self.copy_rows(f, d, ptrs.rows(f.level, p), dst)?;
+                if is_nl {
+                    dst.add_offset_from(start, out.atoms_ptr[k] - ptrs.atoms[p])?;
+                }
+            }
+        }
+        out.indices.clear();
+        out.indices.extend_from_slice(batch);
+        Ok(())
+    }
+}
+
+/// The decoded chunks of one array for one request.
+struct Decoded {
+    ids: Vec<u64>,
+    bytes: Vec<ChunkBytes>,
+}
+
+impl Decoded {
+    #[inline]
+    fn get(&self, chunk: u64) -> Option<&ChunkBytes> {
+        self.ids.binary_search(&chunk).ok().map(|i| &self.bytes[i])
+    }
+}
+
+impl Reader for AtomicDataZarrReader {
+    fn len(&self) -> usize {
+        self.snapshot().len()
+    }
+
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    fn field_levels(&self) -> BTreeMap<String, Level> {
+        self.snapshot().fields.iter().map(|f| (f.name.clone(), f.level)).collect()
+    }
+
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        let st = self.snapshot();
+        let physical: Vec<usize> = indices
+            .iter()
+            .map(|&i| {
+                if i >= st.len() {
+                    return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: i as i64, len: st.len() });
+                }
+                Ok(st.physical(i))
+            })
+            .collect::<Result<_>>()?;
+        let dec = self.decode_needed(&st, &physical)?;
+        physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+    }
+
+    fn physical_index(&self, index: usize) -> usize {
+        let st = self.snapshot();
+        if index < st.len() { st.physical(index) } else { index }
+    }
+
+    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        let st = self.snapshot();
+        if index >= st.len() {
+            return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: index as i64, len: st.len() });
+        }
+        let p = st.physical(index);
+        Ok((
+            (st.atoms_ptr[p + 1] - st.atoms_ptr[p]) as usize,
+            (st.edges_ptr[p + 1] - st.edges_ptr[p]) as usize,
+        ))
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let new = self.load_state()?;
+        // Appends rewrite the last partial chunk, so cached chunks may be stale.
+        self.cache.clear();
+        *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+        Ok(())
+    }
+
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let st = self.snapshot();
+        let len = st.len();
+        if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
+            return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
+        }
+        let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
+        let dec = self.decode_needed(&st, &physical)?;
+        out.resize_with(batches.len(), CollatedBatch::default);
+        out.par_iter_mut()
+            .zip(batches.par_iter())
+            .try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))
+    }
+
+    fn metadata_for(&self, i: usize) -> SampleMetadata {
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
+    }
+}
