@@ -32,6 +32,10 @@
 //! | [`plan`] | read planning: which chunks a request touches |
 //! | [`cache`] | the decoded-chunk cache |
 //! | [`collate`] | host-side collated batches ([`CollatedBatch`]) |
+//! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset` |
+//! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
+//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, upload threads; Burn's `DataLoader` |
+//! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`] and the basic samplers |
 //! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
 //!
 //! ## Example
@@ -53,24 +57,32 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod bench;
+pub mod batch;
 pub mod cache;
 pub mod collate;
 pub mod config;
 pub mod data;
+pub mod dataset;
 pub mod dump;
 mod error;
 pub mod format;
 pub mod inspect;
+pub mod loader;
 pub mod plan;
 pub mod reader;
+pub mod sampler;
 pub mod synth;
 pub mod writer;
 pub mod zarr_reader;
 
+pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
 pub use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub use collate::{CollatedBatch, CollatedField};
 pub use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use data::{AtomicData, DType, Field, HostData, Level};
+pub use dataset::Dataset;
+pub use loader::{DataLoader, DataLoaderBuilder};
 pub use error::{Error, Result};
 pub use reader::{Reader, Sample, SampleMetadata};
 pub use writer::{AppendStep, AtomicDataZarrWriter};

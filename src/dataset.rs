@@ -1,0 +1,349 @@
+//! [`Dataset`]: validation, per-sample transforms and background (fused)
+//! prefetch over any [`Reader`]. It never chooses sample order.
+//!
+//! The canonical batch API is [`Dataset::load_batches`]: one inner list per
+//! batch, all served by ONE backend read. With validation skipped and no
+//! transforms it takes the reader's collated path (rows copied straight from
+//! decoded chunks into batch buffers); otherwise samples are read, validated,
+//! transformed and then collated.
+//!
+//! ```
+//! # fn main() -> atomzarr::Result<()> {
+//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("d.zarr");
+//! let mk = |n: usize| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap().with_energy(n as f32);
+//! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[mk(1), mk(2), mk(3)])?;
+//! let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+//! let batches = ds.load_batches(&[vec![2, 0], vec![1]])?;
+//! assert_eq!(batches[0].atoms_ptr, vec![0, 3, 4]);
+//! ds.prefetch_fused_batches(vec![vec![0], vec![1, 2]]);
+//! assert!(ds.has_pending_fused_batches());
+//! assert_eq!(ds.get_fused_batches()?.len(), 2);
+//! # Ok(()) }
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+use crate::collate::CollatedBatch;
+use crate::data::AtomicData;
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+
+/// A per-sample transform, applied after validation.
+pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A fixed pool of background threads for prefetch reads.
+struct WorkerPool {
+    tx: Mutex<Option<Sender<Job>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    fn new(n: usize) -> WorkerPool {
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..n.max(1))
+            .map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("atomzarr-prefetch-{i}"))
+                    .spawn(move || {
+                        loop {
+                            // Take one job, release the lock, run it.
+                            let job = match rx.lock() {
+                                Ok(g) => g.recv(),
+                                Err(_) => return,
+                            };
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return, // pool dropped
+                            }
+                        }
+                    })
+            })
+            .filter_map(std::result::Result::ok)
+            .collect();
+        WorkerPool { tx: Mutex::new(Some(tx)), threads }
+    }
+
+    fn submit(&self, job: Job) -> Result<()> {
+        let g = self.tx.lock().map_err(|_| Error::Background("prefetch pool lock poisoned".into()))?;
+        match g.as_ref() {
+            Some(tx) if !self.threads.is_empty() => {
+                tx.send(job).map_err(|_| Error::Background("prefetch pool is gone".into()))
+            }
+            _ => Err(Error::Background("could not start prefetch threads".into())),
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.tx.lock() {
+            g.take();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A background fused read in flight. Dropping it cancels the read if it
+/// has not started; a started read finishes and its result is discarded.
+pub struct FusedHandle {
+    rx: Receiver<Result<Vec<CollatedBatch>>>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl FusedHandle {
+    /// Waits for the batches.
+    pub fn wait(self) -> Result<Vec<CollatedBatch>> {
+        self.rx
+            .recv()
+            .map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
+    }
+}
+
+impl Drop for FusedHandle {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What a background read needs (no reference to the pool itself, so a job
+/// can never keep its own pool alive).
+struct ReadCtx<R: Reader> {
+    reader: Arc<R>,
+    skip_validation: bool,
+    transforms: Vec<Transform>,
+}
+
+impl<R: Reader> ReadCtx<R> {
+    fn check(&self, lists: &[Vec<usize>]) -> Result<()> {
+        let len = self.reader.len();
+        match lists.iter().flatten().find(|&&i| i >= len) {
+            Some(&bad) => Err(Error::IndexOutOfRange { source_name: self.reader.source().to_string(), index: bad as i64, len }),
+            None => Ok(()),
+        }
+    }
+
+    fn sample(&self, index: usize, s: AtomicData) -> Result<AtomicData> {
+        if !self.skip_validation {
+            s.validate()
+                .map_err(|reason| Error::Validation { source_name: self.reader.source().to_string(), index, reason })?;
+        }
+        self.transforms.iter().try_fold(s, |s, t| t(s))
+    }
+
+    fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        self.check(lists)?;
+        let mut out = Vec::with_capacity(lists.len());
+        if self.skip_validation && self.transforms.is_empty() {
+            self.reader.load_collated(lists, &mut out)?;
+            return Ok(out);
+        }
+        let flat: Vec<usize> = lists.iter().flatten().copied().collect();
+        let samples = self.reader.load_many(&flat)?;
+        let samples: Vec<AtomicData> =
+            samples.into_iter().zip(&flat).map(|(s, &i)| self.sample(i, s)).collect::<Result<_>>()?;
+        let mut start = 0;
+        for b in lists {
+            out.push(CollatedBatch::from_samples(b, &samples[start..start + b.len()])?);
+            start += b.len();
+        }
+        Ok(out)
+    }
+}
+
+/// Validation, transforms and background prefetch over a [`Reader`].
+/// Cloning is cheap and shares the reader, the worker pool and the pending
+/// prefetch queue.
+pub struct Dataset<R: Reader> {
+    reader: Arc<R>,
+    skip_validation: bool,
+    transforms: Vec<Transform>,
+    num_workers: usize,
+    pool: Arc<OnceLock<WorkerPool>>,
+    pending: Arc<Mutex<VecDeque<FusedHandle>>>,
+}
+
+impl<R: Reader> Clone for Dataset<R> {
+    fn clone(&self) -> Self {
+        Dataset {
+            reader: self.reader.clone(),
+            skip_validation: self.skip_validation,
+            transforms: self.transforms.clone(),
+            num_workers: self.num_workers,
+            pool: self.pool.clone(),
+            pending: self.pending.clone(),
+        }
+    }
+}
+
+impl<R: Reader> std::fmt::Debug for Dataset<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("source", &self.reader.source())
+            .field("len", &self.reader.len())
+            .field("skip_validation", &self.skip_validation)
+            .field("num_workers", &self.num_workers)
+            .finish()
+    }
+}
+
+impl<R: Reader + 'static> Dataset<R> {
+    /// A dataset over `reader`, validation on, one background worker.
+    pub fn new(reader: R) -> Self {
+        Self::from_arc(Arc::new(reader))
+    }
+
+    /// As [`Dataset::new`] for a shared reader.
+    pub fn from_arc(reader: Arc<R>) -> Self {
+        Dataset {
+            reader,
+            skip_validation: false,
+            transforms: Vec::new(),
+            num_workers: 1,
+            pool: Arc::new(OnceLock::new()),
+            pending: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    /// Skips per-sample validation (for trusted stores): batches are built
+    /// straight from the reader's collated path.
+    pub fn skip_validation(mut self, yes: bool) -> Self {
+        self.skip_validation = yes;
+        self
+    }
+
+    /// Background threads for prefetch (1 is usually enough: the read itself
+    /// is parallel over chunks). Applies to a dataset whose pool has not
+    /// started yet.
+    pub fn num_workers(mut self, n: usize) -> Self {
+        self.num_workers = n.max(1);
+        if self.pool.get().is_none() {
+            self.pool = Arc::new(OnceLock::new());
+        }
+        self
+    }
+
+    /// Adds a per-sample transform (applied in order, after validation).
+    pub fn with_transform(mut self, f: impl Fn(AtomicData) -> Result<AtomicData> + Send + Sync + 'static) -> Self {
+        self.transforms.push(Arc::new(f));
+        self
+    }
+
+    /// The reader.
+    pub fn reader(&self) -> &Arc<R> {
+        &self.reader
+    }
+
+    /// Whether validation is skipped.
+    pub fn skips_validation(&self) -> bool {
+        self.skip_validation
+    }
+
+    /// Logical sample count.
+    pub fn len(&self) -> usize {
+        self.reader.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn ctx(&self) -> ReadCtx<R> {
+        ReadCtx { reader: self.reader.clone(), skip_validation: self.skip_validation, transforms: self.transforms.clone() }
+    }
+
+    /// One sample, validated and transformed.
+    pub fn get_sample(&self, index: usize) -> Result<AtomicData> {
+        let ctx = self.ctx();
+        ctx.check(&[vec![index]])?;
+        let s = self.reader.load_sample(index)?;
+        ctx.sample(index, s)
+    }
+
+    /// `(num_atoms, num_edges)` from the reader's pointers (no field reads).
+    pub fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        self.reader.get_metadata(index)
+    }
+
+    /// One batch per inner list, through one backend read.
+    pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        self.ctx().load_batches(lists)
+    }
+
+    /// Starts one background read of all `lists`; the returned handle yields
+    /// them split back into batches. Used by the DataLoader; see
+    /// [`Dataset::prefetch_fused_batches`] for the queue-style API.
+    pub fn spawn_fused(&self, lists: Vec<Vec<usize>>) -> FusedHandle {
+        let (tx, rx) = channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        let ctx = self.ctx();
+        let job: Job = Box::new(move || {
+            if flag.load(Ordering::Relaxed) {
+                return;
+            }
+            let _ = tx.send(ctx.load_batches(&lists));
+        });
+        let pool = self.pool.get_or_init(|| WorkerPool::new(self.num_workers));
+        if let Err(e) = pool.submit(job) {
+            let (etx, erx) = channel();
+            let _ = etx.send(Err(e));
+            return FusedHandle { rx: erx, cancel };
+        }
+        FusedHandle { rx, cancel }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<FusedHandle>> {
+        // The queue holds plain handles; a panic elsewhere cannot corrupt it.
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues one background fused read of all `lists`.
+    pub fn prefetch_fused_batches(&self, lists: Vec<Vec<usize>>) {
+        let h = self.spawn_fused(lists);
+        self.pending().push_back(h);
+    }
+
+    /// Waits for the oldest queued fused read and returns its batches.
+    pub fn get_fused_batches(&self) -> Result<Vec<CollatedBatch>> {
+        let h = self
+            .pending()
+            .pop_front()
+            .ok_or_else(|| Error::Background("get_fused_batches called with nothing prefetched".into()))?;
+        h.wait()
+    }
+
+    /// True while queued fused reads remain.
+    pub fn has_pending_fused_batches(&self) -> bool {
+        !self.pending().is_empty()
+    }
+
+    /// Drops every queued fused read (reads not yet started never run).
+    pub fn cancel_prefetch(&self) {
+        self.pending().clear();
+    }
+}
+
+impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R> {
+    /// The sample, or `None` when out of range, unreadable or invalid (Burn's
+    /// trait cannot carry the error; use [`Dataset::get_sample`] to see it).
+    fn get(&self, index: usize) -> Option<AtomicData> {
+        self.get_sample(index).ok()
+    }
+
+    fn len(&self) -> usize {
+        self.reader.len()
+    }
+}

@@ -1,0 +1,224 @@
+//! Samplers decide sample order and batch membership, nothing else.
+//!
+//! A [`Sampler`] yields the logical indices of one epoch in order; a
+//! [`BatchSampler`] yields the batches of one epoch. Both are stateless in the
+//! epoch: the [`DataLoader`](crate::DataLoader) passes the epoch number, so a
+//! seeded shuffle is reproducible per `(seed, epoch)` and differs across epochs.
+//!
+//! ```
+//! use atomzarr::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches};
+//! let s = RandomSampler::new(10, 7);
+//! assert_eq!(s.indices(0), s.indices(0));
+//! assert_ne!(s.indices(0), s.indices(1));
+//! let b = SamplerBatches::new(s, 4, true);
+//! assert_eq!(b.len(), 2);
+//! assert!(b.batches(3).iter().all(|x| x.len() == 4));
+//! ```
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+/// Yields the logical indices of one epoch.
+pub trait Sampler: Send + Sync {
+    /// The indices of epoch `epoch`, in order.
+    fn indices(&self, epoch: u64) -> Vec<usize>;
+    /// How many indices an epoch yields.
+    fn len(&self) -> usize;
+    /// True when an epoch yields nothing.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Yields the batches of one epoch.
+pub trait BatchSampler: Send + Sync {
+    /// The batches of epoch `epoch`, in order.
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>>;
+    /// Batches per epoch.
+    fn len(&self) -> usize;
+    /// True when an epoch yields no batch.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<S: Sampler + ?Sized> Sampler for Box<S> {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        (**self).indices(epoch)
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+}
+
+impl<S: Sampler + ?Sized> Sampler for std::sync::Arc<S> {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        (**self).indices(epoch)
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+}
+
+impl<S: BatchSampler + ?Sized> BatchSampler for std::sync::Arc<S> {
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        (**self).batches(epoch)
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+}
+
+impl<S: BatchSampler + ?Sized> BatchSampler for Box<S> {
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        (**self).batches(epoch)
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+}
+
+/// A seeded RNG for `(seed, epoch)`.
+pub fn epoch_rng(seed: u64, epoch: u64) -> StdRng {
+    // Mix so that (seed, epoch) and (seed + 1, epoch - 1) differ.
+    StdRng::seed_from_u64(seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// `0..len` in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequentialSampler {
+    len: usize,
+}
+
+impl SequentialSampler {
+    /// A sampler over `0..len`.
+    pub fn new(len: usize) -> Self {
+        SequentialSampler { len }
+    }
+}
+
+impl Sampler for SequentialSampler {
+    fn indices(&self, _epoch: u64) -> Vec<usize> {
+        (0..self.len).collect()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A permutation of `0..len`, seeded, reshuffled per epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RandomSampler {
+    len: usize,
+    seed: u64,
+}
+
+impl RandomSampler {
+    /// A shuffled sampler over `0..len`.
+    pub fn new(len: usize, seed: u64) -> Self {
+        RandomSampler { len, seed }
+    }
+}
+
+impl Sampler for RandomSampler {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.len).collect();
+        v.shuffle(&mut epoch_rng(self.seed, epoch));
+        v
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A fixed list of indices (a subset, a split, a benchmark order), optionally
+/// shuffled per epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListSampler {
+    indices: Vec<usize>,
+    shuffle: Option<u64>,
+}
+
+impl ListSampler {
+    /// Yields `indices` in the given order every epoch.
+    pub fn new(indices: Vec<usize>) -> Self {
+        ListSampler { indices, shuffle: None }
+    }
+
+    /// Yields a per-epoch permutation of `indices`, seeded.
+    pub fn shuffled(indices: Vec<usize>, seed: u64) -> Self {
+        ListSampler { indices, shuffle: Some(seed) }
+    }
+
+    /// The underlying list.
+    pub fn list(&self) -> &[usize] {
+        &self.indices
+    }
+}
+
+impl Sampler for ListSampler {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        let mut v = self.indices.clone();
+        if let Some(seed) = self.shuffle {
+            v.shuffle(&mut epoch_rng(seed, epoch));
+        }
+        v
+    }
+    fn len(&self) -> usize {
+        self.indices.len()
+    }
+}
+
+/// Groups a [`Sampler`]'s indices into batches of `batch_size`.
+#[derive(Debug, Clone)]
+pub struct SamplerBatches<S> {
+    sampler: S,
+    batch_size: usize,
+    drop_last: bool,
+}
+
+impl<S: Sampler> SamplerBatches<S> {
+    /// Batches of `batch_size` (> 0); the last short batch is dropped when
+    /// `drop_last`.
+    pub fn new(sampler: S, batch_size: usize, drop_last: bool) -> Self {
+        SamplerBatches { sampler, batch_size: batch_size.max(1), drop_last }
+    }
+}
+
+impl<S: Sampler> BatchSampler for SamplerBatches<S> {
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        let idx = self.sampler.indices(epoch);
+        let mut out: Vec<Vec<usize>> = idx.chunks(self.batch_size).map(<[usize]>::to_vec).collect();
+        if self.drop_last && out.last().is_some_and(|b| b.len() < self.batch_size) {
+            out.pop();
+        }
+        out
+    }
+    fn len(&self) -> usize {
+        let n = self.sampler.len();
+        if self.drop_last { n / self.batch_size } else { n.div_ceil(self.batch_size) }
+    }
+}
+
+/// A fixed list of batches, yielded as given every epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListBatchSampler {
+    batches: Vec<Vec<usize>>,
+}
+
+impl ListBatchSampler {
+    /// Yields `batches` every epoch.
+    pub fn new(batches: Vec<Vec<usize>>) -> Self {
+        ListBatchSampler { batches }
+    }
+}
+
+impl BatchSampler for ListBatchSampler {
+    fn batches(&self, _epoch: u64) -> Vec<Vec<usize>> {
+        self.batches.clone()
+    }
+    fn len(&self) -> usize {
+        self.batches.len()
+    }
+}
