@@ -238,6 +238,8 @@ pub fn create_array(
     let outer = config.shard_size.unwrap_or(chunk);
     let mut chunk_shape = vec![outer];
     chunk_shape.extend(shape.iter().skip(1).map(|&d| d.max(1)));
+    // A byte-vector fill value must go in as `FillValue` bytes: zarrs reads a
+    // plain `Vec<u8>` as JSON array metadata, which no scalar dtype accepts.
     let fill = zarrs::array::FillValue::new(vec![0u8; dtype.size()]);
     let mut builder = ArrayBuilder::new(shape.clone(), chunk_shape.clone(), dtype.name(), fill);
     let b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
