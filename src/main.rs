@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 
+use atomzarr::bench::{BenchCodec, ReadOptions, ReadOrder, ReadPath, WriteOptions};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, ZarrArrayConfig, ZarrWriteConfig};
 
 #[derive(Parser)]
@@ -37,6 +38,161 @@ enum Cmd {
         #[arg(short, long, default_value_t = 1000)]
         n: usize,
     },
+    /// I/O benchmark: generate synthetic structures, write a store per -n,
+    /// read it all back, report sizes and throughput (mirrors the reference
+    /// toolkit's `nvalchemi-io-test roundtrip`).
+    Roundtrip(RoundtripArgs),
+    /// I/O benchmark against an existing store (ours or the Python toolkit's).
+    Read {
+        /// The store.
+        path: PathBuf,
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    /// The public DataLoader (validation skipped, CPU device).
+    Batch,
+    /// One `read(i)` per sample.
+    Single,
+    /// batch, then single.
+    Both,
+    /// The reader's `read_collated` in read windows, without the DataLoader.
+    Raw,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OrderArg {
+    Sequential,
+    Shuffle,
+    BlockShuffle,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CodecArg {
+    Zstd,
+    /// blosc with lz4.
+    Lz4,
+    BloscZstd,
+    None,
+}
+
+#[derive(Args)]
+struct ReadArgs {
+    /// Read path(s) to time; repeat to time several, in order.
+    #[arg(long = "read-mode", value_enum, default_values_t = [ModeArg::Batch])]
+    read_mode: Vec<ModeArg>,
+    /// Samples per emitted batch.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Batches fused into one backend read (read window = batch size x prefetch).
+    #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
+    prefetch_factor: i64,
+    /// Logical read order.
+    #[arg(long, value_enum, default_value_t = OrderArg::Sequential)]
+    read_order: OrderArg,
+    /// Seed of the shuffled read orders.
+    #[arg(long, default_value_t = 0)]
+    read_seed: u64,
+    /// Contiguous block size of block-shuffle.
+    #[arg(long, default_value_t = 8192)]
+    read_order_block_size: usize,
+    /// Ask the loader for pinned host staging.
+    #[arg(long)]
+    pin_memory: bool,
+    /// Decoded-chunk cache budget in bytes (0 disables the cache).
+    #[arg(long, default_value_t = atomzarr::DEFAULT_CACHE_BYTES)]
+    cache_bytes: u64,
+    /// Passes over the data with one reader (later passes show the cache).
+    #[arg(long, default_value_t = 1)]
+    epochs: usize,
+    /// One JSON object per row on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct RoundtripArgs {
+    /// Number of systems (repeat for several stores).
+    #[arg(short = 'n', long = "num-systems", default_values_t = [1000usize, 10_000, 100_000])]
+    num_systems: Vec<usize>,
+    /// Minimum atoms per structure.
+    #[arg(long, default_value_t = 10)]
+    min_atoms: usize,
+    /// Maximum atoms per structure.
+    #[arg(long, default_value_t = 100)]
+    max_atoms: usize,
+    /// Compression codec (omit for the library default, zstd level 0).
+    #[arg(long, value_enum)]
+    codec: Option<CodecArg>,
+    /// Compression level.
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    level: i32,
+    /// Rows per chunk along dimension 0.
+    #[arg(long)]
+    chunk_size: Option<u64>,
+    /// Rows per shard (enables sharding).
+    #[arg(long)]
+    shard_size: Option<u64>,
+    /// Rows per chunk of edge arrays (neighbor_list, shifts).
+    #[arg(long)]
+    edge_chunk_size: Option<u64>,
+    /// Rows per shard of edge arrays.
+    #[arg(long)]
+    edge_shard_size: Option<u64>,
+    /// Generator seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Directory for the stores (kept); default a temporary directory (removed).
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    read: ReadArgs,
+}
+
+impl ReadArgs {
+    fn options(&self) -> ReadOptions {
+        let mut paths = Vec::new();
+        for m in &self.read_mode {
+            match m {
+                ModeArg::Batch => paths.push(ReadPath::Batch),
+                ModeArg::Single => paths.push(ReadPath::Single),
+                ModeArg::Both => paths.extend([ReadPath::Batch, ReadPath::Single]),
+                ModeArg::Raw => paths.push(ReadPath::Raw),
+            }
+        }
+        ReadOptions {
+            paths,
+            order: match self.read_order {
+                OrderArg::Sequential => ReadOrder::Sequential,
+                OrderArg::Shuffle => ReadOrder::Shuffle,
+                OrderArg::BlockShuffle => ReadOrder::BlockShuffle,
+            },
+            seed: self.read_seed,
+            block_size: self.read_order_block_size,
+            batch_size: self.batch_size,
+            prefetch_factor: self.prefetch_factor,
+            pin_memory: self.pin_memory,
+            cache_bytes: self.cache_bytes,
+            epochs: self.epochs,
+            progress: !self.json || std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        }
+    }
+}
+
+fn print_rows(title: &str, rows: &[atomzarr::bench::ReportRow], json: bool) -> atomzarr::Result<()> {
+    if json {
+        for r in rows {
+            let line = serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+            println!("{line}");
+        }
+    } else {
+        println!("{title}");
+        println!("{}", atomzarr::bench::table(rows));
+    }
+    Ok(())
 }
 
 fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
@@ -95,6 +251,42 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
             AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
             print_inspect(&path)?;
+        }
+        Cmd::Roundtrip(a) => {
+            let read = a.read.options();
+            let w = WriteOptions {
+                num_systems: a.num_systems.clone(),
+                min_atoms: a.min_atoms,
+                max_atoms: a.max_atoms,
+                seed: a.seed,
+                codec: a.codec.map(|c| match c {
+                    CodecArg::Zstd => BenchCodec::Zstd,
+                    CodecArg::Lz4 => BenchCodec::Lz4,
+                    CodecArg::BloscZstd => BenchCodec::BloscZstd,
+                    CodecArg::None => BenchCodec::None,
+                }),
+                level: a.level,
+                chunk_size: a.chunk_size,
+                shard_size: a.shard_size,
+                edge_chunk_size: a.edge_chunk_size,
+                edge_shard_size: a.edge_shard_size,
+                output_dir: a.output_dir.clone(),
+            };
+            if !a.read.json {
+                eprintln!(
+                    "atomzarr roundtrip  atoms={}-{}  config={}  read window={}",
+                    w.min_atoms,
+                    w.max_atoms,
+                    w.describe(),
+                    read.read_window()
+                );
+            }
+            let rows = atomzarr::bench::roundtrip(&w, &read)?;
+            print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
+        }
+        Cmd::Read { path, read: a } => {
+            let rows = atomzarr::bench::read_bench(&path, &a.options())?;
+            print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
         }
     }
     Ok(())

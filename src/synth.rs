@@ -18,11 +18,31 @@ use crate::error::{Error, Result};
 /// assert_eq!(s, atomzarr::synth::generate(3, 10, 20, 0).unwrap());
 /// ```
 pub fn generate(n: usize, min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Vec<AtomicData>> {
+    generate_with_progress(n, min_atoms, max_atoms, seed, |_| {})
+}
+
+/// As [`generate`], calling `progress(k)` after every 1024th structure and at
+/// the end (k = structures done). Same output as [`generate`] for a seed.
+pub fn generate_with_progress(
+    n: usize,
+    min_atoms: usize,
+    max_atoms: usize,
+    seed: u64,
+    mut progress: impl FnMut(usize),
+) -> Result<Vec<AtomicData>> {
     if min_atoms == 0 || min_atoms > max_atoms {
         return Err(Error::Config(format!("atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more")));
     }
     let mut rng = StdRng::seed_from_u64(seed);
-    (0..n).map(|_| one(&mut rng, min_atoms, max_atoms)).collect()
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        out.push(one(&mut rng, min_atoms, max_atoms)?);
+        if (k + 1) % 1024 == 0 {
+            progress(k + 1);
+        }
+    }
+    progress(n);
+    Ok(out)
 }
 
 fn one(rng: &mut StdRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicData> {
