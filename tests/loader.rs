@@ -1,0 +1,317 @@
+//! DataLoader, Dataset and Batcher semantics (issue: Burn integration).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use burn::backend::Flex;
+use burn::data::dataloader::batcher::Batcher;
+use burn::tensor::backend::Backend;
+
+use atomzarr::sampler::{BatchSampler, ListBatchSampler, ListSampler, RandomSampler, Sampler, SamplerBatches};
+use atomzarr::{
+    AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, BatchData, Codec, CollatedBatch,
+    DataLoader, Dataset, Error, HostData, Level, Reader, ZarrArrayConfig, ZarrWriteConfig,
+};
+
+type B = Flex;
+
+fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
+    let samples = atomzarr::synth::generate(n, 2, 9, 42).unwrap();
+    let config = ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(chunk));
+    AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
+    samples
+}
+
+/// Every field of a device batch, back on the host as f64 (ints and bools too).
+fn batch_to_host<BK: Backend>(b: &AtomicBatch<BK>) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
+    b.fields
+        .iter()
+        .map(|(name, f)| {
+            let v: Vec<f64> = match &f.data {
+                BatchData::Float(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap(),
+                BatchData::Int(t) => t.to_data().convert::<i64>().to_vec::<i64>().unwrap().into_iter().map(|x| x as f64).collect(),
+                BatchData::Bool(t) => t.to_data().to_vec::<bool>().unwrap().into_iter().map(|x| f64::from(u8::from(x))).collect(),
+            };
+            (name.clone(), (f.shape.clone(), v))
+        })
+        .collect()
+}
+
+fn collated_to_host(c: &CollatedBatch) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
+    c.fields.iter().map(|(n, f)| (n.clone(), (f.shape(), f.data.to_f64_vec()))).collect()
+}
+
+#[test]
+fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.zarr");
+    write_store(&path, 37, 16);
+    let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
+    for pf in [0usize, 1, 3, 16] {
+        for drop_last in [false, true] {
+            for streams in [0usize, 2] {
+                let ds = Dataset::from_arc(reader.clone()).skip_validation(pf % 2 == 1);
+                let loader = DataLoader::<B, _>::builder(ds)
+                    .batch_size(4)
+                    .shuffle(true)
+                    .seed(9)
+                    .drop_last(drop_last)
+                    .prefetch_factor(pf)
+                    .use_streams(streams > 0)
+                    .num_streams(streams)
+                    .build(&Default::default())
+                    .unwrap();
+                loader.set_epoch(3);
+                let expected = SamplerBatches::new(RandomSampler::new(37, 9), 4, drop_last).batches(3);
+                assert_eq!(loader.planned_batches(), expected);
+                assert_eq!(loader.len(), expected.len());
+                let mut got = Vec::new();
+                for batch in loader.iter() {
+                    let batch = batch.unwrap();
+                    let idx: Vec<i64> = batch.indices.iter().map(|&i| i as i64).collect();
+                    let samples: Vec<AtomicData> = reader.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect();
+                    let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
+                    assert_eq!(batch_to_host(&batch), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
+                    assert_eq!(batch.num_graphs, batch.indices.len());
+                    assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.atoms_ptr);
+                    assert_eq!(batch.edges_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.edges_ptr);
+                    got.push(batch.indices.clone());
+                }
+                assert_eq!(got, expected, "pf {pf} drop_last {drop_last} streams {streams}");
+                assert_eq!(got.iter().map(Vec::len).sum::<usize>(), if drop_last { 36 } else { 37 });
+            }
+        }
+    }
+}
+
+#[test]
+fn hand_checked_offsets_and_graph_index() {
+    let a = AtomicData::new(vec![1, 1], vec![[0.0; 3], [1.0, 0.0, 0.0]]).unwrap()
+        .with_neighbor_list(vec![[0, 1], [1, 0]], Some(vec![[0.0; 3]; 2])).unwrap()
+        .with_energy(-1.0);
+    let b = AtomicData::new(vec![8, 1, 1], vec![[0.0; 3], [0.9, 0.0, 0.0], [0.0, 0.9, 0.0]]).unwrap()
+        .with_neighbor_list(vec![[0, 1], [0, 2], [2, 1]], Some(vec![[0.0; 3]; 3])).unwrap()
+        .with_energy(-2.0);
+    let c = AtomicData::new(vec![6], vec![[5.0; 3]]).unwrap()
+        .with_neighbor_list(vec![[0, 0]], Some(vec![[1.0, 0.0, 0.0]])).unwrap()
+        .with_energy(-3.0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.zarr");
+    AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&[a.clone(), b.clone(), c.clone()]).unwrap();
+    // Through the loader (collated path) and through Burn's Batcher (sample path).
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds).batch_size(3).build(&Default::default()).unwrap();
+    let from_loader = loader.iter().next().unwrap().unwrap();
+    let from_batcher: AtomicBatch<B> = AtomicBatcher::default().batch(vec![a, b, c], &Default::default());
+    for batch in [from_loader, from_batcher] {
+        let nl = batch.neighbor_list().unwrap().to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        assert_eq!(nl, vec![0, 1, 1, 0, 2, 3, 2, 4, 4, 3, 5, 5]);
+        let gi = batch.graph_index.to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        assert_eq!(gi, vec![0, 0, 1, 1, 1, 2]);
+        assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), vec![0, 2, 5, 6]);
+        assert_eq!(batch.edges_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), vec![0, 2, 5, 6]);
+        assert_eq!(batch.energy().unwrap().to_data().to_vec::<f32>().unwrap(), vec![-1.0, -2.0, -3.0]);
+        assert_eq!(batch.positions().unwrap().dims(), [6, 3]);
+        assert_eq!(batch.shifts().unwrap().dims(), [6, 3]);
+        assert_eq!((batch.num_graphs, batch.num_atoms, batch.num_edges), (3, 6, 6));
+    }
+}
+
+#[test]
+fn dropping_an_iterator_early_returns_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zarr");
+    write_store(&path, 400, 64);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds).batch_size(8).shuffle(true).prefetch_factor(4).num_streams(2).build(&Default::default()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut it = loader.iter();
+        let first = it.next().map(|b| b.is_ok());
+        drop(it); // reads in flight, uploads pending
+        // A second epoch still works after an early drop.
+        let n = loader.iter().count();
+        tx.send((first, n)).unwrap();
+    });
+    let (first, n) = rx.recv_timeout(Duration::from_secs(10)).expect("drop hung");
+    assert_eq!(first, Some(true));
+    assert_eq!(n, 50);
+
+    // The drop itself: measured as a bound on a hang, not a speed figure.
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds).batch_size(8).prefetch_factor(16).build(&Default::default()).unwrap();
+    let mut it = loader.iter();
+    it.next().unwrap().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(it);
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(1)).expect("dropping the iterator took more than a second");
+}
+
+#[test]
+fn corrupt_chunk_mid_epoch_yields_err_then_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.zarr");
+    let samples = write_store(&path, 60, 16);
+    // Corrupt the last positions chunk: early batches read fine, a later one fails.
+    let total_atoms: usize = samples.iter().map(AtomicData::num_atoms).sum();
+    let last = (total_atoms - 1) / 16;
+    let chunk = path.join(format!("core/positions/c/{last}/0"));
+    std::fs::write(&chunk, b"definitely not zstd").unwrap();
+    for pf in [0usize, 2] {
+        let ds = Dataset::new(AtomicDataZarrReader::open_with(&path, atomzarr::ReaderOptions { cache_bytes: 0 }).unwrap()).skip_validation(true);
+        let loader = DataLoader::<B, _>::builder(ds).batch_size(5).prefetch_factor(pf).build(&Default::default()).unwrap();
+        let results: Vec<_> = loader.iter().collect();
+        assert!(results[0].is_ok(), "first batch should read");
+        let errs: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+        assert_eq!(errs.len(), 1, "exactly one Err, then the iterator ends");
+        assert!(results.last().unwrap().is_err());
+        let msg = errs[0].to_string();
+        assert!(msg.contains("core/positions") && msg.contains("c.zarr"), "{msg}");
+        assert!(matches!(errs[0], Error::Chunk { .. }), "{msg}");
+    }
+}
+
+/// A backend that yields an invalid sample at index 1 (neighbor index out of range).
+struct Broken;
+impl Reader for Broken {
+    fn len(&self) -> usize {
+        3
+    }
+    fn source(&self) -> &str {
+        "broken"
+    }
+    fn field_levels(&self) -> BTreeMap<String, Level> {
+        BTreeMap::new()
+    }
+    fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
+        let nl = if i == 1 { vec![[0, 5]] } else { vec![[0, 1]] };
+        AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(nl, None)
+    }
+}
+
+#[test]
+fn validation_on_by_default_and_skippable() {
+    let ds = Dataset::new(Broken);
+    let err = ds.load_batches(&[vec![0, 1]]).unwrap_err();
+    assert!(matches!(err, Error::Validation { index: 1, .. }), "{err}");
+    assert!(err.to_string().contains("neighbor_list"));
+    assert!(Dataset::new(Broken).skip_validation(true).load_batches(&[vec![0, 1]]).is_ok());
+    // Burn's Dataset trait: None for invalid or out of range.
+    use burn::data::dataset::Dataset as BurnDataset;
+    assert!(BurnDataset::get(&ds, 0).is_some());
+    assert!(BurnDataset::get(&ds, 1).is_none());
+    assert!(BurnDataset::get(&ds, 3).is_none());
+    assert_eq!(BurnDataset::len(&ds), 3);
+    // Out-of-range indices are errors, not panics.
+    assert!(matches!(ds.load_batches(&[vec![7]]), Err(Error::IndexOutOfRange { .. })));
+    // Transforms run after validation.
+    let t = Dataset::new(Broken).with_transform(|s| Ok(s.with_energy(5.0)));
+    let b = t.load_batches(&[vec![2]]).unwrap();
+    assert_eq!(b[0].fields["energy"].data, HostData::Float32(vec![5.0]));
+}
+
+#[test]
+fn fused_prefetch_queue_and_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.zarr");
+    write_store(&path, 30, 8);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).num_workers(2);
+    assert!(!ds.has_pending_fused_batches());
+    ds.prefetch_fused_batches(vec![vec![3, 1], vec![2]]);
+    ds.prefetch_fused_batches(vec![vec![29]]);
+    assert!(ds.has_pending_fused_batches());
+    let first = ds.get_fused_batches().unwrap();
+    assert_eq!(first.iter().map(|b| b.indices.clone()).collect::<Vec<_>>(), vec![vec![3, 1], vec![2]]);
+    assert_eq!(first, ds.load_batches(&[vec![3, 1], vec![2]]).unwrap());
+    assert_eq!(ds.get_fused_batches().unwrap()[0].indices, vec![29]);
+    assert!(!ds.has_pending_fused_batches());
+    assert!(ds.get_fused_batches().is_err());
+    ds.prefetch_fused_batches(vec![vec![0]]);
+    ds.cancel_prefetch();
+    assert!(!ds.has_pending_fused_batches());
+    assert_eq!(ds.get_metadata(0).unwrap(), ds.reader().get_metadata(0).unwrap());
+}
+
+#[test]
+fn epochs_steps_and_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.zarr");
+    write_store(&path, 20, 8);
+    let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
+    let mk = || DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone())).batch_size(3).shuffle(true).seed(5).build(&Default::default()).unwrap();
+    let l = mk();
+    let e0: Vec<_> = l.iter().map(|b| b.unwrap().indices).collect();
+    let e1: Vec<_> = l.iter().map(|b| b.unwrap().indices).collect();
+    assert_ne!(e0, e1, "each iter() advances the epoch");
+    l.set_epoch(0);
+    assert_eq!(l.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), e0, "set_epoch reseeds");
+    let l2 = mk();
+    l2.set_epoch_step(4);
+    let resumed: Vec<_> = l2.iter().map(|b| b.unwrap().indices).collect();
+    assert_eq!(resumed, e0[4..].to_vec());
+    // A sampler restricts and orders; shuffle on top permutes it per epoch.
+    let sub = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        .batch_size(2)
+        .sampler(ListSampler::new(vec![7, 3, 11]))
+        .build(&Default::default())
+        .unwrap();
+    assert_eq!(sub.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![7, 3], vec![11]]);
+    let bs = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        .batch_sampler(ListBatchSampler::new(vec![vec![1, 1, 0], vec![19]]))
+        .build(&Default::default())
+        .unwrap();
+    assert_eq!(bs.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![1, 1, 0], vec![19]]);
+    // Bad options are errors.
+    let err = |r: atomzarr::Result<DataLoader<B, AtomicDataZarrReader>>| matches!(r, Err(Error::Config(_)));
+    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone())).batch_size(0).build(&Default::default())));
+    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        .batch_sampler(ListBatchSampler::new(vec![]))
+        .shuffle(true)
+        .build(&Default::default())));
+    // Batch transforms apply to every batch.
+    let t = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        .batch_size(4)
+        .batch_transform(|mut b| {
+            b.fields.remove("forces");
+            Ok(b)
+        })
+        .build(&Default::default())
+        .unwrap();
+    assert!(t.iter().all(|b| b.unwrap().forces().is_none()));
+    let _ = RandomSampler::new(3, 0).indices(0);
+}
+
+#[test]
+fn burn_traits_dataloader_and_batcher() {
+    use burn::data::dataloader::DataLoader as BurnDataLoader;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b.zarr");
+    write_store(&path, 23, 8);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds.clone()).batch_size(5).prefetch_factor(2).build(&Default::default()).unwrap();
+    let dl: Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> = Arc::new(loader);
+    assert_eq!(dl.num_items(), 23);
+    let mut it = dl.iter();
+    let mut n = 0;
+    for b in it.by_ref() {
+        n += b.num_graphs;
+    }
+    assert_eq!(n, 23);
+    assert_eq!(it.progress().items_processed, 23);
+    let sliced = dl.slice(5, 12);
+    assert_eq!(sliced.num_items(), 7);
+    let got: Vec<usize> = sliced.iter().flat_map(|b| b.indices).collect();
+    assert_eq!(got, (5..12).collect::<Vec<_>>());
+    // Burn's own DataLoaderBuilder over our Dataset and Batcher.
+    let burn_loader = burn::data::dataloader::DataLoaderBuilder::<B, _, _>::new(AtomicBatcher::default())
+        .batch_size(5)
+        .num_workers(2)
+        .build(ds);
+    let total: usize = burn_loader.iter().map(|b: AtomicBatch<B>| b.num_graphs).sum();
+    assert_eq!(total, 23);
+}
