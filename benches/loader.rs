@@ -1,0 +1,84 @@
+//! DataLoader throughput against the raw collated read path and against
+//! Burn's own `DataLoaderBuilder`, one shuffled epoch of 10,000 structures
+//! (batch 64, prefetch 16, validation skipped, CPU device) on a store laid out
+//! like the reference benchmark's (zstd 3, chunk 10,000, shard 500,000).
+//!
+//! `cargo bench --bench loader` (criterion reports time per epoch and
+//! elements/s = samples/s).
+
+use std::sync::Arc;
+
+use burn::backend::Flex;
+use burn::data::dataloader::DataLoaderBuilder;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+use atomzarr::sampler::{RandomSampler, Sampler};
+use atomzarr::{AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader, ZarrArrayConfig, ZarrWriteConfig};
+
+const N: usize = 10_000;
+const BATCH: usize = 64;
+const PF: usize = 16;
+
+fn store() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bench.zarr");
+    let samples = atomzarr::synth::generate(N, 10, 100, 0).expect("generate");
+    let config = ZarrWriteConfig::default()
+        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
+    AtomicDataZarrWriter::create(&path, config).expect("create").write(&samples).expect("write");
+    (dir, path)
+}
+
+fn bench(c: &mut Criterion) {
+    let (_dir, path) = store();
+    let reader = Arc::new(AtomicDataZarrReader::open(&path).expect("open"));
+    let device = Default::default();
+    let mut g = c.benchmark_group("epoch_shuffled_b64");
+    g.sample_size(10).throughput(Throughput::Elements(N as u64));
+    let mut epoch = 0u64;
+
+    g.bench_function("raw_read_collated_window1024", |b| {
+        let mut out = Vec::new();
+        b.iter(|| {
+            epoch += 1;
+            let order: Vec<i64> = RandomSampler::new(N, 0).indices(epoch).into_iter().map(|i| i as i64).collect();
+            let batches: Vec<Vec<i64>> = order.chunks(BATCH).map(<[i64]>::to_vec).collect();
+            let mut n = 0;
+            for window in batches.chunks(PF) {
+                reader.read_collated(window, &mut out).expect("read");
+                n += out.iter().map(|b| b.num_graphs()).sum::<usize>();
+            }
+            assert_eq!(n, N);
+        })
+    });
+
+    let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
+    let loader = DataLoader::<Flex, _>::builder(ds.clone())
+        .batch_size(BATCH)
+        .shuffle(true)
+        .prefetch_factor(PF)
+        .build(&device)
+        .expect("loader");
+    g.bench_function("atomzarr_dataloader_pf16", |b| {
+        b.iter(|| {
+            let n: usize = loader.iter().map(|b| b.expect("batch").num_graphs).sum();
+            assert_eq!(n, N);
+        })
+    });
+
+    let burn_loader = DataLoaderBuilder::<Flex, _, AtomicBatch<Flex>>::new(AtomicBatcher::default())
+        .batch_size(BATCH)
+        .shuffle(0)
+        .num_workers(2)
+        .build(ds);
+    g.bench_function("burn_dataloaderbuilder_workers2", |b| {
+        b.iter(|| {
+            let n: usize = burn_loader.iter().map(|b| b.num_graphs).sum();
+            assert_eq!(n, N);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
