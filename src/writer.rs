@@ -197,13 +197,23 @@ impl AtomicDataZarrWriter {
     /// with the store's level, dtype and trailing shape (for the first write:
     /// the first sample's); otherwise nothing is written.
     pub fn append(&mut self, samples: &[AtomicData]) -> Result<()> {
+        self.append_checked(samples, true)
+    }
+
+    /// `append`; `validate_values` false skips the value checks of
+    /// [`AtomicData::validate`] (neighbor indices in range, finite positions)
+    /// but keeps every structural one. Defragment copies samples that are
+    /// already in a store and must keep them exactly as they read (reference
+    /// stores hold appended neighbor lists whose sample-local indices are
+    /// negative, see tests/store_fixtures.rs).
+    fn append_checked(&mut self, samples: &[AtomicData], validate_values: bool) -> Result<()> {
         if samples.is_empty() {
             return Ok(());
         }
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
         let existing = self.store_schema(&root)?;
-        let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty())?;
+        let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty(), validate_values)?;
         let atoms_ptr = self.pointers(format::ATOMS_PTR, n)?;
         let edges_ptr = self.pointers(format::EDGES_PTR, n)?;
         let (v0, e0) = (atoms_ptr[n] as u64, edges_ptr[n] as u64);
@@ -309,6 +319,7 @@ impl AtomicDataZarrWriter {
         samples: &[AtomicData],
         existing: &BTreeMap<String, Schema>,
         first_write: bool,
+        validate_values: bool,
     ) -> Result<BTreeMap<String, Schema>> {
         let ctx = |i: usize| format!("{}: append sample {i}", self.path.display());
         let schema: BTreeMap<String, Schema> = if first_write {
@@ -354,7 +365,22 @@ impl AtomicDataZarrWriter {
                     return Err(Error::invalid(ctx(i), format!("field {name}: shape {:?} vs {} elements", f.shape, f.data.len())));
                 }
             }
-            s.validate().map_err(|r| Error::invalid(ctx(i), r))?;
+            if validate_values {
+                s.validate().map_err(|r| Error::invalid(ctx(i), r))?;
+            } else {
+                // Row counts must still agree per axis, or the pointers would lie.
+                let (v, e) = (s.num_atoms(), s.num_edges());
+                for (name, f) in &s.fields {
+                    let want = match f.level {
+                        Level::Atom => v,
+                        Level::Edge => e,
+                        Level::System => 1,
+                    };
+                    if f.rows() != want {
+                        return Err(Error::invalid(ctx(i), format!("{name}: {} rows, expected {want} ({} level)", f.rows(), f.level)));
+                    }
+                }
+            }
         }
         Ok(schema)
     }
@@ -516,7 +542,7 @@ impl AtomicDataZarrWriter {
             }
             format::write_root(&self.path, &attrs)?;
         }
-        self.append(samples)
+        self.append_checked(samples, false)
     }
 
     /// The configuration that reproduces every array's current settings.

@@ -1,0 +1,280 @@
+//! Helpers shared by the `tests/store_*.rs` integration tests (store format,
+//! writer, reader). Each test binary uses a subset, hence the allow.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use atomzarr::{AtomicData, DType, Field, HostData, Level, Reader};
+use half::{bf16, f16};
+use serde_json::Value;
+
+/// The fixtures folder of this crate.
+pub fn assets() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets")
+}
+
+/// Names (without `.zarr`) of every reference store in `assets/`.
+pub fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(assets())
+        .expect("assets/ is readable")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".zarr").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 3, "expected the reference stores in assets/, found {names:?}");
+    names
+}
+
+/// Copies a directory tree, making every copy writable (the fixtures are
+/// read-only and `fs::copy` keeps permissions).
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    set_writable(dst);
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+            set_writable(&to);
+        }
+    }
+}
+
+fn set_writable(p: &Path) {
+    let mut perm = std::fs::metadata(p).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    std::fs::set_permissions(p, perm).unwrap();
+}
+
+/// Every file under `dir` (relative path -> bytes).
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
+                out.insert(rel, std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Asserts two snapshots are identical, naming the first differing file.
+pub fn assert_same_snapshot(before: &BTreeMap<PathBuf, Vec<u8>>, after: &BTreeMap<PathBuf, Vec<u8>>, what: &str) {
+    let kb: Vec<_> = before.keys().collect();
+    let ka: Vec<_> = after.keys().collect();
+    assert_eq!(kb, ka, "{what}: the set of files changed");
+    for (k, v) in before {
+        assert!(after[k] == *v, "{what}: {} changed", k.display());
+    }
+}
+
+/// Reads a JSON file.
+pub fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A `zarr.json` inside a store.
+pub fn zarr_json(store: &Path, rel: &str) -> Value {
+    json(&store.join(rel).join("zarr.json"))
+}
+
+/// Deterministic pseudo-random numbers (splitmix64), so tests need no seed plumbing.
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// A float in [-4, 4) with a few fractional bits, exactly representable in f32.
+    pub fn f32(&mut self) -> f32 {
+        (self.below(1 << 16) as f32 - 32768.0) / 8192.0 + (self.below(1000) as f32) * 1e-7
+    }
+}
+
+/// `len` values of `dtype`, spanning the type's range (extremes included).
+pub fn host_data(dtype: DType, len: usize, rng: &mut Rng) -> HostData {
+    let mut r = || rng.next_u64();
+    match dtype {
+        DType::Bool => HostData::Bool((0..len).map(|_| r() & 1 == 1).collect()),
+        DType::Int8 => HostData::Int8((0..len).map(|_| r() as i8).collect()),
+        DType::Int16 => HostData::Int16((0..len).map(|_| r() as i16).collect()),
+        DType::Int32 => HostData::Int32((0..len).map(|_| r() as i32).collect()),
+        DType::Int64 => HostData::Int64((0..len).map(|i| if i == 0 { i64::MIN } else { r() as i64 }).collect()),
+        DType::UInt8 => HostData::UInt8((0..len).map(|_| r() as u8).collect()),
+        DType::UInt16 => HostData::UInt16((0..len).map(|_| r() as u16).collect()),
+        DType::UInt32 => HostData::UInt32((0..len).map(|_| r() as u32).collect()),
+        DType::UInt64 => HostData::UInt64((0..len).map(|i| if i == 0 { u64::MAX } else { r() }).collect()),
+        DType::Float16 => HostData::Float16((0..len).map(|_| f16::from_bits((r() as u16) & 0x7bff)).collect()),
+        DType::BFloat16 => HostData::BFloat16((0..len).map(|_| bf16::from_bits((r() as u16) & 0x7f7f)).collect()),
+        DType::Float32 => HostData::Float32((0..len).map(|_| f32::from_bits((r() as u32) & 0x7f7f_ffff)).collect()),
+        DType::Float64 => HostData::Float64((0..len).map(|_| f64::from_bits(r() & 0x7fef_ffff_ffff_ffff)).collect()),
+    }
+}
+
+/// Which custom fields a generated sample carries.
+#[derive(Debug, Clone)]
+pub struct Extras {
+    /// `(name, level, dtype, trailing shape)` of each custom field.
+    pub custom: Vec<(String, Level, DType, Vec<usize>)>,
+    /// Add shifts, forces, cell, pbc, energy (the usual core set).
+    pub full_core: bool,
+}
+
+impl Default for Extras {
+    fn default() -> Self {
+        Extras { custom: vec![], full_core: true }
+    }
+}
+
+/// A valid sample with `atoms` atoms and `edges` edges (edges must be 0
+/// when atoms is 0).
+pub fn sample(rng: &mut Rng, atoms: usize, edges: usize, extras: &Extras) -> AtomicData {
+    assert!(atoms > 0 || edges == 0);
+    let z: Vec<i64> = (0..atoms).map(|_| 1 + rng.below(100) as i64).collect();
+    let pos: Vec<[f32; 3]> = (0..atoms).map(|_| [rng.f32(), rng.f32(), rng.f32()]).collect();
+    let mut s = AtomicData::new(z, pos).unwrap();
+    let pairs: Vec<[i64; 2]> = (0..edges)
+        .map(|_| [rng.below(atoms as u64) as i64, rng.below(atoms as u64) as i64])
+        .collect();
+    if extras.full_core {
+        let shifts: Vec<[f32; 3]> = (0..edges).map(|_| [rng.f32(), 0.0, -rng.f32()]).collect();
+        s = s
+            .with_neighbor_list(pairs, Some(shifts))
+            .unwrap()
+            .with_forces((0..atoms).map(|_| [rng.f32(), rng.f32(), rng.f32()]).collect())
+            .unwrap()
+            .with_energy(rng.f32() * 100.0)
+            .with_cell([[rng.f32(), 0.0, 0.0], [0.0, 5.0, 0.0], [0.0, 0.0, rng.f32()]])
+            .with_pbc([rng.below(2) == 1, true, false]);
+    } else {
+        s = s.with_neighbor_list(pairs, None).unwrap();
+    }
+    for (name, level, dtype, trailing) in &extras.custom {
+        let rows = match level {
+            Level::Atom => atoms,
+            Level::Edge => edges,
+            Level::System => 1,
+        };
+        let mut shape = vec![rows];
+        shape.extend(trailing);
+        let n: usize = shape.iter().product();
+        s = s.with_custom(name, *level, shape, host_data(*dtype, n, rng)).unwrap();
+    }
+    s
+}
+
+/// `count` samples with atom counts in `0..=max_atoms` and edge counts in
+/// `0..=max_edges` (0 edges for 0 atoms).
+pub fn samples(seed: u64, count: usize, max_atoms: usize, max_edges: usize, extras: &Extras) -> Vec<AtomicData> {
+    let mut rng = Rng(seed);
+    (0..count)
+        .map(|_| {
+            let atoms = rng.below(max_atoms as u64 + 1) as usize;
+            let edges = if atoms == 0 { 0 } else { rng.below(max_edges as u64 + 1) as usize };
+            sample(&mut rng, atoms, edges, extras)
+        })
+        .collect()
+}
+
+/// Bit-exact comparison of two samples (names, level, dtype, shape, bytes).
+pub fn assert_sample_eq(got: &AtomicData, want: &AtomicData, what: &str) {
+    let gk: Vec<_> = got.fields.keys().collect();
+    let wk: Vec<_> = want.fields.keys().collect();
+    assert_eq!(gk, wk, "{what}: field names");
+    for (name, w) in &want.fields {
+        let g = &got.fields[name];
+        assert_eq!(g.level, w.level, "{what}: {name} level");
+        assert_eq!(g.dtype(), w.dtype(), "{what}: {name} dtype");
+        assert_eq!(g.shape, w.shape, "{what}: {name} shape");
+        assert!(g.data.as_bytes() == w.data.as_bytes(), "{what}: {name} data differ:\n got {:?}\nwant {:?}", g.data, w.data);
+    }
+}
+
+/// Compares one sample to its `expected.json` entry: dtype name, shape and
+/// every value exactly (floats widened to f64; the JSON holds the f64 repr of
+/// each float32, so equality is exact).
+pub fn assert_sample_matches_json(got: &AtomicData, want: &Value, what: &str) {
+    let want = want.as_object().unwrap_or_else(|| panic!("{what}: sample is not an object"));
+    let gk: Vec<&String> = got.fields.keys().collect();
+    let wk: Vec<&String> = want.keys().collect();
+    let mut wk_sorted = wk.clone();
+    wk_sorted.sort();
+    assert_eq!(gk, wk_sorted, "{what}: field names");
+    for (name, w) in want {
+        let f: &Field = &got.fields[name];
+        let what = format!("{what}, field {name}");
+        assert_eq!(f.dtype().name(), w["dtype"].as_str().unwrap(), "{what}: dtype");
+        let shape: Vec<usize> = w["shape"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
+        assert_eq!(f.shape, shape, "{what}: shape");
+        let data = w["data"].as_array().unwrap();
+        assert_eq!(f.data.len(), data.len(), "{what}: element count");
+        match &f.data {
+            HostData::Bool(v) => {
+                for (i, (g, w)) in v.iter().zip(data).enumerate() {
+                    assert_eq!(Some(*g), w.as_bool(), "{what}[{i}]");
+                }
+            }
+            HostData::UInt64(v) => {
+                for (i, (g, w)) in v.iter().zip(data).enumerate() {
+                    assert_eq!(Some(*g), w.as_u64(), "{what}[{i}]");
+                }
+            }
+            d if d.to_i64_vec().is_some() => {
+                for (i, (g, w)) in d.to_i64_vec().unwrap().iter().zip(data).enumerate() {
+                    assert!(w.is_i64(), "{what}[{i}]: JSON value {w} is not an integer");
+                    assert_eq!(Some(*g), w.as_i64(), "{what}[{i}]");
+                }
+            }
+            d => {
+                for (i, (g, w)) in d.to_f64_vec().iter().zip(data).enumerate() {
+                    assert!(w.is_f64(), "{what}[{i}]: JSON value {w} is not a float");
+                    let w = w.as_f64().unwrap();
+                    assert!(g.to_bits() == w.to_bits(), "{what}[{i}]: {g:?} != {w:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Runs the built CLI; returns (status success, stdout, stderr).
+pub fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atomzarr"))
+        .args(args)
+        .output()
+        .expect("run the atomzarr binary");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every logical sample of a reader, in order.
+pub fn read_all(r: &dyn Reader) -> Vec<AtomicData> {
+    let idx: Vec<i64> = (0..r.len() as i64).collect();
+    r.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect()
+}
