@@ -66,6 +66,20 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    let sync_upload = DataLoader::<Flex, _>::builder(ds.clone())
+        .batch_size(BATCH)
+        .shuffle(true)
+        .prefetch_factor(PF)
+        .use_streams(false)
+        .build(&device)
+        .expect("loader");
+    g.bench_function("atomzarr_dataloader_pf16_no_upload_thread", |b| {
+        b.iter(|| {
+            let n: usize = sync_upload.iter().map(|b| b.expect("batch").num_graphs).sum();
+            assert_eq!(n, N);
+        })
+    });
+
     let burn_loader = DataLoaderBuilder::<Flex, _, AtomicBatch<Flex>>::new(AtomicBatcher::default())
         .batch_size(BATCH)
         .shuffle(0)

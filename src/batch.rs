@@ -183,6 +183,24 @@ impl<B: Backend> AtomicBatch<B> {
         }
     }
 
+    /// Every field read back to the host as f64 (ints and bools too), with
+    /// its shape: for checks and debugging, not the training path (it syncs).
+    pub fn to_host_f64(&self) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
+        self.fields
+            .iter()
+            .map(|(name, f)| {
+                let v: Vec<f64> = match &f.data {
+                    BatchData::Float(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap_or_default(),
+                    BatchData::Int(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap_or_default(),
+                    BatchData::Bool(t) => {
+                        t.to_data().to_vec::<bool>().unwrap_or_default().into_iter().map(|x| f64::from(u8::from(x))).collect()
+                    }
+                };
+                (name.clone(), (f.shape.clone(), v))
+            })
+            .collect()
+    }
+
     /// `positions` `[V, 3]`.
     pub fn positions(&self) -> Option<Tensor<B, 2>> {
         self.float("positions")

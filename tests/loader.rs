@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use burn::backend::Flex;
 use burn::data::dataloader::batcher::Batcher;
-use burn::tensor::backend::Backend;
 
 use atomzarr::sampler::{BatchSampler, ListBatchSampler, ListSampler, RandomSampler, Sampler, SamplerBatches};
 use atomzarr::{
-    AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, BatchData, Codec, CollatedBatch,
+    AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch,
     DataLoader, Dataset, Error, HostData, Level, Reader, ZarrArrayConfig, ZarrWriteConfig,
 };
 
@@ -22,21 +21,6 @@ fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
     let config = ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(chunk));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
-}
-
-/// Every field of a device batch, back on the host as f64 (ints and bools too).
-fn batch_to_host<BK: Backend>(b: &AtomicBatch<BK>) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
-    b.fields
-        .iter()
-        .map(|(name, f)| {
-            let v: Vec<f64> = match &f.data {
-                BatchData::Float(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap(),
-                BatchData::Int(t) => t.to_data().convert::<i64>().to_vec::<i64>().unwrap().into_iter().map(|x| x as f64).collect(),
-                BatchData::Bool(t) => t.to_data().to_vec::<bool>().unwrap().into_iter().map(|x| f64::from(u8::from(x))).collect(),
-            };
-            (name.clone(), (f.shape.clone(), v))
-        })
-        .collect()
 }
 
 fn collated_to_host(c: &CollatedBatch) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
@@ -73,7 +57,7 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
                     let idx: Vec<i64> = batch.indices.iter().map(|&i| i as i64).collect();
                     let samples: Vec<AtomicData> = reader.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect();
                     let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
-                    assert_eq!(batch_to_host(&batch), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
+                    assert_eq!(batch.to_host_f64(), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
                     assert_eq!(batch.num_graphs, batch.indices.len());
                     assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.atoms_ptr);
                     assert_eq!(batch.edges_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.edges_ptr);
