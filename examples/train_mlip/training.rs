@@ -1,0 +1,193 @@
+//! The training loop's reusable parts: loaders over a train/validation split
+//! of a store, one training epoch (timing how long the step waits for data),
+//! validation, and saving the model.
+//!
+//! Shared by the example and by `tests/train_mlip.rs` (`#[path]` include).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use atomzarr::sampler::ListSampler;
+use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader};
+use burn::config::Config;
+use burn::module::Module;
+use burn::record::CompactRecorder;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+
+use crate::model::{DataStats, GraphBatch, Metrics, Mlip, MlipConfig, Trainer};
+
+/// Boxed error for the example's plumbing.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Loader options.
+#[derive(Debug, Clone, Copy)]
+pub struct LoaderOptions {
+    /// Structures per batch.
+    pub batch_size: usize,
+    /// Batches fused into one background read.
+    pub prefetch_factor: usize,
+    /// Shuffle seed (the epoch is mixed in by `set_epoch`).
+    pub seed: u64,
+    /// Stage uploads in page-locked memory (useful on CUDA; a no-op on CPU).
+    pub pin_memory: bool,
+}
+
+/// Train and validation loaders over one store, split by index: the last
+/// `val_fraction` of the store is validation (the store is written
+/// trajectory by trajectory, so validation holds whole unseen trajectories,
+/// save at most one straddling the boundary).
+pub struct Split<B: AutodiffBackend> {
+    /// Shuffled training batches on the autodiff backend.
+    pub train: DataLoader<B, AtomicDataZarrReader>,
+    /// Sequential validation batches on the inner backend.
+    pub val: DataLoader<B::InnerBackend, AtomicDataZarrReader>,
+    /// Training indices.
+    pub train_indices: Vec<usize>,
+    /// Validation indices.
+    pub val_indices: Vec<usize>,
+    /// Training-set statistics.
+    pub stats: DataStats,
+}
+
+impl<B: AutodiffBackend> Split<B> {
+    /// Opens `store` and builds both loaders.
+    pub fn open(store: &Path, val_fraction: f64, opts: LoaderOptions, device: &B::Device) -> Result<Split<B>, BoxError> {
+        let reader = Arc::new(AtomicDataZarrReader::open(store)?);
+        let n = reader.len();
+        let n_val = ((n as f64 * val_fraction).round() as usize).clamp(1, n.saturating_sub(1).max(1));
+        if n < 2 {
+            return Err(format!("{}: {n} structures, need at least 2 to split", store.display()).into());
+        }
+        let train_indices: Vec<usize> = (0..n - n_val).collect();
+        let val_indices: Vec<usize> = (n - n_val..n).collect();
+
+        // Statistics of the training split (one collated read of all of it).
+        let mut all = Vec::new();
+        reader.read_collated(&[train_indices.iter().map(|&i| i as i64).collect()], &mut all)?;
+        let stats = DataStats::from_collated(all.iter());
+
+        // Validation stays on (the default): each sample's shapes, neighbor
+        // indices and positions are checked as it is loaded.
+        let train = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+            .batch_size(opts.batch_size)
+            .shuffle(true)
+            .seed(opts.seed)
+            .prefetch_factor(opts.prefetch_factor)
+            .pin_memory(opts.pin_memory)
+            .sampler(ListSampler::new(train_indices.clone()))
+            .build(device)?;
+        let val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(reader))
+            .batch_size(opts.batch_size)
+            .prefetch_factor(opts.prefetch_factor)
+            .pin_memory(opts.pin_memory)
+            .sampler(ListSampler::new(val_indices.clone()))
+            .build(device)?;
+        Ok(Split { train, val, train_indices, val_indices, stats })
+    }
+}
+
+/// What one training epoch did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EpochReport {
+    /// Mean training loss over the epoch's batches.
+    pub loss: f64,
+    /// Structures trained on.
+    pub samples: usize,
+    /// Batches.
+    pub batches: usize,
+    /// Time blocked in the loader waiting for the next batch.
+    pub wait: Duration,
+    /// Wall time of the epoch (waiting + stepping).
+    pub total: Duration,
+}
+
+impl EpochReport {
+    /// Structures per second.
+    pub fn samples_per_s(&self) -> f64 {
+        self.samples as f64 / self.total.as_secs_f64().max(1e-9)
+    }
+    /// Fraction of step time spent waiting for data.
+    pub fn wait_fraction(&self) -> f64 {
+        self.wait.as_secs_f64() / self.total.as_secs_f64().max(1e-9)
+    }
+}
+
+/// The model's view of a loader batch.
+pub fn graph_batch<B: Backend>(b: AtomicBatch<B>) -> Result<GraphBatch<B>, BoxError> {
+    Ok(GraphBatch::from_atomic(b)?)
+}
+
+/// One pass over the training loader at learning rate `lr`. The wait time is
+/// measured around `next()` only; the step itself syncs (it reads the loss
+/// back), so the split between waiting and computing is real on GPU too.
+pub fn train_epoch<B: AutodiffBackend>(
+    trainer: &mut Trainer<B>,
+    loader: &DataLoader<B, AtomicDataZarrReader>,
+    epoch: u64,
+    lr: f64,
+) -> Result<EpochReport, BoxError> {
+    loader.set_epoch(epoch);
+    let mut report = EpochReport::default();
+    let start = Instant::now();
+    let mut iter = loader.iter();
+    let mut loss_sum = 0.0;
+    loop {
+        let t = Instant::now();
+        let Some(batch) = iter.next() else { break };
+        report.wait += t.elapsed();
+        let batch = graph_batch(batch?)?;
+        report.samples += batch.num_graphs;
+        report.batches += 1;
+        loss_sum += trainer.step(&batch, lr);
+    }
+    report.total = start.elapsed();
+    report.loss = loss_sum / report.batches.max(1) as f64;
+    Ok(report)
+}
+
+/// Validation MAEs of `model` and of the predict-the-mean baseline.
+pub fn evaluate<B: Backend>(
+    model: &Mlip<B>,
+    loader: &DataLoader<B, AtomicDataZarrReader>,
+    mean_energy_per_atom: f64,
+) -> Result<Metrics, BoxError> {
+    loader.set_epoch(0);
+    let mut m = Metrics::default();
+    for batch in loader.iter() {
+        let batch = graph_batch(batch?)?;
+        let pred = model.forward(&batch);
+        m.add(&pred, &batch, mean_energy_per_atom);
+    }
+    Ok(m)
+}
+
+/// Cosine decay from `lr` to `lr * floor` over `epochs`.
+pub fn cosine_lr(lr: f64, floor: f64, epoch: usize, epochs: usize) -> f64 {
+    let t = epoch as f64 / epochs.max(1) as f64;
+    lr * (floor + (1.0 - floor) * 0.5 * (1.0 + (std::f64::consts::PI * t).cos()))
+}
+
+/// Where the model files of a store go: `<store without .zarr>_mlip` +
+/// `.mpk` (weights, Burn's CompactRecorder) and `.json` (MlipConfig).
+pub fn model_path(store: &Path) -> PathBuf {
+    let stem = store.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    store.with_file_name(format!("{stem}_mlip"))
+}
+
+/// Saves weights and config next to the store; returns the weights path.
+pub fn save<B: Backend>(model: Mlip<B>, config: &MlipConfig, store: &Path) -> Result<PathBuf, BoxError> {
+    let base = model_path(store);
+    config.save(base.with_extension("json"))?;
+    model.save_file(base.clone(), &CompactRecorder::new())?;
+    Ok(base.with_extension("mpk"))
+}
+
+/// Loads a model saved by [`save`].
+pub fn load<B: Backend>(store: &Path, device: &B::Device) -> Result<(Mlip<B>, MlipConfig), BoxError> {
+    let base = model_path(store);
+    let config = MlipConfig::load(base.with_extension("json"))?;
+    let model = config.init::<B>(device).load_file(base, &CompactRecorder::new(), device)?;
+    Ok((model, config))
+}
