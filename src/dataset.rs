@@ -347,3 +347,67 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
         self.reader.len()
     }
 }
+
+/// A Dataset is itself a [`Reader`], so Datasets compose: as a
+/// [`MultiDataset`](crate::MultiDataset) child, under an
+/// [`InMemoryDataset`](crate::InMemoryDataset), or wrapped again. Loads return
+/// validated (unless skipped) and transformed samples; `load_collated` is
+/// [`Dataset::load_batches`]; sizes, metadata and refresh go to the reader.
+/// `field_levels` is the reader's (transforms that add or drop fields are
+/// not reflected).
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{Dataset, InMemoryDataset, Reader};
+/// let mem = InMemoryDataset::from_samples(&atomzarr::synth::generate(4, 2, 5, 0)?, "mem")?;
+/// let ds = Dataset::new(mem).with_transform(|s| Ok(s.with_energy(1.0)));
+/// let as_reader: &dyn Reader = &ds;
+/// assert_eq!(as_reader.read(2)?.data.field("energy").unwrap().data.to_f64_vec(), vec![1.0]);
+/// assert_eq!(as_reader.get_metadata(2)?, ds.get_metadata(2)?);
+/// # Ok(()) }
+/// ```
+impl<R: Reader + 'static> Reader for Dataset<R> {
+    fn len(&self) -> usize {
+        self.reader.len()
+    }
+
+    fn source(&self) -> &str {
+        self.reader.source()
+    }
+
+    fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
+        self.reader.field_levels()
+    }
+
+    fn load_sample(&self, index: usize) -> Result<AtomicData> {
+        self.get_sample(index)
+    }
+
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        let ctx = self.ctx();
+        ctx.check(&[indices.to_vec()])?;
+        let samples = self.reader.load_many(indices)?;
+        samples.into_iter().zip(indices).map(|(s, &i)| ctx.sample(i, s)).collect()
+    }
+
+    fn physical_index(&self, index: usize) -> usize {
+        self.reader.physical_index(index)
+    }
+
+    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        self.reader.get_metadata(index)
+    }
+
+    fn refresh(&self) -> Result<()> {
+        self.reader.refresh()
+    }
+
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        *out = self.load_batches(batches)?;
+        Ok(())
+    }
+
+    fn metadata_for(&self, i: usize) -> crate::reader::SampleMetadata {
+        self.reader.metadata_for(i)
+    }
+}

@@ -32,10 +32,12 @@
 //! | [`plan`] | read planning: which chunks a request touches |
 //! | [`cache`] | the decoded-chunk cache |
 //! | [`collate`] | host-side collated batches ([`CollatedBatch`]) |
-//! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset` |
+//! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`] |
+//! | [`memory`] | [`InMemoryDataset`]: a whole store resident in host memory, served as a [`Reader`] |
+//! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
 //! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
 //! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, upload threads; Burn's `DataLoader` |
-//! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`] and the basic samplers |
+//! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
 //! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
 //!
 //! ## Example
@@ -69,6 +71,8 @@ mod error;
 pub mod format;
 pub mod inspect;
 pub mod loader;
+pub mod memory;
+pub mod multi;
 pub mod plan;
 pub mod reader;
 pub mod sampler;
@@ -83,6 +87,8 @@ pub use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use data::{AtomicData, DType, Field, HostData, Level};
 pub use dataset::Dataset;
 pub use loader::{DataLoader, DataLoaderBuilder};
+pub use memory::{InMemoryDataset, InMemoryOptions};
+pub use multi::{MultiDataset, MultiDatasetOptions};
 pub use error::{Error, Result};
 pub use reader::{Reader, Sample, SampleMetadata};
 pub use writer::{AppendStep, AtomicDataZarrWriter};

@@ -5,6 +5,25 @@
 //! epoch: the [`DataLoader`](crate::DataLoader) passes the epoch number, so a
 //! seeded shuffle is reproducible per `(seed, epoch)` and differs across epochs.
 //!
+//! ## Epochs (`set_epoch`)
+//!
+//! PyTorch samplers carry a mutable epoch (`sampler.set_epoch(e)`). Here the
+//! epoch is the argument of [`Sampler::indices`] / [`BatchSampler::batches`]:
+//! an implementation must return the same result for the same `(options,
+//! epoch)` on every call, on every rank and in every process, and should draw
+//! its randomness from [`epoch_rng`]`(seed, epoch)`. `DataLoader::set_epoch(e)`
+//! is therefore all a training loop (or a resume) needs; samplers hold no
+//! state to restore.
+//!
+//! | sampler | kind | decides |
+//! |---|---|---|
+//! | [`SequentialSampler`], [`RandomSampler`], [`ListSampler`] | [`Sampler`] | order of `0..len` or of a list |
+//! | [`SamplerBatches`], [`ListBatchSampler`] | [`BatchSampler`] | fixed-size or fixed batches |
+//! | [`SizeAwareSampler`] | [`BatchSampler`] | batches bounded by atoms / edges / graphs |
+//! | [`DistributedSampler`], [`DistributedBatchSampler`] ([`Shard`]) | both | this rank's share of any sampler |
+//! | [`MultiDatasetSampler`] | [`Sampler`] | per-sample mixing of [`MultiDataset`](crate::MultiDataset) children by rates |
+//! | [`MultiDatasetBatchSampler`] | [`BatchSampler`] | exact per-dataset counts in every batch |
+//!
 //! ```
 //! use atomzarr::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches};
 //! let s = RandomSampler::new(10, 7);
@@ -18,6 +37,17 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+
+mod distributed;
+mod mixing;
+mod size_aware;
+
+pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
+pub use mixing::{
+    EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,
+    MultiDatasetSamplerBuilder, SamplesPerDataset,
+};
+pub use size_aware::{SizeAwareOptions, SizeAwareSampler};
 
 /// Yields the logical indices of one epoch.
 pub trait Sampler: Send + Sync {

@@ -1,0 +1,610 @@
+//! Samplers over a [`MultiDataset`](crate::MultiDataset)'s global index
+//! space: [`MultiDatasetSampler`] mixes samples by per-dataset rates,
+//! [`MultiDatasetBatchSampler`] fixes how many samples of each dataset every
+//! batch holds. Both yield global indices (child offset + local index).
+//!
+//! Local order: each child is walked through a permutation (seeded by
+//! `(seed, epoch)`; identity without `shuffle`). With `replacement`, a child
+//! that runs out starts a fresh permutation, so samples repeat only after the
+//! whole child has been used (oversampling by whole passes, not i.i.d. draws).
+//! Without `replacement`, a request that would need a second pass is a
+//! configuration error.
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use crate::error::{Error, Result};
+use crate::multi::MultiDataset;
+
+use super::{BatchSampler, Sampler, Shard, epoch_rng};
+
+/// How [`MultiDatasetBatchSampler`] sizes an epoch when `num_batches` is not
+/// given (the reference toolkit's `epoch_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EpochPolicy {
+    /// With replacement, `ceil(total samples / batch_size)` batches; without,
+    /// the same as [`EpochPolicy::MinSize`].
+    #[default]
+    DatasetSize,
+    /// Stop when the first contributing dataset is used up: `min` over
+    /// contributing children of `len / count` (rounded up with replacement,
+    /// down without).
+    MinSize,
+    /// Run until the largest contributing dataset is used up (`max` of the
+    /// same quotient), oversampling the smaller ones; needs `replacement`
+    /// whenever that is more batches than `MinSize` gives.
+    MaxSize,
+}
+
+/// Per-dataset batch allocation of [`MultiDatasetBatchSampler`]: exact
+/// integer counts (summing to `batch_size`) or relative ratios (allocated
+/// over `batch_size` by largest remainder). Built from a `Vec<usize>` or a
+/// `Vec<f64>`, like the reference's ints-vs-floats rule.
+///
+/// ```
+/// use atomzarr::sampler::SamplesPerDataset;
+/// assert_eq!(SamplesPerDataset::from(vec![3usize, 1]), SamplesPerDataset::Counts(vec![3, 1]));
+/// assert_eq!(SamplesPerDataset::from(vec![0.75, 0.25]), SamplesPerDataset::Ratios(vec![0.75, 0.25]));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum SamplesPerDataset {
+    /// Exact samples of each dataset per batch.
+    Counts(Vec<usize>),
+    /// Relative rates, turned into counts summing to `batch_size`.
+    Ratios(Vec<f64>),
+}
+
+impl From<Vec<usize>> for SamplesPerDataset {
+    fn from(v: Vec<usize>) -> Self {
+        SamplesPerDataset::Counts(v)
+    }
+}
+
+impl From<Vec<f64>> for SamplesPerDataset {
+    fn from(v: Vec<f64>) -> Self {
+        SamplesPerDataset::Ratios(v)
+    }
+}
+
+/// Checks per-child weights and normalises them to sum 1. `None` means
+/// proportional to child length.
+fn normalise_weights(weights: Option<&[f64]>, lengths: &[usize], what: &str) -> Result<Vec<f64>> {
+    let w: Vec<f64> = match weights {
+        Some(w) => w.to_vec(),
+        None => lengths.iter().map(|&l| l as f64).collect(),
+    };
+    if w.len() != lengths.len() {
+        return Err(Error::Config(format!("{what}: {} values for {} datasets", w.len(), lengths.len())));
+    }
+    if let Some(bad) = w.iter().find(|x| !x.is_finite() || **x < 0.0) {
+        return Err(Error::Config(format!("{what}: {bad} is not a finite non-negative number")));
+    }
+    let sum: f64 = w.iter().sum();
+    if sum <= 0.0 {
+        return Err(Error::Config(format!("{what}: at least one must be positive (datasets may all be empty)")));
+    }
+    if let Some(d) = (0..w.len()).find(|&d| w[d] > 0.0 && lengths[d] == 0) {
+        return Err(Error::Config(format!("{what}: dataset {d} has a positive rate but no samples")));
+    }
+    Ok(w.into_iter().map(|x| x / sum).collect())
+}
+
+/// Integer counts summing to `total`, proportional to `weights` (largest
+/// remainder; ties go to the lower dataset index).
+fn counts_from_weights(weights: &[f64], total: usize) -> Vec<usize> {
+    let raw: Vec<f64> = weights.iter().map(|w| w * total as f64).collect();
+    let mut counts: Vec<usize> = raw.iter().map(|r| r.floor() as usize).collect();
+    let assigned: usize = counts.iter().sum();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| (raw[b] - raw[b].floor()).total_cmp(&(raw[a] - raw[a].floor())).then(a.cmp(&b)));
+    for &d in order.iter().take(total.saturating_sub(assigned)) {
+        counts[d] += 1;
+    }
+    counts
+}
+
+fn offsets_of(lengths: &[usize]) -> Vec<usize> {
+    let mut o = Vec::with_capacity(lengths.len() + 1);
+    o.push(0);
+    for &l in lengths {
+        o.push(o[o.len() - 1] + l);
+    }
+    o
+}
+
+/// One child's local indices for an epoch: a permutation walked in order,
+/// reshuffled for each further pass.
+struct Stream {
+    order: Vec<usize>,
+    cursor: usize,
+    shuffle: bool,
+}
+
+impl Stream {
+    fn new(len: usize, shuffle: bool, rng: &mut StdRng) -> Stream {
+        let mut order: Vec<usize> = (0..len).collect();
+        if shuffle {
+            order.shuffle(rng);
+        }
+        Stream { order, cursor: 0, shuffle }
+    }
+
+    /// The next local index; callers never ask an empty child (checked at build).
+    fn next(&mut self, rng: &mut StdRng) -> usize {
+        if self.cursor == self.order.len() {
+            if self.shuffle {
+                self.order.shuffle(rng);
+            }
+            self.cursor = 0;
+        }
+        let i = self.order.get(self.cursor).copied().unwrap_or(0);
+        self.cursor += 1;
+        i
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+/// Builder of [`MultiDatasetSampler`]; see each method for its default.
+#[derive(Debug, Clone)]
+pub struct MultiDatasetSamplerBuilder {
+    lengths: Vec<usize>,
+    weights: Option<Vec<f64>>,
+    num_samples: Option<usize>,
+    replacement: bool,
+    shuffle: bool,
+    seed: u64,
+    num_replicas: usize,
+    rank: usize,
+    drop_last: bool,
+}
+
+impl MultiDatasetSamplerBuilder {
+    /// Per-dataset sampling rates (default: proportional to dataset length).
+    pub fn weights(mut self, w: Vec<f64>) -> Self {
+        self.weights = Some(w);
+        self
+    }
+    /// Equal rates for every dataset.
+    pub fn balanced(mut self) -> Self {
+        self.weights = Some(vec![1.0; self.lengths.len()]);
+        self
+    }
+    /// Global indices per epoch before sharding (default: total samples).
+    pub fn num_samples(mut self, n: usize) -> Self {
+        self.num_samples = Some(n);
+        self
+    }
+    /// Allow a dataset to be used more than once per epoch (default on).
+    pub fn replacement(mut self, yes: bool) -> Self {
+        self.replacement = yes;
+        self
+    }
+    /// Shuffle dataset choices and local order (default on).
+    pub fn shuffle(mut self, yes: bool) -> Self {
+        self.shuffle = yes;
+        self
+    }
+    /// Seed (default 0); the epoch comes from [`Sampler::indices`].
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Data-parallel replicas (default 1).
+    pub fn num_replicas(mut self, n: usize) -> Self {
+        self.num_replicas = n;
+        self
+    }
+    /// This replica's rank (default 0).
+    pub fn rank(mut self, r: usize) -> Self {
+        self.rank = r;
+        self
+    }
+    /// Drop the tail that does not shard evenly instead of padding (default off).
+    pub fn drop_last(mut self, yes: bool) -> Self {
+        self.drop_last = yes;
+        self
+    }
+
+    /// Checks the options ([`Error::Config`] on any conflict).
+    pub fn build(self) -> Result<MultiDatasetSampler> {
+        let shard = Shard::new(self.num_replicas, self.rank)?.drop_last(self.drop_last);
+        let weights = normalise_weights(self.weights.as_deref(), &self.lengths, "MultiDatasetSampler weights")?;
+        let num_samples = self.num_samples.unwrap_or_else(|| self.lengths.iter().sum());
+        if num_samples == 0 {
+            return Err(Error::Config("MultiDatasetSampler: num_samples must be at least 1".into()));
+        }
+        let counts = counts_from_weights(&weights, num_samples);
+        if !self.replacement {
+            if let Some(d) = (0..counts.len()).find(|&d| counts[d] > self.lengths[d]) {
+                return Err(Error::Config(format!(
+                    "MultiDatasetSampler: replacement=false cannot draw {} samples from dataset {d} of {}",
+                    counts[d], self.lengths[d]
+                )));
+            }
+        }
+        Ok(MultiDatasetSampler {
+            offsets: offsets_of(&self.lengths),
+            lengths: self.lengths,
+            counts,
+            shuffle: self.shuffle,
+            seed: self.seed,
+            shard,
+        })
+    }
+}
+
+/// Global indices of a [`MultiDataset`], mixing datasets sample by sample
+/// at given rates.
+///
+/// Each epoch draws exactly `counts[d]` samples from dataset `d`
+/// (`num_samples` split by the rates, largest remainder), in a shuffled
+/// interleaving (`shuffle`) or dataset by dataset, then takes this rank's
+/// shard.
+///
+/// ```
+/// use atomzarr::sampler::{MultiDatasetSampler, Sampler};
+/// let s = MultiDatasetSampler::for_lengths(vec![10, 100]).balanced().num_samples(40).seed(1).build().unwrap();
+/// let idx = s.indices(0);
+/// assert_eq!(idx.iter().filter(|&&i| i < 10).count(), 20); // 20 of dataset 0, each used twice
+/// assert_eq!(s.counts(), &[20, 20]);
+/// assert!(MultiDatasetSampler::for_lengths(vec![10, 100]).balanced().num_samples(40).replacement(false).build().is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct MultiDatasetSampler {
+    lengths: Vec<usize>,
+    offsets: Vec<usize>,
+    counts: Vec<usize>,
+    shuffle: bool,
+    seed: u64,
+    shard: Shard,
+}
+
+impl MultiDatasetSampler {
+    /// A builder over `multi`'s children.
+    pub fn builder(multi: &MultiDataset) -> MultiDatasetSamplerBuilder {
+        Self::for_lengths(multi.child_lens())
+    }
+
+    /// A builder over children of these lengths (global index = sum of the
+    /// earlier lengths + local index, as [`MultiDataset`] lays them out).
+    pub fn for_lengths(lengths: Vec<usize>) -> MultiDatasetSamplerBuilder {
+        MultiDatasetSamplerBuilder {
+            lengths,
+            weights: None,
+            num_samples: None,
+            replacement: true,
+            shuffle: true,
+            seed: 0,
+            num_replicas: 1,
+            rank: 0,
+            drop_last: false,
+        }
+    }
+
+    /// Samples of each dataset per epoch (before sharding).
+    pub fn counts(&self) -> &[usize] {
+        &self.counts
+    }
+
+    /// The shard.
+    pub fn shard(&self) -> Shard {
+        self.shard
+    }
+
+    /// The whole epoch before sharding (what all ranks agree on).
+    pub fn global_indices(&self, epoch: u64) -> Vec<usize> {
+        let mut rng = epoch_rng(self.seed, epoch);
+        let mut choices: Vec<usize> = self.counts.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
+        if self.shuffle {
+            choices.shuffle(&mut rng);
+        }
+        let mut streams: Vec<Stream> = self.lengths.iter().map(|&l| Stream::new(l, self.shuffle, &mut rng)).collect();
+        choices.into_iter().map(|d| self.offsets[d] + streams[d].next(&mut rng)).collect()
+    }
+}
+
+impl Sampler for MultiDatasetSampler {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        self.shard.apply(self.global_indices(epoch))
+    }
+    fn len(&self) -> usize {
+        self.shard.len_of(self.counts.iter().sum())
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+/// Builder of [`MultiDatasetBatchSampler`]; see each method for its default.
+#[derive(Debug, Clone)]
+pub struct MultiDatasetBatchSamplerBuilder {
+    lengths: Vec<usize>,
+    batch_size: usize,
+    weights: Option<Vec<f64>>,
+    samples_per_dataset: Option<SamplesPerDataset>,
+    num_batches: Option<usize>,
+    epoch_policy: EpochPolicy,
+    replacement: bool,
+    shuffle: bool,
+    seed: u64,
+    num_replicas: usize,
+    rank: usize,
+    drop_last: bool,
+}
+
+impl MultiDatasetBatchSamplerBuilder {
+    /// Per-dataset rates used to split `batch_size` (default: proportional
+    /// to dataset length). Exclusive with `samples_per_dataset`.
+    pub fn weights(mut self, w: Vec<f64>) -> Self {
+        self.weights = Some(w);
+        self
+    }
+    /// Equal rates for every dataset (sets `weights`).
+    pub fn balanced(mut self) -> Self {
+        self.weights = Some(vec![1.0; self.lengths.len()]);
+        self
+    }
+    /// Exact counts per batch (`Vec<usize>`, must sum to `batch_size`) or
+    /// ratios (`Vec<f64>`). Exclusive with `weights`.
+    pub fn samples_per_dataset(mut self, s: impl Into<SamplesPerDataset>) -> Self {
+        self.samples_per_dataset = Some(s.into());
+        self
+    }
+    /// Batches per epoch before sharding (default: from `epoch_policy`).
+    pub fn num_batches(mut self, n: usize) -> Self {
+        self.num_batches = Some(n);
+        self
+    }
+    /// How to size the epoch when `num_batches` is not set (default
+    /// [`EpochPolicy::DatasetSize`]).
+    pub fn epoch_policy(mut self, p: EpochPolicy) -> Self {
+        self.epoch_policy = p;
+        self
+    }
+    /// Allow a dataset to be used more than once per epoch (default on).
+    pub fn replacement(mut self, yes: bool) -> Self {
+        self.replacement = yes;
+        self
+    }
+    /// Shuffle local order and the order inside each batch (default on).
+    pub fn shuffle(mut self, yes: bool) -> Self {
+        self.shuffle = yes;
+        self
+    }
+    /// Seed (default 0); the epoch comes from [`BatchSampler::batches`].
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Data-parallel replicas (default 1); ranks get whole batches.
+    pub fn num_replicas(mut self, n: usize) -> Self {
+        self.num_replicas = n;
+        self
+    }
+    /// This replica's rank (default 0).
+    pub fn rank(mut self, r: usize) -> Self {
+        self.rank = r;
+        self
+    }
+    /// Drop the batches that do not shard evenly instead of padding with
+    /// batches from the start of the epoch (default off).
+    pub fn drop_last(mut self, yes: bool) -> Self {
+        self.drop_last = yes;
+        self
+    }
+
+    fn counts(&self) -> Result<Vec<usize>> {
+        let n = self.lengths.len();
+        let counts = match (&self.weights, &self.samples_per_dataset) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Config(
+                    "MultiDatasetBatchSampler: weights and samples_per_dataset are mutually exclusive".into(),
+                ));
+            }
+            (_, Some(SamplesPerDataset::Counts(c))) => {
+                if c.len() != n {
+                    return Err(Error::Config(format!(
+                        "MultiDatasetBatchSampler: samples_per_dataset has {} counts for {n} datasets",
+                        c.len()
+                    )));
+                }
+                c.clone()
+            }
+            (_, Some(SamplesPerDataset::Ratios(r))) => counts_from_weights(
+                &normalise_weights(Some(r), &self.lengths, "MultiDatasetBatchSampler samples_per_dataset ratios")?,
+                self.batch_size,
+            ),
+            (w, None) => counts_from_weights(
+                &normalise_weights(w.as_deref(), &self.lengths, "MultiDatasetBatchSampler weights")?,
+                self.batch_size,
+            ),
+        };
+        let sum: usize = counts.iter().sum();
+        if sum != self.batch_size {
+            return Err(Error::Config(format!(
+                "MultiDatasetBatchSampler: samples_per_dataset {counts:?} sum to {sum}, batch_size is {}",
+                self.batch_size
+            )));
+        }
+        if let Some(d) = (0..n).find(|&d| counts[d] > 0 && self.lengths[d] == 0) {
+            return Err(Error::Config(format!(
+                "MultiDatasetBatchSampler: dataset {d} contributes {} per batch but has no samples",
+                counts[d]
+            )));
+        }
+        Ok(counts)
+    }
+
+    /// Checks the options ([`Error::Config`] on any conflict).
+    pub fn build(self) -> Result<MultiDatasetBatchSampler> {
+        let shard = Shard::new(self.num_replicas, self.rank)?.drop_last(self.drop_last);
+        if self.batch_size == 0 {
+            return Err(Error::Config("MultiDatasetBatchSampler: batch_size must be at least 1".into()));
+        }
+        let counts = self.counts()?;
+        let quotients: Vec<usize> = counts
+            .iter()
+            .zip(&self.lengths)
+            .filter(|(c, _)| **c > 0)
+            .map(|(&c, &l)| if self.replacement { l.div_ceil(c) } else { l / c })
+            .collect();
+        // counts sum to batch_size >= 1, so some dataset contributes.
+        let min_b = quotients.iter().copied().min().unwrap_or(0);
+        let max_b = quotients.iter().copied().max().unwrap_or(0);
+        let num_batches = match (self.num_batches, self.epoch_policy) {
+            (Some(n), _) => n,
+            (None, EpochPolicy::DatasetSize) if self.replacement => {
+                self.lengths.iter().sum::<usize>().div_ceil(self.batch_size)
+            }
+            (None, EpochPolicy::DatasetSize | EpochPolicy::MinSize) => min_b,
+            (None, EpochPolicy::MaxSize) => {
+                if !self.replacement && max_b > min_b {
+                    return Err(Error::Config(format!(
+                        "MultiDatasetBatchSampler: epoch_policy MaxSize needs {max_b} batches, which oversamples \
+                         smaller datasets (they support {min_b}); set replacement(true)"
+                    )));
+                }
+                max_b
+            }
+        };
+        if !self.replacement && num_batches > min_b {
+            return Err(Error::Config(format!(
+                "MultiDatasetBatchSampler: replacement=false supports at most {min_b} complete batches \
+                 for counts {counts:?}, {num_batches} requested"
+            )));
+        }
+        if num_batches == 0 {
+            return Err(Error::Config("MultiDatasetBatchSampler: an epoch would have no batch".into()));
+        }
+        Ok(MultiDatasetBatchSampler {
+            offsets: offsets_of(&self.lengths),
+            lengths: self.lengths,
+            counts,
+            num_batches,
+            shuffle: self.shuffle,
+            seed: self.seed,
+            shard,
+        })
+    }
+}
+
+/// Batches of global [`MultiDataset`] indices, each holding exactly
+/// `samples_per_dataset[d]` samples of dataset `d`.
+///
+/// The epoch (`num_batches` batches, all ranks alike) is sharded by whole
+/// batches: rank `r` of `R` gets batches `r, r + R, ...`.
+///
+/// ```
+/// use atomzarr::sampler::{BatchSampler, EpochPolicy, MultiDatasetBatchSampler};
+/// let s = MultiDatasetBatchSampler::for_lengths(vec![10, 40], 5)
+///     .samples_per_dataset(vec![1, 4])
+///     .epoch_policy(EpochPolicy::MaxSize)
+///     .seed(3)
+///     .build()
+///     .unwrap();
+/// assert_eq!(s.len(), 10); // max(10 / 1, 40 / 4)
+/// for b in s.batches(0) {
+///     assert_eq!(b.iter().filter(|&&i| i < 10).count(), 1);
+/// }
+/// // Counts must sum to the batch size.
+/// assert!(MultiDatasetBatchSampler::for_lengths(vec![10, 40], 5).samples_per_dataset(vec![1, 3]).build().is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct MultiDatasetBatchSampler {
+    lengths: Vec<usize>,
+    offsets: Vec<usize>,
+    counts: Vec<usize>,
+    num_batches: usize,
+    shuffle: bool,
+    seed: u64,
+    shard: Shard,
+}
+
+impl MultiDatasetBatchSampler {
+    /// A builder over `multi`'s children with batches of `batch_size`.
+    pub fn builder(multi: &MultiDataset, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
+        Self::for_lengths(multi.child_lens(), batch_size)
+    }
+
+    /// A builder with equal per-dataset rates (the reference's `balanced`).
+    pub fn balanced(multi: &MultiDataset, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
+        Self::builder(multi, batch_size).balanced()
+    }
+
+    /// A builder over children of these lengths (global index = sum of the
+    /// earlier lengths + local index, as [`MultiDataset`] lays them out).
+    pub fn for_lengths(lengths: Vec<usize>, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
+        MultiDatasetBatchSamplerBuilder {
+            lengths,
+            batch_size,
+            weights: None,
+            samples_per_dataset: None,
+            num_batches: None,
+            epoch_policy: EpochPolicy::DatasetSize,
+            replacement: true,
+            shuffle: true,
+            seed: 0,
+            num_replicas: 1,
+            rank: 0,
+            drop_last: false,
+        }
+    }
+
+    /// Samples of each dataset in every batch.
+    pub fn samples_per_dataset(&self) -> &[usize] {
+        &self.counts
+    }
+
+    /// Batches per epoch before sharding.
+    pub fn num_batches(&self) -> usize {
+        self.num_batches
+    }
+
+    /// The shard.
+    pub fn shard(&self) -> Shard {
+        self.shard
+    }
+
+    /// The whole epoch before sharding (what all ranks agree on).
+    pub fn global_batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        let mut rng = epoch_rng(self.seed, epoch);
+        let mut streams: Vec<Stream> = self.lengths.iter().map(|&l| Stream::new(l, self.shuffle, &mut rng)).collect();
+        let batch_size: usize = self.counts.iter().sum();
+        (0..self.num_batches)
+            .map(|_| {
+                let mut b = Vec::with_capacity(batch_size);
+                for (d, &c) in self.counts.iter().enumerate() {
+                    for _ in 0..c {
+                        b.push(self.offsets[d] + streams[d].next(&mut rng));
+                    }
+                }
+                if self.shuffle {
+                    b.shuffle(&mut rng);
+                }
+                b
+            })
+            .collect()
+    }
+}
+
+impl BatchSampler for MultiDatasetBatchSampler {
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        self.shard.apply(self.global_batches(epoch))
+    }
+    fn len(&self) -> usize {
+        self.shard.len_of(self.num_batches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn largest_remainder_sums_and_is_proportional() {
+        assert_eq!(counts_from_weights(&[0.5, 0.5], 5), vec![3, 2]);
+        assert_eq!(counts_from_weights(&[0.1, 0.2, 0.7], 10), vec![1, 2, 7]);
+        let w = normalise_weights(None, &[3, 7, 0], "w").unwrap();
+        assert_eq!(counts_from_weights(&w, 10), vec![3, 7, 0]);
+    }
+}

@@ -1,0 +1,244 @@
+//! [`SizeAwareSampler`]: batches bounded by atoms, edges and graphs instead
+//! of a fixed sample count, bin-packed by atom count.
+
+use rand::seq::SliceRandom;
+
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+
+use super::{BatchSampler, epoch_rng};
+
+/// Options of [`SizeAwareSampler`]. At least one of the three limits must be
+/// set; unset limits are unbounded.
+///
+/// ```
+/// use atomzarr::sampler::SizeAwareOptions;
+/// let o = SizeAwareOptions::default().max_atoms(512).max_batch_size(32).seed(3);
+/// assert_eq!((o.max_atoms, o.max_edges, o.max_batch_size), (Some(512), None, Some(32)));
+/// assert!(o.shuffle);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeAwareOptions {
+    /// Most atoms in one batch.
+    pub max_atoms: Option<usize>,
+    /// Most edges in one batch.
+    pub max_edges: Option<usize>,
+    /// Most samples (graphs) in one batch.
+    pub max_batch_size: Option<usize>,
+    /// Reshuffle samples and batch order every epoch (default on).
+    pub shuffle: bool,
+    /// Seed of the shuffle (default 0).
+    pub seed: u64,
+    /// Samples packed together (default 2048): the epoch's order is cut into
+    /// pools of this many, each pool is packed largest-first. Bigger pools
+    /// pack tighter but mix less randomly; the last batches of a pool may be
+    /// underfull.
+    pub pool_size: usize,
+}
+
+impl Default for SizeAwareOptions {
+    fn default() -> Self {
+        SizeAwareOptions { max_atoms: None, max_edges: None, max_batch_size: None, shuffle: true, seed: 0, pool_size: 2048 }
+    }
+}
+
+impl SizeAwareOptions {
+    /// Sets `max_atoms`.
+    pub fn max_atoms(mut self, n: usize) -> Self {
+        self.max_atoms = Some(n);
+        self
+    }
+    /// Sets `max_edges`.
+    pub fn max_edges(mut self, n: usize) -> Self {
+        self.max_edges = Some(n);
+        self
+    }
+    /// Sets `max_batch_size`.
+    pub fn max_batch_size(mut self, n: usize) -> Self {
+        self.max_batch_size = Some(n);
+        self
+    }
+    /// Sets `shuffle`.
+    pub fn shuffle(mut self, yes: bool) -> Self {
+        self.shuffle = yes;
+        self
+    }
+    /// Sets `seed`.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Sets `pool_size`.
+    pub fn pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n;
+        self
+    }
+}
+
+/// A [`BatchSampler`] whose batches hold as many samples as fit under
+/// `max_atoms`, `max_edges` and `max_batch_size`.
+///
+/// Each epoch the indices are shuffled (seeded by `(seed, epoch)`), cut into
+/// pools of `pool_size`, and each pool is packed first-fit decreasing by atom
+/// count: samples, largest first, go into the first batch of the pool they
+/// fit, a new batch is opened when none does. Batch order is then shuffled.
+/// Every sample is in exactly one batch per epoch.
+///
+/// **Oversize samples**: a sample that alone exceeds `max_atoms` or
+/// `max_edges` is not an error; it gets a batch of its own (the only batches
+/// that can exceed a limit). Check [`SizeAwareSampler::oversize`] if that
+/// must not happen.
+///
+/// Sizes come from [`Reader::get_metadata`] (pointer arrays only, no field
+/// reads), taken once at construction.
+///
+/// [`BatchSampler::len`] is the batch count of epoch 0; other epochs may
+/// differ by a few batches because packing depends on the shuffle.
+/// [`BatchSampler::batches`] is always exact.
+///
+/// ```
+/// use atomzarr::sampler::{BatchSampler, SizeAwareOptions, SizeAwareSampler};
+/// let sizes = vec![(3, 6), (5, 2), (2, 2), (9, 1), (20, 4)];
+/// let s = SizeAwareSampler::new(sizes.clone(), SizeAwareOptions::default().max_atoms(10).seed(1)).unwrap();
+/// let batches = s.batches(0);
+/// for b in &batches {
+///     let atoms: usize = b.iter().map(|&i| sizes[i].0).sum();
+///     assert!(atoms <= 10 || b == &vec![4]); // sample 4 (20 atoms) rides alone
+/// }
+/// let mut all: Vec<usize> = batches.concat();
+/// all.sort();
+/// assert_eq!(all, vec![0, 1, 2, 3, 4]);
+/// assert_eq!(s.oversize(), vec![4]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct SizeAwareSampler {
+    sizes: Vec<(usize, usize)>,
+    options: SizeAwareOptions,
+    epoch0_len: usize,
+}
+
+/// One batch being packed.
+struct Bin {
+    id: usize,
+    atoms: usize,
+    edges: usize,
+    items: Vec<usize>,
+}
+
+impl SizeAwareSampler {
+    /// A sampler over samples `0..sizes.len()` with `(num_atoms, num_edges)`
+    /// each. Errors ([`Error::Config`]) when no limit is set, a limit or
+    /// `pool_size` is 0.
+    pub fn new(sizes: Vec<(usize, usize)>, options: SizeAwareOptions) -> Result<Self> {
+        let o = &options;
+        if o.max_atoms.is_none() && o.max_edges.is_none() && o.max_batch_size.is_none() {
+            return Err(Error::Config("SizeAwareSampler needs at least one of max_atoms, max_edges, max_batch_size".into()));
+        }
+        for (name, v) in [("max_atoms", o.max_atoms), ("max_edges", o.max_edges), ("max_batch_size", o.max_batch_size)] {
+            if v == Some(0) {
+                return Err(Error::Config(format!("SizeAwareSampler: {name} must be at least 1")));
+            }
+        }
+        if o.pool_size == 0 {
+            return Err(Error::Config("SizeAwareSampler: pool_size must be at least 1".into()));
+        }
+        let mut s = SizeAwareSampler { sizes, options, epoch0_len: 0 };
+        s.epoch0_len = s.batches(0).len();
+        Ok(s)
+    }
+
+    /// As [`SizeAwareSampler::new`], with sizes from `reader.get_metadata`
+    /// for every index (a [`Dataset`](crate::Dataset), a
+    /// [`MultiDataset`](crate::MultiDataset) or any other reader).
+    pub fn from_reader<R: Reader + ?Sized>(reader: &R, options: SizeAwareOptions) -> Result<Self> {
+        let sizes = (0..reader.len()).map(|i| reader.get_metadata(i)).collect::<Result<Vec<_>>>()?;
+        Self::new(sizes, options)
+    }
+
+    /// `(num_atoms, num_edges)` per sample.
+    pub fn sizes(&self) -> &[(usize, usize)] {
+        &self.sizes
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SizeAwareOptions {
+        &self.options
+    }
+
+    /// Samples that alone exceed `max_atoms` or `max_edges` (each gets its
+    /// own batch).
+    pub fn oversize(&self) -> Vec<usize> {
+        let (ma, me) = self.limits();
+        self.sizes.iter().enumerate().filter(|&(_, &(a, e))| a > ma || e > me).map(|(i, _)| i).collect()
+    }
+
+    fn limits(&self) -> (usize, usize) {
+        (self.options.max_atoms.unwrap_or(usize::MAX), self.options.max_edges.unwrap_or(usize::MAX))
+    }
+
+    /// Packs one pool (first-fit decreasing by atoms) and appends its batches
+    /// in the order they were opened.
+    fn pack_pool(&self, pool: &mut [usize], out: &mut Vec<Vec<usize>>) {
+        let (ma, me) = self.limits();
+        let mb = self.options.max_batch_size.unwrap_or(usize::MAX);
+        // Stable sort: equal atom counts keep the shuffled order.
+        pool.sort_by_key(|&i| std::cmp::Reverse(self.sizes[i].0));
+        // Smallest atoms/edges still to come, to retire bins nothing can join.
+        let mut min_rest = vec![(usize::MAX, usize::MAX); pool.len() + 1];
+        for k in (0..pool.len()).rev() {
+            let (a, e) = self.sizes[pool[k]];
+            min_rest[k] = (min_rest[k + 1].0.min(a), min_rest[k + 1].1.min(e));
+        }
+        let fits = |b: &Bin, a: usize, e: usize| {
+            b.items.len() < mb && b.atoms.saturating_add(a) <= ma && b.edges.saturating_add(e) <= me
+        };
+        let mut open: Vec<Bin> = Vec::new();
+        let mut closed: Vec<Bin> = Vec::new();
+        for (k, &i) in pool.iter().enumerate() {
+            let (a, e) = self.sizes[i];
+            match open.iter_mut().find(|b| fits(b, a, e)) {
+                Some(b) => {
+                    b.atoms += a;
+                    b.edges += e;
+                    b.items.push(i);
+                }
+                // An empty bin takes anything, so an oversize sample rides alone.
+                None => open.push(Bin { id: open.len() + closed.len(), atoms: a, edges: e, items: vec![i] }),
+            }
+            let (ra, re) = min_rest[k + 1];
+            let mut j = 0;
+            while j < open.len() {
+                if fits(&open[j], ra, re) {
+                    j += 1;
+                } else {
+                    closed.push(open.swap_remove(j));
+                }
+            }
+        }
+        closed.append(&mut open);
+        closed.sort_by_key(|b| b.id);
+        out.extend(closed.into_iter().map(|b| b.items));
+    }
+}
+
+impl BatchSampler for SizeAwareSampler {
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        let mut order: Vec<usize> = (0..self.sizes.len()).collect();
+        let mut rng = epoch_rng(self.options.seed, epoch);
+        if self.options.shuffle {
+            order.shuffle(&mut rng);
+        }
+        let mut out = Vec::new();
+        for pool in order.chunks_mut(self.options.pool_size) {
+            self.pack_pool(pool, &mut out);
+        }
+        if self.options.shuffle {
+            out.shuffle(&mut rng);
+        }
+        out
+    }
+
+    fn len(&self) -> usize {
+        self.epoch0_len
+    }
+}
