@@ -1,0 +1,120 @@
+//! Fast checks of the `train_mlip` example: its modules are included here
+//! as-is, a tiny Lennard-Jones store is built, and two epochs of training
+//! through atomzarr's DataLoader must lower the loss.
+
+#[path = "../examples/train_mlip/model.rs"]
+mod model;
+#[path = "../examples/train_mlip/physics.rs"]
+mod physics;
+#[path = "../examples/train_mlip/training.rs"]
+mod training;
+
+use atomzarr::{AtomicDataZarrReader, Reader};
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::Backend;
+use model::Trainer;
+use physics::{CUTOFF, DatasetSpec, Structure};
+use training::{LoaderOptions, Split};
+
+type Train = Autodiff<Flex>;
+
+fn tiny_store(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let store = dir.join("tiny.zarr");
+    assert_eq!(physics::build_store(&store, DatasetSpec::tiny(n), 1).unwrap(), n);
+    store
+}
+
+fn opts() -> LoaderOptions {
+    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 0, pin_memory: false }
+}
+
+#[test]
+fn two_epochs_on_a_tiny_store_lower_the_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = tiny_store(dir.path(), 48);
+    let device = Default::default();
+    let split = Split::<Train>::open(&store, 0.25, opts(), &device).unwrap();
+    assert_eq!((split.train_indices.len(), split.val_indices.len()), (36, 12));
+    assert!(split.train_indices.iter().all(|i| !split.val_indices.contains(i)));
+
+    Train::seed(&device, 0);
+    let config = split.stats.config(CUTOFF);
+    let mut trainer = Trainer::<Train>::new(&config, &device);
+    let before = training::evaluate(&trainer.valid(), &split.val, split.stats.energy_per_atom).unwrap();
+    let r1 = training::train_epoch(&mut trainer, &split.train, 0, 1e-2).unwrap();
+    let r2 = training::train_epoch(&mut trainer, &split.train, 1, 1e-2).unwrap();
+    let after = training::evaluate(&trainer.valid(), &split.val, split.stats.energy_per_atom).unwrap();
+
+    // Every training structure once per epoch, in batches of 4.
+    assert_eq!((r1.samples, r1.batches), (36, 9));
+    assert_eq!((r2.samples, r2.batches), (36, 9));
+    assert!(r1.loss.is_finite() && r2.loss.is_finite());
+    assert!(r2.loss < 0.9 * r1.loss, "loss did not fall: epoch 1 {:.4}, epoch 2 {:.4}", r1.loss, r2.loss);
+    assert!(
+        after.force_mae() < before.force_mae(),
+        "validation force MAE did not fall: {:.5} -> {:.5}",
+        before.force_mae(),
+        after.force_mae()
+    );
+    // The baseline does not depend on the model.
+    assert!((before.baseline_force_mae() - after.baseline_force_mae()).abs() < 1e-9);
+    assert!(before.baseline_force_mae() > 0.0 && before.baseline_energy_mae() > 0.0);
+
+    // Saved next to the store, and loads back to the same predictions
+    // (CompactRecorder stores half precision, hence the tolerance).
+    let saved = training::save(trainer.valid(), &config, &store).unwrap();
+    assert!(saved.exists(), "{} missing", saved.display());
+    assert_eq!(saved.parent(), store.parent());
+    let (loaded, _) = training::load::<Flex>(&store, &device).unwrap();
+    let reloaded = training::evaluate(&loaded, &split.val, split.stats.energy_per_atom).unwrap();
+    let rel = (reloaded.force_mae() - after.force_mae()).abs() / after.force_mae();
+    assert!(rel < 0.05, "reloaded model differs: force MAE {} vs {}", reloaded.force_mae(), after.force_mae());
+}
+
+/// What the store holds is what the physics says: energies and forces
+/// recomputed from the stored positions, cell and pbc match the stored labels,
+/// and the stored neighbor list + shifts are exactly the pairs within the
+/// cutoff with r_ij = r_j - r_i + shift_ij.
+#[test]
+fn stored_labels_match_the_potential() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = tiny_store(dir.path(), 16);
+    let reader = AtomicDataZarrReader::open(&store).unwrap();
+    let mut periodic = 0;
+    for i in 0..reader.len() {
+        let d = reader.read(i as i64).unwrap().data;
+        let f64s = |name: &str| d.field(name).unwrap().data.to_f64_vec();
+        let pos = f64s("positions");
+        let cell = f64s("cell");
+        let pbc: Vec<bool> = f64s("pbc").iter().map(|&x| x != 0.0).collect();
+        let s = Structure {
+            numbers: d.field("atomic_numbers").unwrap().data.to_i64_vec().unwrap(),
+            positions: pos.chunks(3).map(|p| [p[0], p[1], p[2]]).collect(),
+            cell: [0, 1, 2].map(|k| [cell[3 * k], cell[3 * k + 1], cell[3 * k + 2]]),
+            pbc: [pbc[0], pbc[1], pbc[2]],
+        };
+        periodic += usize::from(s.pbc[0]);
+        let (e, f) = s.energy_forces();
+        let stored_e = f64s("energy")[0];
+        assert!((e - stored_e).abs() < 1e-6 * e.abs().max(1.0), "sample {i}: energy {e} vs stored {stored_e}");
+        let stored_f = f64s("forces");
+        for (a, b) in f.iter().flatten().zip(&stored_f) {
+            assert!((a - b).abs() < 1e-6, "sample {i}: force {a} vs stored {b}");
+        }
+        // Neighbor list: same set of (i, j, shift) as recomputed.
+        let nl = s.neighbor_list(CUTOFF);
+        let pairs = d.field("neighbor_list").unwrap().data.to_i64_vec().unwrap();
+        let shifts = f64s("shifts");
+        assert_eq!(pairs.len() / 2, nl.pairs.len(), "sample {i}: edge count");
+        for (k, p) in pairs.chunks(2).enumerate() {
+            let (a, b) = (p[0] as usize, p[1] as usize);
+            let r: f64 = (0..3)
+                .map(|c| s.positions[b][c] - s.positions[a][c] + shifts[3 * k + c])
+                .map(|x| x * x)
+                .sum::<f64>()
+                .sqrt();
+            assert!(r > 2.0 && r < CUTOFF + 1e-4, "sample {i} edge {k}: |r_ij| = {r}");
+        }
+    }
+    assert!(periodic > 0 && periodic < reader.len(), "expected both clusters and periodic boxes");
+}
