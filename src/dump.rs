@@ -76,6 +76,43 @@ pub fn py_float(x: f64) -> String {
     out
 }
 
+/// A JSON string literal exactly as Python's `json.dumps` (`ensure_ascii`)
+/// writes it: `\"`, `\\`, the short escapes for `\b \f \n \r \t`, and
+/// `\uXXXX` (lower-case hex, surrogate pairs above U+FFFF) for every other
+/// character outside `' '..='~'`. Field names are user input (custom fields),
+/// so they must be escaped for the dump to stay valid JSON.
+///
+/// ```
+/// use atomzarr::dump::py_json_str;
+/// assert_eq!(py_json_str("energy"), "\"energy\"");
+/// assert_eq!(py_json_str("a\"b\\c\n"), r#""a\"b\\c\n""#);
+/// assert_eq!(py_json_str("é𝛼\u{7f}"), r#""\u00e9\ud835\udefc\u007f""#);
+/// ```
+pub fn py_json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{:04x}", u);
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn write_data(out: &mut String, d: &HostData) {
     out.push('[');
     macro_rules! ints {
@@ -126,7 +163,7 @@ pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
         if i > 0 {
             out.push_str(", ");
         }
-        let _ = write!(out, "\"{name}\": \"{level}\"");
+        let _ = write!(out, "{}: \"{level}\"", py_json_str(name));
     }
     out.push_str("}, \"samples\": [");
     const STEP: usize = 1024;
@@ -143,7 +180,7 @@ pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
                     out.push_str(", ");
                 }
                 let shape: Vec<String> = f.shape.iter().map(ToString::to_string).collect();
-                let _ = write!(out, "\"{name}\": {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": ", f.dtype(), shape.join(", "));
+                let _ = write!(out, "{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": ", py_json_str(name), f.dtype(), shape.join(", "));
                 write_data(&mut out, &f.data);
                 out.push('}');
             }

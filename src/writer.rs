@@ -478,6 +478,7 @@ impl AtomicDataZarrWriter {
     /// one and swapped in by renames, so an interruption loses nothing.
     pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
         let root = format::read_root(&self.path)?;
+        let replaces_config = config.is_some();
         let config = match config {
             Some(c) => c,
             None => self.current_config(&root)?,
@@ -523,6 +524,11 @@ impl AtomicDataZarrWriter {
         std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&tmp, e))?;
         std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         self.store = format::open_store(&self.path)?;
+        if replaces_config {
+            // "config replaces the write configuration": arrays created from
+            // now on (add_custom) follow it too.
+            self.config = config;
+        }
         Ok(())
     }
 

@@ -52,7 +52,7 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
         for cache_bytes in [0, 1 << 12, 64 << 20] {
             let r = AtomicDataZarrReader::open_with(assets().join(format!("{name}.zarr")), ReaderOptions { cache_bytes }).unwrap();
             // Shuffled, with duplicates and negative indices.
-            let mut rng = Rng(n as u64 * 7 + cache_bytes);
+            let mut rng = SplitMix(n as u64 * 7 + cache_bytes);
             let idx: Vec<i64> = (0..2 * n)
                 .map(|_| {
                     let i = rng.below(n as u64) as i64;
@@ -231,7 +231,7 @@ fn fixture_copies_defragment_and_append() {
     // append after it reads back.
     for name in fixture_names() {
         let (text, want) = expected(&name);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tmpdir();
         let path = dir.path().join(format!("{name}.zarr"));
         copy_dir(&assets().join(format!("{name}.zarr")), &path);
 
@@ -280,7 +280,7 @@ fn fixture_copy_append_without_defragment() {
     // sharding, soft-deleted samples) keeps the old samples intact.
     for name in fixture_names() {
         let (_, want) = expected(&name);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tmpdir();
         let path = dir.path().join(format!("{name}.zarr"));
         copy_dir(&assets().join(format!("{name}.zarr")), &path);
         let r = AtomicDataZarrReader::open(&path).unwrap();

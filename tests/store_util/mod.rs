@@ -14,6 +14,19 @@ pub fn assets() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets")
 }
 
+/// A fresh temporary directory. On tmpfs (`/dev/shm`) where there is one:
+/// zarrs' filesystem store fsyncs every chunk it writes, and these tests
+/// check store logic, not durability; on a disk the fsyncs dominate.
+pub fn tmpdir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::Builder::new().prefix("atomzarr-test-").tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
 /// Names (without `.zarr`) of every reference store in `assets/`.
 pub fn fixture_names() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(assets())
@@ -93,9 +106,9 @@ pub fn zarr_json(store: &Path, rel: &str) -> Value {
 
 /// Deterministic pseudo-random numbers (splitmix64), so tests need no seed plumbing.
 #[derive(Clone)]
-pub struct Rng(pub u64);
+pub struct SplitMix(pub u64);
 
-impl Rng {
+impl SplitMix {
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -116,7 +129,7 @@ impl Rng {
 }
 
 /// `len` values of `dtype`, spanning the type's range (extremes included).
-pub fn host_data(dtype: DType, len: usize, rng: &mut Rng) -> HostData {
+pub fn host_data(dtype: DType, len: usize, rng: &mut SplitMix) -> HostData {
     let mut r = || rng.next_u64();
     match dtype {
         DType::Bool => HostData::Bool((0..len).map(|_| r() & 1 == 1).collect()),
@@ -152,7 +165,7 @@ impl Default for Extras {
 
 /// A valid sample with `atoms` atoms and `edges` edges (edges must be 0
 /// when atoms is 0).
-pub fn sample(rng: &mut Rng, atoms: usize, edges: usize, extras: &Extras) -> AtomicData {
+pub fn sample(rng: &mut SplitMix, atoms: usize, edges: usize, extras: &Extras) -> AtomicData {
     assert!(atoms > 0 || edges == 0);
     let z: Vec<i64> = (0..atoms).map(|_| 1 + rng.below(100) as i64).collect();
     let pos: Vec<[f32; 3]> = (0..atoms).map(|_| [rng.f32(), rng.f32(), rng.f32()]).collect();
@@ -190,7 +203,7 @@ pub fn sample(rng: &mut Rng, atoms: usize, edges: usize, extras: &Extras) -> Ato
 /// `count` samples with atom counts in `0..=max_atoms` and edge counts in
 /// `0..=max_edges` (0 edges for 0 atoms).
 pub fn samples(seed: u64, count: usize, max_atoms: usize, max_edges: usize, extras: &Extras) -> Vec<AtomicData> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix(seed);
     (0..count)
         .map(|_| {
             let atoms = rng.below(max_atoms as u64 + 1) as usize;
