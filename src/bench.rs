@@ -3,7 +3,7 @@
 //! loops, and the report rows.
 //!
 //! Three read paths are timed:
-//! - `batch`: the public [`crate::DataLoader`] over a [`crate::Dataset`] with
+//! - `batch`: the public [`DataLoader`] over a [`Dataset`] with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
 //! - `raw`: [`Reader::read_collated`] in windows of `batch_size *
 //!   prefetch_factor` samples, no loader: the reader's own ceiling.
@@ -27,7 +27,9 @@
 //! }
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -36,7 +38,11 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
+use crate::batch::AtomicBatch;
 use crate::collate::CollatedBatch;
+use crate::dataset::Dataset;
+use crate::loader::DataLoader;
+use crate::sampler::ListSampler;
 use crate::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 use crate::data::{AtomicData, HostData};
 use crate::error::{Error, Result};
@@ -275,7 +281,7 @@ fn bar(progress: bool, len: u64, msg: String) -> ProgressBar {
 pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected: Option<usize>) -> Result<Vec<ReadResult>> {
     opts.validate()?;
     let t0 = Instant::now();
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: opts.cache_bytes })?;
+    let reader = Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: opts.cache_bytes })?);
     let n = reader.len();
     if let Some(e) = expected {
         if e != n {
@@ -351,10 +357,38 @@ fn read_single(reader: &AtomicDataZarrReader, order: &[usize], pb: &ProgressBar)
     Ok(tally)
 }
 
-/// The batch path: the public DataLoader, validation skipped, CPU device.
-fn read_loader(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
-    let _ = (reader, order, opts, pb);
-    Err(Error::Config("read mode batch needs the DataLoader, which this build does not have yet".into()))
+/// The batch path: the public DataLoader (fixed-order sampler, validation
+/// skipped) on the CPU device, as the reference's batch mode does.
+fn read_loader(reader: &Arc<AtomicDataZarrReader>, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+    type B = burn::backend::Flex;
+    // Delivered bytes are counted in the store's dtypes (element count times
+    // the stored element size), so they compare with raw_bytes whatever
+    // element types the backend's tensors use.
+    let sizes: BTreeMap<String, usize> =
+        reader.field_schema().into_iter().map(|(name, (_, dtype, _))| (name, dtype.size())).collect();
+    let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
+    let device = burn::backend::flex::FlexDevice;
+    let loader = DataLoader::<B, _>::builder(ds)
+        .batch_size(opts.batch_size)
+        .sampler(ListSampler::new(order.to_vec()))
+        .prefetch_factor(opts.prefetch())
+        .pin_memory(opts.pin_memory)
+        .build(&device)?;
+    let mut tally = Tally::new(order.len());
+    let mut k = 0;
+    for batch in loader.iter() {
+        let batch: AtomicBatch<B> = batch?;
+        for &i in &batch.indices {
+            tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
+            k += 1;
+        }
+        for (name, f) in &batch.fields {
+            let elems: usize = f.shape.iter().product();
+            tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
+        }
+        pb.inc(batch.num_graphs as u64);
+    }
+    Ok(tally)
 }
 
 /// Size facts of a store's active samples.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes};
 
 use crate::config::{StoreGroup, ZarrWriteConfig};
@@ -97,13 +98,16 @@ impl AtomicDataZarrWriter {
             format::write_group(&path, g)?;
         }
         let w = AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false };
-        for (rel, dtype) in [
+        // Independent arrays whose writes each end in an fsync: in parallel.
+        [
             (format::ATOMS_PTR, DType::Int64),
             (format::EDGES_PTR, DType::Int64),
             (format::SAMPLES_MASK, DType::Bool),
             (format::ATOMS_MASK, DType::Bool),
             (format::EDGES_MASK, DType::Bool),
-        ] {
+        ]
+        .par_iter()
+        .try_for_each(|&(rel, dtype)| -> Result<()> {
             let is_ptr = dtype == DType::Int64;
             let name = rel.trim_start_matches("meta/");
             let a = format::create_array(
@@ -117,7 +121,8 @@ impl AtomicDataZarrWriter {
             if is_ptr {
                 a.store_array_subset(&[0..1], vec![0i64]).map_err(arr_err(&w.path, rel))?;
             }
-        }
+            Ok(())
+        })?;
         format::write_root(&w.path, &RootAttrs { num_samples: 0, fields: BTreeMap::new(), extra: Default::default() })?;
         Ok(w)
     }
@@ -233,59 +238,71 @@ impl AtomicDataZarrWriter {
         // Schema: create arrays for a first write and list them before any data.
         if existing.is_empty() {
             let mut attrs = root.clone();
-            for (name, sc) in &schema {
+            // Each array's metadata write ends in an fsync; overlap them.
+            schema.par_iter().try_for_each(|(name, sc)| -> Result<()> {
                 let rel = format::field_path(sc.group, name);
                 let mut shape = vec![0u64];
                 shape.extend(&sc.trailing);
                 format::create_array(&self.path, &self.store, &rel, sc.dtype, shape, &self.config.resolve(sc.group, name))?;
+                Ok(())
+            })?;
+            for (name, sc) in &schema {
                 attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
             }
             format::write_root(&self.path, &attrs)?;
         }
         self.checkpoint(AppendStep::Schema)?;
 
-        // Field data.
+        // Field data. Fields are independent arrays (separate files), so they
+        // are concatenated and written in parallel: each write ends in an
+        // fsync of its own, and overlapping those latencies (and the
+        // single-threaded concatenation) is most of the write time. The
+        // commit order across steps below is unchanged.
         let bar = self.bar(schema.len() as u64, "append");
-        for (name, sc) in &schema {
+        let fields: Vec<(&String, &Schema)> = schema.iter().collect();
+        fields.par_iter().try_for_each(|&(name, sc)| -> Result<()> {
             let rel = format::field_path(sc.group, name);
             let (start, end) = match sc.level {
                 Level::Atom => (v0, v1),
                 Level::Edge => (e0, e1),
                 Level::System => (n as u64, n1),
             };
-            let mut data = HostData::with_capacity(sc.dtype, 0);
+            // Concatenate straight into the byte buffer zarrs takes (no
+            // intermediate typed buffer and copy).
+            let total: usize = samples.iter().map(|s| s.fields[name].data.len()).sum();
+            let mut bytes = Vec::with_capacity(total * sc.dtype.size());
             for (i, s) in samples.iter().enumerate() {
                 let f = &s.fields[name];
                 if name == "neighbor_list" {
                     let mut shifted = f.data.clone();
                     let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
                     shifted.add_offset(base)?;
-                    data.extend_from(&shifted)?;
+                    bytes.extend_from_slice(shifted.as_bytes());
                 } else {
-                    data.extend_from(&f.data)?;
+                    bytes.extend_from_slice(f.data.as_bytes());
                 }
             }
-            self.write_rows(&rel, start..end, data.as_bytes().to_vec())?;
+            self.write_rows(&rel, start..end, bytes)?;
             bar.inc(1);
-        }
+            Ok(())
+        })?;
         bar.finish_and_clear();
         self.checkpoint(AppendStep::FieldData)?;
 
-        // Masks.
-        for (rel, range) in [
+        // Masks (independent arrays: in parallel, as above).
+        [
             (format::SAMPLES_MASK, n as u64..n1),
             (format::ATOMS_MASK, v0..v1),
             (format::EDGES_MASK, e0..e1),
-        ] {
-            self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize])?;
-        }
+        ]
+        .par_iter()
+        .try_for_each(|(rel, range)| self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize]))?;
         self.checkpoint(AppendStep::Masks)?;
 
-        // Pointers.
-        for (rel, vals) in [(format::ATOMS_PTR, new_atoms), (format::EDGES_PTR, new_edges)] {
-            let bytes = HostData::Int64(vals).as_bytes().to_vec();
-            self.write_rows(rel, n as u64 + 1..n1 + 1, bytes)?;
-        }
+        // Pointers (in parallel, as above).
+        [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)]
+            .par_iter()
+            .try_for_each(|(rel, vals)| self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec()))?;
         self.checkpoint(AppendStep::Pointers)?;
 
         // Commit.
@@ -342,7 +359,10 @@ impl AtomicDataZarrWriter {
         if schema.is_empty() {
             return Err(Error::invalid(ctx(0), "sample has no fields"));
         }
-        for (i, s) in samples.iter().enumerate() {
+        // Samples are checked in parallel (validation is a large serial share
+        // of a write otherwise); `find_first` keeps the error of the lowest
+        // failing index, as a sequential loop would report it.
+        let check = |i: usize, s: &AtomicData| -> Result<()> {
             if let Some(extra) = s.fields.keys().find(|k| !schema.contains_key(*k)) {
                 return Err(Error::invalid(ctx(i), format!("field {extra} is not in the store")));
             }
@@ -381,6 +401,10 @@ impl AtomicDataZarrWriter {
                     }
                 }
             }
+            Ok(())
+        };
+        if let Some(Err(e)) = samples.par_iter().enumerate().map(|(i, s)| check(i, s)).find_first(Result::is_err) {
+            return Err(e);
         }
         Ok(schema)
     }
