@@ -384,6 +384,17 @@ impl AtomicDataZarrWriter {
                 if f.data.len() != f.shape.iter().product::<usize>() {
                     return Err(Error::invalid(ctx(i), format!("field {name}: shape {:?} vs {} elements", f.shape, f.data.len())));
                 }
+                // Stored neighbor lists are offset by the atom count; refuse a
+                // dtype that cannot take the offset now, before the first
+                // write creates a schema that could never be appended to.
+                if name == "neighbor_list"
+                    && !matches!(f.dtype(), DType::Int32 | DType::Int64 | DType::UInt32 | DType::UInt64)
+                {
+                    return Err(Error::invalid(
+                        ctx(i),
+                        format!("neighbor_list: dtype {} is not an index type (int32/int64/uint32/uint64)", f.dtype()),
+                    ));
+                }
             }
             if validate_values {
                 s.validate().map_err(|r| Error::invalid(ctx(i), r))?;
