@@ -1,0 +1,230 @@
+//! The I/O benchmark CLI (`atomzarr roundtrip`, `atomzarr read`) run as a
+//! binary: every read path and order delivers every sample exactly once, in
+//! the requested order, with exactly the store's bytes; the Python toolkit's
+//! stores read (deleted samples excluded); bad options fail clearly.
+//! Timings are printed, never asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_atomzarr"))
+}
+
+fn assets() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets")
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run the atomzarr binary")
+}
+
+/// Runs a `--json` command that must succeed; returns its rows.
+fn rows(args: &[&str]) -> Vec<Value> {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8 stdout");
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: line {l:?} is not JSON: {e}")))
+        .collect();
+    assert!(!rows.is_empty(), "{args:?}: no rows");
+    rows
+}
+
+fn u(r: &Value, key: &str) -> u64 {
+    r[key].as_u64().unwrap_or_else(|| panic!("{key} missing or not an integer in {r}"))
+}
+
+/// Every sample once, in order, with the store's bytes.
+fn check_complete(r: &Value, systems: u64, what: &str) {
+    let ctx = format!("{what}: {} {} epoch {}", r["read_path"], r["read_order"], r["epoch"]);
+    assert_eq!(u(r, "systems"), systems, "{ctx}");
+    assert_eq!(u(r, "samples_read"), systems, "{ctx}: samples delivered");
+    assert_eq!(u(r, "unique_samples"), systems, "{ctx}: distinct samples delivered");
+    assert_eq!(r["order_ok"], true, "{ctx}: delivered in the requested order");
+    assert_eq!(u(r, "read_bytes"), u(r, "raw_bytes"), "{ctx}: bytes delivered vs the store's raw bytes");
+    assert!(u(r, "raw_bytes") > 0, "{ctx}");
+    for key in ["read_time", "read_samples_per_s", "avg_atoms", "avg_edges", "ratio"] {
+        assert!(r[key].as_f64().is_some_and(f64::is_finite), "{ctx}: {key} = {}", r[key]);
+    }
+    eprintln!("{ctx}: {:.0} samples/s", r["read_samples_per_s"].as_f64().unwrap_or(0.0));
+}
+
+const SMALL: &[&str] = &[
+    "-n", "300", "--codec", "zstd", "--level", "3", "--chunk-size", "512", "--shard-size", "2048",
+    "--edge-chunk-size", "1024", "--edge-shard-size", "4096", "--batch-size", "16", "--prefetch-factor", "4",
+];
+
+#[test]
+fn roundtrip_every_order_and_mode_reads_each_sample_once() {
+    for order in ["sequential", "shuffle", "block-shuffle"] {
+        let mut args = vec!["roundtrip", "--json", "--read-order", order, "--read-order-block-size", "50", "--read-seed", "7"];
+        args.extend_from_slice(SMALL);
+        args.extend_from_slice(&["--read-mode", "batch", "--read-mode", "single", "--read-mode", "raw"]);
+        let rs = rows(&args);
+        let paths: Vec<&str> = rs.iter().map(|r| r["read_path"].as_str().unwrap_or("?")).collect();
+        assert_eq!(paths, ["batch", "single", "raw"], "{order}");
+        for r in &rs {
+            check_complete(r, 300, order);
+            assert_eq!(r["read_order"], order);
+            assert!(r["write_time"].as_f64().is_some_and(|t| t > 0.0), "{r}");
+            assert!(r["write_samples_per_s"].as_f64().is_some_and(|t| t > 0.0), "{r}");
+            assert!(u(r, "disk_bytes") > 0 && u(r, "num_files") > 0, "{r}");
+            assert_eq!(r["read_order_block_size"], if order == "block-shuffle" { Value::from(50) } else { Value::Null });
+        }
+        let single = &rs[1];
+        assert_eq!((u(single, "batch"), u(single, "prefetch"), u(single, "read_window")), (1, 0, 1));
+        let raw = &rs[2];
+        assert_eq!((u(raw, "batch"), u(raw, "prefetch"), u(raw, "read_window")), (16, 4, 64));
+    }
+}
+
+#[test]
+fn roundtrip_several_sizes_codecs_epochs_and_no_cache() {
+    // -n repeatable (sorted ascending), both = batch then single, epochs with
+    // one reader, cache disabled, prefetch 0 (window = batch), blosc codecs.
+    for codec in ["lz4", "blosc-zstd"] {
+        let rs = rows(&[
+            "roundtrip", "--json", "-n", "200", "-n", "120", "--codec", codec, "--chunk-size", "256",
+            "--read-mode", "both", "--read-mode", "raw", "--epochs", "2", "--cache-bytes", "0",
+            "--prefetch-factor", "0", "--batch-size", "32", "--read-order", "shuffle",
+        ]);
+        assert_eq!(rs.len(), 2 * 3 * 2, "{codec}: 2 sizes x 3 paths x 2 epochs");
+        for r in &rs {
+            check_complete(r, u(r, "systems"), codec);
+            assert_eq!(u(r, "cache_hits"), 0, "{codec}: cache disabled");
+            assert!(u(r, "cache_misses") > 0);
+        }
+        assert_eq!(u(&rs[0], "systems"), 120);
+        assert_eq!(u(&rs[6], "systems"), 200);
+        let paths: Vec<&str> = rs[..6].iter().map(|r| r["read_path"].as_str().unwrap_or("?")).collect();
+        assert_eq!(paths, ["batch", "batch", "single", "single", "raw", "raw"]);
+        assert_eq!(u(&rs[4], "read_window"), 32, "prefetch 0 reads one batch at a time");
+    }
+}
+
+#[test]
+fn second_epoch_is_served_from_the_cache() {
+    let mut args = vec!["roundtrip", "--json", "--read-mode", "raw", "--read-order", "shuffle", "--epochs", "2"];
+    args.extend_from_slice(SMALL);
+    let rs = rows(&args);
+    assert_eq!(rs.len(), 2);
+    assert!(u(&rs[0], "cache_misses") > 0);
+    assert_eq!(u(&rs[1], "cache_misses"), 0, "the store fits the default budget: epoch 2 decodes nothing");
+    assert!(u(&rs[1], "cache_hits") > 0);
+}
+
+/// Bytes of every field of every sample in a reference `*.expected.json`.
+fn expected_bytes(name: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(assets().join(format!("{name}.expected.json"))).expect("expected json");
+    let doc: Value = serde_json::from_str(&text).expect("json");
+    let samples = doc["samples"].as_array().expect("samples");
+    let size = |d: &str| match d {
+        "bool" | "int8" | "uint8" => 1,
+        "int16" | "uint16" | "float16" | "bfloat16" => 2,
+        "int32" | "uint32" | "float32" => 4,
+        _ => 8,
+    };
+    let bytes = samples
+        .iter()
+        .flat_map(|s| s.as_object().expect("sample").values())
+        .map(|f| f["data"].as_array().map_or(0, Vec::len) as u64 * size(f["dtype"].as_str().unwrap_or("")))
+        .sum();
+    (samples.len() as u64, bytes)
+}
+
+#[test]
+fn read_reference_stores_every_mode_and_order() {
+    for name in ["nva_custom_deleted", "nva_sharded_zstd", "nva_default"] {
+        let (active, bytes) = expected_bytes(name);
+        let store = assets().join(format!("{name}.zarr"));
+        for order in ["sequential", "shuffle", "block-shuffle"] {
+            let rs = rows(&[
+                "read", store.to_str().unwrap_or_default(), "--json", "--read-order", order, "--read-order-block-size", "8",
+                "--batch-size", "8", "--prefetch-factor", "2", "--read-mode", "both", "--read-mode", "raw",
+            ]);
+            assert_eq!(rs.len(), 3);
+            for r in &rs {
+                check_complete(r, active, name);
+                assert_eq!(u(r, "raw_bytes"), bytes, "{name}: raw bytes vs the reference reader's samples");
+                assert_eq!(r["write_time"], Value::Null);
+            }
+        }
+    }
+    // The deleted samples really are excluded.
+    let (active, _) = expected_bytes("nva_custom_deleted");
+    let physical = std::fs::read_to_string(assets().join("nva_custom_deleted.zarr/zarr.json")).expect("root");
+    let physical: Value = serde_json::from_str(&physical).expect("json");
+    assert_eq!(u(&physical["attributes"], "num_samples"), active + 5);
+}
+
+#[test]
+fn read_our_own_store_matches_its_roundtrip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().to_str().unwrap_or_default();
+    let mut args = vec!["roundtrip", "--json", "--read-mode", "raw", "--output-dir", out];
+    args.extend_from_slice(SMALL);
+    let rt = rows(&args);
+    let store = dir.path().join("bench_300.zarr");
+    assert!(store.join("zarr.json").exists(), "--output-dir keeps the store");
+    let rd = rows(&["read", store.to_str().unwrap_or_default(), "--json", "--read-mode", "raw", "--read-order", "shuffle"]);
+    check_complete(&rd[0], 300, "read");
+    for key in ["raw_bytes", "disk_bytes", "num_files", "total_atoms", "total_edges"] {
+        assert_eq!(rd[0][key], rt[0][key], "{key}");
+    }
+    // A second roundtrip into the same directory refuses to overwrite.
+    let again = run(&args);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+}
+
+#[test]
+fn table_output_has_the_reference_columns() {
+    let mut args = vec!["roundtrip", "--read-mode", "raw"];
+    args.extend_from_slice(SMALL);
+    let out = run(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for col in [
+        "systems", "read path", "read order", "batch", "prefetch", "read window", "avg atoms", "avg edges", "raw bytes",
+        "disk bytes", "ratio", "file count", "write time", "read time", "samples/s",
+    ] {
+        assert!(text.contains(col), "column {col} missing:\n{text}");
+    }
+}
+
+#[test]
+fn bad_options_fail_with_a_message() {
+    let store = assets().join("nva_default.zarr");
+    let store = store.to_str().unwrap_or_default();
+    let not_a_store = tempfile::tempdir().expect("tempdir");
+    let missing = not_a_store.path().join("missing.zarr");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["read", store, "--prefetch-factor", "-1"], "prefetch_factor must be >= 0"),
+        (vec!["read", store, "--batch-size", "0"], "batch_size must be >= 1"),
+        (vec!["read", store, "--read-order-block-size", "0"], "read_order_block_size must be >= 1"),
+        (vec!["roundtrip", "-n", "10", "--prefetch-factor", "-3"], "prefetch_factor must be >= 0"),
+        (vec!["roundtrip", "-n", "10", "--batch-size", "0"], "batch_size must be >= 1"),
+        (vec!["roundtrip", "-n", "10", "--read-order-block-size", "0"], "read_order_block_size must be >= 1"),
+        (vec!["roundtrip", "-n", "10", "--codec", "lz4", "--level", "12"], "outside 0..=9"),
+        (vec!["roundtrip", "-n", "10", "--chunk-size", "100", "--shard-size", "150"], "multiple"),
+        (vec!["read", not_a_store.path().to_str().unwrap_or_default()], "not an atomzarr store"),
+        (vec!["read", missing.to_str().unwrap_or_default()], "no such path"),
+        (vec!["read", store, "--read-order", "random"], "invalid value"),
+    ];
+    for (args, msg) in cases {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(err.contains(msg), "{args:?}: stderr {err:?} lacks {msg:?}");
+        assert!(out.stdout.is_empty() || !String::from_utf8_lossy(&out.stdout).contains("samples/s"), "{args:?}");
+    }
+}
