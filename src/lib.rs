@@ -39,6 +39,7 @@
 //! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, upload threads; Burn's `DataLoader` |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
 //! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
+//! | [`bench`] | the I/O benchmark (`atomzarr roundtrip`, `atomzarr read`): read orders, timed read paths, report rows |
 //!
 //! ## Example
 //!
