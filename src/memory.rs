@@ -69,10 +69,10 @@ pub(crate) fn gather_append(dst: &mut CollatedBatch, sources: &[&CollatedBatch],
     let mut checked = vec![false; sources.len()];
     for &(s, _) in picks {
         let src = sources.get(s).ok_or_else(|| Error::Background("gather: source out of range".into()))?;
-        if !std::mem::replace(&mut checked[s], true) {
-            if let Some(diff) = layout_diff(&want, &layout_of(src)) {
-                return Err(Error::invalid("batch", format!("samples with different fields in one batch: {diff}")));
-            }
+        if !std::mem::replace(&mut checked[s], true)
+            && let Some(diff) = layout_diff(&want, &layout_of(src))
+        {
+            return Err(Error::invalid("batch", format!("samples with different fields in one batch: {diff}")));
         }
     }
     // Pointers first: each pick's atom base in dst rebases its neighbor list.

@@ -95,7 +95,8 @@ fn counts_from_weights(weights: &[f64], total: usize) -> Vec<usize> {
     let raw: Vec<f64> = weights.iter().map(|w| w * total as f64).collect();
     let mut counts: Vec<usize> = raw.iter().map(|r| r.floor() as usize).collect();
     let assigned: usize = counts.iter().sum();
-    let mut order: Vec<usize> = (0..weights.len()).collect();
+    // Only datasets with a positive rate may take a remainder slot.
+    let mut order: Vec<usize> = (0..weights.len()).filter(|&d| weights[d] > 0.0).collect();
     order.sort_by(|&a, &b| (raw[b] - raw[b].floor()).total_cmp(&(raw[a] - raw[a].floor())).then(a.cmp(&b)));
     for &d in order.iter().take(total.saturating_sub(assigned)) {
         counts[d] += 1;
@@ -215,13 +216,13 @@ impl MultiDatasetSamplerBuilder {
             return Err(Error::Config("MultiDatasetSampler: num_samples must be at least 1".into()));
         }
         let counts = counts_from_weights(&weights, num_samples);
-        if !self.replacement {
-            if let Some(d) = (0..counts.len()).find(|&d| counts[d] > self.lengths[d]) {
-                return Err(Error::Config(format!(
-                    "MultiDatasetSampler: replacement=false cannot draw {} samples from dataset {d} of {}",
-                    counts[d], self.lengths[d]
-                )));
-            }
+        if !self.replacement
+            && let Some(d) = (0..counts.len()).find(|&d| counts[d] > self.lengths[d])
+        {
+            return Err(Error::Config(format!(
+                "MultiDatasetSampler: replacement=false cannot draw {} samples from dataset {d} of {}",
+                counts[d], self.lengths[d]
+            )));
         }
         Ok(MultiDatasetSampler {
             offsets: offsets_of(&self.lengths),
@@ -606,5 +607,7 @@ mod tests {
         assert_eq!(counts_from_weights(&[0.1, 0.2, 0.7], 10), vec![1, 2, 7]);
         let w = normalise_weights(None, &[3, 7, 0], "w").unwrap();
         assert_eq!(counts_from_weights(&w, 10), vec![3, 7, 0]);
+        // A zero rate never gets a remainder slot.
+        assert_eq!(counts_from_weights(&[0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0], 5), vec![0, 2, 2, 1]);
     }
 }
