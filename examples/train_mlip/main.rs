@@ -58,7 +58,7 @@ struct Args {
     /// A tiny store (64 small structures), batches of 8 and 2 epochs: a smoke test in seconds.
     #[arg(long)]
     tiny: bool,
-    /// Training epochs (default 10; 2 with --tiny).
+    /// Training epochs (default 12; 2 with --tiny).
     #[arg(long)]
     epochs: Option<usize>,
     /// Structures per batch (default 32; 8 with --tiny).
@@ -71,11 +71,18 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Peak learning rate (cosine decay to 5% of it).
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 5e-3)]
     lr: f64,
     /// Feature width of the model.
     #[arg(long, default_value_t = 32)]
     hidden: usize,
+    /// Message-passing rounds before the energy and force heads (0: a pure
+    /// radial-basis pair model).
+    #[arg(long, default_value_t = 1)]
+    interactions: usize,
+    /// Weight of the energy term of the loss (the force term has weight 1).
+    #[arg(long, default_value_t = 4.0)]
+    energy_weight: f64,
     /// Fraction of the store (its end) held out for validation.
     #[arg(long, default_value_t = 0.1)]
     val_fraction: f64,
@@ -87,7 +94,7 @@ fn main() -> Result<(), BoxError> {
     let store = args.store.clone().unwrap_or_else(|| {
         PathBuf::from(if args.tiny { "target/train_mlip/lj_ar_kr_tiny.zarr" } else { "target/train_mlip/lj_ar_kr.zarr" })
     });
-    let epochs = args.epochs.unwrap_or(if args.tiny { 2 } else { 10 });
+    let epochs = args.epochs.unwrap_or(if args.tiny { 2 } else { 12 });
     let batch_size = args.batch_size.unwrap_or(if args.tiny { 8 } else { 32 });
     let backend = if cfg!(feature = "cuda") { "Autodiff<Cuda>" } else { "Autodiff<Flex> (CPU)" };
 
@@ -138,8 +145,9 @@ fn main() -> Result<(), BoxError> {
 
     // 3. Model and training.
     <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
-    let config = stats.config(physics::CUTOFF).with_hidden(args.hidden);
+    let config = stats.config(physics::CUTOFF).with_hidden(args.hidden).with_interactions(args.interactions);
     let mut trainer = Trainer::<Train>::new(&config, &device);
+    trainer.weights.energy = args.energy_weight;
     {
         use burn::module::Module;
         println!(

@@ -310,7 +310,7 @@ pub struct LossWeights {
 
 impl Default for LossWeights {
     fn default() -> Self {
-        LossWeights { energy: 1.0, force: 1.0 }
+        LossWeights { energy: 4.0, force: 1.0 }
     }
 }
 
