@@ -79,6 +79,14 @@ struct Schema {
     trailing: Vec<u64>,
 }
 
+/// Field `k` (in name order) of `s`, which must be field `name`.
+fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result<&'s Field> {
+    s.fields
+        .values()
+        .nth(k)
+        .ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
+}
+
 fn arr_err<'a>(path: &'a Path, rel: &str) -> impl Fn(zarrs::array::ArrayError) -> Error + 'a {
     let rel = rel.to_string();
     move |e| Error::zarr(path, rel.clone(), e)
@@ -259,20 +267,28 @@ impl AtomicDataZarrWriter {
         // single-threaded concatenation) is most of the write time. The
         // commit order across steps below is unchanged.
         let bar = self.bar(schema.len() as u64, "append");
-        let fields: Vec<(&String, &Schema)> = schema.iter().collect();
-        fields.par_iter().try_for_each(|&(name, sc)| -> Result<()> {
+        let fields: Vec<(usize, &String, &Schema)> = schema.iter().enumerate().map(|(k, (n, sc))| (k, n, sc)).collect();
+        fields.par_iter().try_for_each(|&(k, name, sc)| -> Result<()> {
             let rel = format::field_path(sc.group, name);
             let (start, end) = match sc.level {
                 Level::Atom => (v0, v1),
                 Level::Edge => (e0, e1),
                 Level::System => (n as u64, n1),
             };
+            // check_samples made every sample's field names equal the schema's
+            // and both maps iterate in name order, so a sample's k-th field is
+            // `name`: positional access skips a string-compared map lookup per
+            // sample and field (a tenth of a write's CPU in profiles).
+            let field = |s| nth_field(s, k, name, &self.path);
             // Concatenate straight into the byte buffer zarrs takes (no
             // intermediate typed buffer and copy).
-            let total: usize = samples.iter().map(|s| s.fields[name].data.len()).sum();
+            let mut total = 0;
+            for s in samples {
+                total += field(s)?.data.len();
+            }
             let mut bytes = Vec::with_capacity(total * sc.dtype.size());
             for (i, s) in samples.iter().enumerate() {
-                let f = &s.fields[name];
+                let f = field(s)?;
                 if name == "neighbor_list" {
                     let mut shifted = f.data.clone();
                     let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
@@ -363,14 +379,19 @@ impl AtomicDataZarrWriter {
         // of a write otherwise); `find_first` keeps the error of the lowest
         // failing index, as a sequential loop would report it.
         let check = |i: usize, s: &AtomicData| -> Result<()> {
-            if let Some(extra) = s.fields.keys().find(|k| !schema.contains_key(*k)) {
-                return Err(Error::invalid(ctx(i), format!("field {extra} is not in the store")));
+            // Equal key sequences (the usual case) need no map lookups; the
+            // lookups below only name the offending field.
+            let same_keys = s.fields.len() == schema.len() && s.fields.keys().zip(schema.keys()).all(|(a, b)| a == b);
+            if !same_keys {
+                if let Some(extra) = s.fields.keys().find(|k| !schema.contains_key(*k)) {
+                    return Err(Error::invalid(ctx(i), format!("field {extra} is not in the store")));
+                }
+                if let Some(missing) = schema.keys().find(|k| !s.fields.contains_key(*k)) {
+                    return Err(Error::invalid(ctx(i), format!("field {missing} is missing")));
+                }
             }
-            if let Some(missing) = schema.keys().find(|k| !s.fields.contains_key(*k)) {
-                return Err(Error::invalid(ctx(i), format!("field {missing} is missing")));
-            }
-            for (name, f) in &s.fields {
-                let sc = &schema[name];
+            // Same key sets, both sorted: the zip pairs each field with its schema.
+            for ((name, f), sc) in s.fields.iter().zip(schema.values()) {
                 let trailing: Vec<u64> = f.trailing_shape().iter().map(|&d| d as u64).collect();
                 if f.level != sc.level || f.dtype() != sc.dtype || trailing != sc.trailing {
                     return Err(Error::invalid(
