@@ -183,16 +183,21 @@ impl ReadArgs {
 }
 
 fn print_rows(title: &str, rows: &[atomzarr::bench::ReportRow], json: bool) -> atomzarr::Result<()> {
+    use std::io::Write;
+    let mut text = String::new();
     if json {
         for r in rows {
-            let line = serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
-            println!("{line}");
+            text.push_str(&serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+            text.push('\n');
         }
     } else {
-        println!("{title}");
-        println!("{}", atomzarr::bench::table(rows));
+        text = format!("{title}\n{}\n", atomzarr::bench::table(rows));
     }
-    Ok(())
+    // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(atomzarr::Error::Background(format!("stdout: {e}"))),
+        _ => Ok(()),
+    }
 }
 
 fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
