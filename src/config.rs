@@ -281,15 +281,31 @@ impl ZarrWriteConfig {
     }
 
     /// Validates every layer as it would resolve (shard a multiple of chunk,
-    /// codec levels in range).
+    /// codec levels in range); each field override in its field's group.
     pub fn validate(&self) -> Result<()> {
         for (g, what) in [(StoreGroup::Meta, "meta"), (StoreGroup::Core, "core"), (StoreGroup::Custom, "custom")] {
             self.resolve(g, "").validate(what)?;
         }
+        // An override is checked in the group its field lives in (a meta
+        // array, a core field, else a custom field), not in all three: an
+        // override that only sets shard_size is valid for a core field when
+        // core sets chunk_size, whatever meta and custom say. A name used
+        // elsewhere (add_custom with a core name) is still checked when its
+        // array is created.
         for name in self.field_overrides.keys() {
-            for g in [StoreGroup::Meta, StoreGroup::Core, StoreGroup::Custom] {
-                self.resolve(g, name).validate(&format!("field_overrides[{name}]"))?;
-            }
+            let meta_names = [
+                crate::format::ATOMS_PTR,
+                crate::format::EDGES_PTR,
+                crate::format::SAMPLES_MASK,
+                crate::format::ATOMS_MASK,
+                crate::format::EDGES_MASK,
+            ];
+            let group = if meta_names.iter().any(|m| m.strip_prefix("meta/") == Some(name.as_str())) {
+                StoreGroup::Meta
+            } else {
+                crate::format::group_for_new_field(name)
+            };
+            self.resolve(group, name).validate(&format!("field_overrides[{name}]"))?;
         }
         Ok(())
     }

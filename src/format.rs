@@ -110,6 +110,9 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
     if !store.exists() {
         return Err(Error::NotFound { store: store.to_path_buf() });
     }
+    if !store.is_dir() {
+        return Err(Error::format(store, "not a directory (a Zarr v3 store is a directory)"));
+    }
     let root = read_json(store, ".")?
         .ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
     if root.get("zarr_format").and_then(Value::as_u64) != Some(3) {
@@ -126,8 +129,10 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
     }
     let mut attrs = root.get("attributes").and_then(Value::as_object).cloned().unwrap_or_default();
     let num_samples = match attrs.remove("num_samples") {
+        // Pointers are int64 with num_samples + 1 entries: larger is no count.
         Some(v) => v
             .as_u64()
+            .filter(|&n| n < i64::MAX as u64)
             .ok_or_else(|| Error::format(store, format!("num_samples attribute {v} is not a count")))?
             as usize,
         None => return Err(Error::format(store, "root attribute num_samples is missing")),

@@ -170,12 +170,24 @@ impl AtomicDataZarrWriter {
         format::open_array(&self.path, &self.store, rel)
     }
 
+    /// An array with a row axis (dimension 0), as every store array has.
+    fn open_rows_array(&self, rel: &str) -> Result<Array<Store>> {
+        let a = self.open_array(rel)?;
+        if a.dimensionality() == 0 {
+            return Err(Error::inconsistent(&self.path, rel, "zero-dimensional array (store arrays have a row axis)"));
+        }
+        Ok(a)
+    }
+
     fn store_schema(&self, root: &RootAttrs) -> Result<BTreeMap<String, Schema>> {
         let mut out = BTreeMap::new();
         for (name, info) in &root.fields {
             let rel = format::field_path(info.group, name);
             let a = self.open_array(&rel)?;
             let dtype = format::array_dtype(&self.path, &rel, &a)?;
+            if a.dimensionality() == 0 {
+                return Err(Error::inconsistent(&self.path, &rel, "zero-dimensional array (fields have a row axis)"));
+            }
             out.insert(
                 name.clone(),
                 Schema { group: info.group, level: info.level, dtype, trailing: a.shape()[1..].to_vec() },
@@ -190,7 +202,19 @@ impl AtomicDataZarrWriter {
         if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
             return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
         }
-        a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))
+        let v = a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))?;
+        // The reader's checks: appends and deletes turn these into row ranges.
+        if v.first() != Some(&0) {
+            return Err(Error::inconsistent(&self.path, rel, format!("first pointer is {:?}, expected 0", v.first())));
+        }
+        if let Some(i) = v.windows(2).position(|w| w[1] < w[0]) {
+            return Err(Error::inconsistent(
+                &self.path,
+                rel,
+                format!("pointers decrease at sample {i}: {} then {}", v[i], v[i + 1]),
+            ));
+        }
+        Ok(v)
     }
 
     /// First write into an empty store (same as `append`, but refuses a store
@@ -331,7 +355,7 @@ impl AtomicDataZarrWriter {
 
     /// Sets an array's length to `rows.end` and writes `bytes` into `rows`.
     fn write_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
-        let mut a = self.open_array(rel)?;
+        let mut a = self.open_rows_array(rel)?;
         let mut shape = a.shape().to_vec();
         if shape[0] != rows.end {
             shape[0] = rows.end;
@@ -519,7 +543,7 @@ impl AtomicDataZarrWriter {
     }
 
     fn zero_rows(&self, rel: &str, rows: Range<u64>) -> Result<()> {
-        let a = self.open_array(rel)?;
+        let a = self.open_rows_array(rel)?;
         let dtype = format::array_dtype(&self.path, rel, &a)?;
         let row: u64 = a.shape()[1..].iter().product();
         let bytes = vec![0u8; ((rows.end - rows.start) * row) as usize * dtype.size()];

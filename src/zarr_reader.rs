@@ -71,6 +71,9 @@ pub(crate) struct DirectDecode {
     zstd: bool,
     /// The array uses `sharding_indexed` as its only array-to-bytes codec.
     sharded: bool,
+    /// Inner chunks per shard (sharded arrays; shards split along dim 0 only,
+    /// index at the end as `bytes` + `crc32c`), for `missing_subchunk`.
+    inner_per_shard: u64,
 }
 
 impl DirectDecode {
@@ -81,11 +84,33 @@ impl DirectDecode {
         }
         let meta = serde_json::to_value(array.metadata()).ok()?;
         let codecs = meta.get("codecs")?.as_array()?;
+        let mut inner_per_shard = 0;
         let (inner, sharded) = match codecs.as_slice() {
             [c] if c.get("name")? == "sharding_indexed" => {
                 if !shard_cache.array_is_exclusively_sharded() {
                     return None;
                 }
+                // The shard index is read by hand (see `missing_subchunk`):
+                // only the layout this crate and the reference write.
+                let dims = |v: &serde_json::Value| -> Option<Vec<u64>> {
+                    v.as_array()?.iter().map(serde_json::Value::as_u64).collect()
+                };
+                let outer = dims(meta.pointer("/chunk_grid/configuration/chunk_shape")?)?;
+                let sub = dims(c.pointer("/configuration/chunk_shape")?)?;
+                let index_codecs = c.pointer("/configuration/index_codecs")?.as_array()?;
+                let index_ok = matches!(index_codecs.as_slice(),
+                    [b, crc] if b.get("name")? == "bytes"
+                        && b.pointer("/configuration/endian").is_none_or(|e| e == "little")
+                        && crc.get("name")? == "crc32c");
+                let at_end = c.pointer("/configuration/index_location").is_none_or(|l| l == "end");
+                if !index_ok || !at_end || outer.len() != sub.len() || outer.get(1..) != sub.get(1..) {
+                    return None;
+                }
+                let (o, i) = (*outer.first()?, *sub.first()?);
+                if i == 0 || o % i != 0 {
+                    return None;
+                }
+                inner_per_shard = o / i;
                 (c.pointer("/configuration/codecs")?.as_array()?, true)
             }
             _ => (codecs, false),
@@ -99,8 +124,8 @@ impl DirectDecode {
         };
         let is_zstd = |c: &serde_json::Value| c.get("name").and_then(|n| n.as_str()) == Some("zstd");
         match inner.as_slice() {
-            [b] if bytes_ok(b) => Some(DirectDecode { zstd: false, sharded }),
-            [b, z] if bytes_ok(b) && is_zstd(z) => Some(DirectDecode { zstd: true, sharded }),
+            [b] if bytes_ok(b) => Some(DirectDecode { zstd: false, sharded, inner_per_shard }),
+            [b, z] if bytes_ok(b) && is_zstd(z) => Some(DirectDecode { zstd: true, sharded, inner_per_shard }),
             _ => None,
         }
     }
@@ -300,6 +325,15 @@ impl AtomicDataZarrReader {
         let total_edges = edges_ptr[n] as u64;
 
         let mask_arr = format::open_array(p, &self.store, format::SAMPLES_MASK)?;
+        // One bool per sample, or the flags below would index past the pointers.
+        let mask_dt = format::array_dtype(p, format::SAMPLES_MASK, &mask_arr)?;
+        if mask_dt != DType::Bool || mask_arr.dimensionality() != 1 {
+            return Err(Error::inconsistent(
+                p,
+                format::SAMPLES_MASK,
+                format!("{mask_dt} array of shape {:?}, expected a 1-d bool array", mask_arr.shape()),
+            ));
+        }
         let mask_len = mask_arr.shape().first().copied().unwrap_or(0);
         if mask_len < n as u64 {
             return Err(Error::inconsistent(
@@ -407,6 +441,9 @@ impl AtomicDataZarrReader {
     /// chunk is not stored (zarrs then supplies the fill value).
     fn decode_direct(&self, f: &FieldArray, chunk: u64, idx: &[u64], expected: usize) -> Result<Option<Vec<u8>>> {
         let Some(plan) = f.direct else { return Ok(None) };
+        if plan.sharded && self.missing_subchunk(f, chunk, idx, plan.inner_per_shard)? {
+            return Ok(None);
+        }
         let encoded = if plan.sharded {
             f.array.retrieve_encoded_subchunk(&f.shard_cache, idx).map_err(|e| self.chunk_error(f, chunk, e.to_string()))?
         } else {
@@ -417,6 +454,39 @@ impl AtomicDataZarrReader {
             return Ok(Some(encoded));
         }
         zstd_decode(&encoded, expected).map(Some).map_err(|e| self.chunk_error(f, chunk, format!("zstd: {e}")))
+    }
+
+    /// True when the shard holding inner chunk `chunk` is absent or its index
+    /// marks the chunk as not stored (offset = size = 2^64 - 1: an all-fill
+    /// chunk, which Zarr writers skip). zarrs' `retrieve_encoded_subchunk`
+    /// does not check for that entry and overflows computing `offset + size`
+    /// (a panic), so the index entry is read here first; zarrs' decode path
+    /// then supplies the fill value.
+    fn missing_subchunk(&self, f: &FieldArray, chunk: u64, idx: &[u64], inner_per_shard: u64) -> Result<bool> {
+        use zarrs::storage::ReadableStorageTraits;
+        use zarrs::storage::byte_range::ByteRange;
+        let mut shard = idx.to_vec();
+        shard[0] = chunk / inner_per_shard;
+        let key = f.array.chunk_key(&shard);
+        let index_len = inner_per_shard * 16 + 4; // (offset, size) u64 pairs + crc32c
+        let index = self
+            .store
+            .get_partial(&key, ByteRange::Suffix(index_len))
+            .map_err(|e| self.chunk_error(f, chunk, format!("shard index: {e}")))?;
+        let Some(index) = index else { return Ok(true) };
+        let at = (chunk % inner_per_shard) as usize * 16;
+        let entry = index
+            .get(at..at + 16)
+            .ok_or_else(|| self.chunk_error(f, chunk, "shard index shorter than its entries"))?;
+        let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).unwrap_or(0);
+        let (offset, size) = (word(&entry[..8]), word(&entry[8..]));
+        if offset == u64::MAX && size == u64::MAX {
+            return Ok(true);
+        }
+        if offset.checked_add(size).is_none() {
+            return Err(self.chunk_error(f, chunk, format!("shard index entry ({offset}, {size}) out of range")));
+        }
+        Ok(false)
     }
 
     /// Decodes every chunk the physical samples need, once each, in parallel

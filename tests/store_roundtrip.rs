@@ -679,3 +679,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn sharded_stores_with_unstored_inner_chunks_read_fill_values() {
+    // Zarr writers skip all-fill (zero) inner chunks inside a shard; their
+    // index entry is (2^64-1, 2^64-1). A zero-valued field and a deleted
+    // (zeroed) run of samples both produce such chunks next to stored ones.
+    for codec in [Codec::Zstd { level: 3 }, Codec::None, Codec::Gzip { level: 1 }] {
+        let dir = tmpdir();
+        let path = dir.path().join("holes.zarr");
+        let mut rng = SplitMix(77);
+        let mut data: Vec<AtomicData> = (0..16).map(|_| sample(&mut rng, 4, 3, &Extras::default())).collect();
+        for (i, s) in data.iter_mut().enumerate() {
+            // Zero for samples 0..6: shard 0 (samples 0..4) is all zero
+            // (not stored), shard 1 holds two unstored inner chunks.
+            let v = if i < 6 { 0.0f32 } else { i as f32 };
+            s.fields.insert("mostly_zero".into(), Field::new(Level::Atom, vec![4], vec![v; 4]).unwrap());
+        }
+        let mut w = write_store(&path, uniform(codec, 4, Some(16)), &data[..5], &data[5..]);
+        let inner_files = |rel: &str| std::fs::read_dir(path.join(rel).join("c")).map(|d| d.count()).unwrap_or(0);
+        assert!(inner_files("custom/mostly_zero") > 0, "{codec}: some shards are stored");
+        let mut m = Model { samples: data, ..Default::default() };
+        let r = AtomicDataZarrReader::open(&path).unwrap();
+        check_reader(&r, &m, &format!("{codec}: zero chunks"));
+        // Delete samples 9 and 10: two whole inner chunks of shard 2 zeroed.
+        w.delete(&[9, 10]).unwrap();
+        m.deleted.extend([9, 10]);
+        r.refresh().unwrap();
+        check_reader(&r, &m, &format!("{codec}: zeroed by delete"));
+        check_deleted_on_disk(&path, &m);
+        r.clear_cache();
+        check_reader(&r, &m, &format!("{codec}: cold cache"));
+    }
+}

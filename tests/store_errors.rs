@@ -1,0 +1,598 @@
+//! Bad input gives typed errors that name the store and the array, never a
+//! panic: missing or foreign paths, damaged metadata, inconsistent arrays,
+//! corrupt chunks, out-of-range indices, invalid configurations and calls.
+
+mod store_util;
+
+use std::path::{Path, PathBuf};
+
+use atomzarr::format;
+use atomzarr::{
+    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle,
+    ZarrArrayConfig, ZarrWriteConfig,
+};
+use atomzarr::config::StoreGroup;
+use serde_json::{Value, json};
+use store_util::*;
+
+const N: usize = 12;
+
+fn config(codec: Codec, shard: Option<u64>) -> ZarrWriteConfig {
+    let mut c = ZarrArrayConfig::default().codec(codec).chunk_size(4);
+    if let Some(s) = shard {
+        c = c.shard_size(s);
+    }
+    ZarrWriteConfig::default().with_meta(c).with_core(c).with_custom(c)
+}
+
+/// A good store of N samples (4-row chunks, so every array has several).
+fn good_store(dir: &Path, name: &str, config: ZarrWriteConfig) -> PathBuf {
+    let path = dir.join(name);
+    let extras = Extras { custom: vec![("tag".into(), Level::System, DType::Int32, vec![])], full_core: true };
+    // No empty samples: every sample owns atom and edge rows.
+    let mut rng = SplitMix(42);
+    let data: Vec<_> = (0..N)
+        .map(|_| {
+            let atoms = 1 + rng.below(6) as usize;
+            let edges = 1 + rng.below(8) as usize;
+            sample(&mut rng, atoms, edges, &extras)
+        })
+        .collect();
+    let mut w = AtomicDataZarrWriter::create(&path, config).unwrap();
+    w.write(&data[..5]).unwrap();
+    w.append(&data[5..]).unwrap();
+    path
+}
+
+fn reader_err(path: &Path) -> Error {
+    match AtomicDataZarrReader::open(path) {
+        Ok(r) => panic!("{}: opened a bad store ({} samples)", path.display(), r.len()),
+        Err(e) => e,
+    }
+}
+
+/// The error names the store path and, where given, the array.
+fn assert_names(e: &Error, path: &Path, array: Option<&str>) {
+    let msg = e.to_string();
+    assert!(msg.contains(path.to_str().unwrap()), "error {msg:?} does not name the store {}", path.display());
+    if let Some(a) = array {
+        assert!(msg.contains(a), "error {msg:?} does not name the array {a}");
+    }
+}
+
+fn edit_json(file: &Path, f: impl FnOnce(&mut Value)) {
+    let mut v = json(file);
+    f(&mut v);
+    std::fs::write(file, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+fn num_rows(path: &Path, rel: &str) -> u64 {
+    zarr_json(path, rel)["shape"][0].as_u64().unwrap()
+}
+
+/// Sets dimension 0 of an array through zarrs.
+fn set_rows(path: &Path, rel: &str, rows: u64) {
+    let store = format::open_store(path).unwrap();
+    let mut a = format::open_array(path, &store, rel).unwrap();
+    let mut shape = a.shape().to_vec();
+    shape[0] = rows;
+    a.set_shape(shape).unwrap();
+    a.store_metadata().unwrap();
+}
+
+fn set_i64(path: &Path, rel: &str, at: u64, value: i64) {
+    let store = format::open_store(path).unwrap();
+    let a = format::open_array(path, &store, rel).unwrap();
+    a.store_array_subset(&[at..at + 1], vec![value]).unwrap();
+}
+
+fn read_i64s(path: &Path, rel: &str) -> Vec<i64> {
+    let store = format::open_store(path).unwrap();
+    let a = format::open_array(path, &store, rel).unwrap();
+    a.retrieve_array_subset(&[0..a.shape()[0]]).unwrap()
+}
+
+/// Every writer entry point on a damaged store fails with a typed error
+/// (or, for calls that never look at the damage, succeeds) — none panics.
+fn writer_calls_do_not_panic(path: &Path) {
+    let r = std::panic::catch_unwind(|| {
+        let Ok(mut w) = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default()) else { return };
+        let extras = Extras { custom: vec![("tag".into(), Level::System, DType::Int32, vec![])], full_core: true };
+        let more = samples(43, 2, 4, 4, &extras);
+        let _ = w.append(&more);
+        let _ = w.delete(&[0, 1]);
+        let _ = w.add_custom("zz", Level::System, &[N], vec![0u8; N]);
+        let _ = w.defragment(None);
+    });
+    assert!(r.is_ok(), "{}: a writer call panicked", path.display());
+}
+
+#[test]
+fn missing_path_is_not_found() {
+    let dir = tmpdir();
+    let path = dir.path().join("nope.zarr");
+    match reader_err(&path) {
+        Error::NotFound { store } => assert_eq!(store, path),
+        e => panic!("expected NotFound, got {e:?}"),
+    }
+    assert!(matches!(AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()), Err(Error::NotFound { .. })));
+    assert!(matches!(format::read_root(&path), Err(Error::NotFound { .. })));
+    for cmd in ["dump", "inspect"] {
+        let (ok, stdout, stderr) = cli(&[cmd, path.to_str().unwrap()]);
+        assert!(!ok, "{cmd} on a missing path succeeded: {stdout}");
+        assert!(stderr.contains("no such path") && stderr.contains(path.to_str().unwrap()), "{cmd}: {stderr}");
+    }
+}
+
+#[test]
+fn paths_that_are_not_zarr_v3_groups_are_format_errors() {
+    let dir = tmpdir();
+    let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        ("empty directory", Box::new(|p: &Path| std::fs::create_dir(p).unwrap())),
+        (
+            "directory of other files",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("data.csv"), "a,b\n1,2\n").unwrap();
+            }),
+        ),
+        ("a plain file", Box::new(|p: &Path| std::fs::write(p, "not a store").unwrap())),
+        (
+            "zarr v2 group (.zgroup)",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+            }),
+        ),
+        (
+            "zarr.json with zarr_format 2",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("zarr.json"), r#"{"zarr_format": 2, "node_type": "group"}"#).unwrap();
+            }),
+        ),
+        (
+            "root is an array",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "array"}"#).unwrap();
+            }),
+        ),
+        (
+            "zarr.json is not an object",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("zarr.json"), "[1, 2, 3]").unwrap();
+            }),
+        ),
+        (
+            "zarr.json is not JSON",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("zarr.json"), [0xff, 0xfe, 0x00, 0x7b]).unwrap();
+            }),
+        ),
+        (
+            "a zarr v3 group without meta/ and core/",
+            Box::new(|p: &Path| {
+                std::fs::create_dir(p).unwrap();
+                std::fs::write(p.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "group", "attributes": {"num_samples": 0}}"#)
+                    .unwrap();
+            }),
+        ),
+    ];
+    for (i, (what, make)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("case{i}.zarr"));
+        make(&path);
+        let e = reader_err(&path);
+        assert!(matches!(e, Error::Format { .. }), "{what}: expected Format, got {e:?}");
+        assert_names(&e, &path, None);
+        assert!(
+            matches!(AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()), Err(Error::Format { .. })),
+            "{what}: writer open"
+        );
+        let (ok, _, stderr) = cli(&["dump", path.to_str().unwrap()]);
+        assert!(!ok && stderr.contains("not an atomzarr store"), "{what}: {stderr}");
+    }
+}
+
+#[test]
+fn damaged_root_attributes_are_format_errors() {
+    let dir = tmpdir();
+    let edits: Vec<(&str, Value)> = vec![
+        ("num_samples missing", Value::Null),
+        ("num_samples not a number", json!("twelve")),
+        ("num_samples negative", json!(-1)),
+        ("num_samples fractional", json!(1.5)),
+        ("num_samples beyond any pointer", json!(u64::MAX)),
+    ];
+    for (i, (what, v)) in edits.into_iter().enumerate() {
+        let path = good_store(dir.path(), &format!("r{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        edit_json(&path.join("zarr.json"), |root| {
+            let a = root["attributes"].as_object_mut().unwrap();
+            if v.is_null() {
+                a.remove("num_samples");
+            } else {
+                a.insert("num_samples".into(), v.clone());
+            }
+        });
+        let e = reader_err(&path);
+        assert!(matches!(e, Error::Format { .. } | Error::Inconsistent { .. }), "{what}: got {e:?}");
+        assert_names(&e, &path, None);
+        writer_calls_do_not_panic(&path);
+    }
+    let path = good_store(dir.path(), "level.zarr", config(Codec::Zstd { level: 0 }, None));
+    edit_json(&path.join("zarr.json"), |root| root["attributes"]["fields"]["core"]["positions"] = json!("molecule"));
+    let e = reader_err(&path);
+    assert!(matches!(e, Error::Format { .. }), "bad level: got {e:?}");
+    assert!(e.to_string().contains("positions"), "{e}");
+}
+
+#[test]
+fn missing_groups_and_arrays_are_format_errors_naming_them() {
+    let dir = tmpdir();
+    for (i, rel, expect) in [
+        (0, "meta", "meta/"),
+        (1, "core", "core/"),
+        (2, "meta/atoms_ptr", "meta/atoms_ptr"),
+        (3, "meta/edges_ptr", "meta/edges_ptr"),
+        (4, "meta/samples_mask", "meta/samples_mask"),
+        (5, "core/forces", "core/forces"),
+        (6, "custom/tag", "custom/tag"),
+    ] {
+        let path = good_store(dir.path(), &format!("m{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        std::fs::remove_dir_all(path.join(rel)).unwrap();
+        let e = reader_err(&path);
+        assert!(matches!(e, Error::Format { .. }), "{rel} removed: got {e:?}");
+        assert_names(&e, &path, Some(expect));
+        writer_calls_do_not_panic(&path);
+    }
+    // A group whose zarr.json says it is an array.
+    let path = good_store(dir.path(), "g.zarr", config(Codec::Zstd { level: 0 }, None));
+    edit_json(&path.join("core/zarr.json"), |v| v["node_type"] = json!("array"));
+    let e = reader_err(&path);
+    assert!(matches!(e, Error::Format { .. }), "{e:?}");
+    assert_names(&e, &path, Some("core/"));
+}
+
+#[test]
+fn short_arrays_are_inconsistent_errors_naming_the_array() {
+    let dir = tmpdir();
+    let cases: Vec<(&str, i64)> = vec![
+        ("meta/atoms_ptr", -1),
+        ("meta/edges_ptr", -1),
+        ("meta/samples_mask", -1),
+        ("meta/atoms_mask", -1),
+        ("core/positions", -1),
+        ("core/neighbor_list", -1),
+        ("core/energy", -1),
+        ("custom/tag", -3),
+    ];
+    for (i, (rel, delta)) in cases.into_iter().enumerate() {
+        let path = good_store(dir.path(), &format!("s{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        let rows = num_rows(&path, rel);
+        set_rows(&path, rel, (rows as i64 + delta) as u64);
+        let e = reader_err(&path);
+        match &e {
+            Error::Inconsistent { array, .. } => assert_eq!(array, rel),
+            e => panic!("{rel} shortened: expected Inconsistent, got {e:?}"),
+        }
+        assert_names(&e, &path, Some(rel));
+        writer_calls_do_not_panic(&path);
+    }
+    // num_samples larger than the pointers allow.
+    let path = good_store(dir.path(), "n.zarr", config(Codec::Zstd { level: 0 }, None));
+    edit_json(&path.join("zarr.json"), |v| v["attributes"]["num_samples"] = json!(N + 5));
+    let e = reader_err(&path);
+    assert!(matches!(&e, Error::Inconsistent { array, .. } if array == format::ATOMS_PTR), "{e:?}");
+    writer_calls_do_not_panic(&path);
+}
+
+#[test]
+fn bad_pointers_are_inconsistent_errors() {
+    let dir = tmpdir();
+    for (i, rel) in [format::ATOMS_PTR, format::EDGES_PTR].into_iter().enumerate() {
+        // Decreasing in the middle.
+        let path = good_store(dir.path(), &format!("d{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        let p = read_i64s(&path, rel);
+        let k = (1..p.len()).find(|&k| p[k] > 0).unwrap();
+        set_i64(&path, rel, k as u64 + 1, p[k] - 1);
+        let e = reader_err(&path);
+        assert!(matches!(&e, Error::Inconsistent { array, .. } if array == rel), "{rel} decreasing: {e:?}");
+        assert_names(&e, &path, Some(rel));
+        assert!(e.to_string().contains("decrease"), "{e}");
+        writer_calls_do_not_panic(&path);
+
+        // The last pointer negative (an append would start there).
+        let path = good_store(dir.path(), &format!("l{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        set_i64(&path, rel, N as u64, -5);
+        assert!(matches!(reader_err(&path), Error::Inconsistent { .. }));
+        writer_calls_do_not_panic(&path);
+
+        // First pointer not 0.
+        let path = good_store(dir.path(), &format!("f{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        set_i64(&path, rel, 0, 1);
+        let e = reader_err(&path);
+        assert!(matches!(&e, Error::Inconsistent { array, .. } if array == rel), "{rel} first != 0: {e:?}");
+        writer_calls_do_not_panic(&path);
+    }
+    // Pointers of a float dtype.
+    let path = good_store(dir.path(), "float.zarr", config(Codec::None, None));
+    edit_json(&path.join("meta/atoms_ptr/zarr.json"), |v| {
+        v["data_type"] = json!("float64");
+        v["fill_value"] = json!(0.0);
+    });
+    let e = reader_err(&path);
+    assert!(matches!(&e, Error::Inconsistent { array, .. } if array == format::ATOMS_PTR), "{e:?}");
+    writer_calls_do_not_panic(&path);
+}
+
+#[test]
+fn odd_array_shapes_and_dtypes_are_errors_not_panics() {
+    let dir = tmpdir();
+    // samples_mask of a wider dtype or with two dimensions: its bytes are not one flag per sample.
+    // (Valid arrays holding valid, all-true data: only their dtype/shape is off.)
+    for (name, dtype, shape, data) in [
+        ("mask_int64.zarr", DType::Int64, vec![N as u64], HostData::Int64(vec![1; N])),
+        ("mask_2d.zarr", DType::Bool, vec![N as u64, 2], HostData::Bool(vec![true; 2 * N])),
+    ] {
+        let path = good_store(dir.path(), name, config(Codec::None, None));
+        replace_array(&path, format::SAMPLES_MASK, dtype, shape, data);
+        let e = reader_err(&path);
+        assert!(matches!(&e, Error::Inconsistent { array, .. } if array == format::SAMPLES_MASK), "{name}: {e:?}");
+        assert_names(&e, &path, Some(format::SAMPLES_MASK));
+        writer_calls_do_not_panic(&path);
+    }
+
+    // A zero-dimensional field array.
+    let path = good_store(dir.path(), "scalar.zarr", config(Codec::None, None));
+    edit_json(&path.join("custom/tag/zarr.json"), |v| {
+        v["shape"] = json!([]);
+        v["chunk_grid"]["configuration"]["chunk_shape"] = json!([]);
+    });
+    let e = reader_err(&path);
+    assert!(matches!(&e, Error::Inconsistent { array, .. } | Error::Zarr { array, .. } if array == "custom/tag"), "{e:?}");
+    writer_calls_do_not_panic(&path);
+
+    // An unsupported data type.
+    let path = good_store(dir.path(), "complex.zarr", config(Codec::None, None));
+    edit_json(&path.join("custom/tag/zarr.json"), |v| {
+        v["data_type"] = json!("complex64");
+        v["fill_value"] = json!([0.0, 0.0]);
+    });
+    let e = reader_err(&path);
+    assert!(matches!(&e, Error::Inconsistent { array, .. } | Error::Zarr { array, .. } if array == "custom/tag"), "{e:?}");
+    writer_calls_do_not_panic(&path);
+}
+
+/// Replaces the array at `rel` by a new one of `dtype` and `shape` holding `data`.
+fn replace_array(path: &Path, rel: &str, dtype: DType, shape: Vec<u64>, data: HostData) {
+    std::fs::remove_dir_all(path.join(rel)).unwrap();
+    let store = format::open_store(path).unwrap();
+    let resolved = ZarrWriteConfig::default().resolve(StoreGroup::Meta, "x");
+    let a = format::create_array(path, &store, rel, dtype, shape.clone(), &resolved).unwrap();
+    let subset: Vec<std::ops::Range<u64>> = shape.iter().map(|&d| 0..d).collect();
+    a.store_array_subset(&subset, zarrs::array::ArrayBytes::new_flen(data.as_bytes().to_vec())).unwrap();
+}
+
+/// A chunk file of `rel` (the first one found).
+fn a_chunk_file(path: &Path, rel: &str) -> PathBuf {
+    let mut stack = vec![path.join(rel).join("c")];
+    while let Some(d) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for e in entries {
+            if e.is_dir() {
+                stack.push(e);
+            } else {
+                return e;
+            }
+        }
+    }
+    panic!("no chunk file under {rel}");
+}
+
+#[test]
+fn corrupt_chunks_are_chunk_or_zarr_errors_naming_the_array() {
+    let dir = tmpdir();
+    let codecs = [
+        (Codec::Zstd { level: 3 }, None),
+        (Codec::Zstd { level: 3 }, Some(8)),
+        (Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle }, None),
+        (Codec::Gzip { level: 5 }, Some(8)),
+        (Codec::None, None),
+        (Codec::None, Some(8)),
+    ];
+    let damage: [(&str, fn(&[u8]) -> Vec<u8>); 4] = [
+        ("garbage", |b| b.iter().enumerate().map(|(i, x)| x ^ (0x5a + i as u8)).collect()),
+        ("truncated", |b| b[..b.len() / 2].to_vec()),
+        ("empty", |_| Vec::new()),
+        ("longer", |b| [b, &[1u8, 2, 3][..]].concat()),
+    ];
+    let mut k = 0;
+    for (codec, shard) in codecs {
+        for (how, f) in damage {
+            let what = format!("{codec} shard {shard:?}, {how} chunk");
+            if codec == Codec::None && shard.is_none() && how == "garbage" {
+                continue; // raw bytes of the right length are valid data
+            }
+            k += 1;
+            let path = good_store(dir.path(), &format!("c{k}.zarr"), config(codec, shard));
+            let file = a_chunk_file(&path, "core/positions");
+            let bytes = std::fs::read(&file).unwrap();
+            std::fs::write(&file, f(&bytes)).unwrap();
+            // Opening reads only meta/; reading positions must fail.
+            let r = AtomicDataZarrReader::open(&path).unwrap();
+            let all: Vec<i64> = (0..r.len() as i64).collect();
+            let e = match r.read_many(&all) {
+                Err(e) => e,
+                Ok(_) => panic!("{what}: read succeeded"),
+            };
+            match &e {
+                Error::Chunk { array, .. } | Error::Zarr { array, .. } => assert_eq!(array, "core/positions", "{what}"),
+                e => panic!("{what}: expected Chunk or Zarr, got {e:?}"),
+            }
+            assert_names(&e, &path, Some("core/positions"));
+            // The dump fails the same way.
+            let (ok, _, stderr) = cli(&["dump", path.to_str().unwrap()]);
+            assert!(!ok && stderr.contains("core/positions"), "{what}: {stderr}");
+        }
+    }
+    // A corrupt pointer chunk fails at open, naming the pointer array.
+    let path = good_store(dir.path(), "ptr.zarr", config(Codec::Zstd { level: 3 }, None));
+    std::fs::write(a_chunk_file(&path, format::ATOMS_PTR), b"\x00\x01garbage").unwrap();
+    let e = reader_err(&path);
+    assert!(matches!(&e, Error::Zarr { array, .. } | Error::Chunk { array, .. } if array == format::ATOMS_PTR), "{e:?}");
+    assert_names(&e, &path, Some(format::ATOMS_PTR));
+    writer_calls_do_not_panic(&path);
+}
+
+#[test]
+fn truncated_metadata_files_are_errors_naming_them() {
+    let dir = tmpdir();
+    for (i, rel) in ["", "meta", "core", "meta/atoms_ptr", "meta/samples_mask", "core/positions", "custom/tag"]
+        .into_iter()
+        .enumerate()
+    {
+        let path = good_store(dir.path(), &format!("t{i}.zarr"), config(Codec::Zstd { level: 0 }, None));
+        let file = path.join(rel).join("zarr.json");
+        let bytes = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+        let e = reader_err(&path);
+        assert!(matches!(e, Error::Format { .. } | Error::Zarr { .. }), "{rel}/zarr.json truncated: got {e:?}");
+        assert_names(&e, &path, (!rel.is_empty()).then_some(rel));
+        writer_calls_do_not_panic(&path);
+    }
+}
+
+#[test]
+fn out_of_range_indices_are_index_errors() {
+    let dir = tmpdir();
+    let path = good_store(dir.path(), "i.zarr", config(Codec::Zstd { level: 0 }, None));
+    let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
+    w.delete(&[0, 3]).unwrap();
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    let len = r.len();
+    assert!(len < r.num_physical());
+    let is_oor = |e: Error, want_index: i64| match e {
+        Error::IndexOutOfRange { source_name, index, len: l } => {
+            assert_eq!(index, want_index);
+            assert_eq!(l, len);
+            assert!(source_name.contains(path.to_str().unwrap()), "{source_name}");
+        }
+        e => panic!("expected IndexOutOfRange, got {e:?}"),
+    };
+    for i in [len as i64, len as i64 + 1, -(len as i64) - 1, i64::MAX, i64::MIN] {
+        is_oor(r.read(i).unwrap_err(), i);
+        is_oor(r.read_many(&[0, i, 1]).unwrap_err(), i);
+        let mut out = Vec::new();
+        is_oor(r.read_collated(&[vec![0], vec![i]], &mut out).unwrap_err(), i);
+    }
+    for i in [len, len + 1, r.num_physical(), usize::MAX] {
+        is_oor(r.get_metadata(i).unwrap_err(), i as i64);
+        is_oor(r.load_many(&[i]).unwrap_err(), i as i64);
+    }
+    // The boundaries themselves are fine.
+    assert_eq!(r.read(-(len as i64)).unwrap().metadata.index, 0);
+    assert_eq!(r.read(len as i64 - 1).unwrap().metadata.index, len - 1);
+    assert!(r.read_many(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn invalid_write_configs_are_config_errors_and_create_nothing() {
+    let dir = tmpdir();
+    let base = ZarrArrayConfig::default();
+    let bad: Vec<(&str, ZarrWriteConfig)> = vec![
+        ("shard not a multiple of chunk", ZarrWriteConfig::default().with_core(base.chunk_size(64).shard_size(100))),
+        ("zstd level 99", ZarrWriteConfig::default().with_core(base.codec(Codec::Zstd { level: 99 }))),
+        ("zstd level -99", ZarrWriteConfig::default().with_meta(base.codec(Codec::Zstd { level: -99 }))),
+        ("gzip level 10", ZarrWriteConfig::default().with_custom(base.codec(Codec::Gzip { level: 10 }))),
+        (
+            "blosc clevel 10",
+            ZarrWriteConfig::default().with_core(base.codec(Codec::BloscZstd { clevel: 10, shuffle: Shuffle::Shuffle })),
+        ),
+        ("chunk 0", ZarrWriteConfig::default().with_core(base.chunk_size(0))),
+        ("shard 0", ZarrWriteConfig::default().with_core(base.chunk_size(4).shard_size(0))),
+        ("shard without chunk", ZarrWriteConfig::default().with_core(base.shard_size(64))),
+        (
+            "bad override",
+            ZarrWriteConfig::default()
+                .with_core(base.chunk_size(64))
+                .with_override("positions", base.shard_size(96)),
+        ),
+        ("bad override codec", ZarrWriteConfig::default().with_override("energy", base.codec(Codec::Zstd { level: 23 }))),
+    ];
+    let existing = good_store(dir.path(), "existing.zarr", config(Codec::None, None));
+    for (i, (what, c)) in bad.into_iter().enumerate() {
+        assert!(matches!(c.validate(), Err(Error::Config(_))), "{what}: validate");
+        let path = dir.path().join(format!("cfg{i}.zarr"));
+        match AtomicDataZarrWriter::create(&path, c.clone()) {
+            Err(Error::Config(msg)) => assert!(!msg.is_empty()),
+            Err(e) => panic!("{what}: expected Config, got {e:?}"),
+            Ok(_) => panic!("{what}: created"),
+        }
+        assert!(!path.exists(), "{what}: create left {}", path.display());
+        assert!(matches!(AtomicDataZarrWriter::open(&existing, c), Err(Error::Config(_))), "{what}: open");
+    }
+}
+
+#[test]
+fn layered_configs_that_resolve_validly_are_accepted() {
+    // An override that only sets shard_size is valid where the field lives
+    // (core, chunk 64): validation must not demand it also fit groups the
+    // field never goes to (meta has no chunk_size here).
+    let dir = tmpdir();
+    let c = ZarrWriteConfig::default()
+        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(4))
+        .with_override("positions", ZarrArrayConfig::default().shard_size(12))
+        .with_override("atoms_ptr", ZarrArrayConfig::default().chunk_size(8))
+        .with_custom(ZarrArrayConfig::default().chunk_size(2))
+        .with_override("tag", ZarrArrayConfig::default().shard_size(6));
+    c.validate().unwrap();
+    let path = good_store(dir.path(), "ok.zarr", c);
+    let pos = zarr_json(&path, "core/positions");
+    assert_eq!(pos["chunk_grid"]["configuration"]["chunk_shape"], json!([12, 3]));
+    assert_eq!(pos["codecs"][0]["configuration"]["chunk_shape"], json!([4, 3]));
+    assert_eq!(zarr_json(&path, "custom/tag")["chunk_grid"]["configuration"]["chunk_shape"], json!([6]));
+    assert_eq!(zarr_json(&path, "meta/atoms_ptr")["chunk_grid"]["configuration"]["chunk_shape"], json!([8]));
+    assert_eq!(AtomicDataZarrReader::open(&path).unwrap().len(), N);
+}
+
+#[test]
+fn bad_add_custom_and_delete_calls_change_nothing() {
+    let dir = tmpdir();
+    let path = good_store(dir.path(), "a.zarr", config(Codec::Zstd { level: 1 }, Some(8)));
+    let atoms = read_i64s(&path, format::ATOMS_PTR)[N] as usize;
+    let edges = read_i64s(&path, format::EDGES_PTR)[N] as usize;
+    let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
+    let before = snapshot(&path);
+    let calls: Vec<(&str, Box<dyn Fn(&mut AtomicDataZarrWriter) -> atomzarr::Result<()>>)> = vec![
+        ("system rows", Box::new(|w| w.add_custom("x", Level::System, &[N + 1], vec![0f32; N + 1]))),
+        ("system rows (short)", Box::new(|w| w.add_custom("x", Level::System, &[N - 1, 2], vec![0f32; (N - 1) * 2]))),
+        ("atom rows", Box::new(move |w| w.add_custom("x", Level::Atom, &[atoms - 1], vec![0u8; atoms - 1]))),
+        ("edge rows", Box::new(move |w| w.add_custom("x", Level::Edge, &[edges + 1, 3], vec![0i64; (edges + 1) * 3]))),
+        ("shape vs data", Box::new(|w| w.add_custom("x", Level::System, &[N], vec![0f32; N + 2]))),
+        ("empty shape", Box::new(|w| w.add_custom("x", Level::System, &[], vec![0f32; 1]))),
+        ("existing custom name", Box::new(|w| w.add_custom("tag", Level::System, &[N], vec![0i32; N]))),
+        ("existing core name", Box::new(|w| w.add_custom("energy", Level::System, &[N], vec![0f32; N]))),
+        ("delete out of range", Box::new(|w| w.delete(&[0, N]))),
+        ("delete far out of range", Box::new(|w| w.delete(&[usize::MAX]))),
+    ];
+    for (what, call) in calls {
+        match call(&mut w) {
+            Err(Error::InvalidInput { context, .. }) if what.starts_with("shape") || what.starts_with("empty") => {
+                let _ = context;
+            }
+            Err(Error::InvalidInput { context, reason }) => {
+                assert!(context.contains(path.to_str().unwrap()), "{what}: {context}: {reason}");
+            }
+            Err(Error::IndexOutOfRange { source_name, len, .. }) if what.starts_with("delete") => {
+                assert_eq!(len, N);
+                assert!(source_name.contains(path.to_str().unwrap()));
+            }
+            other => panic!("{what}: got {other:?}"),
+        }
+        assert_same_snapshot(&before, &snapshot(&path), what);
+    }
+    assert_eq!(AtomicDataZarrReader::open(&path).unwrap().len(), N);
+}
