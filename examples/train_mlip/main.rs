@@ -43,7 +43,7 @@ type Train = Autodiff<Inner>;
 
 /// Train an interatomic potential on a Lennard-Jones Ar/Kr store.
 #[derive(Parser, Debug)]
-#[command(about)]
+#[command(about = "Train a small interatomic potential on a Lennard-Jones Ar/Kr atomzarr store")]
 struct Args {
     /// Store path; built if absent. Default: target/train_mlip/lj_ar_kr.zarr
     /// (target/train_mlip/lj_ar_kr_tiny.zarr with --tiny).

@@ -30,6 +30,8 @@
 //! on CPU, `Autodiff<Cuda>` with `--features cuda`, and the inner backend
 //! (via `model.valid()`) for validation.
 #![allow(dead_code)]
+// Index loops over xyz components read like the formulas they implement.
+#![allow(clippy::needless_range_loop)]
 
 use std::f64::consts::PI;
 

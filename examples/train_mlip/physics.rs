@@ -11,6 +11,8 @@
 //! This file is shared by the example (`examples/train_mlip/main.rs`) and the
 //! integration test (`tests/train_mlip.rs`, which `#[path]`-includes it).
 #![allow(dead_code)]
+// Index loops over xyz components read like the formulas they implement.
+#![allow(clippy::needless_range_loop)]
 
 use std::path::Path;
 
@@ -291,7 +293,7 @@ pub fn run_md(
             let lambda = (1.0 + dt / 200.0 * (temperature / t_now - 1.0)).max(0.5).sqrt().min(1.5);
             v.iter_mut().for_each(|vi| vi.iter_mut().for_each(|x| *x *= lambda));
         }
-        if step > equilibrate && (step - equilibrate) % every == 0 {
+        if step > equilibrate && (step - equilibrate).is_multiple_of(every) {
             let mut frame = s.clone();
             frame.wrap();
             out.push(frame);
