@@ -57,6 +57,25 @@ pub const CORE_FIELDS: &[&str] = &[
     "spin",
 ];
 
+/// Checks that `name` can name a field: it becomes a directory under
+/// `core/` or `custom/`, so it must be one Zarr v3 node name (not empty, not
+/// `.` or `..`, no `/`, not starting with the reserved `__`); backslashes and
+/// NUL are refused too (path separators or invalid elsewhere). Returns why not.
+pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
+    let why = if name.is_empty() {
+        "an empty name"
+    } else if name == "." || name == ".." {
+        "a relative path component"
+    } else if name.contains(['/', '\\', '\0']) {
+        "a name containing a path separator or NUL"
+    } else if name.starts_with("__") {
+        "a name starting with the reserved \"__\""
+    } else {
+        return Ok(());
+    };
+    Err(format!("field name {name:?} is not a valid Zarr node name ({why})"))
+}
+
 /// The group a new field goes to.
 pub fn group_for_new_field(name: &str) -> StoreGroup {
     if CORE_FIELDS.contains(&name) {

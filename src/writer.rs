@@ -399,6 +399,11 @@ impl AtomicDataZarrWriter {
         if schema.is_empty() {
             return Err(Error::invalid(ctx(0), "sample has no fields"));
         }
+        if first_write {
+            for name in schema.keys() {
+                format::check_field_name(name).map_err(|r| Error::invalid(ctx(0), r))?;
+            }
+        }
         // Samples are checked in parallel (validation is a large serial share
         // of a write otherwise); `find_first` keeps the error of the lowest
         // failing index, as a sequential loop would report it.
@@ -470,6 +475,7 @@ impl AtomicDataZarrWriter {
     pub fn add_custom(&mut self, name: &str, level: Level, shape: &[usize], data: impl Into<HostData>) -> Result<()> {
         let field = Field::new(level, shape.to_vec(), data)?;
         let mut root = format::read_root(&self.path)?;
+        format::check_field_name(name).map_err(|r| Error::invalid(format!("{}: add_custom", self.path.display()), r))?;
         if root.fields.contains_key(name) {
             return Err(Error::invalid(format!("{}: add_custom", self.path.display()), format!("field {name} already exists")));
         }

@@ -409,6 +409,11 @@ impl AtomicDataZarrReader {
 
     /// Decodes (or fetches from the cache) one inner chunk of `f`.
     fn chunk(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
+        if f.row_bytes == 0 {
+            // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
+            // though the stored chunk shape is at least 1 wide.
+            return Ok(Arc::new(Vec::new()));
+        }
         if let Some(b) = self.cache.get(f.id, chunk) {
             return Ok(b);
         }

@@ -596,3 +596,34 @@ fn bad_add_custom_and_delete_calls_change_nothing() {
     }
     assert_eq!(AtomicDataZarrReader::open(&path).unwrap().len(), N);
 }
+
+#[test]
+fn field_names_that_are_not_zarr_node_names_are_refused() {
+    // A field name becomes a directory under core/ or custom/: it must be a
+    // valid Zarr node name, or it would escape its group or clobber metadata.
+    let bad = ["", ".", "..", "a/b", "../core/positions", "/abs", "__reserved", "back\\slash"];
+    let dir = tmpdir();
+    let path = good_store(dir.path(), "names.zarr", config(Codec::Zstd { level: 0 }, None));
+    let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
+    let before = snapshot(&path);
+    for name in bad {
+        match w.add_custom(name, Level::System, &[N], vec![1u8; N]) {
+            Err(Error::InvalidInput { reason, .. }) => assert!(reason.contains("name"), "{name:?}: {reason}"),
+            other => panic!("add_custom({name:?}): expected InvalidInput, got {other:?}"),
+        }
+        assert_same_snapshot(&before, &snapshot(&path), name);
+    }
+    assert_eq!(AtomicDataZarrReader::open(&path).unwrap().len(), N);
+    // The same names in a first write.
+    for (i, name) in bad.into_iter().enumerate() {
+        let p = dir.path().join(format!("fw{i}.zarr"));
+        let mut w = AtomicDataZarrWriter::create(&p, ZarrWriteConfig::default()).unwrap();
+        let before = snapshot(&p);
+        let s = atomzarr::AtomicData::new(vec![1], vec![[0.0; 3]])
+            .unwrap()
+            .with_field(name, atomzarr::Field::new(Level::System, vec![1], vec![1u8]).unwrap());
+        assert!(matches!(w.write(&[s]), Err(Error::InvalidInput { .. })), "first write with field {name:?}");
+        assert_same_snapshot(&before, &snapshot(&p), name);
+        assert!(!dir.path().join("core").exists() && !dir.path().join("positions").exists());
+    }
+}

@@ -480,11 +480,13 @@ fn dump_of_our_store_equals_what_it_reads() {
 
 #[test]
 fn dump_escapes_field_names_as_python_json_does() {
-    // Python's json.dumps (ensure_ascii) escapes quotes, backslashes, control
-    // and non-ASCII characters; an unescaped name would make the dump invalid.
+    // Python's json.dumps (ensure_ascii) escapes quotes, control and
+    // non-ASCII characters; an unescaped name would make the dump invalid.
+    // (Backslashes are escaped too, see py_json_str's doc test, but are not
+    // valid in field names.)
     let dir = tmpdir();
     let path = dir.path().join("names.zarr");
-    let name = "q\"uo\\te é 𝛼";
+    let name = "q\"uo\tte é 𝛼";
     let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_custom(name, Level::System, vec![1], vec![7i32]).unwrap();
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&[s]).unwrap();
     let r = AtomicDataZarrReader::open(&path).unwrap();
@@ -494,7 +496,7 @@ fn dump_escapes_field_names_as_python_json_does() {
     let text = String::from_utf8(out).unwrap();
     let v: Value = serde_json::from_str(&text).expect("dump is valid JSON");
     assert_eq!(v["samples"][0][name]["data"], json!([7]));
-    assert!(text.contains(r#""q\"uo\\te \u00e9 \ud835\udefc": "system""#), "{text}");
+    assert!(text.contains(r#""q\"uo\tte \u00e9 \ud835\udefc": "system""#), "{text}");
     assert!(text.is_ascii());
 }
 
@@ -710,5 +712,33 @@ fn sharded_stores_with_unstored_inner_chunks_read_fill_values() {
         check_deleted_on_disk(&path, &m);
         r.clear_cache();
         check_reader(&r, &m, &format!("{codec}: cold cache"));
+    }
+}
+
+#[test]
+fn fields_with_a_zero_width_trailing_dimension_round_trip() {
+    // [n, 0] arrays hold no bytes; Zarr chunk shapes must still be >= 1.
+    for shard in [None, Some(4)] {
+        let dir = tmpdir();
+        let path = dir.path().join("zw.zarr");
+        let mut rng = SplitMix(8);
+        let data: Vec<AtomicData> = (0..5)
+            .map(|i| {
+                sample(&mut rng, 1 + i % 3, i % 2, &Extras::default())
+                    .with_custom("empty_feat", Level::Atom, vec![1 + i % 3, 0], Vec::<f32>::new())
+                    .unwrap()
+                    .with_custom("empty_sys", Level::System, vec![1, 2, 0], Vec::<i64>::new())
+                    .unwrap()
+            })
+            .collect();
+        let mut w = write_store(&path, uniform(Codec::Zstd { level: 1 }, 2, shard), &data[..2], &data[2..]);
+        let mut m = Model { samples: data, ..Default::default() };
+        let r = AtomicDataZarrReader::open(&path).unwrap();
+        check_reader(&r, &m, &format!("zero width, shard {shard:?}"));
+        assert_eq!(zarr_json(&path, "custom/empty_feat")["shape"][1], 0);
+        w.delete(&[1]).unwrap();
+        m.deleted.insert(1);
+        r.refresh().unwrap();
+        check_reader(&r, &m, &format!("zero width, deleted, shard {shard:?}"));
     }
 }
