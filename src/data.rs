@@ -369,11 +369,17 @@ impl HostData {
         if offset == 0 && matches!(self, HostData::Int64(_) | HostData::Int32(_) | HostData::UInt64(_) | HostData::UInt32(_)) {
             return Ok(());
         }
+        // Wrapping: stored values come from disk and may be anything; a bad
+        // value must come out as a bad index (which validation reports), not
+        // as an overflow panic.
+        if start > self.len() {
+            return Err(Error::invalid("neighbor_list", format!("offset start {start} past {} elements", self.len())));
+        }
         match self {
-            HostData::Int64(v) => v[start..].iter_mut().for_each(|x| *x += offset),
-            HostData::Int32(v) => v[start..].iter_mut().for_each(|x| *x += offset as i32),
-            HostData::UInt64(v) => v[start..].iter_mut().for_each(|x| *x = (*x as i64 + offset) as u64),
-            HostData::UInt32(v) => v[start..].iter_mut().for_each(|x| *x = (i64::from(*x) + offset) as u32),
+            HostData::Int64(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add(offset)),
+            HostData::Int32(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add(offset as i32)),
+            HostData::UInt64(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add_signed(offset)),
+            HostData::UInt32(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add_signed(offset as i32)),
             other => {
                 return Err(Error::invalid(
                     "neighbor_list",

@@ -627,3 +627,29 @@ fn field_names_that_are_not_zarr_node_names_are_refused() {
         assert!(!dir.path().join("core").exists() && !dir.path().join("positions").exists());
     }
 }
+
+#[test]
+fn garbage_neighbor_list_values_read_without_overflow() {
+    // Uncompressed chunks of the right length are read as data, whatever the
+    // bytes: extreme stored indices must come out (wrapped) as values, not
+    // as an overflow panic while subtracting the atom offset.
+    let dir = tmpdir();
+    let path = good_store(dir.path(), "nl.zarr", config(Codec::None, None));
+    let store = format::open_store(&path).unwrap();
+    let a = format::open_array(&path, &store, "core/neighbor_list").unwrap();
+    let e = a.shape()[0];
+    let extreme: Vec<i64> = (0..e * 2).map(|i| if i % 2 == 0 { i64::MIN } else { i64::MAX }).collect();
+    a.store_array_subset(&[0..e, 0..2], extreme).unwrap();
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    let got = read_all(&r);
+    assert_eq!(got.len(), N);
+    let off = read_i64s(&path, format::ATOMS_PTR)[N - 1];
+    let last = got[N - 1].field("neighbor_list").unwrap().data.to_i64_vec().unwrap();
+    assert!(!last.is_empty());
+    for pair in last.chunks(2) {
+        assert_eq!(pair, [i64::MIN.wrapping_sub(off), i64::MAX - off]);
+    }
+    // Such a sample is invalid data for a writer.
+    let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
+    assert!(matches!(w.append(&got[N - 1..]), Err(Error::InvalidInput { .. })));
+}
