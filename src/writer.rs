@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
-use zarrs::array::{Array, ArrayBytes};
+use zarrs::array::{Array, ArrayBytes, CodecOptions};
 
 use crate::config::{StoreGroup, ZarrWriteConfig};
 use crate::data::{AtomicData, DType, Field, HostData, Level};
@@ -79,6 +79,37 @@ struct Schema {
     trailing: Vec<u64>,
 }
 
+/// Runs `f` on every item from a few scoped threads (the caller's among
+/// them) and returns the first error in item order. For store writes, which
+/// block in fsync: plain threads leave rayon's workers (one per core) to
+/// zarrs' parallel chunk encoding while the syncs wait.
+fn for_each_io<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
+    /// Enough writes in flight to hide sync latency without a thread per chunk.
+    const THREADS: usize = 8;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(item) = items.get(i) else { return done };
+            done.push((i, f(item)));
+        }
+    };
+    let mut results: Vec<(usize, Result<()>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..THREADS.min(items.len())).map(|_| scope.spawn(work)).collect();
+        let mut all = work();
+        for h in handles {
+            match h.join() {
+                Ok(done) => all.extend(done),
+                Err(_) => all.push((usize::MAX, Err(Error::Background("store write thread panicked".into())))),
+            }
+        }
+        all
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Field `k` (in name order) of `s`, which must be field `name`.
 fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result<&'s Field> {
     s.fields
@@ -107,15 +138,14 @@ impl AtomicDataZarrWriter {
         }
         let w = AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false };
         // Independent arrays whose writes each end in an fsync: in parallel.
-        [
+        let meta = [
             (format::ATOMS_PTR, DType::Int64),
             (format::EDGES_PTR, DType::Int64),
             (format::SAMPLES_MASK, DType::Bool),
             (format::ATOMS_MASK, DType::Bool),
             (format::EDGES_MASK, DType::Bool),
-        ]
-        .par_iter()
-        .try_for_each(|&(rel, dtype)| -> Result<()> {
+        ];
+        for_each_io(&meta, |&(rel, dtype)| -> Result<()> {
             let is_ptr = dtype == DType::Int64;
             let name = rel.trim_start_matches("meta/");
             let a = format::create_array(
@@ -271,7 +301,8 @@ impl AtomicDataZarrWriter {
         if existing.is_empty() {
             let mut attrs = root.clone();
             // Each array's metadata write ends in an fsync; overlap them.
-            schema.par_iter().try_for_each(|(name, sc)| -> Result<()> {
+            let entries: Vec<(&String, &Schema)> = schema.iter().collect();
+            for_each_io(&entries, |&(name, sc)| -> Result<()> {
                 let rel = format::field_path(sc.group, name);
                 let mut shape = vec![0u64];
                 shape.extend(&sc.trailing);
@@ -292,7 +323,7 @@ impl AtomicDataZarrWriter {
         // commit order across steps below is unchanged.
         let bar = self.bar(schema.len() as u64, "append");
         let fields: Vec<(usize, &String, &Schema)> = schema.iter().enumerate().map(|(k, (n, sc))| (k, n, sc)).collect();
-        fields.par_iter().try_for_each(|&(k, name, sc)| -> Result<()> {
+        for_each_io(&fields, |&(k, name, sc)| -> Result<()> {
             let rel = format::field_path(sc.group, name);
             let (start, end) = match sc.level {
                 Level::Atom => (v0, v1),
@@ -330,19 +361,17 @@ impl AtomicDataZarrWriter {
         self.checkpoint(AppendStep::FieldData)?;
 
         // Masks (independent arrays: in parallel, as above).
-        [
+        let masks = [
             (format::SAMPLES_MASK, n as u64..n1),
             (format::ATOMS_MASK, v0..v1),
             (format::EDGES_MASK, e0..e1),
-        ]
-        .par_iter()
-        .try_for_each(|(rel, range)| self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize]))?;
+        ];
+        for_each_io(&masks, |(rel, range)| self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize]))?;
         self.checkpoint(AppendStep::Masks)?;
 
         // Pointers (in parallel, as above).
-        [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)]
-            .par_iter()
-            .try_for_each(|(rel, vals)| self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec()))?;
+        let ptrs = [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)];
+        for_each_io(&ptrs, |(rel, vals)| self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec()))?;
         self.checkpoint(AppendStep::Pointers)?;
 
         // Commit.
@@ -365,9 +394,36 @@ impl AtomicDataZarrWriter {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut subset = vec![rows];
-        subset.extend(shape[1..].iter().map(|&d| 0..d));
-        a.store_array_subset(&subset, ArrayBytes::new_flen(bytes)).map_err(arr_err(&self.path, rel))
+        // One store call per outer chunk (shard), each on its own thread.
+        // zarrs encodes a chunk's inner chunks on rayon, but its filesystem
+        // store ends every write in an fsync on the calling thread; inside
+        // `store_array_subset` that call is a rayon worker, so on 2 cores two
+        // fsyncs stall all encoding. Calling per chunk from plain threads
+        // keeps the workers encoding while the syncs wait. Same chunks, same
+        // bytes, same read-modify-write of a partly covered chunk.
+        let mut first = vec![0u64; shape.len()];
+        first[0] = rows.start;
+        let chunk_rows = a
+            .chunk_grid()
+            .chunk_indices(&first)
+            .ok()
+            .flatten()
+            .and_then(|idx| a.chunk_shape(&idx).ok())
+            .and_then(|s| s.first().map(|n| n.get()))
+            .ok_or_else(|| Error::inconsistent(&self.path, rel, "cannot determine the chunk shape"))?;
+        let row_bytes = bytes.len() / (rows.end - rows.start) as usize;
+        let chunks: Vec<u64> = (rows.start / chunk_rows..=(rows.end - 1) / chunk_rows).collect();
+        let a = &a;
+        for_each_io(&chunks, |&c| {
+            let (lo, hi) = (rows.start.max(c * chunk_rows), rows.end.min((c + 1) * chunk_rows));
+            let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
+            let mut idx = vec![0u64; shape.len()];
+            idx[0] = c;
+            let mut subset = vec![lo - c * chunk_rows..hi - c * chunk_rows];
+            subset.extend(shape[1..].iter().map(|&d| 0..d));
+            a.store_chunk_subset_opt(&idx, &subset, ArrayBytes::new_flen(std::borrow::Cow::Borrowed(data)), &CodecOptions::default())
+                .map_err(arr_err(&self.path, rel))
+        })
     }
 
     /// Checks samples against each other and the store; returns the schema.
