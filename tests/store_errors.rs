@@ -404,7 +404,7 @@ fn corrupt_chunks_are_chunk_or_zarr_errors_naming_the_array() {
         (Codec::None, Some(8)),
     ];
     let damage: [(&str, fn(&[u8]) -> Vec<u8>); 4] = [
-        ("garbage", |b| b.iter().enumerate().map(|(i, x)| x ^ (0x5a + i as u8)).collect()),
+        ("garbage", |b| b.iter().enumerate().map(|(i, x)| x ^ 0x5au8.wrapping_add(i as u8)).collect()),
         ("truncated", |b| b[..b.len() / 2].to_vec()),
         ("empty", |_| Vec::new()),
         ("longer", |b| [b, &[1u8, 2, 3][..]].concat()),
