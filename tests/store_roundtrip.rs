@@ -434,6 +434,19 @@ fn layout_matches_the_store_format() {
     }
     assert_eq!(raw, want);
     assert!(atoms_ptr.windows(2).all(|w| w[0] <= w[1]) && atoms_ptr[0] == 0);
+
+    // inspect reads the same settings back (defragment(None) relies on it).
+    let report = atomzarr::inspect::inspect(&path).unwrap();
+    assert_eq!((report.num_samples, report.active), (n as usize, n as usize));
+    let cfg = |rel: &str| report.arrays.iter().find(|a| a.path == rel).unwrap_or_else(|| panic!("{rel}")).config;
+    let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig { codec: Some(codec), chunk_size: Some(chunk), shard_size: shard, write_empty_chunks: None };
+    assert_eq!(cfg("meta/atoms_ptr"), want_cfg(blosc, 16, None));
+    assert_eq!(cfg("core/positions"), want_cfg(Codec::Zstd { level: 3 }, 4, Some(8)));
+    assert_eq!(cfg("core/neighbor_list"), want_cfg(Codec::Zstd { level: 3 }, 2, Some(6)));
+    assert_eq!(cfg("custom/label"), want_cfg(Codec::Gzip { level: 6 }, 5, None));
+    let (ok, stdout, stderr) = cli(&["inspect", path.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("core/positions") && stdout.contains("zstd(3)") && stdout.contains("blosc-lz4(4)"), "{stdout}");
     let r = AtomicDataZarrReader::open(&path).unwrap();
     check_reader(&r, &Model { samples: data, ..Default::default() }, "layout store");
 }
@@ -741,4 +754,29 @@ fn fields_with_a_zero_width_trailing_dimension_round_trip() {
         r.refresh().unwrap();
         check_reader(&r, &m, &format!("zero width, deleted, shard {shard:?}"));
     }
+}
+
+#[test]
+fn an_empty_store_reads_dumps_and_inspects() {
+    let dir = tmpdir();
+    let path = dir.path().join("empty.zarr");
+    let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap();
+    w.write(&[]).unwrap();
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    assert_eq!((r.len(), r.num_physical()), (0, 0));
+    assert!(r.field_levels().is_empty());
+    assert!(matches!(r.read(0), Err(atomzarr::Error::IndexOutOfRange { index: 0, len: 0, .. })));
+    let (ok, stdout, stderr) = cli(&["dump", path.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), r#"{"num_samples": 0, "fields": {}, "samples": []}"#);
+    let (ok, stdout, stderr) = cli(&["inspect", path.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("meta/atoms_ptr"), "{stdout}");
+    assert_eq!(zarr_json(&path, "meta/atoms_ptr")["shape"], json!([1]));
+    // Defragmenting an empty store is a no-op that keeps it usable.
+    w.defragment(None).unwrap();
+    let data = samples(1, 3, 3, 3, &Extras::default());
+    w.write(&data).unwrap();
+    r.refresh().unwrap();
+    check_reader(&r, &Model { samples: data, ..Default::default() }, "written after an empty defragment");
 }
