@@ -339,3 +339,43 @@ fn fixture_copies_take_deletes() {
         }
     }
 }
+
+#[test]
+fn levels_fall_back_to_the_reference_name_table() {
+    // STORE_FORMAT.md: a core field missing from the `fields` attribute takes
+    // its level from the reference's fixed name table; a custom one is
+    // "system". nva_default has only core fields, all of them in the table
+    // (or atom-level), so without the attribute it must read the same.
+    let (text, want) = expected("nva_default");
+    let dir = tmpdir();
+    for (i, remove) in [None, Some("shifts"), Some("positions"), Some("cell")].into_iter().enumerate() {
+        let path = dir.path().join(format!("nofields{i}.zarr"));
+        copy_dir(&assets().join("nva_default.zarr"), &path);
+        let root_file = path.join("zarr.json");
+        let mut root = json(&root_file);
+        match remove {
+            None => {
+                root["attributes"].as_object_mut().unwrap().remove("fields");
+            }
+            Some(name) => {
+                root["attributes"]["fields"]["core"].as_object_mut().unwrap().remove(name);
+            }
+        }
+        std::fs::write(&root_file, serde_json::to_vec(&root).unwrap()).unwrap();
+        let r = AtomicDataZarrReader::open(&path).unwrap();
+        check_against_expected(&r, &want, &format!("nva_default without fields entry {remove:?}"));
+        let mut buf = Vec::new();
+        atomzarr::dump::dump_json(&r, &mut buf).unwrap();
+        assert!(String::from_utf8(buf).unwrap() == text.trim());
+    }
+    // A custom field missing from the attribute is system-level.
+    let path = dir.path().join("custom.zarr");
+    copy_dir(&assets().join("nva_custom_deleted.zarr"), &path);
+    let root_file = path.join("zarr.json");
+    let mut root = json(&root_file);
+    root["attributes"]["fields"]["custom"].as_object_mut().unwrap().remove("tag");
+    std::fs::write(&root_file, serde_json::to_vec(&root).unwrap()).unwrap();
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    assert_eq!(r.field_levels()["tag"], Level::System);
+    check_against_expected(&r, &expected("nva_custom_deleted").1, "nva_custom_deleted without tag's level");
+}
