@@ -354,9 +354,22 @@ pub fn field_path(group: StoreGroup, name: &str) -> String {
 
 /// A sibling path next to the store (`<store><suffix>`), for defragment.
 pub fn sibling(store: &Path, suffix: &str) -> PathBuf {
-    let mut s = store.as_os_str().to_os_string();
-    s.push(suffix);
-    PathBuf::from(s)
+    // By file name, not by string: `Path::file_name` ignores a trailing slash
+    // ("s.zarr/" -> "s.zarr"), so the sibling lands beside the store and not
+    // inside it. "." and ".." have no file name: use the absolute path.
+    if let Some(name) = store.file_name() {
+        let mut n = name.to_os_string();
+        n.push(suffix);
+        return store.with_file_name(n);
+    }
+    match std::fs::canonicalize(store) {
+        Ok(abs) if abs.file_name().is_some() => sibling(&abs, suffix),
+        _ => {
+            let mut s = store.as_os_str().to_os_string();
+            s.push(suffix);
+            PathBuf::from(s)
+        }
+    }
 }
 
 /// Bytes on disk and file count under `path`.

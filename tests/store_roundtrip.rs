@@ -780,3 +780,26 @@ fn an_empty_store_reads_dumps_and_inspects() {
     r.refresh().unwrap();
     check_reader(&r, &Model { samples: data, ..Default::default() }, "written after an empty defragment");
 }
+
+#[test]
+fn defragment_through_a_path_with_a_trailing_slash() {
+    // "store.zarr/" names the same directory; the temporary and old copies
+    // must still go beside it, not inside it.
+    let dir = tmpdir();
+    let path = dir.path().join("slash.zarr");
+    let data = samples(9, 5, 3, 3, &Extras::default());
+    write_store(&path, uniform(Codec::Zstd { level: 1 }, 2, None), &data, &[]);
+    let with_slash = std::path::PathBuf::from(format!("{}/", path.display()));
+    let mut w = AtomicDataZarrWriter::open(&with_slash, ZarrWriteConfig::default()).unwrap();
+    w.delete(&[2]).unwrap();
+    w.defragment(None).unwrap();
+    let names: BTreeSet<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, BTreeSet::from(["slash.zarr".to_string()]));
+    let inside: BTreeSet<String> =
+        std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(inside, ["core", "custom", "meta", "zarr.json"].iter().map(|s| s.to_string()).collect());
+    let mut m = Model { samples: data, ..Default::default() };
+    m.samples.remove(2);
+    check_reader(&AtomicDataZarrReader::open(&path).unwrap(), &m, "defragmented via a trailing slash");
+}
