@@ -695,7 +695,9 @@ impl AtomicDataZarrWriter {
 
     /// The configuration that reproduces every array's current settings.
     fn current_config(&self, root: &RootAttrs) -> Result<ZarrWriteConfig> {
-        let mut c = self.config.clone();
+        // Not layered over `self.config`: an inferred "no shard_size" means
+        // unsharded, and must not inherit the writer's group default.
+        let mut c = ZarrWriteConfig::default();
         for rel in [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK] {
             let a = self.open_array(rel)?;
             c.field_overrides.insert(rel.trim_start_matches("meta/").to_string(), format::infer_config(&a));

@@ -379,3 +379,46 @@ fn levels_fall_back_to_the_reference_name_table() {
     assert_eq!(r.field_levels()["tag"], Level::System);
     check_against_expected(&r, &expected("nva_custom_deleted").1, "nva_custom_deleted without tag's level");
 }
+
+#[test]
+fn defragment_none_keeps_settings_whatever_the_writers_config() {
+    // defragment(None) keeps each array's codec, chunk and shard. An array
+    // that is not sharded must stay unsharded even when the writer was opened
+    // with a sharded default (that config is for arrays created later).
+    let dir = tmpdir();
+    let path = dir.path().join("k.zarr");
+    copy_dir(&assets().join("nva_custom_deleted.zarr"), &path);
+    let root = format::read_root(&path).unwrap();
+    let rels: Vec<String> = [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(root.fields.iter().map(|(n, i)| format::field_path(i.group, n)))
+        .collect();
+    let before: Vec<(Value, Value)> = rels
+        .iter()
+        .map(|rel| {
+            let m = zarr_json(&path, rel);
+            (m["chunk_grid"].clone(), normalized_codecs(&m))
+        })
+        .collect();
+    let sharded = atomzarr::ZarrArrayConfig::default()
+        .codec(atomzarr::Codec::Gzip { level: 1 })
+        .chunk_size(64)
+        .shard_size(256);
+    let config = ZarrWriteConfig::default().with_meta(sharded).with_core(sharded).with_custom(sharded);
+    let mut w = AtomicDataZarrWriter::open(&path, config).unwrap();
+    w.defragment(None).unwrap();
+    for (rel, (grid, codecs)) in rels.iter().zip(&before) {
+        let m = zarr_json(&path, rel);
+        assert_eq!(&m["chunk_grid"], grid, "{rel}: chunk grid kept");
+        assert_eq!(&normalized_codecs(&m), codecs, "{rel}: codecs kept");
+    }
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    check_against_expected(&r, &expected("nva_custom_deleted").1, "defragmented under a sharded writer config");
+    // Arrays created afterwards do follow the writer's config.
+    let n = r.num_physical();
+    w.add_custom("later", Level::System, &[n], vec![1u16; n]).unwrap();
+    let m = zarr_json(&path, "custom/later");
+    assert_eq!(m["chunk_grid"]["configuration"]["chunk_shape"], serde_json::json!([256]));
+    assert_eq!(m["codecs"][0]["name"], "sharding_indexed");
+}
