@@ -1,6 +1,7 @@
 //! Appends: crash safety at every step (via the `fail_after` test hook),
 //! refusal of mismatched data without touching the store, and the
 //! write/create guards.
+#![allow(clippy::single_range_in_vec_init, clippy::type_complexity)] // zarrs subsets are `&[Range]`; table-driven cases
 
 mod store_util;
 
@@ -51,8 +52,8 @@ fn assert_reads(path: &Path, want: &[AtomicData], what: &str) {
     for (k, (g, w)) in read_all(&r).iter().zip(want).enumerate() {
         assert_sample_eq(g, w, &format!("{what}: sample {k}"));
     }
-    for k in 0..want.len() {
-        assert_eq!(r.get_metadata(k).unwrap(), (want[k].num_atoms(), want[k].num_edges()), "{what}: get_metadata({k})");
+    for (k, s) in want.iter().enumerate() {
+        assert_eq!(r.get_metadata(k).unwrap(), (s.num_atoms(), s.num_edges()), "{what}: get_metadata({k})");
     }
 }
 
@@ -240,7 +241,7 @@ fn mismatched_appends_are_refused_and_change_no_byte() {
         }
     }
     // The store still takes the good sample afterwards.
-    w.append(&[good.clone()]).unwrap();
+    w.append(std::slice::from_ref(&good)).unwrap();
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert_eq!(r.len(), 5);
     assert_sample_eq(&r.read(-1).unwrap().data, &good, "good sample after refusals");
@@ -261,7 +262,7 @@ fn inconsistent_first_write_is_refused_and_changes_no_byte() {
     assert!(matches!(w.write(&[AtomicData::default()]), Err(Error::InvalidInput { .. })), "a sample without fields");
     assert_same_snapshot(&before, &snapshot(&path), "no fields");
     assert_reads(&path, &[], "still empty");
-    w.write(&[good.clone()]).unwrap();
+    w.write(std::slice::from_ref(&good)).unwrap();
     assert_reads(&path, &[good], "then written");
 }
 

@@ -1,6 +1,7 @@
 //! Bad input gives typed errors that name the store and the array, never a
 //! panic: missing or foreign paths, damaged metadata, inconsistent arrays,
 //! corrupt chunks, out-of-range indices, invalid configurations and calls.
+#![allow(clippy::single_range_in_vec_init, clippy::type_complexity)] // zarrs subsets are `&[Range]`; table-driven cases
 
 mod store_util;
 

@@ -19,10 +19,8 @@ pub fn assets() -> PathBuf {
 /// check store logic, not durability; on a disk the fsyncs dominate.
 pub fn tmpdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new().prefix("atomzarr-test-").tempdir_in(shm) {
-            return d;
-        }
+    if let Some(d) = shm.is_dir().then(|| tempfile::Builder::new().prefix("atomzarr-test-").tempdir_in(shm).ok()).flatten() {
+        return d;
     }
     tempfile::tempdir().unwrap()
 }
