@@ -414,6 +414,7 @@ impl AtomicDataZarrWriter {
         let row_bytes = bytes.len() / (rows.end - rows.start) as usize;
         let chunks: Vec<u64> = (rows.start / chunk_rows..=(rows.end - 1) / chunk_rows).collect();
         let a = &a;
+        let sharded = zarrs::array::ArrayShardedExt::is_exclusively_sharded(a);
         for_each_io(&chunks, |&c| {
             let (lo, hi) = (rows.start.max(c * chunk_rows), rows.end.min((c + 1) * chunk_rows));
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
@@ -421,7 +422,22 @@ impl AtomicDataZarrWriter {
             idx[0] = c;
             let mut subset = vec![lo - c * chunk_rows..hi - c * chunk_rows];
             subset.extend(shape[1..].iter().map(|&d| 0..d));
-            a.store_chunk_subset_opt(&idx, &subset, ArrayBytes::new_flen(std::borrow::Cow::Borrowed(data)), &CodecOptions::default())
+            // A new shard that the rows fill only from its start (the tail
+            // shard of a write): the full read-modify-write would build the
+            // whole shard of fill values (500,000 rows in the reference
+            // layout, for a few thousand rows of data) and scan every empty
+            // inner chunk. zarrs' partial encoder writes just the inner chunks
+            // the rows touch plus the index, in one write: the same shard as
+            // far as any reader can tell. Only for shards with no file yet, so
+            // nothing is appended to existing shard data.
+            let mut options = CodecOptions::default();
+            if sharded && lo == c * chunk_rows && hi < (c + 1) * chunk_rows {
+                use zarrs::storage::ReadableStorageTraits;
+                let absent = self.store.size_key(&a.chunk_key(&idx)).map_err(|e| Error::zarr(&self.path, rel, e))?.is_none();
+                options = options.with_experimental_partial_encoding(absent);
+            }
+            let subset = zarrs::array::ArraySubset::new_with_ranges(&subset);
+            a.store_chunk_subset_opt(&idx, &subset, ArrayBytes::new_flen(std::borrow::Cow::Borrowed(data)), &options)
                 .map_err(arr_err(&self.path, rel))
         })
     }
