@@ -326,3 +326,95 @@ fn neighbor_list_of_a_non_index_dtype_is_refused_before_anything_is_written() {
         assert_reads(&path, &[], dtype.name());
     }
 }
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Append `count` samples (seeded); fail after step `fail` (index into
+    /// AppendStep order incl. NumSamples) when set.
+    Append { seed: u64, count: usize, fail: Option<usize> },
+    /// Delete the physical samples whose bit is set.
+    Delete { bits: u32 },
+    /// Defragment, keeping settings or switching to the other config.
+    Defragment { switch_config: bool },
+}
+
+fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (any::<u64>(), 0usize..5, proptest::option::weighted(0.4, 0usize..5))
+            .prop_map(|(seed, count, fail)| Op::Append { seed, count, fail }),
+        1 => any::<u32>().prop_map(|bits| Op::Delete { bits }),
+        1 => any::<bool>().prop_map(|switch_config| Op::Defragment { switch_config }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, failure_persistence: None, ..Default::default() })]
+
+    /// Random sequences of appends (some interrupted at a random step),
+    /// deletes and defragments read back as the model says, through a fresh
+    /// reader and through one refreshed after every operation.
+    #[test]
+    fn random_operation_sequences_match_the_model(
+        ops in proptest::collection::vec(op_strategy(), 1..8),
+        sharded in proptest::bool::ANY,
+    ) {
+        let all_steps = [STEPS[0], STEPS[1], STEPS[2], STEPS[3], AppendStep::NumSamples];
+        let cfgs = configs();
+        let mut cfg_ix = usize::from(sharded);
+        let dir = tmpdir();
+        let path = dir.path().join("ops.zarr");
+        let mut w = AtomicDataZarrWriter::create(&path, cfgs[cfg_ix].1.clone()).unwrap();
+        let live = AtomicDataZarrReader::open(&path).unwrap();
+        let mut physical: Vec<AtomicData> = Vec::new();
+        let mut deleted: std::collections::BTreeSet<usize> = Default::default();
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Append { seed, count, fail } => {
+                    let new = samples(*seed, *count, 5, 7, &extras());
+                    w.fail_after(fail.map(|f| all_steps[f]));
+                    let res = w.append(&new);
+                    w.fail_after(None);
+                    match fail {
+                        Some(f) if *count > 0 => {
+                            assert!(matches!(res, Err(Error::Injected(s)) if s == all_steps[*f]), "op {i}: {res:?}");
+                            if all_steps[*f] == AppendStep::NumSamples {
+                                physical.extend(new);
+                            }
+                        }
+                        _ => {
+                            res.unwrap();
+                            physical.extend(new);
+                        }
+                    }
+                }
+                Op::Delete { bits } => {
+                    let del: Vec<usize> = (0..physical.len().min(32)).filter(|p| bits & (1 << p) != 0).collect();
+                    w.delete(&del).unwrap();
+                    deleted.extend(del);
+                }
+                Op::Defragment { switch_config } => {
+                    let config = if *switch_config {
+                        cfg_ix = 1 - cfg_ix;
+                        Some(cfgs[cfg_ix].1.clone())
+                    } else {
+                        None
+                    };
+                    w.defragment(config).unwrap();
+                    physical = physical.into_iter().enumerate().filter(|(p, _)| !deleted.contains(p)).map(|(_, s)| s).collect();
+                    deleted.clear();
+                }
+            }
+            let want: Vec<AtomicData> =
+                physical.iter().enumerate().filter(|(p, _)| !deleted.contains(p)).map(|(_, s)| s.clone()).collect();
+            live.refresh().unwrap();
+            for r in [&live, &AtomicDataZarrReader::open(&path).unwrap()] {
+                assert_eq!(r.num_physical(), physical.len(), "op {i} {op:?}");
+                assert_eq!(r.len(), want.len(), "op {i} {op:?}");
+                for (k, (g, s)) in read_all(r).iter().zip(&want).enumerate() {
+                    assert_sample_eq(g, s, &format!("op {i} {op:?}, sample {k}"));
+                }
+            }
+        }
+    }
+}
