@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 
 use crate::collate::CollatedBatch;
 use crate::data::{AtomicData, HostData, Level};
@@ -113,14 +113,17 @@ impl<B: Backend> AtomicBatch<B> {
     pub fn from_collated(batch: CollatedBatch, device: &B::Device, pin: bool) -> AtomicBatch<B> {
         let num_graphs = batch.num_graphs();
         let (num_atoms, num_edges) = (batch.num_atoms(), batch.num_edges());
-        let mut graph = Vec::with_capacity(num_atoms);
+        // Index tensors are built in the backend's int type, so `from_data`
+        // does not convert them again.
+        let int = |x: i64| -> B::IntElem { x.elem() };
+        let mut graph: Vec<B::IntElem> = Vec::with_capacity(num_atoms);
         for (k, w) in batch.atoms_ptr.windows(2).enumerate() {
-            graph.extend(std::iter::repeat_n(k as i64, (w[1] - w[0]) as usize));
+            graph.extend(std::iter::repeat_n(int(k as i64), (w[1] - w[0]) as usize));
         }
         let mut datas: Vec<TensorData> = Vec::with_capacity(batch.fields.len() + 3);
         datas.push(TensorData::new(graph, [num_atoms]));
-        datas.push(TensorData::new(batch.atoms_ptr, [num_graphs + 1]));
-        datas.push(TensorData::new(batch.edges_ptr, [num_graphs + 1]));
+        datas.push(TensorData::new(batch.atoms_ptr.iter().map(|&x| int(x)).collect::<Vec<_>>(), [num_graphs + 1]));
+        datas.push(TensorData::new(batch.edges_ptr.iter().map(|&x| int(x)).collect::<Vec<_>>(), [num_graphs + 1]));
         let mut meta = Vec::with_capacity(batch.fields.len());
         for (name, f) in batch.fields {
             let shape = f.shape();
