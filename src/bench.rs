@@ -241,11 +241,11 @@ impl Tally {
     fn sample(&mut self, got: usize, want: usize) {
         self.read += 1;
         self.order_ok &= got == want;
-        if let Some(s) = self.seen.get_mut(got) {
-            if !*s {
-                *s = true;
-                self.unique += 1;
-            }
+        if let Some(s) = self.seen.get_mut(got)
+            && !*s
+        {
+            *s = true;
+            self.unique += 1;
         }
     }
 }
@@ -283,10 +283,10 @@ pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected
     let t0 = Instant::now();
     let reader = Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: opts.cache_bytes })?);
     let n = reader.len();
-    if let Some(e) = expected {
-        if e != n {
-            return Err(Error::inconsistent(path, "/", format!("expected {e} readable samples, found {n}")));
-        }
+    if let Some(e) = expected
+        && e != n
+    {
+        return Err(Error::inconsistent(path, "/", format!("expected {e} readable samples, found {n}")));
     }
     let order = read_order(n, opts.order, opts.seed, opts.block_size)?;
     let open_time = t0.elapsed();

@@ -24,7 +24,7 @@ impl CollatedField {
     /// Rows in the batch.
     pub fn rows(&self) -> usize {
         let per_row: usize = self.trailing_shape.iter().product();
-        if per_row == 0 { 0 } else { self.data.len() / per_row }
+        self.data.len().checked_div(per_row).unwrap_or(0)
     }
 
     /// Full shape `[rows, trailing...]`.

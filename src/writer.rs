@@ -107,7 +107,7 @@ fn for_each_io<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Res
         all
     });
     results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
+    results.into_iter().try_for_each(|(_, r)| r)
 }
 
 /// Field `k` (in name order) of `s`, which must be field `name`.
@@ -420,8 +420,8 @@ impl AtomicDataZarrWriter {
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
             let mut idx = vec![0u64; shape.len()];
             idx[0] = c;
-            let mut subset = vec![lo - c * chunk_rows..hi - c * chunk_rows];
-            subset.extend(shape[1..].iter().map(|&d| 0..d));
+            let subset: Vec<Range<u64>> =
+                std::iter::once(lo - c * chunk_rows..hi - c * chunk_rows).chain(shape[1..].iter().map(|&d| 0..d)).collect();
             // A new shard that the rows fill only from its start (the tail
             // shard of a write): the full read-modify-write would build the
             // whole shard of fill values (500,000 rows in the reference

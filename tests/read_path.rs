@@ -88,7 +88,8 @@ fn damaged_shard_indexes_are_errors_not_panics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = samples();
     // 4 inner chunks per shard: the index is 4 * 16 bytes + a 4-byte crc32c.
-    let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+    type Damage = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Damage)> = vec![
         ("crc", Box::new(|f: &Path| clobber_tail(f, 2, &[0xAB]))),
         ("entry", Box::new(|f: &Path| clobber_tail(f, 4 + 16 * 4, &u64::MAX.to_le_bytes()[..7]))),
         ("truncated", Box::new(|f: &Path| {
