@@ -432,16 +432,19 @@ impl AtomicDataZarrReader {
         Error::Chunk { store: self.path.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
     }
 
-    /// Decodes (or fetches from the cache) one inner chunk of `f`.
-    fn chunk(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
+    /// One inner chunk of `f` from the cache, if held (a zero-width row
+    /// needs no chunk at all).
+    fn cached(&self, f: &FieldArray, chunk: u64) -> Option<ChunkBytes> {
         if f.row_bytes == 0 {
             // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
             // though the stored chunk shape is at least 1 wide.
-            return Ok(Arc::new(Vec::new()));
+            return Some(Arc::new(Vec::new()));
         }
-        if let Some(b) = self.cache.get(f.id, chunk) {
-            return Ok(b);
-        }
+        self.cache.get(f.id, chunk)
+    }
+
+    /// Decodes one inner chunk of `f` and offers it to the cache.
+    fn decode_chunk(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
         let mut idx = vec![0u64; f.array.dimensionality()];
         idx[0] = chunk;
         let expected = f.chunk_rows * f.row_bytes as u64;
@@ -564,9 +567,25 @@ impl AtomicDataZarrReader {
             .enumerate()
             .flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c)))
             .collect();
-        let mut results: Vec<ChunkBytes> = tasks
-            .par_iter()
-            .map(|&(fi, c)| self.chunk(&st.fields[fi], c))
+        // Cache lookups first, on this thread: only decodes are worth rayon's
+        // hand-off, and a request whose chunks are all cached (a warm epoch,
+        // or `read(i)` one sample at a time) then wakes no worker at all.
+        let mut found: Vec<Option<ChunkBytes>> = tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c)).collect();
+        let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
+        let decode = |&i: &usize| self.decode_chunk(&st.fields[tasks[i].0], tasks[i].1);
+        let decoded: Vec<ChunkBytes> = if missing.len() > 1 {
+            missing.par_iter().map(decode).collect::<Result<_>>()?
+        } else {
+            missing.iter().map(decode).collect::<Result<_>>()?
+        };
+        for (i, b) in missing.into_iter().zip(decoded) {
+            found[i] = Some(b);
+        }
+        // Every slot is filled (hits above, misses just now); a gap would be a
+        // bug here, reported rather than misaligning the split below.
+        let mut results: Vec<ChunkBytes> = found
+            .into_iter()
+            .map(|b| b.ok_or_else(|| Error::Background("read plan left a chunk undecoded".into())))
             .collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(plans.len());
         for ids in plans.into_iter().rev() {
@@ -685,7 +704,12 @@ impl Reader for AtomicDataZarrReader {
             })
             .collect::<Result<_>>()?;
         let dec = self.decode_needed(&st, &physical)?;
-        physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+        // A few samples are copied faster than rayon hands them out.
+        if physical.len() < 16 {
+            physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+        } else {
+            physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+        }
     }
 
     fn physical_index(&self, index: usize) -> usize {
