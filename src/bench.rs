@@ -745,7 +745,7 @@ pub fn fmt_bytes(n: u64) -> String {
 /// The report table (the reference's columns; samples/s is read throughput).
 pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_HORIZONTAL_ONLY);
+    t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
     t.set_header([
         "systems",
         "read path",
