@@ -59,6 +59,7 @@ fn bench(c: &mut Criterion) {
         .prefetch_factor(PF)
         .build(&device)
         .expect("loader");
+    // use_streams off: the CPU default.
     g.bench_function("atomzarr_dataloader_pf16", |b| {
         b.iter(|| {
             let n: usize = loader.iter().map(|b| b.expect("batch").num_graphs).sum();
@@ -70,10 +71,10 @@ fn bench(c: &mut Criterion) {
         .batch_size(BATCH)
         .shuffle(true)
         .prefetch_factor(PF)
-        .use_streams(false)
+        .use_streams(true)
         .build(&device)
         .expect("loader");
-    g.bench_function("atomzarr_dataloader_pf16_no_upload_thread", |b| {
+    g.bench_function("atomzarr_dataloader_pf16_streams_on", |b| {
         b.iter(|| {
             let n: usize = sync_upload.iter().map(|b| b.expect("batch").num_graphs).sum();
             assert_eq!(n, N);

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = burn::backend::cuda::CudaDevice::default();
 
     let cpu_loader = DataLoader::<Flex, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).build(&Default::default())?;
-    let gpu_loader = DataLoader::<Cuda, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).pin_memory(true).build(&gpu)?;
+    let gpu_loader = DataLoader::<Cuda, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).pin_memory(true).use_streams(true).build(&gpu)?;
     let mut compared = 0;
     for (c, g) in cpu_loader.iter().zip(gpu_loader.iter()) {
         let (c, g) = (c?, g?);
@@ -39,6 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .shuffle(true)
             .prefetch_factor(16)
             .pin_memory(pin)
+            .use_streams(true)
             .num_streams(2)
             .build(&gpu)?;
         for epoch in 0..3 {

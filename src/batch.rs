@@ -72,7 +72,18 @@ pub struct AtomicBatch<B: Backend> {
     pub indices: Vec<usize>,
 }
 
-fn host_to_tensor_data(data: HostData, shape: [usize; 1]) -> TensorData {
+fn host_to_tensor_data<B: Backend>(data: HostData, shape: [usize; 1]) -> TensorData {
+    use burn::tensor::Element;
+    // Narrow int64 to an int32 backend with a plain cast when every value fits
+    // (atom indices and atomic numbers always do): Burn's generic per-element
+    // conversion is several times slower and was the loader's largest cost.
+    if let HostData::Int64(v) = &data {
+        if <B::IntElem as Element>::dtype() == burn::tensor::DType::I32
+            && v.iter().all(|&x| i32::try_from(x).is_ok())
+        {
+            return TensorData::new(v.iter().map(|&x| x as i32).collect::<Vec<i32>>(), shape);
+        }
+    }
     match data {
         HostData::Bool(v) => TensorData::new(v, shape),
         HostData::Int8(v) => TensorData::new(v, shape),
@@ -129,7 +140,7 @@ impl<B: Backend> AtomicBatch<B> {
             let shape = f.shape();
             let k = kind(&f.data);
             let n = f.data.len();
-            datas.push(host_to_tensor_data(f.data, [n]));
+            datas.push(host_to_tensor_data::<B>(f.data, [n]));
             meta.push((name, f.level, shape, k));
         }
         if pin {

@@ -95,23 +95,27 @@ impl Drop for WorkerPool {
     }
 }
 
-/// A background fused read in flight. Dropping it cancels the read if it
-/// has not started; a started read finishes and its result is discarded.
-pub struct FusedHandle {
-    rx: Receiver<Result<Vec<CollatedBatch>>>,
+/// Background work in flight on the dataset's pool. Dropping it cancels the
+/// work if it has not started; started work finishes and its result is
+/// discarded.
+pub struct Pending<T> {
+    rx: Receiver<Result<T>>,
     cancel: Arc<AtomicBool>,
 }
 
-impl FusedHandle {
-    /// Waits for the batches.
-    pub fn wait(self) -> Result<Vec<CollatedBatch>> {
+/// A background fused read: its batches, split back into the requested lists.
+pub type FusedHandle = Pending<Vec<CollatedBatch>>;
+
+impl<T> Pending<T> {
+    /// Waits for the result.
+    pub fn wait(self) -> Result<T> {
         self.rx
             .recv()
             .map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
     }
 }
 
-impl Drop for FusedHandle {
+impl<T> Drop for Pending<T> {
     fn drop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
     }
@@ -286,6 +290,17 @@ impl<R: Reader + 'static> Dataset<R> {
     /// them split back into batches. Used by the DataLoader; see
     /// [`Dataset::prefetch_fused_batches`] for the queue-style API.
     pub fn spawn_fused(&self, lists: Vec<Vec<usize>>) -> FusedHandle {
+        self.spawn_fused_with(lists, Ok)
+    }
+
+    /// As [`Dataset::spawn_fused`], then `then` runs on the same background
+    /// thread with the batches (the DataLoader builds device tensors there,
+    /// so a window costs one hand-off instead of one per batch).
+    pub fn spawn_fused_with<T: Send + 'static>(
+        &self,
+        lists: Vec<Vec<usize>>,
+        then: impl FnOnce(Vec<CollatedBatch>) -> Result<T> + Send + 'static,
+    ) -> Pending<T> {
         let (tx, rx) = channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
@@ -294,15 +309,15 @@ impl<R: Reader + 'static> Dataset<R> {
             if flag.load(Ordering::Relaxed) {
                 return;
             }
-            let _ = tx.send(ctx.load_batches(&lists));
+            let _ = tx.send(ctx.load_batches(&lists).and_then(then));
         });
         let pool = self.pool.get_or_init(|| WorkerPool::new(self.num_workers));
         if let Err(e) = pool.submit(job) {
             let (etx, erx) = channel();
             let _ = etx.send(Err(e));
-            return FusedHandle { rx: erx, cancel };
+            return Pending { rx: erx, cancel };
         }
-        FusedHandle { rx, cancel }
+        Pending { rx, cancel }
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<FusedHandle>> {
