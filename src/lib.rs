@@ -16,7 +16,7 @@
 //!                 Dataset (validation, transforms, fused background prefetch)
 //!                                              │
 //!        Sampler / BatchSampler ──► DataLoader (fused windows, double buffering,
-//!                                              │ pinned staging, upload threads)
+//!                                              │ pinned staging, background uploads)
 //!                                              ▼
 //!                    AtomicBatch<B> (device tensors, disjoint graph) ──► your model
 //! ```
@@ -36,7 +36,7 @@
 //! | [`memory`] | [`InMemoryDataset`]: a whole store resident in host memory, served as a [`Reader`] |
 //! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
 //! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
-//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, upload threads; Burn's `DataLoader` |
+//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
 //! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
 //! | [`bench`] | the I/O benchmark (`atomzarr roundtrip`, `atomzarr read`): read orders, timed read paths, report rows |

@@ -1,5 +1,5 @@
 //! [`DataLoader`]: sampler iteration, fused prefetch windows, double
-//! buffering, pinned staging and upload threads.
+//! buffering, pinned staging and background uploads.
 //!
 //! With `prefetch_factor = k > 0`, consecutive batches are grouped `k` at a
 //! time into one fused read (`batch_size * k` indices in one `read_many`), and
@@ -302,7 +302,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
 
     /// Iterates one epoch. Items are `Result`s: a read error is yielded as
     /// `Err` once, then the iterator ends. Dropping the iterator cancels the
-    /// reads that have not started and joins its upload threads.
+    /// reads that have not started; a read already running finishes in the
+    /// background and its result is dropped.
     pub fn iter(&self) -> LoaderIter<B, R> {
         let epoch = self.epoch.fetch_add(1, Ordering::Relaxed);
         let mut batches = self.batch_sampler.batches(epoch);
