@@ -277,8 +277,34 @@ impl HostData {
     pub fn extend_from_bytes(&mut self, bytes: &[u8]) {
         let size = self.dtype().size();
         debug_assert_eq!(bytes.len() % size, 0);
+        // Aligned input (the usual case: decoded chunks are allocator-aligned
+        // and rows start at multiples of the element size) is copied once;
+        // zero-filling first and then overwriting cost a second pass.
+        macro_rules! typed {
+            ($v:expr) => {
+                if let Ok(src) = bytemuck::try_cast_slice(bytes) {
+                    $v.extend_from_slice(src);
+                    return;
+                }
+            };
+        }
         match self {
             HostData::Bool(b) => b.extend(bytes.iter().map(|&x| x != 0)),
+            HostData::Int8(v) => typed!(v),
+            HostData::Int16(v) => typed!(v),
+            HostData::Int32(v) => typed!(v),
+            HostData::Int64(v) => typed!(v),
+            HostData::UInt8(v) => typed!(v),
+            HostData::UInt16(v) => typed!(v),
+            HostData::UInt32(v) => typed!(v),
+            HostData::UInt64(v) => typed!(v),
+            HostData::Float16(v) => typed!(v),
+            HostData::BFloat16(v) => typed!(v),
+            HostData::Float32(v) => typed!(v),
+            HostData::Float64(v) => typed!(v),
+        }
+        match self {
+            HostData::Bool(_) => {}
             _ => {
                 let old = self.len();
                 self.resize_zeroed(old + bytes.len() / size);
