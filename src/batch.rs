@@ -166,33 +166,34 @@ impl<B: Backend> AtomicBatch<B> {
         AtomicBatch { num_graphs, num_atoms, num_edges, graph_index, atoms_ptr, edges_ptr, fields, indices: batch.indices }
     }
 
+    /// A field's data and its shape as a rank-`D` array (`None` if absent or
+    /// of another rank).
+    fn shaped<const D: usize>(&self, name: &str) -> Option<(&BatchData<B>, [usize; D])> {
+        let f = self.fields.get(name)?;
+        Some((&f.data, f.shape.clone().try_into().ok()?))
+    }
+
     /// A float field reshaped to its full shape of rank `D` (`None` if
     /// absent, not float, or of another rank).
     pub fn float<const D: usize>(&self, name: &str) -> Option<Tensor<B, D>> {
-        let f = self.fields.get(name)?;
-        let shape: [usize; D] = f.shape.clone().try_into().ok()?;
-        match &f.data {
-            BatchData::Float(t) => Some(t.clone().reshape(shape)),
+        match self.shaped::<D>(name)? {
+            (BatchData::Float(t), shape) => Some(t.clone().reshape(shape)),
             _ => None,
         }
     }
 
     /// An integer field reshaped to rank `D`.
     pub fn int<const D: usize>(&self, name: &str) -> Option<Tensor<B, D, Int>> {
-        let f = self.fields.get(name)?;
-        let shape: [usize; D] = f.shape.clone().try_into().ok()?;
-        match &f.data {
-            BatchData::Int(t) => Some(t.clone().reshape(shape)),
+        match self.shaped::<D>(name)? {
+            (BatchData::Int(t), shape) => Some(t.clone().reshape(shape)),
             _ => None,
         }
     }
 
     /// A bool field reshaped to rank `D`.
     pub fn bool<const D: usize>(&self, name: &str) -> Option<Tensor<B, D, Bool>> {
-        let f = self.fields.get(name)?;
-        let shape: [usize; D] = f.shape.clone().try_into().ok()?;
-        match &f.data {
-            BatchData::Bool(t) => Some(t.clone().reshape(shape)),
+        match self.shaped::<D>(name)? {
+            (BatchData::Bool(t), shape) => Some(t.clone().reshape(shape)),
             _ => None,
         }
     }

@@ -228,13 +228,10 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// Background threads for prefetch (1 is usually enough: the read itself
-    /// is parallel over chunks). Applies to a dataset whose pool has not
-    /// started yet.
+    /// is parallel over chunks). The pool starts at the first prefetch, so
+    /// this applies only before that.
     pub fn num_workers(mut self, n: usize) -> Self {
         self.num_workers = n.max(1);
-        if self.pool.get().is_none() {
-            self.pool = Arc::new(OnceLock::new());
-        }
         self
     }
 
