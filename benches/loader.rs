@@ -12,6 +12,7 @@ use burn::backend::Flex;
 use burn::data::dataloader::DataLoaderBuilder;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
+use atomzarr::collate::CollateOptions;
 use atomzarr::sampler::{RandomSampler, Sampler};
 use atomzarr::{AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader, ZarrArrayConfig, ZarrWriteConfig};
 
@@ -37,20 +38,28 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10).throughput(Throughput::Elements(N as u64));
     let mut epoch = 0u64;
 
-    g.bench_function("raw_read_collated_window1024", |b| {
-        let mut out = Vec::new();
-        b.iter(|| {
-            epoch += 1;
-            let order: Vec<i64> = RandomSampler::new(N, 0).indices(epoch).into_iter().map(|i| i as i64).collect();
-            let batches: Vec<Vec<i64>> = order.chunks(BATCH).map(<[i64]>::to_vec).collect();
-            let mut n = 0;
-            for window in batches.chunks(PF) {
-                reader.read_collated(window, &mut out).expect("read");
-                n += out.iter().map(|b| b.num_graphs()).sum::<usize>();
-            }
-            assert_eq!(n, N);
-        })
-    });
+    // The raw path as stored (int64 indices), and as the loader reads for an
+    // int32 device (indices narrowed in the chunk cache): the loader is
+    // compared with both.
+    for (name, opts) in [
+        ("raw_read_collated_window1024", CollateOptions::default()),
+        ("raw_read_collated_int32_window1024", CollateOptions::default().narrow_int64(true)),
+    ] {
+        g.bench_function(name, |b| {
+            let mut out = Vec::new();
+            b.iter(|| {
+                epoch += 1;
+                let order: Vec<i64> = RandomSampler::new(N, 0).indices(epoch).into_iter().map(|i| i as i64).collect();
+                let batches: Vec<Vec<i64>> = order.chunks(BATCH).map(<[i64]>::to_vec).collect();
+                let mut n = 0;
+                for window in batches.chunks(PF) {
+                    reader.read_collated_with(window, opts, &mut out).expect("read");
+                    n += out.iter().map(|b| b.num_graphs()).sum::<usize>();
+                }
+                assert_eq!(n, N);
+            })
+        });
+    }
 
     let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
     let loader = DataLoader::<Flex, _>::builder(ds.clone())

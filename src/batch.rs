@@ -72,15 +72,19 @@ pub struct AtomicBatch<B: Backend> {
     pub indices: Vec<usize>,
 }
 
-fn host_to_tensor_data<B: Backend>(data: HostData, shape: [usize; 1]) -> TensorData {
-    use burn::tensor::Element;
-    // Narrow int64 to an int32 backend with a plain cast when every value fits
+/// The dtype `device` creates int tensors in.
+pub(crate) fn device_int_dtype<B: Backend>(device: &B::Device) -> burn::tensor::DType {
+    burn::tensor::get_device_settings::<B>(device).int_dtype.into()
+}
+
+fn host_to_tensor_data(data: HostData, shape: [usize; 1], int_dtype: burn::tensor::DType) -> TensorData {
+    // Narrow int64 to an int32 device with a plain cast when every value fits
     // (atom indices and atomic numbers always do): Burn's generic per-element
-    // conversion is several times slower and was the loader's largest cost.
+    // conversion is several times slower. The DataLoader has its reader
+    // narrow while copying rows (CollateOptions), so this pass only runs for
+    // batches built elsewhere.
     if let HostData::Int64(v) = &data {
-        if <B::IntElem as Element>::dtype() == burn::tensor::DType::I32
-            && v.iter().all(|&x| i32::try_from(x).is_ok())
-        {
+        if int_dtype == burn::tensor::DType::I32 && v.iter().all(|&x| i32::try_from(x).is_ok()) {
             return TensorData::new(v.iter().map(|&x| x as i32).collect::<Vec<i32>>(), shape);
         }
     }
@@ -136,11 +140,12 @@ impl<B: Backend> AtomicBatch<B> {
         datas.push(TensorData::new(batch.atoms_ptr.iter().map(|&x| int(x)).collect::<Vec<_>>(), [num_graphs + 1]));
         datas.push(TensorData::new(batch.edges_ptr.iter().map(|&x| int(x)).collect::<Vec<_>>(), [num_graphs + 1]));
         let mut meta = Vec::with_capacity(batch.fields.len());
+        let int_dtype = device_int_dtype::<B>(device);
         for (name, f) in batch.fields {
             let shape = f.shape();
             let k = kind(&f.data);
             let n = f.data.len();
-            datas.push(host_to_tensor_data::<B>(f.data, [n]));
+            datas.push(host_to_tensor_data(f.data, [n], int_dtype));
             meta.push((name, f.level, shape, k));
         }
         if pin {

@@ -9,6 +9,39 @@ use std::collections::BTreeMap;
 use crate::data::{AtomicData, DType, HostData, Level};
 use crate::error::{Error, Result};
 
+/// How a reader lays out collated batches (see
+/// [`Reader::load_collated_with`](crate::Reader::load_collated_with)).
+///
+/// ```
+/// use atomzarr::collate::CollateOptions;
+/// let opts = CollateOptions::default().narrow_int64(true);
+/// assert!(opts.narrows_int64());
+/// assert!(!CollateOptions::default().narrows_int64());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CollateOptions {
+    narrow_int64: bool,
+}
+
+impl CollateOptions {
+    /// Collate int64 fields (atomic numbers, neighbor lists, ...) as int32
+    /// when every value of the batch's field fits; a field with a value out
+    /// of range stays int64, so nothing is lost. Default off. The
+    /// [`DataLoader`](crate::DataLoader) turns it on for backends whose int
+    /// tensors are int32 (Flex, CUDA): the Zarr reader then narrows while it
+    /// copies rows, instead of a second pass over the index data when the
+    /// device tensors are built.
+    pub fn narrow_int64(mut self, yes: bool) -> Self {
+        self.narrow_int64 = yes;
+        self
+    }
+
+    /// Whether int64 fields are narrowed to int32.
+    pub fn narrows_int64(&self) -> bool {
+        self.narrow_int64
+    }
+}
+
 /// One field of a collated batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollatedField {
@@ -151,6 +184,27 @@ impl CollatedBatch {
         self.indices.clear();
         self.indices.extend_from_slice(indices);
         Ok(())
+    }
+
+    /// Stores each int64 field as int32 when all its values fit (see
+    /// [`CollateOptions::narrow_int64`]); other fields are left as they are.
+    /// This is the separate pass that readers without a fused path use.
+    ///
+    /// ```
+    /// use atomzarr::{AtomicData, CollatedBatch, HostData};
+    /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2]).unwrap();
+    /// let mut b = CollatedBatch::from_samples(&[0], &[s]).unwrap();
+    /// b.narrow_int64();
+    /// assert_eq!(b.fields["atomic_numbers"].data, HostData::Int32(vec![8, 1]));
+    /// ```
+    pub fn narrow_int64(&mut self) {
+        for f in self.fields.values_mut() {
+            if let HostData::Int64(v) = &f.data {
+                if v.iter().all(|&x| i32::try_from(x).is_ok()) {
+                    f.data = HostData::Int32(v.iter().map(|&x| x as i32).collect());
+                }
+            }
+        }
     }
 
     /// Splits the batch back into samples (neighbor lists made sample-local).

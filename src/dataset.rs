@@ -29,7 +29,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
-use crate::collate::CollatedBatch;
+use crate::collate::{CollateOptions, CollatedBatch};
 use crate::data::AtomicData;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
@@ -127,6 +127,7 @@ struct ReadCtx<R: Reader> {
     reader: Arc<R>,
     skip_validation: bool,
     transforms: Vec<Transform>,
+    collate: CollateOptions,
 }
 
 impl<R: Reader> ReadCtx<R> {
@@ -150,7 +151,7 @@ impl<R: Reader> ReadCtx<R> {
         self.check(lists)?;
         let mut out = Vec::with_capacity(lists.len());
         if self.skip_validation && self.transforms.is_empty() {
-            self.reader.load_collated(lists, &mut out)?;
+            self.reader.load_collated_with(lists, self.collate, &mut out)?;
             return Ok(out);
         }
         let flat: Vec<usize> = lists.iter().flatten().copied().collect();
@@ -159,7 +160,11 @@ impl<R: Reader> ReadCtx<R> {
             samples.into_iter().zip(&flat).map(|(s, &i)| self.sample(i, s)).collect::<Result<_>>()?;
         let mut start = 0;
         for b in lists {
-            out.push(CollatedBatch::from_samples(b, &samples[start..start + b.len()])?);
+            let mut c = CollatedBatch::from_samples(b, &samples[start..start + b.len()])?;
+            if self.collate.narrows_int64() {
+                c.narrow_int64();
+            }
+            out.push(c);
             start += b.len();
         }
         Ok(out)
@@ -174,6 +179,7 @@ pub struct Dataset<R: Reader> {
     skip_validation: bool,
     transforms: Vec<Transform>,
     num_workers: usize,
+    collate: CollateOptions,
     pool: Arc<OnceLock<WorkerPool>>,
     pending: Arc<Mutex<VecDeque<FusedHandle>>>,
 }
@@ -185,6 +191,7 @@ impl<R: Reader> Clone for Dataset<R> {
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
             num_workers: self.num_workers,
+            collate: self.collate,
             pool: self.pool.clone(),
             pending: self.pending.clone(),
         }
@@ -215,6 +222,7 @@ impl<R: Reader + 'static> Dataset<R> {
             skip_validation: false,
             transforms: Vec::new(),
             num_workers: 1,
+            collate: CollateOptions::default(),
             pool: Arc::new(OnceLock::new()),
             pending: Arc::new(Mutex::new(VecDeque::new())),
         }
@@ -232,6 +240,13 @@ impl<R: Reader + 'static> Dataset<R> {
     /// this applies only before that.
     pub fn num_workers(mut self, n: usize) -> Self {
         self.num_workers = n.max(1);
+        self
+    }
+
+    /// How batches are laid out (default: as stored). The
+    /// [`DataLoader`](crate::DataLoader) sets this for its backend.
+    pub fn collate_options(mut self, opts: CollateOptions) -> Self {
+        self.collate = opts;
         self
     }
 
@@ -262,7 +277,12 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     fn ctx(&self) -> ReadCtx<R> {
-        ReadCtx { reader: self.reader.clone(), skip_validation: self.skip_validation, transforms: self.transforms.clone() }
+        ReadCtx {
+            reader: self.reader.clone(),
+            skip_validation: self.skip_validation,
+            transforms: self.transforms.clone(),
+            collate: self.collate,
+        }
     }
 
     /// One sample, validated and transformed.
@@ -416,6 +436,11 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
 
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
         *out = self.load_batches(batches)?;
+        Ok(())
+    }
+
+    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        *out = ReadCtx { collate: opts, ..self.ctx() }.load_batches(batches)?;
         Ok(())
     }
 

@@ -40,7 +40,7 @@ use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, P
 use burn::tensor::backend::Backend;
 
 use crate::batch::AtomicBatch;
-use crate::collate::CollatedBatch;
+use crate::collate::{CollateOptions, CollatedBatch};
 use crate::dataset::{Dataset, Pending};
 use crate::error::{Error, Result};
 use crate::reader::Reader;
@@ -149,7 +149,10 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
 
     /// Checks the options and builds the loader for `device`.
     pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
-        let mut dataset = self.dataset;
+        // Int tensors on an int32 device: the reader narrows int64 fields
+        // while it copies rows, so building the device batch converts nothing.
+        let int32 = crate::batch::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
+        let mut dataset = self.dataset.collate_options(CollateOptions::default().narrow_int64(int32));
         if let Some(n) = self.num_workers {
             if n == 0 {
                 return Err(Error::Config("num_workers must be at least 1".into()));

@@ -34,7 +34,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::collate::CollatedBatch;
+use crate::collate::{CollateOptions, CollatedBatch};
 use crate::data::{AtomicData, Level};
 use crate::error::{Error, Result};
 
@@ -123,6 +123,17 @@ pub trait Reader: Send + Sync {
         Ok(())
     }
 
+    /// As [`Reader::load_collated`], laid out as `opts` says. Default:
+    /// `load_collated`, then a host pass that applies `opts`; the Zarr reader
+    /// applies them while it copies rows.
+    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.load_collated(batches, out)?;
+        if opts.narrows_int64() {
+            out.iter_mut().for_each(CollatedBatch::narrow_int64);
+        }
+        Ok(())
+    }
+
     /// Normalises a possibly negative index to `0..len()`.
     fn check_index(&self, index: i64) -> Result<usize> {
         let len = self.len();
@@ -154,11 +165,32 @@ pub trait Reader: Send + Sync {
     /// Collated batches for logical (possibly negative) indices; see
     /// [`Reader::load_collated`].
     fn read_collated(&self, batches: &[Vec<i64>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.read_collated_with(batches, CollateOptions::default(), out)
+    }
+
+    /// As [`Reader::read_collated`], laid out as `opts` says (for example
+    /// int64 fields narrowed to int32 while they are copied).
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, HostData, Reader, ZarrWriteConfig};
+    /// use atomzarr::collate::CollateOptions;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("n.zarr");
+    /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
+    /// let reader = AtomicDataZarrReader::open(&path)?;
+    /// let mut out = Vec::new();
+    /// reader.read_collated_with(&[vec![0, 1]], CollateOptions::default().narrow_int64(true), &mut out)?;
+    /// assert_eq!(out[0].fields["neighbor_list"].data, HostData::Int32(vec![0, 1, 2, 3]));
+    /// # Ok(()) }
+    /// ```
+    fn read_collated_with(&self, batches: &[Vec<i64>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
         let checked: Vec<Vec<usize>> = batches
             .iter()
             .map(|b| b.iter().map(|&i| self.check_index(i)).collect::<Result<_>>())
             .collect::<Result<_>>()?;
-        self.load_collated(&checked, out)
+        self.load_collated_with(&checked, opts, out)
     }
 
     /// Metadata of logical index `i`.
@@ -194,5 +226,8 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     }
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
         (**self).load_collated(batches, out)
+    }
+    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        (**self).load_collated_with(batches, opts, out)
     }
 }

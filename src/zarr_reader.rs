@@ -16,7 +16,7 @@ use zarrs::array::{Array, ArrayBytes, ArrayShardedReadableExt, ArrayShardedReada
 use zarrs::array::CodecOptions;
 
 use crate::cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
-use crate::collate::CollatedBatch;
+use crate::collate::{CollateOptions, CollatedBatch};
 use crate::data::{AtomicData, DType, Field, HostData, Level};
 use crate::error::{Error, Result};
 use crate::format::{self, Store};
@@ -54,6 +54,20 @@ pub(crate) struct FieldArray {
     pub direct: Option<DirectDecode>,
     /// Shard indexes read by the direct path, by shard number.
     pub shard_indexes: std::sync::Mutex<std::collections::HashMap<u64, ShardIndex>>,
+    /// Set once a chunk of this int64 array held a value outside int32: the
+    /// array is then never narrowed (see [`CollateOptions::narrow_int64`]).
+    pub wide_only: std::sync::atomic::AtomicBool,
+}
+
+/// Cache keys of an array's chunks narrowed to int32 (the array's own id
+/// with this bit set; ids count arrays opened by one reader, far below it).
+const NARROWED: u32 = 1 << 31;
+
+impl FieldArray {
+    /// Whether this request reads the array's chunks narrowed to int32.
+    fn narrowed(&self, opts: CollateOptions) -> bool {
+        opts.narrows_int64() && self.dtype == DType::Int64 && !self.wide_only.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// An inner-chunk codec chain simple enough to decode by hand:
@@ -423,6 +437,7 @@ impl AtomicDataZarrReader {
                 id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 direct,
                 shard_indexes: Default::default(),
+                wide_only: Default::default(),
             });
         }
         Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
@@ -434,29 +449,63 @@ impl AtomicDataZarrReader {
 
     /// One inner chunk of `f` from the cache, if held (a zero-width row
     /// needs no chunk at all).
-    fn cached(&self, f: &FieldArray, chunk: u64) -> Option<ChunkBytes> {
+    fn cached(&self, f: &FieldArray, chunk: u64, narrowed: bool) -> Option<ChunkBytes> {
         if f.row_bytes == 0 {
             // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
             // though the stored chunk shape is at least 1 wide.
             return Some(Arc::new(Vec::new()));
         }
-        self.cache.get(f.id, chunk)
+        self.cache.get(if narrowed { f.id | NARROWED } else { f.id }, chunk)
+    }
+
+    /// Decodes one inner chunk of `f`, narrowed to int32 when `narrowed`,
+    /// and offers it to the cache. `Ok(None)`: a value did not fit int32 (the
+    /// array is then marked wide-only; the caller plans again).
+    ///
+    /// Why narrow the cached chunk rather than each batch: narrowing costs
+    /// several instructions per value at the baseline x86-64 target, and done
+    /// per batch it slowed a warm epoch by ~15%; done here it runs once per
+    /// chunk, and the cached chunk is half the size.
+    fn decode_chunk_as(&self, f: &FieldArray, chunk: u64, narrowed: bool) -> Result<Option<ChunkBytes>> {
+        if !narrowed {
+            return self.decode_chunk(f, chunk).map(Some);
+        }
+        let wide = self.decode_raw(f, chunk)?;
+        match HostData::narrow_i64_bytes(&wide) {
+            Some(narrow) => {
+                let narrow = Arc::new(narrow);
+                self.cache.insert(f.id | NARROWED, chunk, narrow.clone());
+                Ok(Some(narrow))
+            }
+            None => {
+                f.wide_only.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.cache.insert(f.id, chunk, Arc::new(wide));
+                Ok(None)
+            }
+        }
     }
 
     /// Decodes one inner chunk of `f` and offers it to the cache.
     fn decode_chunk(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
+        let raw = Arc::new(self.decode_raw(f, chunk)?);
+        self.cache.insert(f.id, chunk, raw.clone());
+        Ok(raw)
+    }
+
+    /// Decodes one inner chunk of `f`, checking its size.
+    fn decode_raw(&self, f: &FieldArray, chunk: u64) -> Result<Vec<u8>> {
         let mut idx = vec![0u64; f.array.dimensionality()];
         idx[0] = chunk;
         let expected = f.chunk_rows * f.row_bytes as u64;
         let raw = match self.decode_direct(f, chunk, &idx, expected as usize)? {
-            Some(raw) => Arc::new(raw),
+            Some(raw) => raw,
             None => {
                 let bytes: ArrayBytes = f
                     .array
                     .retrieve_subchunk_opt(&f.shard_cache, &idx, &self.codec_options)
                     .map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
                 let raw = bytes.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
-                Arc::new(raw.into_owned())
+                raw.into_owned()
             }
         };
         if raw.len() as u64 != expected {
@@ -466,7 +515,6 @@ impl AtomicDataZarrReader {
                 format!("decoded {} bytes, expected {}", raw.len(), f.chunk_rows * f.row_bytes as u64),
             ));
         }
-        self.cache.insert(f.id, chunk, raw.clone());
         Ok(raw)
     }
 
@@ -556,7 +604,8 @@ impl AtomicDataZarrReader {
 
     /// Decodes every chunk the physical samples need, once each, in parallel
     /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
-    fn decode_needed(&self, st: &State, physical: &[usize]) -> Result<Vec<Decoded>> {
+    fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
+        let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
         let plans: Vec<Vec<u64>> = st
             .fields
             .iter()
@@ -570,16 +619,22 @@ impl AtomicDataZarrReader {
         // Cache lookups first, on this thread: only decodes are worth rayon's
         // hand-off, and a request whose chunks are all cached (a warm epoch,
         // or `read(i)` one sample at a time) then wakes no worker at all.
-        let mut found: Vec<Option<ChunkBytes>> = tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c)).collect();
+        let mut found: Vec<Option<ChunkBytes>> =
+            tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, narrowed[fi])).collect();
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
-        let decode = |&i: &usize| self.decode_chunk(&st.fields[tasks[i].0], tasks[i].1);
-        let decoded: Vec<ChunkBytes> = if missing.len() > 1 {
+        let decode = |&i: &usize| self.decode_chunk_as(&st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);
+        let decoded: Vec<Option<ChunkBytes>> = if missing.len() > 1 {
             missing.par_iter().map(decode).collect::<Result<_>>()?
         } else {
             missing.iter().map(decode).collect::<Result<_>>()?
         };
+        if decoded.iter().any(Option::is_none) {
+            // An array turned out not to fit int32 and is now wide-only: plan
+            // again (it is read wide; everything decoded so far is cached).
+            return self.decode_needed(st, physical, opts);
+        }
         for (i, b) in missing.into_iter().zip(decoded) {
-            found[i] = Some(b);
+            found[i] = b;
         }
         // Every slot is filled (hits above, misses just now); a gap would be a
         // bug here, reported rather than misaligning the split below.
@@ -588,24 +643,54 @@ impl AtomicDataZarrReader {
             .map(|b| b.ok_or_else(|| Error::Background("read plan left a chunk undecoded".into())))
             .collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(plans.len());
-        for ids in plans.into_iter().rev() {
+        for (ids, &narrowed) in plans.into_iter().zip(&narrowed).rev() {
             let bytes = results.split_off(results.len() - ids.len());
-            out.push(Decoded { ids, bytes });
+            out.push(Decoded { ids, bytes, narrowed });
         }
         out.reverse();
         Ok(out)
     }
 
-    /// Appends the rows `rows` of `f` from the decoded chunks to `dst`.
-    fn copy_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, dst: &mut HostData) -> Result<()> {
+    /// Hands `sink` the bytes of `rows` of field `f`, one chunk's run at a time.
+    fn for_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, mut sink: impl FnMut(&[u8])) -> Result<()> {
         let c_rows = f.chunk_rows;
         for c in chunks_of(&rows, c_rows) {
             let bytes = dec.get(c).ok_or_else(|| self.chunk_error(f, c, "chunk missing from the read plan"))?;
             let lo = rows.start.max(c * c_rows) - c * c_rows;
             let hi = rows.end.min((c + 1) * c_rows) - c * c_rows;
-            let (a, b) = (lo as usize * f.row_bytes, hi as usize * f.row_bytes);
+            let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
+            let (a, b) = (lo as usize * row_bytes, hi as usize * row_bytes);
             let src = bytes.get(a..b).ok_or_else(|| self.chunk_error(f, c, "decoded chunk shorter than its rows"))?;
-            dst.extend_from_bytes(src);
+            sink(src);
+        }
+        Ok(())
+    }
+
+    /// Appends the rows `rows` of `f` from the decoded chunks to `dst`.
+    fn copy_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, dst: &mut HostData) -> Result<()> {
+        self.for_rows(f, dec, rows, |src| dst.extend_from_bytes(src))
+    }
+
+    /// Appends field `f`'s rows of the samples `physical` (in order) to
+    /// `dst`, adding `offsets[k]` to sample `k`'s values when given (the
+    /// neighbor list's batch-local atom indices).
+    fn fill_field(&self, f: &FieldArray, dec: &Decoded, ptrs: &Pointers, physical: &[usize], offsets: Option<&[i64]>, dst: &mut HostData) -> Result<()> {
+        for (k, &p) in physical.iter().enumerate() {
+            let rows = ptrs.rows(f.level, p);
+            let off = offsets.map_or(0, |o| o[k]);
+            // Offsets are added during the copy: a second pass over the
+            // neighbor list measured ~5% of a warm epoch.
+            match dst {
+                HostData::Int64(v) if off != 0 => self.for_rows(f, dec, rows, |src| HostData::extend_i64_offset(v, src, off))?,
+                HostData::Int32(v) if off != 0 => self.for_rows(f, dec, rows, |src| HostData::extend_i32_offset(v, src, off))?,
+                _ => {
+                    let start = dst.len();
+                    self.copy_rows(f, dec, rows, dst)?;
+                    if off != 0 {
+                        dst.add_offset_from(start, off)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -628,8 +713,14 @@ impl AtomicDataZarrReader {
         Ok(s)
     }
 
+
     fn collate_into(&self, st: &State, dec: &[Decoded], batch: &[usize], out: &mut CollatedBatch) -> Result<()> {
-        let layout: Vec<_> = st.fields.iter().map(|f| (f.name.clone(), f.level, f.dtype, f.trailing.clone())).collect();
+        let layout: Vec<_> = st
+            .fields
+            .iter()
+            .zip(dec)
+            .map(|(f, d)| (f.name.clone(), f.level, if d.narrowed { DType::Int32 } else { f.dtype }, f.trailing.clone()))
+            .collect();
         out.reset(&layout);
         let ptrs = st.ptrs();
         let physical: Vec<usize> = batch.iter().map(|&i| st.physical(i)).collect();
@@ -640,6 +731,9 @@ impl AtomicDataZarrReader {
             out.atoms_ptr.push(atoms);
             out.edges_ptr.push(edges);
         }
+        // Sample k's stored neighbor indices are store-global (see
+        // STORE_FORMAT.md): moving them to batch-local adds this.
+        let nl_offsets: Vec<i64> = physical.iter().enumerate().map(|(k, &p)| out.atoms_ptr[k] - ptrs.atoms[p]).collect();
         for (f, d) in st.fields.iter().zip(dec) {
             let dst = match out.fields.get_mut(&f.name) {
                 Some(dst) => &mut dst.data,
@@ -651,14 +745,8 @@ impl AtomicDataZarrReader {
                 Level::System => physical.len(),
             };
             dst.reserve(rows_total * f.row_elems);
-            let is_nl = f.name == "neighbor_list";
-            for (k, &p) in physical.iter().enumerate() {
-                let start = dst.len();
-                self.copy_rows(f, d, ptrs.rows(f.level, p), dst)?;
-                if is_nl {
-                    dst.add_offset_from(start, out.atoms_ptr[k] - ptrs.atoms[p])?;
-                }
-            }
+            let offsets = (f.name == "neighbor_list").then_some(&nl_offsets[..]);
+            self.fill_field(f, d, &ptrs, &physical, offsets, dst)?;
         }
         out.indices.clear();
         out.indices.extend_from_slice(batch);
@@ -670,6 +758,8 @@ impl AtomicDataZarrReader {
 struct Decoded {
     ids: Vec<u64>,
     bytes: Vec<ChunkBytes>,
+    /// The chunks of an int64 array, narrowed to int32.
+    narrowed: bool,
 }
 
 impl Decoded {
@@ -703,7 +793,7 @@ impl Reader for AtomicDataZarrReader {
                 Ok(st.physical(i))
             })
             .collect::<Result<_>>()?;
-        let dec = self.decode_needed(&st, &physical)?;
+        let dec = self.decode_needed(&st, &physical, CollateOptions::default())?;
         // A few samples are copied faster than rayon hands them out.
         if physical.len() < 16 {
             physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect()
@@ -738,13 +828,17 @@ impl Reader for AtomicDataZarrReader {
     }
 
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.load_collated_with(batches, CollateOptions::default(), out)
+    }
+
+    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
         let st = self.snapshot();
         let len = st.len();
         if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
             return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
         }
         let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
-        let dec = self.decode_needed(&st, &physical)?;
+        let dec = self.decode_needed(&st, &physical, opts)?;
         out.resize_with(batches.len(), CollatedBatch::default);
         out.par_iter_mut()
             .zip(batches.par_iter())

@@ -1,9 +1,15 @@
 //! The Zarr reader's batched path against its per-sample path: every window
 //! size, order and cache budget gives the same batches as collating
 //! `read_many`; inner chunks that are not stored (all-fill, skipped by the
-//! writer) read back as zeros; damaged shard indexes are errors, not panics.
+//! writer) read back as zeros; damaged shard indexes are errors, not panics;
+//! int64 fields narrowed to int32 keep their values, and an array with a
+//! value beyond int32 stays int64.
+
+mod store_util;
 
 use std::path::Path;
+
+use atomzarr::collate::CollateOptions;
 
 use atomzarr::bench::{ReadOrder, read_order};
 use atomzarr::{
@@ -64,15 +70,79 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
         for order in [ReadOrder::Sequential, ReadOrder::Shuffle, ReadOrder::BlockShuffle] {
             let o = read_order(data.len(), order, 3, 7).expect("order");
             for (window, batch) in [(1, 1), (13, 5), (64, 16), (120, 32)] {
-                let mut out = Vec::new();
+                let (mut out, mut narrowed) = (Vec::new(), Vec::new());
                 for w in o.chunks(window) {
                     let batches: Vec<Vec<i64>> = w.chunks(batch).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
                     reader.read_collated(&batches, &mut out).expect("read_collated");
-                    assert_eq!(out, collate(&reader, &batches), "{order:?} window {window} cache {cache_bytes}");
+                    let what = format!("{order:?} window {window} cache {cache_bytes}");
+                    assert_eq!(out, collate(&reader, &batches), "{what}");
+                    reader.read_collated_with(&batches, narrow(), &mut narrowed).expect("read_collated narrowed");
+                    for (n, w) in narrowed.iter().zip(&out) {
+                        store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &what);
+                    }
                 }
             }
         }
     }
+}
+
+fn narrow() -> CollateOptions {
+    CollateOptions::default().narrow_int64(true)
+}
+
+#[test]
+fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("big.zarr");
+    // `big` (int64, one per atom) fits int32 for samples 0..60 and holds
+    // values near 2^40 from sample 100 on: its early chunks narrow, the late
+    // ones cannot.
+    let data: Vec<AtomicData> = samples()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let n = s.num_atoms();
+            let v = if i < 100 { i as i64 - 50 } else { (1i64 << 40) + i as i64 };
+            s.with_field("big", Field::new(Level::Atom, vec![n], vec![v; n]).expect("field"))
+        })
+        .collect();
+    write(&path, &data);
+    for cache_bytes in [0, atomzarr::DEFAULT_CACHE_BYTES] {
+        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions { cache_bytes }).expect("open");
+        let early: Vec<Vec<i64>> = vec![(0..10).collect(), (50..60).collect()];
+        let mixed: Vec<Vec<i64>> = vec![(0..10).collect(), vec![110, 3, 119]];
+        let (mut wide, mut out) = (Vec::new(), Vec::new());
+        let what = format!("cache {cache_bytes}");
+
+        reader.read_collated(&early, &mut wide).expect("wide");
+        reader.read_collated_with(&early, narrow(), &mut out).expect("early");
+        for (n, w) in out.iter().zip(&wide) {
+            store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list", "big"], &format!("{what} early"));
+        }
+        // The first batch touching a value beyond int32 reads `big` wide,
+        // exactly; the other int64 fields stay narrowed.
+        reader.read_collated(&mixed, &mut wide).expect("wide");
+        reader.read_collated_with(&mixed, narrow(), &mut out).expect("mixed");
+        for (n, w) in out.iter().zip(&wide) {
+            store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} mixed"));
+        }
+        assert_eq!(out[1].fields["big"].data.to_i64_vec().expect("ints")[0], (1i64 << 40) + 110);
+        // From then on the array is read wide, so an epoch's batches agree.
+        reader.read_collated(&early, &mut wide).expect("wide");
+        reader.read_collated_with(&early, narrow(), &mut out).expect("early again");
+        for (n, w) in out.iter().zip(&wide) {
+            store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} early again"));
+        }
+    }
+    // Readers without a fused path narrow in a host pass, by the same rule
+    // (per batch: there is no array to remember).
+    let mem = atomzarr::InMemoryDataset::from_samples(&data, "mem").expect("in memory");
+    let (mut wide, mut out) = (Vec::new(), Vec::new());
+    let mixed: Vec<Vec<usize>> = vec![(0..10).collect(), vec![110, 3, 119]];
+    mem.load_collated(&mixed, &mut wide).expect("wide");
+    mem.load_collated_with(&mixed, narrow(), &mut out).expect("narrow");
+    store_util::assert_narrowed_eq(&out[0], &wide[0], &["atomic_numbers", "neighbor_list", "big"], "in memory, fits");
+    store_util::assert_narrowed_eq(&out[1], &wide[1], &["atomic_numbers", "neighbor_list"], "in memory, beyond int32");
 }
 
 /// Overwrites bytes of `file` starting `from_end` bytes before its end.

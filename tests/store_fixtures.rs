@@ -70,6 +70,31 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
                     assert_sample_matches_json(&s.data, &samples[k], &format!("{name} cache {cache_bytes} pass {pass} index {i}"));
                 }
             }
+            // The collated path, wide and narrowed to int32 (as the
+            // DataLoader reads for int32 devices), agrees with read_many; the
+            // appended half's negative neighbor indices survive narrowing.
+            let batches: Vec<Vec<i64>> = idx.chunks(5).map(<[i64]>::to_vec).collect();
+            let (mut wide, mut narrow) = (Vec::new(), Vec::new());
+            let opts = atomzarr::collate::CollateOptions::default().narrow_int64(true);
+            for pass in 0..2 {
+                r.read_collated_with(&batches, opts, &mut narrow).unwrap();
+                r.read_collated(&batches, &mut wide).unwrap();
+                let int64: Vec<&str> = wide[0]
+                    .fields
+                    .iter()
+                    .filter(|(_, f)| f.data.dtype() == atomzarr::DType::Int64)
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                assert!(int64.contains(&"atomic_numbers"), "{name}: atomic_numbers is int64");
+                for (k, b) in batches.iter().enumerate() {
+                    let got = r.read_many(b).unwrap();
+                    let idx: Vec<usize> = got.iter().map(|s| s.metadata.index).collect();
+                    let data: Vec<_> = got.into_iter().map(|s| s.data).collect();
+                    let what = format!("{name} cache {cache_bytes} pass {pass} batch {k}");
+                    assert_eq!(wide[k], atomzarr::CollatedBatch::from_samples(&idx, &data).unwrap(), "{what}");
+                    assert_narrowed_eq(&narrow[k], &wide[k], &int64, &what);
+                }
+            }
             // Single reads and metadata agree with the batch path.
             for k in [0, n / 2, n - 1, -1, -n] {
                 let kk = k.rem_euclid(n) as usize;

@@ -289,3 +289,24 @@ pub fn read_all(r: &dyn Reader) -> Vec<AtomicData> {
     let idx: Vec<i64> = (0..r.len() as i64).collect();
     r.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect()
 }
+
+/// `narrow` is `wide` read with `CollateOptions::narrow_int64`: the same
+/// batch, except that each int64 field listed in `narrowed` is int32 with
+/// the same values, and every other field is unchanged.
+pub fn assert_narrowed_eq(narrow: &atomzarr::CollatedBatch, wide: &atomzarr::CollatedBatch, narrowed: &[&str], what: &str) {
+    assert_eq!(narrow.indices, wide.indices, "{what}: indices");
+    assert_eq!(narrow.atoms_ptr, wide.atoms_ptr, "{what}: atoms_ptr");
+    assert_eq!(narrow.edges_ptr, wide.edges_ptr, "{what}: edges_ptr");
+    assert_eq!(narrow.fields.keys().collect::<Vec<_>>(), wide.fields.keys().collect::<Vec<_>>(), "{what}: fields");
+    for (name, w) in &wide.fields {
+        let n = &narrow.fields[name];
+        assert_eq!((n.level, &n.trailing_shape), (w.level, &w.trailing_shape), "{what}: {name} layout");
+        if narrowed.contains(&name.as_str()) {
+            assert_eq!(w.data.dtype(), DType::Int64, "{what}: {name} is stored int64");
+            assert_eq!(n.data.dtype(), DType::Int32, "{what}: {name} narrowed");
+            assert_eq!(n.data.to_i64_vec(), w.data.to_i64_vec(), "{what}: {name} values");
+        } else {
+            assert_eq!(n.data, w.data, "{what}: {name} unchanged");
+        }
+    }
+}
