@@ -31,7 +31,7 @@
 //! | [`zarr_reader`] | [`AtomicDataZarrReader`], the Zarr backend |
 //! | [`plan`] | read planning: which chunks a request touches |
 //! | [`cache`] | the decoded-chunk cache |
-//! | [`collate`] | host-side collated batches ([`CollatedBatch`]) |
+//! | [`collate`] | host-side collated batches ([`CollatedBatch`]) and their layout ([`collate::CollateOptions`]: int64 indices narrowed to int32 for int32 devices) |
 //! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`] |
 //! | [`memory`] | [`InMemoryDataset`]: a whole store resident in host memory, served as a [`Reader`] |
 //! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |

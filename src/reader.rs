@@ -137,11 +137,7 @@ pub trait Reader: Send + Sync {
     /// Normalises a possibly negative index to `0..len()`.
     fn check_index(&self, index: i64) -> Result<usize> {
         let len = self.len();
-        let i = if index < 0 { index + len as i64 } else { index };
-        if i < 0 || i as usize >= len {
-            return Err(Error::IndexOutOfRange { source_name: self.source().to_string(), index, len });
-        }
-        Ok(i as usize)
+        normalize_index(index, len).ok_or_else(|| Error::IndexOutOfRange { source_name: self.source().to_string(), index, len })
     }
 
     /// One sample; negative indices count from the end.
@@ -153,7 +149,7 @@ pub trait Reader: Send + Sync {
 
     /// Many samples in the caller's order (duplicates allowed).
     fn read_many(&self, indices: &[i64]) -> Result<Vec<Sample>> {
-        let idx: Vec<usize> = indices.iter().map(|&i| self.check_index(i)).collect::<Result<_>>()?;
+        let idx = check_all(self, indices, self.len())?;
         let data = self.load_many(&idx)?;
         Ok(data
             .into_iter()
@@ -186,10 +182,8 @@ pub trait Reader: Send + Sync {
     /// # Ok(()) }
     /// ```
     fn read_collated_with(&self, batches: &[Vec<i64>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
-        let checked: Vec<Vec<usize>> = batches
-            .iter()
-            .map(|b| b.iter().map(|&i| self.check_index(i)).collect::<Result<_>>())
-            .collect::<Result<_>>()?;
+        let len = self.len();
+        let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
         self.load_collated_with(&checked, opts, out)
     }
 
@@ -197,6 +191,21 @@ pub trait Reader: Send + Sync {
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source()) }
     }
+}
+
+/// `indices` normalised to `0..len` (`len` taken once by the caller: per
+/// index, `len()` takes the reader's state lock each time).
+fn check_all<R: Reader + ?Sized>(r: &R, indices: &[i64], len: usize) -> Result<Vec<usize>> {
+    indices
+        .iter()
+        .map(|&index| normalize_index(index, len).ok_or_else(|| Error::IndexOutOfRange { source_name: r.source().to_string(), index, len }))
+        .collect()
+}
+
+/// `index` in `0..len`, counting negative indices from the end.
+fn normalize_index(index: i64, len: usize) -> Option<usize> {
+    let i = if index < 0 { index + len as i64 } else { index };
+    (i >= 0 && (i as usize) < len).then_some(i as usize)
 }
 
 impl<R: Reader + ?Sized> Reader for Arc<R> {
