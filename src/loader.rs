@@ -6,7 +6,10 @@
 //! two fused reads are kept in flight: one being consumed while the next is
 //! read in the background. With `prefetch_factor = 0` each batch is one
 //! synchronous read. Either way the batches are exactly the sampler's, in its
-//! order. With `use_streams`, device tensors are built in the background on
+//! order. For a device whose int tensors are int32 (Flex, CUDA) the reads ask
+//! for int64 fields narrowed to int32
+//! ([`CollateOptions::narrow_int64`](crate::collate::CollateOptions::narrow_int64)),
+//! so building a device batch converts nothing. With `use_streams`, device tensors are built in the background on
 //! the thread that read the window (`num_streams` batches at a time), so the
 //! upload overlaps the training step and costs one hand-off per window.
 //!
