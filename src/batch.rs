@@ -81,12 +81,13 @@ fn host_to_tensor_data(data: HostData, shape: [usize; 1], int_dtype: burn::tenso
     // Narrow int64 to an int32 device with a plain cast when every value fits
     // (atom indices and atomic numbers always do): Burn's generic per-element
     // conversion is several times slower. The DataLoader has its reader
-    // narrow while copying rows (CollateOptions), so this pass only runs for
-    // batches built elsewhere.
-    if let HostData::Int64(v) = &data {
-        if int_dtype == burn::tensor::DType::I32 && v.iter().all(|&x| i32::try_from(x).is_ok()) {
-            return TensorData::new(v.iter().map(|&x| x as i32).collect::<Vec<i32>>(), shape);
-        }
+    // narrow once per cached chunk (CollateOptions), so this pass only runs
+    // for batches built elsewhere.
+    if let HostData::Int64(v) = &data
+        && int_dtype == burn::tensor::DType::I32
+        && v.iter().all(|&x| i32::try_from(x).is_ok())
+    {
+        return TensorData::new(v.iter().map(|&x| x as i32).collect::<Vec<i32>>(), shape);
     }
     match data {
         HostData::Bool(v) => TensorData::new(v, shape),

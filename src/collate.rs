@@ -199,10 +199,10 @@ impl CollatedBatch {
     /// ```
     pub fn narrow_int64(&mut self) {
         for f in self.fields.values_mut() {
-            if let HostData::Int64(v) = &f.data {
-                if v.iter().all(|&x| i32::try_from(x).is_ok()) {
-                    f.data = HostData::Int32(v.iter().map(|&x| x as i32).collect());
-                }
+            if let HostData::Int64(v) = &f.data
+                && v.iter().all(|&x| i32::try_from(x).is_ok())
+            {
+                f.data = HostData::Int32(v.iter().map(|&x| x as i32).collect());
             }
         }
     }
