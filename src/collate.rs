@@ -24,13 +24,16 @@ pub struct CollateOptions {
 }
 
 impl CollateOptions {
-    /// Collate int64 fields (atomic numbers, neighbor lists, ...) as int32
-    /// when every value of the batch's field fits; a field with a value out
-    /// of range stays int64, so nothing is lost. Default off. The
-    /// [`DataLoader`](crate::DataLoader) turns it on for backends whose int
-    /// tensors are int32 (Flex, CUDA): the Zarr reader then narrows while it
-    /// copies rows, instead of a second pass over the index data when the
-    /// device tensors are built.
+    /// Collate int64 fields (atomic numbers, neighbor lists, ...) as int32.
+    /// Nothing is truncated: the Zarr reader narrows each chunk once, when it
+    /// decodes it, and caches the narrowed chunk (half the bytes; a reader
+    /// read both ways caches both); an array with a value outside int32 is
+    /// read as int64 from the first read that meets it on. Readers without
+    /// a fused path narrow each batch's field when all its values fit
+    /// ([`CollatedBatch::narrow_int64`]). Default off. The
+    /// [`DataLoader`](crate::DataLoader) turns it on for devices whose int
+    /// tensors are int32 (Flex, CUDA), so building device batches converts
+    /// nothing.
     pub fn narrow_int64(mut self, yes: bool) -> Self {
         self.narrow_int64 = yes;
         self
