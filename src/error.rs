@@ -16,6 +16,18 @@ pub enum Error {
         /// The store path.
         store: PathBuf,
     },
+    /// The store path is missing because a `defragment` was interrupted
+    /// between its two renames; the original store is intact beside it.
+    #[error(
+        "store {store}: missing because a defragment was interrupted; the original is intact at {original} \
+         (AtomicDataZarrWriter::open restores it, or rename it back)"
+    )]
+    InterruptedDefragment {
+        /// The store path.
+        store: PathBuf,
+        /// Where the original store is.
+        original: PathBuf,
+    },
     /// The writer refuses to overwrite an existing path.
     #[error("store {store}: already exists (open it for append, or choose another path)")]
     AlreadyExists {

@@ -352,6 +352,14 @@ pub fn field_path(group: StoreGroup, name: &str) -> String {
     format!("{}/{}", group.name(), name)
 }
 
+/// Where an interrupted `defragment` left the original store, when `store`
+/// itself is missing: the writer renames the store to this sibling, then the
+/// new copy into place, so a crash between the two leaves only the sibling.
+pub fn interrupted_defragment(store: &Path) -> Option<PathBuf> {
+    let old = sibling(store, ".defrag-old");
+    (!store.exists() && old.is_dir()).then_some(old)
+}
+
 /// A sibling path next to the store (`<store><suffix>`), for defragment.
 pub fn sibling(store: &Path, suffix: &str) -> PathBuf {
     // By file name, not by string: `Path::file_name` ignores a trailing slash

@@ -166,10 +166,23 @@ impl AtomicDataZarrWriter {
     }
 
     /// Opens an existing store for appending, deleting and defragmenting.
-    /// `config` applies to arrays created from now on (new fields).
+    /// `config` applies to arrays created from now on (new fields). If a
+    /// [`defragment`](Self::defragment) was interrupted between its renames
+    /// (the store path missing, the original beside it as
+    /// `<store>.defrag-old`), the original is put back first; readers report
+    /// that state as [`Error::InterruptedDefragment`].
     pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         config.validate()?;
+        if let Some(original) = format::interrupted_defragment(&path) {
+            // A defragment stopped between its renames: put the original
+            // back (the unfinished copy is dropped; defragment again later).
+            std::fs::rename(&original, &path).map_err(|e| Error::io(&original, e))?;
+            let tmp = format::sibling(&path, ".defrag-tmp");
+            if tmp.exists() {
+                std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            }
+        }
         format::read_root(&path)?;
         let store = format::open_store(&path)?;
         Ok(AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false })
@@ -633,7 +646,8 @@ impl AtomicDataZarrWriter {
     /// Rewrites the store without its deleted samples (every mask reset).
     /// `config` replaces the write configuration; `None` keeps each array's
     /// current codec, chunk and shard. The new store is written beside the old
-    /// one and swapped in by renames, so an interruption loses nothing.
+    /// one and swapped in by renames, so an interruption loses nothing (see
+    /// [`AtomicDataZarrWriter::open`] for the one state that needs a step back).
     pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
         let root = format::read_root(&self.path)?;
         let replaces_config = config.is_some();

@@ -260,6 +260,9 @@ impl AtomicDataZarrReader {
     /// Opens a store.
     pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        if let Some(original) = format::interrupted_defragment(&path) {
+            return Err(Error::InterruptedDefragment { store: path, original });
+        }
         if !path.exists() {
             return Err(Error::NotFound { store: path });
         }

@@ -109,6 +109,39 @@ fn writer_calls_do_not_panic(path: &Path) {
 }
 
 #[test]
+fn a_defragment_interrupted_between_its_renames_loses_nothing() {
+    let dir = tmpdir();
+    let path = good_store(dir.path(), "d.zarr", config(Codec::Zstd { level: 3 }, None));
+    let want = read_all(&AtomicDataZarrReader::open(&path).unwrap());
+    // The state a crash after the first rename leaves: the original under
+    // `.defrag-old`, a finished or partial copy under `.defrag-tmp`.
+    let old = format::sibling(&path, ".defrag-old");
+    let tmp = format::sibling(&path, ".defrag-tmp");
+    std::fs::rename(&path, &old).unwrap();
+    std::fs::create_dir_all(tmp.join("core")).unwrap();
+    match reader_err(&path) {
+        Error::InterruptedDefragment { store, original } => {
+            assert_eq!((store, original.clone()), (path.clone(), old.clone()));
+            let msg = Error::InterruptedDefragment { store: path.clone(), original }.to_string();
+            assert!(msg.contains("interrupted") && msg.contains(old.to_str().unwrap()), "{msg}");
+        }
+        e => panic!("expected InterruptedDefragment, got {e:?}"),
+    }
+    // Reading did not touch anything; opening a writer puts the original back.
+    assert!(old.is_dir() && !path.exists());
+    let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
+    assert!(path.is_dir() && !old.exists() && !tmp.exists());
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    assert_eq!(read_all(&r), want);
+    // And the store works as before: a real defragment completes.
+    w.delete(&[0]).unwrap();
+    w.defragment(None).unwrap();
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    assert_eq!(read_all(&r), want[1..].to_vec());
+    assert!(!old.exists() && !tmp.exists());
+}
+
+#[test]
 fn missing_path_is_not_found() {
     let dir = tmpdir();
     let path = dir.path().join("nope.zarr");
