@@ -16,17 +16,20 @@ pub enum Error {
         /// The store path.
         store: PathBuf,
     },
-    /// The store path is missing because a `defragment` was interrupted
-    /// between its two renames; the original store is intact beside it.
+    /// A writer operation was interrupted at a point that leaves the store
+    /// unreadable; what it had written is kept, and
+    /// `AtomicDataZarrWriter::open` completes or undoes the operation.
     #[error(
-        "store {store}: missing because a defragment was interrupted; the original is intact at {original} \
-         (AtomicDataZarrWriter::open restores it, or rename it back)"
+        "store {store}: a {operation} was interrupted; its data is kept at {kept} \
+         (AtomicDataZarrWriter::open finishes the job)"
     )]
-    InterruptedDefragment {
+    Interrupted {
         /// The store path.
         store: PathBuf,
-        /// Where the original store is.
-        original: PathBuf,
+        /// What was interrupted (`defragment`, `add_custom of field x`).
+        operation: String,
+        /// Where its data is.
+        kept: PathBuf,
     },
     /// The writer refuses to overwrite an existing path.
     #[error("store {store}: already exists (open it for append, or choose another path)")]

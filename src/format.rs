@@ -352,6 +352,22 @@ pub fn field_path(group: StoreGroup, name: &str) -> String {
     format!("{}/{}", group.name(), name)
 }
 
+/// Folder inside a store where `add_custom` writes a new array before it is
+/// listed and moved into `custom/` (so readers never see half of one).
+pub const PENDING_DIR: &str = ".atomzarr-pending";
+
+/// A custom field listed in the root attributes whose array is still in
+/// [`PENDING_DIR`]: an `add_custom` stopped between listing the field and
+/// moving its finished array into place. Returns `(name, pending folder)`.
+pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String, PathBuf)> {
+    root.fields.iter().find_map(|(name, info)| {
+        let pending = store.join(PENDING_DIR).join(name);
+        let placed = store.join(field_path(info.group, name)).join("zarr.json");
+        (info.group == StoreGroup::Custom && !placed.exists() && pending.join("zarr.json").exists())
+            .then(|| (name.clone(), pending))
+    })
+}
+
 /// Where an interrupted `defragment` left the original store, when `store`
 /// itself is missing: the writer renames the store to this sibling, then the
 /// new copy into place, so a crash between the two leaves only the sibling.

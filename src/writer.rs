@@ -169,8 +169,10 @@ impl AtomicDataZarrWriter {
     /// `config` applies to arrays created from now on (new fields). If a
     /// [`defragment`](Self::defragment) was interrupted between its renames
     /// (the store path missing, the original beside it as
-    /// `<store>.defrag-old`), the original is put back first; readers report
-    /// that state as [`Error::InterruptedDefragment`].
+    /// `<store>.defrag-old`), the original is put back first; if an
+    /// [`add_custom`](Self::add_custom) was interrupted after listing its
+    /// field, its finished array is moved into place. Readers report both
+    /// states as [`Error::Interrupted`].
     pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         config.validate()?;
@@ -183,7 +185,18 @@ impl AtomicDataZarrWriter {
                 std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
             }
         }
-        format::read_root(&path)?;
+        let root = format::read_root(&path)?;
+        // An add_custom that listed its field but had not moved the finished
+        // array into place: move it. Anything else pending never got listed
+        // (an attempt that stopped earlier) and is dropped.
+        while let Some((name, pending)) = format::interrupted_add_custom(&path, &root) {
+            let dst = path.join(format::field_path(StoreGroup::Custom, &name));
+            std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
+        }
+        let pending = path.join(format::PENDING_DIR);
+        if pending.exists() {
+            std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
+        }
         let store = format::open_store(&path)?;
         Ok(AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false })
     }
@@ -576,13 +589,35 @@ impl AtomicDataZarrWriter {
                 format!("{} rows, the store has {need} on the {level} axis", field.rows()),
             ));
         }
+        // Crash safety: the array is written in full under PENDING_DIR (which
+        // readers never look at), then listed in the root attributes (the
+        // commit point), then moved into `custom/` by one rename. A crash
+        // before the listing leaves only pending data, which the next
+        // `open` drops; a crash after it leaves a finished array that `open`
+        // moves into place (readers say so meanwhile).
         let rel = format::field_path(StoreGroup::Custom, name);
+        let pending_rel = format!("{}/{name}", format::PENDING_DIR);
+        let pending = self.path.join(&pending_rel);
+        if pending.exists() {
+            // An earlier attempt that never got listed; its chunks must go
+            // (all-zero chunks are not written, so a stale one would shadow them).
+            std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
+        }
         let mut shape: Vec<u64> = vec![0];
         shape.extend(field.trailing_shape().iter().map(|&d| d as u64));
-        format::create_array(&self.path, &self.store, &rel, field.dtype(), shape, &self.config.resolve(StoreGroup::Custom, name))?;
-        self.write_rows(&rel, 0..need, field.data.as_bytes().to_vec())?;
+        let resolved = self.config.resolve(StoreGroup::Custom, name);
+        format::create_array(&self.path, &self.store, &pending_rel, field.dtype(), shape, &resolved)?;
+        self.write_rows(&pending_rel, 0..need, field.data.as_bytes().to_vec())?;
         root.fields.insert(name.to_string(), FieldInfo { group: StoreGroup::Custom, level });
-        format::write_root(&self.path, &root)
+        format::write_root(&self.path, &root)?;
+        let dst = self.path.join(&rel);
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
+        // Only the now-empty pending folder; leave it if anything else is there.
+        let _ = std::fs::remove_dir(self.path.join(format::PENDING_DIR));
+        Ok(())
     }
 
     /// Soft-deletes physical samples: masks set false first (so readers stop

@@ -260,8 +260,8 @@ impl AtomicDataZarrReader {
     /// Opens a store.
     pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        if let Some(original) = format::interrupted_defragment(&path) {
-            return Err(Error::InterruptedDefragment { store: path, original });
+        if let Some(kept) = format::interrupted_defragment(&path) {
+            return Err(Error::Interrupted { store: path, operation: "defragment".into(), kept });
         }
         if !path.exists() {
             return Err(Error::NotFound { store: path });
@@ -327,6 +327,9 @@ impl AtomicDataZarrReader {
     fn load_state(&self) -> Result<State> {
         let p = &self.path;
         let root = format::read_root(p)?;
+        if let Some((name, kept)) = format::interrupted_add_custom(p, &root) {
+            return Err(Error::Interrupted { store: p.clone(), operation: format!("add_custom of field {name}"), kept });
+        }
         let n = root.num_samples;
         let read_i64 = |rel: &str| -> Result<Vec<i64>> {
             let a = format::open_array(p, &self.store, rel)?;

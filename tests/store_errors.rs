@@ -120,12 +120,13 @@ fn a_defragment_interrupted_between_its_renames_loses_nothing() {
     std::fs::rename(&path, &old).unwrap();
     std::fs::create_dir_all(tmp.join("core")).unwrap();
     match reader_err(&path) {
-        Error::InterruptedDefragment { store, original } => {
-            assert_eq!((store, original.clone()), (path.clone(), old.clone()));
-            let msg = Error::InterruptedDefragment { store: path.clone(), original }.to_string();
+        e @ Error::Interrupted { .. } => {
+            let msg = e.to_string();
+            let Error::Interrupted { store, operation, kept } = e else { unreachable!() };
+            assert_eq!((store, operation.as_str(), kept), (path.clone(), "defragment", old.clone()));
             assert!(msg.contains("interrupted") && msg.contains(old.to_str().unwrap()), "{msg}");
         }
-        e => panic!("expected InterruptedDefragment, got {e:?}"),
+        e => panic!("expected Interrupted, got {e:?}"),
     }
     // Reading did not touch anything; opening a writer puts the original back.
     assert!(old.is_dir() && !path.exists());
@@ -139,6 +140,52 @@ fn a_defragment_interrupted_between_its_renames_loses_nothing() {
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert_eq!(read_all(&r), want[1..].to_vec());
     assert!(!old.exists() && !tmp.exists());
+}
+
+#[test]
+fn an_interrupted_add_custom_is_finished_or_dropped_by_the_next_writer() {
+    let dir = tmpdir();
+    let values: Vec<i32> = (1..=N as i32).collect();
+    let pending = |path: &Path| path.join(format::PENDING_DIR).join("x");
+
+    // Stopped after listing the field, before moving its array into place.
+    let listed = good_store(dir.path(), "listed.zarr", config(Codec::Zstd { level: 3 }, None));
+    let mut w = AtomicDataZarrWriter::open(&listed, ZarrWriteConfig::default()).unwrap();
+    w.add_custom("x", Level::System, &[N], values.clone()).unwrap();
+    assert!(!listed.join(format::PENDING_DIR).exists(), "a finished add_custom leaves nothing pending");
+    std::fs::create_dir_all(listed.join(format::PENDING_DIR)).unwrap();
+    std::fs::rename(listed.join("custom/x"), pending(&listed)).unwrap();
+    match reader_err(&listed) {
+        Error::Interrupted { store, operation, kept } => {
+            assert_eq!((store, operation.as_str(), kept), (listed.clone(), "add_custom of field x", pending(&listed)));
+        }
+        e => panic!("expected Interrupted, got {e:?}"),
+    }
+    AtomicDataZarrWriter::open(&listed, ZarrWriteConfig::default()).unwrap();
+    let got = read_all(&AtomicDataZarrReader::open(&listed).unwrap());
+    let x: Vec<i32> = got.iter().map(|s| s.fields["x"].data.to_i64_vec().unwrap()[0] as i32).collect();
+    assert_eq!(x, values, "the finished array was moved into place");
+    assert!(!listed.join(format::PENDING_DIR).exists());
+
+    // Stopped before listing: readers never see the pending array, and the
+    // next writer drops it, so adding the field again (all zeros, whose
+    // chunks are not written) reads the new data, not stale chunks.
+    let unlisted = good_store(dir.path(), "unlisted.zarr", config(Codec::Zstd { level: 3 }, None));
+    let before = read_all(&AtomicDataZarrReader::open(&unlisted).unwrap());
+    let mut w = AtomicDataZarrWriter::open(&unlisted, ZarrWriteConfig::default()).unwrap();
+    w.add_custom("x", Level::System, &[N], values.clone()).unwrap();
+    std::fs::create_dir_all(unlisted.join(format::PENDING_DIR)).unwrap();
+    std::fs::rename(unlisted.join("custom/x"), pending(&unlisted)).unwrap();
+    let mut root = format::read_root(&unlisted).unwrap();
+    root.fields.remove("x");
+    format::write_root(&unlisted, &root).unwrap();
+    assert_eq!(read_all(&AtomicDataZarrReader::open(&unlisted).unwrap()), before, "pending data is invisible");
+    let mut w = AtomicDataZarrWriter::open(&unlisted, ZarrWriteConfig::default()).unwrap();
+    assert!(!unlisted.join(format::PENDING_DIR).exists(), "the unlisted attempt is dropped");
+    w.add_custom("x", Level::System, &[N], vec![0i32; N]).unwrap();
+    for (k, s) in read_all(&AtomicDataZarrReader::open(&unlisted).unwrap()).iter().enumerate() {
+        assert_eq!(s.fields["x"].data, HostData::Int32(vec![0]), "sample {k}");
+    }
 }
 
 #[test]
