@@ -516,23 +516,32 @@ impl<B: Backend, R: Reader + 'static> DataLoaderIterator<AtomicBatch<B>> for Bur
     }
 }
 
-/// The items of `start..end` of each epoch's flattened batches, re-batched.
+/// The items `start..end` of each epoch's batches taken in order: every
+/// batch keeps its membership, cut only where the range starts and ends (so
+/// size-aware batches stay within their atom and edge budgets).
 struct SliceBatches {
     inner: Arc<dyn BatchSampler>,
     start: usize,
     end: usize,
-    batch_size: usize,
 }
 
 impl BatchSampler for SliceBatches {
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let flat: Vec<usize> = self.inner.batches(epoch).into_iter().flatten().collect();
-        let end = self.end.min(flat.len());
-        let start = self.start.min(end);
-        flat[start..end].chunks(self.batch_size.max(1)).map(<[usize]>::to_vec).collect()
+        let mut out = Vec::new();
+        let mut pos = 0;
+        for b in self.inner.batches(epoch) {
+            let (lo, hi) = (pos, pos + b.len());
+            pos = hi;
+            let (s, e) = (self.start.max(lo), self.end.min(hi));
+            if s < e {
+                out.push(b[s - lo..e - lo].to_vec());
+            }
+        }
+        out
     }
     fn len(&self) -> usize {
-        (self.end.saturating_sub(self.start)).div_ceil(self.batch_size.max(1))
+        // Batch sizes may differ per epoch; epoch 0 stands for all.
+        self.batches(0).len()
     }
 }
 
@@ -553,9 +562,8 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
     }
 
     fn slice(&self, start: usize, end: usize) -> Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> {
-        let batch_size = self.batch_sampler.batches(self.epoch()).first().map_or(1, Vec::len);
         let mut l = self.clone();
-        l.batch_sampler = Arc::new(SliceBatches { inner: self.batch_sampler.clone(), start, end, batch_size });
+        l.batch_sampler = Arc::new(SliceBatches { inner: self.batch_sampler.clone(), start, end });
         Arc::new(l)
     }
 }

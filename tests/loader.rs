@@ -289,8 +289,24 @@ fn burn_traits_dataloader_and_batcher() {
     assert_eq!(it.progress().items_processed, 23);
     let sliced = dl.slice(5, 12);
     assert_eq!(sliced.num_items(), 7);
-    let got: Vec<usize> = sliced.iter().flat_map(|b| b.indices).collect();
-    assert_eq!(got, (5..12).collect::<Vec<_>>());
+    let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.indices).collect();
+    assert_eq!(got, vec![(5..10).collect::<Vec<_>>(), vec![10, 11]]);
+    // Batches of different sizes keep their membership, cut only at the ends.
+    struct Fixed(Vec<Vec<usize>>);
+    impl atomzarr::sampler::BatchSampler for Fixed {
+        fn batches(&self, _epoch: u64) -> Vec<Vec<usize>> {
+            self.0.clone()
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+    }
+    let uneven = vec![vec![0, 1, 2], vec![3], vec![4, 5, 6, 7], vec![8, 9]];
+    let loader = DataLoader::<B, _>::builder(ds.clone()).batch_sampler(Fixed(uneven)).build(&Default::default()).unwrap();
+    let sliced = BurnDataLoader::slice(&loader, 2, 7);
+    assert_eq!(sliced.num_items(), 5);
+    let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.indices).collect();
+    assert_eq!(got, vec![vec![2], vec![3], vec![4, 5, 6]]);
     // Burn's own DataLoaderBuilder over our Dataset and Batcher.
     let burn_loader = burn::data::dataloader::DataLoaderBuilder::<B, _, _>::new(AtomicBatcher::default())
         .batch_size(5)
