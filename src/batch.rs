@@ -304,11 +304,10 @@ impl<B: Backend> Batcher<B, AtomicData, AtomicBatch<B>> for AtomicBatcher {
 impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
     /// Uploads each host batch; several are concatenated into one graph.
     fn batch(&self, mut items: Vec<CollatedBatch>, device: &B::Device) -> AtomicBatch<B> {
-        if items.len() == 1 {
-            if let Some(one) = items.pop() {
+        if items.len() == 1
+            && let Some(one) = items.pop() {
                 return AtomicBatch::from_collated(one, device, self.pin_memory);
             }
-        }
         let mut samples = Vec::new();
         let mut idx = Vec::new();
         for b in &items {

@@ -317,7 +317,7 @@ impl HostData {
 
     /// Builds a buffer from native-endian bytes.
     pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Result<HostData> {
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(Error::invalid(
                 format!("{dtype} buffer"),
                 format!("{} bytes is not a multiple of {}", bytes.len(), dtype.size()),
@@ -734,11 +734,10 @@ impl AtomicData {
                 return Err(format!("neighbor_list: index {bad} outside [0, {n})"));
             }
         }
-        if let Some(p) = self.fields.get("positions") {
-            if p.data.to_f64_vec().iter().any(|x| !x.is_finite()) {
+        if let Some(p) = self.fields.get("positions")
+            && p.data.to_f64_vec().iter().any(|x| !x.is_finite()) {
                 return Err("positions: non-finite value".into());
             }
-        }
         Ok(())
     }
 }

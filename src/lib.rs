@@ -59,6 +59,8 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
+// zarrs takes array subsets as `&[Range<u64>]`: a one-range array is a 1-d subset, not a mistake.
+#![allow(clippy::single_range_in_vec_init)]
 
 pub mod bench;
 pub mod batch;

@@ -56,10 +56,10 @@ fn one(rng: &mut StdRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicDat
     let shifts: Vec<[f32; 3]> = (0..e)
         .map(|_| std::array::from_fn(|_| f32::from(rng.random_range(-1i8..=1)) * box_len))
         .collect();
-    Ok(AtomicData::new(z, pos)?
+    AtomicData::new(z, pos)?
         .with_forces(forces)?
         .with_energy(rng.random::<f32>() * -10.0)
         .with_cell([[box_len, 0.0, 0.0], [0.0, box_len, 0.0], [0.0, 0.0, box_len]])
         .with_pbc([true, true, true])
-        .with_neighbor_list(pairs, Some(shifts))?)
+        .with_neighbor_list(pairs, Some(shifts))
 }
