@@ -407,7 +407,16 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.source()
     }
 
+    /// The reader's fields; with transforms, those of the first sample as
+    /// transformed (a transform may add or drop fields), falling back to the
+    /// reader's when that sample cannot be read.
     fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
+        if !self.transforms.is_empty()
+            && !self.is_empty()
+            && let Ok(s) = self.get_sample(0)
+        {
+            return s.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
+        }
         self.reader.field_levels()
     }
 

@@ -227,7 +227,7 @@ fn output_strict_requires_shared_field_names() {
     assert!(MultiDataset::new(vec![a.clone(), empty.clone()]).is_ok());
     assert!(MultiDataset::new(vec![empty, a.clone(), a.clone()]).is_ok());
     // Non-strict: allowed; per-child batches work, a mixed batch is an error.
-    let loose = MultiDataset::with_options(vec![a, b], MultiDatasetOptions::default().output_strict(false)).unwrap();
+    let loose = MultiDataset::with_options(vec![a.clone(), b], MultiDatasetOptions::default().output_strict(false)).unwrap();
     assert!(!loose.output_strict());
     let mut out = Vec::new();
     loose.load_collated(&[vec![0, 1], vec![4, 5]], &mut out).unwrap();
@@ -236,6 +236,18 @@ fn output_strict_requires_shared_field_names() {
     assert!(err.to_string().contains("forces"), "{err}");
     // No children at all.
     assert!(matches!(MultiDataset::new(vec![]), Err(Error::Config(_))));
+    // A Dataset's transforms count: swapping `charges` back for `forces`
+    // gives the second child the first one's fields.
+    let fixed = Dataset::new(InMemoryDataset::from_samples(&without, "fixed").unwrap()).with_transform(|mut s| {
+        s.fields.remove("charges");
+        let n = s.num_atoms();
+        s.with_forces(vec![[0.0; 3]; n])
+    });
+    assert!(fixed.field_levels().contains_key("forces") && !fixed.field_levels().contains_key("charges"));
+    let fixed: Arc<dyn Reader> = Arc::new(fixed);
+    let multi = MultiDataset::new(vec![a, fixed]).unwrap();
+    multi.load_collated(&[vec![0, 4]], &mut out).unwrap();
+    assert_eq!(out[0].num_graphs(), 2);
 }
 
 #[test]
