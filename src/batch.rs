@@ -85,9 +85,9 @@ fn host_to_tensor_data(data: HostData, shape: [usize; 1], int_dtype: burn::tenso
     // for batches built elsewhere.
     if let HostData::Int64(v) = &data
         && int_dtype == burn::tensor::DType::I32
-        && v.iter().all(|&x| i32::try_from(x).is_ok())
+        && let Some(narrow) = crate::data::narrow_i64(v)
     {
-        return TensorData::new(v.iter().map(|&x| x as i32).collect::<Vec<i32>>(), shape);
+        return TensorData::new(narrow, shape);
     }
     match data {
         HostData::Bool(v) => TensorData::new(v, shape),
@@ -305,9 +305,10 @@ impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
     /// Uploads each host batch; several are concatenated into one graph.
     fn batch(&self, mut items: Vec<CollatedBatch>, device: &B::Device) -> AtomicBatch<B> {
         if items.len() == 1
-            && let Some(one) = items.pop() {
-                return AtomicBatch::from_collated(one, device, self.pin_memory);
-            }
+            && let Some(one) = items.pop()
+        {
+            return AtomicBatch::from_collated(one, device, self.pin_memory);
+        }
         let mut samples = Vec::new();
         let mut idx = Vec::new();
         for b in &items {

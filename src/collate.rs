@@ -203,9 +203,9 @@ impl CollatedBatch {
     pub fn narrow_int64(&mut self) {
         for f in self.fields.values_mut() {
             if let HostData::Int64(v) = &f.data
-                && v.iter().all(|&x| i32::try_from(x).is_ok())
+                && let Some(narrow) = crate::data::narrow_i64(v)
             {
-                f.data = HostData::Int32(v.iter().map(|&x| x as i32).collect());
+                f.data = HostData::Int32(narrow);
             }
         }
     }

@@ -412,14 +412,11 @@ impl HostData {
     /// Native-endian int64 values narrowed to int32 (native-endian bytes),
     /// or `None` when a value does not fit.
     pub(crate) fn narrow_i64_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
-        let wide: Vec<i64> = match bytemuck::try_cast_slice::<u8, i64>(bytes) {
-            Ok(src) => src.to_vec(),
-            Err(_) => bytes.chunks_exact(8).map(i64_ne).collect(),
+        let wide: std::borrow::Cow<'_, [i64]> = match bytemuck::try_cast_slice::<u8, i64>(bytes) {
+            Ok(src) => src.into(),
+            Err(_) => bytes.chunks_exact(8).map(i64_ne).collect::<Vec<_>>().into(),
         };
-        if !wide.iter().all(|&x| i32::try_from(x).is_ok()) {
-            return None;
-        }
-        Some(wide.iter().flat_map(|&x| (x as i32).to_ne_bytes()).collect())
+        narrow_i64(&wide).map(|v| bytemuck::cast_slice(&v).to_vec())
     }
 
     /// As [`HostData::add_offset`], for elements `start..` only.
@@ -735,11 +732,18 @@ impl AtomicData {
             }
         }
         if let Some(p) = self.fields.get("positions")
-            && p.data.to_f64_vec().iter().any(|x| !x.is_finite()) {
-                return Err("positions: non-finite value".into());
-            }
+            && p.data.to_f64_vec().iter().any(|x| !x.is_finite())
+        {
+            return Err("positions: non-finite value".into());
+        }
         Ok(())
     }
+}
+
+/// `v` as int32 when every value fits (the one rule every narrowing path
+/// follows, see `CollateOptions::narrow_int64`), else `None`.
+pub(crate) fn narrow_i64(v: &[i64]) -> Option<Vec<i32>> {
+    v.iter().all(|&x| i32::try_from(x).is_ok()).then(|| v.iter().map(|&x| x as i32).collect())
 }
 
 /// An i64 from up to 8 native-endian bytes (zero-padded, so 4 bytes read

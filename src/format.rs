@@ -356,12 +356,24 @@ pub fn field_path(group: StoreGroup, name: &str) -> String {
 /// listed and moved into `custom/` (so readers never see half of one).
 pub const PENDING_DIR: &str = ".atomzarr-pending";
 
+/// Suffixes of the siblings `defragment` writes the new store to and moves
+/// the original to (see [`sibling`]).
+pub const DEFRAG_TMP: &str = ".defrag-tmp";
+/// See [`DEFRAG_TMP`].
+pub const DEFRAG_OLD: &str = ".defrag-old";
+
+/// Where `add_custom` writes field `name`'s array before moving it into place
+/// (relative to the store).
+pub fn pending_path(name: &str) -> String {
+    format!("{PENDING_DIR}/{name}")
+}
+
 /// A custom field listed in the root attributes whose array is still in
 /// [`PENDING_DIR`]: an `add_custom` stopped between listing the field and
 /// moving its finished array into place. Returns `(name, pending folder)`.
 pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String, PathBuf)> {
     root.fields.iter().find_map(|(name, info)| {
-        let pending = store.join(PENDING_DIR).join(name);
+        let pending = store.join(pending_path(name));
         let placed = store.join(field_path(info.group, name)).join("zarr.json");
         (info.group == StoreGroup::Custom && !placed.exists() && pending.join("zarr.json").exists())
             .then(|| (name.clone(), pending))
@@ -372,7 +384,7 @@ pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String,
 /// itself is missing: the writer renames the store to this sibling, then the
 /// new copy into place, so a crash between the two leaves only the sibling.
 pub fn interrupted_defragment(store: &Path) -> Option<PathBuf> {
-    let old = sibling(store, ".defrag-old");
+    let old = sibling(store, DEFRAG_OLD);
     (!store.exists() && old.is_dir()).then_some(old)
 }
 

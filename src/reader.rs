@@ -136,8 +136,7 @@ pub trait Reader: Send + Sync {
 
     /// Normalises a possibly negative index to `0..len()`.
     fn check_index(&self, index: i64) -> Result<usize> {
-        let len = self.len();
-        normalize_index(index, len).ok_or_else(|| Error::IndexOutOfRange { source_name: self.source().to_string(), index, len })
+        checked_index(self, index, self.len())
     }
 
     /// One sample; negative indices count from the end.
@@ -196,16 +195,16 @@ pub trait Reader: Send + Sync {
 /// `indices` normalised to `0..len` (`len` taken once by the caller: per
 /// index, `len()` takes the reader's state lock each time).
 fn check_all<R: Reader + ?Sized>(r: &R, indices: &[i64], len: usize) -> Result<Vec<usize>> {
-    indices
-        .iter()
-        .map(|&index| normalize_index(index, len).ok_or_else(|| Error::IndexOutOfRange { source_name: r.source().to_string(), index, len }))
-        .collect()
+    indices.iter().map(|&index| checked_index(r, index, len)).collect()
 }
 
 /// `index` in `0..len`, counting negative indices from the end.
-fn normalize_index(index: i64, len: usize) -> Option<usize> {
+fn checked_index<R: Reader + ?Sized>(r: &R, index: i64, len: usize) -> Result<usize> {
     let i = if index < 0 { index + len as i64 } else { index };
-    (i >= 0 && (i as usize) < len).then_some(i as usize)
+    if i < 0 || i as usize >= len {
+        return Err(Error::IndexOutOfRange { source_name: r.source().to_string(), index, len });
+    }
+    Ok(i as usize)
 }
 
 impl<R: Reader + ?Sized> Reader for Arc<R> {

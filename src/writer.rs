@@ -180,7 +180,7 @@ impl AtomicDataZarrWriter {
             // A defragment stopped between its renames: put the original
             // back (the unfinished copy is dropped; defragment again later).
             std::fs::rename(&original, &path).map_err(|e| Error::io(&original, e))?;
-            let tmp = format::sibling(&path, ".defrag-tmp");
+            let tmp = format::sibling(&path, format::DEFRAG_TMP);
             if tmp.exists() {
                 std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
             }
@@ -596,7 +596,7 @@ impl AtomicDataZarrWriter {
         // `open` drops; a crash after it leaves a finished array that `open`
         // moves into place (readers say so meanwhile).
         let rel = format::field_path(StoreGroup::Custom, name);
-        let pending_rel = format!("{}/{name}", format::PENDING_DIR);
+        let pending_rel = format::pending_path(name);
         let pending = self.path.join(&pending_rel);
         if pending.exists() {
             // An earlier attempt that never got listed; its chunks must go
@@ -691,7 +691,7 @@ impl AtomicDataZarrWriter {
             None => self.current_config(&root)?,
         };
         let reader = AtomicDataZarrReader::open_with(&self.path, ReaderOptions { cache_bytes: 0 })?;
-        let tmp = format::sibling(&self.path, ".defrag-tmp");
+        let tmp = format::sibling(&self.path, format::DEFRAG_TMP);
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
         }
@@ -723,7 +723,7 @@ impl AtomicDataZarrWriter {
             }
         }
         format::write_root(&tmp, &new_root)?;
-        let old = format::sibling(&self.path, ".defrag-old");
+        let old = format::sibling(&self.path, format::DEFRAG_OLD);
         if old.exists() {
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         }

@@ -660,11 +660,11 @@ impl AtomicDataZarrReader {
     /// Hands `sink` the bytes of `rows` of field `f`, one chunk's run at a time.
     fn for_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, mut sink: impl FnMut(&[u8])) -> Result<()> {
         let c_rows = f.chunk_rows;
+        let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
         for c in chunks_of(&rows, c_rows) {
             let bytes = dec.get(c).ok_or_else(|| self.chunk_error(f, c, "chunk missing from the read plan"))?;
             let lo = rows.start.max(c * c_rows) - c * c_rows;
             let hi = rows.end.min((c + 1) * c_rows) - c * c_rows;
-            let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
             let (a, b) = (lo as usize * row_bytes, hi as usize * row_bytes);
             let src = bytes.get(a..b).ok_or_else(|| self.chunk_error(f, c, "decoded chunk shorter than its rows"))?;
             sink(src);
@@ -718,7 +718,6 @@ impl AtomicDataZarrReader {
         }
         Ok(s)
     }
-
 
     fn collate_into(&self, st: &State, dec: &[Decoded], batch: &[usize], out: &mut CollatedBatch) -> Result<()> {
         let layout: Vec<_> = st
