@@ -11,14 +11,14 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use zarrs::array::codec::{BloscCodec, GzipCodec, ZstdCodec};
 use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
-use zarrs::filesystem::FilesystemStore;
 
 use crate::config::{Codec, ResolvedArrayConfig, Shuffle, StoreGroup, ZarrArrayConfig};
 use crate::data::{DType, Level, default_level};
 use crate::error::{Error, Result};
 
-/// The zarrs store type this crate reads and writes.
-pub type Store = FilesystemStore;
+/// The zarrs store type this crate reads and writes: a filesystem store
+/// whose writes replace files atomically ([`crate::durable`]).
+pub type Store = crate::durable::DurableStore;
 
 /// `meta/atoms_ptr`
 pub const ATOMS_PTR: &str = "meta/atoms_ptr";
@@ -107,7 +107,7 @@ pub struct RootAttrs {
 
 /// Opens a filesystem store handle.
 pub fn open_store(path: &Path) -> Result<Arc<Store>> {
-    FilesystemStore::new(path)
+    Store::new(path)
         .map(Arc::new)
         .map_err(|e| Error::zarr(path, "/", e))
 }
@@ -185,10 +185,10 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
     Ok(RootAttrs { num_samples, fields, extra: attrs })
 }
 
-/// Writes the root group's zarr.json atomically (temp file + rename), so
-/// `num_samples` is the commit point of an append: a crash leaves either the
-/// old or the new metadata, never a torn file. (zarrs' filesystem store
-/// writes in place, hence this one hand-written metadata write.)
+/// Writes the root group's zarr.json atomically and durably
+/// ([`crate::durable::replace_file`]), so `num_samples` is the commit point
+/// of an append: a crash leaves either the old or the new metadata, never a
+/// torn file.
 pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     let mut core = Map::new();
     let mut custom = Map::new();
@@ -201,24 +201,36 @@ pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     a.insert("fields".into(), json!({"core": core, "custom": custom}));
     let doc = json!({"attributes": a, "zarr_format": 3, "node_type": "group"});
     let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))?;
-    let tmp = store.join("zarr.json.tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
     let dst = store.join("zarr.json");
-    std::fs::rename(&tmp, &dst).map_err(|e| Error::io(&dst, e))
+    crate::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
 }
 
-/// Writes a plain group's zarr.json (meta/, core/, custom/).
+/// Whether the root attributes list any field (`fields.core` or
+/// `fields.custom` non-empty). A store with no listed field and no samples
+/// holds no committed data: arrays in it are leftovers of an interrupted
+/// first write.
+pub fn root_lists_fields(store: &Path) -> Result<bool> {
+    let root = read_json(store, ".")?.unwrap_or_default();
+    let listed = |g: &str| {
+        root.pointer(&format!("/attributes/fields/{g}")).and_then(Value::as_object).is_some_and(|m| !m.is_empty())
+    };
+    Ok(listed("core") || listed("custom"))
+}
+
+/// Writes a plain group's zarr.json (meta/, core/, custom/), durably.
 pub fn write_group(store: &Path, rel: &str) -> Result<()> {
-    let dir = store.join(rel);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
-    let p = dir.join("zarr.json");
-    std::fs::write(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default()).map_err(|e| Error::io(&p, e))
+    let p = store.join(rel).join("zarr.json");
+    crate::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice()).map_err(|e| Error::io(&p, e))
 }
 
 /// Opens an array of the store.
 pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Array<Store>> {
-    if !store_path.join(rel).join("zarr.json").exists() {
+    use zarrs::storage::ReadableStorageTraits;
+    // Through the store, not the filesystem: a writer's transaction may hold
+    // the array's metadata staged, not yet on disk.
+    let key = zarrs::storage::StoreKey::new(format!("{rel}/zarr.json")).map_err(|e| Error::zarr(store_path, rel, e))?;
+    if store.size_key(&key).map_err(|e| Error::zarr(store_path, rel, e))?.is_none() {
         return Err(Error::format(store_path, format!("missing array {rel}")));
     }
     Array::open(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))
@@ -361,6 +373,9 @@ pub const PENDING_DIR: &str = ".atomzarr-pending";
 pub const DEFRAG_TMP: &str = ".defrag-tmp";
 /// See [`DEFRAG_TMP`].
 pub const DEFRAG_OLD: &str = ".defrag-old";
+/// Suffix of the sibling a new store is built in before it is renamed into
+/// place (see `AtomicDataZarrWriter::create`).
+pub const CREATING: &str = ".atomzarr-creating";
 
 /// Where `add_custom` writes field `name`'s array before moving it into place
 /// (relative to the store).

@@ -26,6 +26,7 @@
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`] |
 //! | [`format`] | the on-disk contract: paths, root attributes, dtype/codec mapping |
 //! | [`config`] | the layered write configuration ([`ZarrWriteConfig`]) |
+//! | [`durable`] | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
 //! | [`writer`] | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | [`reader`] | the [`Reader`] backend contract |
 //! | [`zarr_reader`] | [`AtomicDataZarrReader`], the Zarr backend |
@@ -70,6 +71,7 @@ pub mod config;
 pub mod data;
 pub mod dataset;
 pub mod dump;
+pub mod durable;
 mod error;
 pub mod format;
 pub mod inspect;

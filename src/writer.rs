@@ -1,11 +1,16 @@
 //! [`AtomicDataZarrWriter`]: create, write, append, add custom fields, soft
 //! delete and defragment.
 //!
-//! Appends are crash-safe: field data is written first, then the masks, then
-//! the pointers, and last the root `num_samples` (written atomically). Readers
-//! trust only `num_samples` and the pointers below it, so a store interrupted
-//! at any step opens at its last complete state; the next append overwrites
-//! whatever the interrupted one left past the end.
+//! Every call is crash-safe, against a killed process and a power loss alike.
+//! All writes go through [`crate::durable::DurableStore`], which replaces each
+//! file whole and atomically (temporary, fsync, rename, directory fsync), so
+//! no chunk, shard or `zarr.json` is ever torn. An append stages its new
+//! arrays (first write), field data, masks and pointers in one transaction,
+//! commits it (all syncs at once), and only then writes the root
+//! `num_samples`, the commit point. Readers trust only `num_samples` and the
+//! pointers below it, and every rewritten tail chunk keeps its committed rows,
+//! so a store interrupted at any moment opens at its last committed state;
+//! the next append overwrites whatever the interrupted one left past the end.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -118,6 +123,15 @@ fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result
         .ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
 }
 
+/// Syncs the directory holding `path`, making a rename or creation of
+/// `path` durable.
+fn sync_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => crate::durable::sync_dir(p).map_err(|e| Error::io(p, e)),
+        _ => crate::durable::sync_dir(Path::new(".")).map_err(|e| Error::io(path, e)),
+    }
+}
+
 fn arr_err<'a>(path: &'a Path, rel: &str) -> impl Fn(zarrs::array::ArrayError) -> Error + 'a {
     let rel = rel.to_string();
     move |e| Error::zarr(path, rel.clone(), e)
@@ -125,19 +139,33 @@ fn arr_err<'a>(path: &'a Path, rel: &str) -> impl Fn(zarrs::array::ArrayError) -
 
 impl AtomicDataZarrWriter {
     /// Creates a new, empty store at `path`. Refuses an existing path.
+    ///
+    /// The store is built in a sibling folder (`<path>.atomzarr-creating`)
+    /// and renamed into place when complete, so a crash never leaves a
+    /// half-made store at `path`.
     pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         config.validate()?;
         if path.exists() {
             return Err(Error::AlreadyExists { store: path });
         }
-        std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
-        let store = format::open_store(&path)?;
-        for g in ["meta", "core", "custom"] {
-            format::write_group(&path, g)?;
+        let building = format::sibling(&path, format::CREATING);
+        if building.exists() {
+            // Left by a create that crashed: it never became a store.
+            std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
         }
-        let w = AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false };
-        // Independent arrays whose writes each end in an fsync: in parallel.
+        std::fs::create_dir_all(&building).map_err(|e| Error::io(&building, e))?;
+        for g in ["meta", "core", "custom"] {
+            format::write_group(&building, g)?;
+        }
+        let mut w = AtomicDataZarrWriter {
+            store: format::open_store(&building)?,
+            path: building.clone(),
+            config,
+            fail_after: None,
+            progress: false,
+        };
+        let txn = w.store.transaction();
         let meta = [
             (format::ATOMS_PTR, DType::Int64),
             (format::EDGES_PTR, DType::Int64),
@@ -145,7 +173,7 @@ impl AtomicDataZarrWriter {
             (format::ATOMS_MASK, DType::Bool),
             (format::EDGES_MASK, DType::Bool),
         ];
-        for_each_io(&meta, |&(rel, dtype)| -> Result<()> {
+        for (rel, dtype) in meta {
             let is_ptr = dtype == DType::Int64;
             let name = rel.trim_start_matches("meta/");
             let a = format::create_array(
@@ -159,9 +187,13 @@ impl AtomicDataZarrWriter {
             if is_ptr {
                 a.store_array_subset(&[0..1], vec![0i64]).map_err(arr_err(&w.path, rel))?;
             }
-            Ok(())
-        })?;
+        }
+        txn.commit().map_err(|e| Error::io(&building, e))?;
         format::write_root(&w.path, &RootAttrs { num_samples: 0, fields: BTreeMap::new(), extra: Default::default() })?;
+        std::fs::rename(&building, &path).map_err(|e| Error::io(&path, e))?;
+        sync_parent(&path)?;
+        w.store = format::open_store(&path)?;
+        w.path = path;
         Ok(w)
     }
 
@@ -179,10 +211,38 @@ impl AtomicDataZarrWriter {
         if let Some(original) = format::interrupted_defragment(&path) {
             // A defragment stopped between its renames: put the original
             // back (the unfinished copy is dropped; defragment again later).
+            log::warn!("{}: finishing an interrupted defragment (original restored)", path.display());
             std::fs::rename(&original, &path).map_err(|e| Error::io(&original, e))?;
-            let tmp = format::sibling(&path, format::DEFRAG_TMP);
+            sync_parent(&path)?;
+        }
+        // Nothing is cleaned or moved below unless `path` is a store.
+        format::read_root(&path)?;
+        for leftover in [format::DEFRAG_TMP, format::CREATING] {
+            let tmp = format::sibling(&path, leftover);
             if tmp.exists() {
                 std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            }
+        }
+        // Temporaries of writes a crash stopped before their rename.
+        let cleaned = crate::durable::clean_temporaries(&path).map_err(|e| Error::io(&path, e))?;
+        if cleaned > 0 {
+            log::info!("{}: removed {cleaned} temporary files left by an interrupted write", path.display());
+        }
+        let root = format::read_root(&path)?;
+        if root.num_samples == 0 && !format::root_lists_fields(&path)? {
+            // No committed sample and no listed field: any array in core/ or
+            // custom/ is what a first write staged before a crash stopped it
+            // short of its commit. Dropping it lets the next write choose
+            // the schema afresh (instead of inheriting guessed levels).
+            for g in [StoreGroup::Core, StoreGroup::Custom] {
+                let dir = path.join(g.name());
+                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                for e in entries.flatten() {
+                    if e.path().join("zarr.json").exists() {
+                        log::info!("{}: dropping {} of an interrupted first write", path.display(), e.path().display());
+                        std::fs::remove_dir_all(e.path()).map_err(|err| Error::io(&e.path(), err))?;
+                    }
+                }
             }
         }
         let root = format::read_root(&path)?;
@@ -190,8 +250,10 @@ impl AtomicDataZarrWriter {
         // array into place: move it. Anything else pending never got listed
         // (an attempt that stopped earlier) and is dropped.
         while let Some((name, pending)) = format::interrupted_add_custom(&path, &root) {
+            log::warn!("{}: finishing an interrupted add_custom of field {name}", path.display());
             let dst = path.join(format::field_path(StoreGroup::Custom, &name));
             std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
+            sync_parent(&dst)?;
         }
         let pending = path.join(format::PENDING_DIR);
         if pending.exists() {
@@ -220,6 +282,18 @@ impl AtomicDataZarrWriter {
 
     fn checkpoint(&self, step: AppendStep) -> Result<()> {
         if self.fail_after == Some(step) { Err(Error::Injected(step)) } else { Ok(()) }
+    }
+
+    /// Whether writes to `rel` keep chunks that hold only the fill value
+    /// (the resolved `write_empty_chunks` of its group and field).
+    fn write_empty_chunks(&self, rel: &str) -> bool {
+        let (group, name) = rel.split_once('/').unwrap_or(("", rel));
+        let group = match group {
+            "meta" => StoreGroup::Meta,
+            "core" => StoreGroup::Core,
+            _ => StoreGroup::Custom,
+        };
+        self.config.resolve(group, name).write_empty_chunks
     }
 
     fn open_array(&self, rel: &str) -> Result<Array<Store>> {
@@ -323,10 +397,13 @@ impl AtomicDataZarrWriter {
         }
         let (v1, e1, n1) = (v as u64, e as u64, (n + samples.len()) as u64);
 
-        // Schema: create arrays for a first write and list them before any data.
+        // Everything below up to the commit is staged in one transaction:
+        // nothing on disk changes until every array's new files are written,
+        // and then all of them are synced together and renamed into place.
+        let txn = self.store.transaction();
+        let mut attrs = root.clone();
+        // Schema: a first write creates its arrays (listed at the commit).
         if existing.is_empty() {
-            let mut attrs = root.clone();
-            // Each array's metadata write ends in an fsync; overlap them.
             let entries: Vec<(&String, &Schema)> = schema.iter().collect();
             for_each_io(&entries, |&(name, sc)| -> Result<()> {
                 let rel = format::field_path(sc.group, name);
@@ -338,7 +415,6 @@ impl AtomicDataZarrWriter {
             for (name, sc) in &schema {
                 attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
             }
-            format::write_root(&self.path, &attrs)?;
         }
         self.checkpoint(AppendStep::Schema)?;
 
@@ -400,8 +476,9 @@ impl AtomicDataZarrWriter {
         for_each_io(&ptrs, |(rel, vals)| self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec()))?;
         self.checkpoint(AppendStep::Pointers)?;
 
-        // Commit.
-        let mut attrs = format::read_root(&self.path)?;
+        // Make the staged files durable and visible, then commit: readers
+        // see the new samples only once `num_samples` says so.
+        txn.commit().map_err(|e| Error::io(&self.path, e))?;
         attrs.num_samples = n1 as usize;
         format::write_root(&self.path, &attrs)?;
         self.checkpoint(AppendStep::NumSamples)?;
@@ -420,13 +497,12 @@ impl AtomicDataZarrWriter {
         if rows.is_empty() {
             return Ok(());
         }
-        // One store call per outer chunk (shard), each on its own thread.
-        // zarrs encodes a chunk's inner chunks on rayon, but its filesystem
-        // store ends every write in an fsync on the calling thread; inside
-        // `store_array_subset` that call is a rayon worker, so on 2 cores two
-        // fsyncs stall all encoding. Calling per chunk from plain threads
-        // keeps the workers encoding while the syncs wait. Same chunks, same
-        // bytes, same read-modify-write of a partly covered chunk.
+        // One store call per outer chunk (shard), each on its own thread:
+        // zarrs encodes a chunk's inner chunks on rayon, and a write outside
+        // a transaction ends in an fsync on the calling thread (a rayon
+        // worker inside `store_array_subset`), which would stall encoding on
+        // 2 cores. Plain threads keep the workers encoding meanwhile. Same
+        // chunks, same bytes, same read-modify-write of a partly covered chunk.
         let mut first = vec![0u64; shape.len()];
         first[0] = rows.start;
         let chunk_rows = a
@@ -441,6 +517,7 @@ impl AtomicDataZarrWriter {
         let chunks: Vec<u64> = (rows.start / chunk_rows..=(rows.end - 1) / chunk_rows).collect();
         let a = &a;
         let sharded = zarrs::array::ArrayShardedExt::is_exclusively_sharded(a);
+        let store_empty = self.write_empty_chunks(rel);
         for_each_io(&chunks, |&c| {
             let (lo, hi) = (rows.start.max(c * chunk_rows), rows.end.min((c + 1) * chunk_rows));
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
@@ -456,7 +533,7 @@ impl AtomicDataZarrWriter {
             // the rows touch plus the index, in one write: the same shard as
             // far as any reader can tell. Only for shards with no file yet, so
             // nothing is appended to existing shard data.
-            let mut options = CodecOptions::default();
+            let mut options = CodecOptions::default().with_store_empty_chunks(store_empty);
             if sharded && lo == c * chunk_rows && hi < (c + 1) * chunk_rows {
                 use zarrs::storage::ReadableStorageTraits;
                 let absent = self.store.size_key(&a.chunk_key(&idx)).map_err(|e| Error::zarr(&self.path, rel, e))?.is_none();
@@ -606,8 +683,10 @@ impl AtomicDataZarrWriter {
         let mut shape: Vec<u64> = vec![0];
         shape.extend(field.trailing_shape().iter().map(|&d| d as u64));
         let resolved = self.config.resolve(StoreGroup::Custom, name);
+        let txn = self.store.transaction();
         format::create_array(&self.path, &self.store, &pending_rel, field.dtype(), shape, &resolved)?;
         self.write_rows(&pending_rel, 0..need, field.data.as_bytes().to_vec())?;
+        txn.commit().map_err(|e| Error::io(&pending, e))?;
         root.fields.insert(name.to_string(), FieldInfo { group: StoreGroup::Custom, level });
         format::write_root(&self.path, &root)?;
         let dst = self.path.join(&rel);
@@ -615,6 +694,7 @@ impl AtomicDataZarrWriter {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
+        sync_parent(&dst)?;
         // Only the now-empty pending folder; leave it if anything else is there.
         let _ = std::fs::remove_dir(self.path.join(format::PENDING_DIR));
         Ok(())
@@ -650,6 +730,11 @@ impl AtomicDataZarrWriter {
             }
             out
         };
+        // Two transactions: the masks (readers stop seeing the samples as
+        // soon as they land), then the zeroed rows. A crash between them
+        // leaves deleted samples whose rows still hold data, which nothing
+        // reads; a crash inside one leaves its files all old or all new.
+        let txn = self.store.transaction();
         for (rel, level) in [
             (format::SAMPLES_MASK, Level::System),
             (format::ATOMS_MASK, Level::Atom),
@@ -659,13 +744,15 @@ impl AtomicDataZarrWriter {
                 self.zero_rows(rel, r)?;
             }
         }
+        txn.commit().map_err(|e| Error::io(&self.path, e))?;
+        let txn = self.store.transaction();
         for (name, info) in &root.fields {
             let rel = format::field_path(info.group, name);
             for r in ranges(info.level) {
                 self.zero_rows(&rel, r)?;
             }
         }
-        Ok(())
+        txn.commit().map_err(|e| Error::io(&self.path, e))
     }
 
     fn zero_rows(&self, rel: &str, rows: Range<u64>) -> Result<()> {
@@ -675,7 +762,8 @@ impl AtomicDataZarrWriter {
         let bytes = vec![0u8; ((rows.end - rows.start) * row) as usize * dtype.size()];
         let mut subset = vec![rows];
         subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
-        a.store_array_subset(&subset, ArrayBytes::new_flen(bytes)).map_err(arr_err(&self.path, rel))
+        let options = CodecOptions::default().with_store_empty_chunks(self.write_empty_chunks(rel));
+        a.store_array_subset_opt(&subset, ArrayBytes::new_flen(bytes), &options).map_err(arr_err(&self.path, rel))
     }
 
     /// Rewrites the store without its deleted samples (every mask reset).
@@ -723,13 +811,23 @@ impl AtomicDataZarrWriter {
             }
         }
         format::write_root(&tmp, &new_root)?;
-        let old = format::sibling(&self.path, format::DEFRAG_OLD);
-        if old.exists() {
+        // Swap in the new store. Where the filesystem can exchange two
+        // directories atomically, the store path is never missing and the
+        // old store ends up at `tmp`; elsewhere two renames leave a moment
+        // with only `<store>.defrag-old`, which readers report and
+        // `open` undoes.
+        if crate::durable::exchange(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))? {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        } else {
+            let old = format::sibling(&self.path, format::DEFRAG_OLD);
+            if old.exists() {
+                std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+            }
+            std::fs::rename(&self.path, &old).map_err(|e| Error::io(&self.path, e))?;
+            std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&tmp, e))?;
+            sync_parent(&self.path)?;
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         }
-        std::fs::rename(&self.path, &old).map_err(|e| Error::io(&self.path, e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         self.store = format::open_store(&self.path)?;
         if replaces_config {
             // "config replaces the write configuration": arrays created from

@@ -327,9 +327,10 @@ impl AtomicDataZarrReader {
     fn load_state(&self) -> Result<State> {
         let p = &self.path;
         let root = format::read_root(p)?;
-        if let Some((name, kept)) = format::interrupted_add_custom(p, &root) {
-            return Err(Error::Interrupted { store: p.clone(), operation: format!("add_custom of field {name}"), kept });
-        }
+        // An add_custom that listed its field (its commit point) but had not
+        // yet moved the finished array into `custom/`: the field is
+        // committed, so read it where it is (the next writer moves it).
+        let pending = format::interrupted_add_custom(p, &root).map(|(name, _)| name);
         let n = root.num_samples;
         let read_i64 = |rel: &str| -> Result<Vec<i64>> {
             let a = format::open_array(p, &self.store, rel)?;
@@ -407,7 +408,11 @@ impl AtomicDataZarrReader {
 
         let mut fields = Vec::with_capacity(root.fields.len());
         for (name, info) in &root.fields {
-            let rel = format::field_path(info.group, name);
+            let rel = if pending.as_deref() == Some(name.as_str()) {
+                format::pending_path(name)
+            } else {
+                format::field_path(info.group, name)
+            };
             let array = format::open_array(p, &self.store, &rel)?;
             let dtype = format::array_dtype(p, &rel, &array)?;
             let shape = array.shape().to_vec();

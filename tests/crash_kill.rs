@@ -1,0 +1,309 @@
+//! Real crashes. A child process (this test binary, re-run as
+//! `crash_child`) appends to a store on disk, and also deletes samples, adds
+//! custom fields and defragments, in a random sequence; the parent kills it
+//! with SIGKILL at a random moment, then checks the store against a model
+//! built from what the child reported before each call and after each
+//! return:
+//!
+//! - the store opens (a plain reader, no recovery step first);
+//! - it holds every sample whose append returned, unless a delete of it
+//!   started, and nothing that was never appended or whose delete returned;
+//! - every sample equals what was written (the content is a function of the
+//!   sample's id, which each sample carries as its energy), through the
+//!   per-sample and the collated paths;
+//! - every custom field whose add_custom returned is there, with its values;
+//! - the next append works.
+//!
+//! `crash_kills_leave_every_store_openable` runs 36 kills (each CI run);
+//! `crash_soak` runs `ATOMZARR_CRASH_KILLS` (default 400) and is `--ignored`.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use atomzarr::{
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Codec, Level, Reader, ReaderOptions,
+    ZarrArrayConfig, ZarrWriteConfig,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const CHILD_ENV: &str = "ATOMZARR_CRASH_CHILD";
+/// Lines the child reports start with this (libtest prints its own lines).
+const TAG: &str = "@@";
+
+/// Small chunks and shards, so every append rewrites existing chunks and
+/// shards of every array (the case that used to tear files).
+fn config() -> ZarrWriteConfig {
+    let small = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(4).shard_size(16);
+    ZarrWriteConfig::default()
+        .with_meta(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(8))
+        .with_core(small.clone())
+        .with_custom(small)
+        .with_override("neighbor_list", ZarrArrayConfig::default().chunk_size(8).shard_size(32))
+}
+
+/// The custom fields' values for sample `id`.
+fn custom_value(j: usize, id: u64) -> i64 {
+    (id as i64) * 1000 + j as i64
+}
+
+/// Sample `id`, with custom fields `c0..c{customs}`. Everything is a
+/// function of `id`; the energy is `id` itself (exact in f32 below 2^24).
+fn sample(id: u64, customs: usize) -> AtomicData {
+    let n = 1 + (id % 6) as usize;
+    let z: Vec<i64> = (0..n).map(|k| 1 + ((id as usize * 7 + k) % 90) as i64).collect();
+    let pos: Vec<[f32; 3]> = (0..n).map(|k| [id as f32 * 0.5, k as f32, (id % 13) as f32 + 0.25]).collect();
+    let forces: Vec<[f32; 3]> = (0..n).map(|k| [k as f32 - 1.0, id as f32 * -0.125, 3.0]).collect();
+    let pairs: Vec<[i64; 2]> = if n > 1 { (0..n).map(|k| [k as i64, ((k + 1) % n) as i64]).collect() } else { vec![] };
+    let mut s = AtomicData::new(z, pos)
+        .unwrap()
+        .with_forces(forces)
+        .unwrap()
+        .with_energy(id as f32)
+        .with_neighbor_list(pairs, None)
+        .unwrap();
+    for j in 0..customs {
+        s = s.with_custom(&format!("c{j}"), Level::System, vec![1], vec![custom_value(j, id)]).unwrap();
+    }
+    s
+}
+
+fn customs_in(r: &AtomicDataZarrReader) -> usize {
+    r.field_levels().keys().filter(|k| k.starts_with('c') && k[1..].parse::<usize>().is_ok()).count()
+}
+
+fn id_of(s: &AtomicData) -> u64 {
+    s.fields["energy"].data.get_f64(0).unwrap() as u64
+}
+
+fn say(line: String) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{TAG} {line}");
+    let _ = out.flush();
+}
+
+/// The child: random operations on the store until killed.
+fn child(path: &Path, seed: u64) -> atomzarr::Result<()> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut w = AtomicDataZarrWriter::open(path, config())?;
+    say("ready".into());
+    loop {
+        let r = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+        let len = r.len();
+        let customs = customs_in(&r);
+        let last = if len == 0 { None } else { r.read(len as i64 - 1).map(|s| id_of(&s.data)).ok() };
+        let next = last.map_or(0, |l| l + 1);
+        let deleted = r.num_physical() - len;
+        let roll: f64 = rng.random();
+        if roll < 0.12 && len > 1 {
+            // Never the last sample, so ids are never reused.
+            let logical = rng.random_range(0..len - 1);
+            let id = id_of(&r.read(logical as i64)?.data);
+            let physical = r.physical_index(logical);
+            say(format!("D {id}"));
+            w.delete(&[physical])?;
+            say(format!("d {id}"));
+        } else if roll < 0.16 && customs < 4 {
+            let mut ids = vec![0u64; r.num_physical()];
+            for (k, s) in r.read_many(&(0..len as i64).collect::<Vec<_>>())?.into_iter().enumerate() {
+                ids[r.physical_index(k)] = id_of(&s.data);
+            }
+            let values: Vec<i64> = ids.iter().map(|&id| custom_value(customs, id)).collect();
+            say(format!("C {customs}"));
+            w.add_custom(&format!("c{customs}"), Level::System, &[values.len()], values)?;
+            say(format!("c {customs}"));
+        } else if roll < 0.24 && deleted > 0 {
+            say("F".into());
+            w.defragment(None)?;
+            say("f".into());
+        } else {
+            let k = rng.random_range(1..=12u64);
+            let batch: Vec<AtomicData> = (next..next + k).map(|id| sample(id, customs)).collect();
+            say(format!("A {next} {k}"));
+            w.append(&batch)?;
+            say(format!("a {next} {k}"));
+        }
+    }
+}
+
+/// Not a test of its own: the child process's body (see the module docs).
+#[test]
+#[ignore = "run by the crash tests as a child process"]
+fn crash_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    if let Err(e) = child(Path::new(&path), seed) {
+        say(format!("error {e}"));
+        std::process::exit(3);
+    }
+}
+
+/// What the children reported, over all runs.
+#[derive(Default, Debug)]
+struct Model {
+    /// Ids whose append was started / returned.
+    started: BTreeSet<u64>,
+    returned: BTreeSet<u64>,
+    /// Ids whose delete was started / returned.
+    delete_started: BTreeSet<u64>,
+    delete_returned: BTreeSet<u64>,
+    /// Custom fields whose add_custom was started / returned.
+    customs_started: usize,
+    customs_returned: usize,
+    defrags: usize,
+}
+
+impl Model {
+    fn take(&mut self, line: &str) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let num = |i: usize| w.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| panic!("bad line {line:?}"));
+        match w.first().copied() {
+            Some("A") => self.started.extend(num(1)..num(1) + num(2)),
+            Some("a") => self.returned.extend(num(1)..num(1) + num(2)),
+            Some("D") => {
+                self.delete_started.insert(num(1));
+            }
+            Some("d") => {
+                self.delete_returned.insert(num(1));
+            }
+            Some("C") => self.customs_started = self.customs_started.max(num(1) as usize + 1),
+            Some("c") => self.customs_returned = self.customs_returned.max(num(1) as usize + 1),
+            Some("f") => self.defrags += 1,
+            Some("F") | Some("ready") => {}
+            Some("error") => panic!("the child failed: {line}"),
+            _ => panic!("unknown child line {line:?}"),
+        }
+    }
+
+    /// Checks the store against the model; returns the next free id.
+    fn check(&self, path: &Path, when: &str) -> u64 {
+        let r = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })
+            .unwrap_or_else(|e| panic!("{when}: the store does not open: {e}"));
+        let customs = customs_in(&r);
+        assert!(
+            (self.customs_returned..=self.customs_started).contains(&customs),
+            "{when}: {customs} custom fields, the model says {}..={}",
+            self.customs_returned,
+            self.customs_started
+        );
+        let len = r.len();
+        let all: Vec<i64> = (0..len as i64).collect();
+        let got = r.read_many(&all).unwrap_or_else(|e| panic!("{when}: reading failed: {e}"));
+        let ids: Vec<u64> = got.iter().map(|s| id_of(&s.data)).collect();
+        assert!(ids.windows(2).all(|p| p[0] < p[1]), "{when}: ids out of order: {ids:?}");
+        for (s, &id) in got.iter().zip(&ids) {
+            assert_eq!(s.data, sample(id, customs), "{when}: sample {id} differs from what was written");
+        }
+        let present: BTreeSet<u64> = ids.iter().copied().collect();
+        let lost: Vec<u64> = self.returned.difference(&present).filter(|id| !self.delete_started.contains(id)).copied().collect();
+        assert!(lost.is_empty(), "{when}: committed samples lost: {lost:?}");
+        let phantom: Vec<u64> = present.iter().filter(|id| !self.started.contains(id)).copied().collect();
+        assert!(phantom.is_empty(), "{when}: samples never appended: {phantom:?}");
+        let undeleted: Vec<u64> = present.intersection(&self.delete_returned).copied().collect();
+        assert!(undeleted.is_empty(), "{when}: deleted samples back: {undeleted:?}");
+        // The collated path agrees with the model too.
+        if len > 0 {
+            let mut out: Vec<CollatedBatch> = Vec::new();
+            r.read_collated(&[all.clone()], &mut out).unwrap_or_else(|e| panic!("{when}: collated read failed: {e}"));
+            let back = out[0].to_samples().unwrap();
+            for (s, &id) in back.iter().zip(&ids) {
+                assert_eq!(*s, sample(id, customs), "{when}: collated sample {id} differs");
+            }
+        }
+        ids.last().map_or(0, |l| l + 1).max(self.started.last().map_or(0, |l| l + 1))
+    }
+}
+
+fn run_child(path: &Path, seed: u64) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, path)
+        .env("ATOMZARR_CRASH_SEED", seed.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the child")
+}
+
+/// Creates a store on disk (not /dev/shm: syncs and renames must be real).
+fn disk_dir() -> tempfile::TempDir {
+    // Cargo's scratch folder for integration tests, inside target/: on the
+    // same disk as the build, never a tmpfs.
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::Builder::new().prefix("atomzarr-crash-").tempdir_in(base).unwrap()
+}
+
+fn kill_loop(kills: usize, seed: u64) {
+    let dir = disk_dir();
+    let path = dir.path().join("crash.zarr");
+    let mut w = AtomicDataZarrWriter::create(&path, config()).unwrap();
+    w.write(&(0..3).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap();
+    drop(w);
+    let mut model = Model::default();
+    model.started.extend(0..3);
+    model.returned.extend(0..3);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut ops = 0;
+    for kill in 0..kills {
+        let mut child = run_child(&path, seed.wrapping_mul(1_000_003).wrapping_add(kill as u64));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(l) = line.strip_prefix(TAG) {
+                    let _ = tx.send(l.trim().to_string());
+                }
+            }
+        });
+        // Wait until the child has opened the store, then let it work for a
+        // random while: long enough to be inside some call, anywhere in it.
+        let first = rx.recv_timeout(Duration::from_secs(60)).expect("the child never became ready");
+        model.take(&first);
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..150_000)));
+        child.kill().unwrap(); // SIGKILL on Unix
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        for line in rx.try_iter() {
+            ops += 1;
+            model.take(&line);
+        }
+        assert!(status.code().is_none(), "the child exited by itself ({status}) instead of being killed");
+        let when = format!("after kill {kill}");
+        let next = model.check(&path, &when);
+        // The next append works (through a writer that recovers first).
+        let mut w = AtomicDataZarrWriter::open(&path, config()).unwrap_or_else(|e| panic!("{when}: writer open: {e}"));
+        let customs = customs_in(&AtomicDataZarrReader::open(&path).unwrap());
+        w.append(&[sample(next, customs)]).unwrap_or_else(|e| panic!("{when}: the next append failed: {e}"));
+        model.started.insert(next);
+        model.returned.insert(next);
+        model.check(&path, &format!("{when}, after the next append"));
+        assert_eq!(atomzarr::durable::clean_temporaries(&path).unwrap(), 0, "{when}: the writer left temporaries");
+    }
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    println!(
+        "{kills} kills survived: {} child reports (call starts and returns), {} samples committed, {} in the store, {} deletes, {} custom fields, {} defragments, nothing lost",
+        ops,
+        model.returned.len(),
+        r.len(),
+        model.delete_returned.len(),
+        model.customs_returned,
+        model.defrags
+    );
+}
+
+#[test]
+fn crash_kills_leave_every_store_openable() {
+    kill_loop(36, 0x5eed);
+}
+
+#[test]
+#[ignore = "soak: many more kills (ATOMZARR_CRASH_KILLS, default 400)"]
+fn crash_soak() {
+    let kills = std::env::var("ATOMZARR_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
+    let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    kill_loop(kills, seed);
+}
