@@ -140,7 +140,11 @@ impl ZarrArrayConfig {
         self
     }
 
-    /// Sets write_empty_chunks.
+    /// Sets write_empty_chunks: when false (the default, as the toolkit
+    /// writes), a chunk (or a shard's inner chunk) holding only the fill
+    /// value is not stored at all, and reads as the fill value; when true,
+    /// every chunk is stored. It applies to each write through the writer
+    /// whose configuration has it (append, delete, add_custom, defragment).
     pub fn write_empty_chunks(mut self, yes: bool) -> Self {
         self.write_empty_chunks = Some(yes);
         self

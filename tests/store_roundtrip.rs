@@ -804,3 +804,38 @@ fn defragment_through_a_path_with_a_trailing_slash() {
     m.samples.remove(2);
     check_reader(&AtomicDataZarrReader::open(&path).unwrap(), &m, "defragmented via a trailing slash");
 }
+
+/// `write_empty_chunks`: off (the default, as the toolkit writes) an array
+/// whose chunks hold only the fill value has no chunk files; on, every chunk
+/// is stored. Both read back as written.
+#[test]
+fn write_empty_chunks_decides_whether_all_fill_chunks_are_stored() {
+    let dir = tmpdir();
+    let data: Vec<AtomicData> = (0..12)
+        .map(|i| {
+            AtomicData::new(vec![1 + i as i64; 3], vec![[i as f32, 1.0, 2.0]; 3])
+                .unwrap()
+                .with_velocities(vec![[0.0; 3]; 3])
+                .unwrap()
+                .with_energy(i as f32)
+        })
+        .collect();
+    for (keep, sharded) in [(false, false), (true, false), (false, true), (true, true)] {
+        let mut c = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(4).write_empty_chunks(keep);
+        if sharded {
+            c = c.shard_size(8);
+        }
+        let path = dir.path().join(format!("empty-{keep}-{sharded}.zarr"));
+        let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default().with_core(c)).unwrap();
+        w.write(&data).unwrap();
+        let (_, files) = format::disk_usage(&path.join("core/velocities/c"));
+        let (_, energy_files) = format::disk_usage(&path.join("core/energy/c"));
+        assert!(energy_files > 0, "{keep} {sharded}: data chunks are stored");
+        if keep {
+            assert!(files > 0, "sharded={sharded}: write_empty_chunks(true) stores all-zero chunks");
+        } else {
+            assert_eq!(files, 0, "sharded={sharded}: write_empty_chunks(false) stores no all-zero chunk");
+        }
+        assert_eq!(read_all(&AtomicDataZarrReader::open(&path).unwrap()), data, "{keep} {sharded}");
+    }
+}
