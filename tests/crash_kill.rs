@@ -79,6 +79,12 @@ fn id_of(s: &AtomicData) -> u64 {
     s.fields["energy"].data.get_f64(0).unwrap() as u64
 }
 
+/// The child's report in a line of its stdout (libtest may print "test
+/// crash_child ... " in front of the first one).
+fn tagged(line: &str) -> Option<String> {
+    line.find(TAG).map(|i| line[i + TAG.len()..].trim().to_string())
+}
+
 fn say(line: String) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{TAG} {line}");
@@ -129,13 +135,25 @@ fn child(path: &Path, seed: u64) -> atomzarr::Result<()> {
     }
 }
 
+/// The child of the first-write test: create, then a first write of 20.
+fn child_first(path: &Path) -> atomzarr::Result<()> {
+    say("ready".into());
+    let mut w = AtomicDataZarrWriter::create(path, config())?;
+    say("created".into());
+    w.write(&(0..20).map(|id| sample(id, 0)).collect::<Vec<_>>())?;
+    say("written".into());
+    Ok(())
+}
+
 /// Not a test of its own: the child process's body (see the module docs).
 #[test]
 #[ignore = "run by the crash tests as a child process"]
 fn crash_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else { return };
     let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
-    if let Err(e) = child(Path::new(&path), seed) {
+    let first = std::env::var("ATOMZARR_CRASH_FIRST").is_ok();
+    let run = if first { child_first(Path::new(&path)) } else { child(Path::new(&path), seed) };
+    if let Err(e) = run {
         say(format!("error {e}"));
         std::process::exit(3);
     }
@@ -218,14 +236,69 @@ impl Model {
 }
 
 fn run_child(path: &Path, seed: u64) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+    child_command(path).env("ATOMZARR_CRASH_SEED", seed.to_string()).spawn().expect("spawn the child")
+}
+
+fn child_command(path: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, path)
-        .env("ATOMZARR_CRASH_SEED", seed.to_string())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the child")
+        .stderr(Stdio::null());
+    c
+}
+
+/// Kills a child that creates a store and writes its first samples, at
+/// random moments: afterwards the path holds no store (create had not
+/// returned), or a store with no sample, or one with all 20; never a
+/// half-made one. Then create/open and write work.
+#[test]
+fn crash_during_create_and_first_write() {
+    let dir = disk_dir();
+    let mut rng = StdRng::seed_from_u64(99);
+    let mut outcomes = BTreeSet::new();
+    for kill in 0..12 {
+        let path = dir.path().join(format!("first{kill}.zarr"));
+        let mut child = child_command(&path).env("ATOMZARR_CRASH_FIRST", "1").spawn().expect("spawn the child");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+        assert!(lines.any(|l| tagged(&l).is_some_and(|t| t == "ready")), "the child never became ready");
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..150_000)));
+        let _ = child.kill();
+        let _ = child.wait();
+        let said: Vec<String> = lines.filter_map(|l| tagged(&l)).collect();
+        let created = said.iter().any(|l| l == "created");
+        let written = said.iter().any(|l| l == "written");
+        let when = format!("first-write kill {kill} (created={created}, written={written})");
+        let mut w = if path.exists() {
+            let r = AtomicDataZarrReader::open(&path).unwrap_or_else(|e| panic!("{when}: does not open: {e}"));
+            let got = read_all(&r);
+            assert!(got.is_empty() || got.len() == 20, "{when}: {} samples, a first write is all or nothing", got.len());
+            assert!(!written || got.len() == 20, "{when}: the returned write is missing");
+            for (s, id) in got.iter().zip(0..) {
+                assert_eq!(*s, sample(id, 0), "{when}");
+            }
+            outcomes.insert(if got.is_empty() { "empty store" } else { "written store" });
+            let mut w = AtomicDataZarrWriter::open(&path, config()).unwrap_or_else(|e| panic!("{when}: writer open: {e}"));
+            if got.is_empty() {
+                w.write(&(0..20).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap_or_else(|e| panic!("{when}: write: {e}"));
+            }
+            w
+        } else {
+            assert!(!created, "{when}: create returned but the store is missing");
+            outcomes.insert("no store");
+            let mut w = AtomicDataZarrWriter::create(&path, config()).unwrap_or_else(|e| panic!("{when}: create again: {e}"));
+            w.write(&(0..20).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap();
+            w
+        };
+        w.append(&[sample(20, 0)]).unwrap_or_else(|e| panic!("{when}: the next append: {e}"));
+        let got = read_all(&AtomicDataZarrReader::open(&path).unwrap());
+        assert_eq!(got, (0..21).map(|id| sample(id, 0)).collect::<Vec<_>>(), "{when}");
+    }
+    println!("first-write kills: outcomes seen {outcomes:?}");
+}
+
+fn read_all(r: &AtomicDataZarrReader) -> Vec<AtomicData> {
+    r.read_many(&(0..r.len() as i64).collect::<Vec<_>>()).unwrap().into_iter().map(|s| s.data).collect()
 }
 
 /// Creates a store on disk (not /dev/shm: syncs and renames must be real).
@@ -254,15 +327,15 @@ fn kill_loop(kills: usize, seed: u64) {
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(l) = line.strip_prefix(TAG) {
-                    let _ = tx.send(l.trim().to_string());
+                if let Some(l) = tagged(&line) {
+                    let _ = tx.send(l);
                 }
             }
         });
         // Wait until the child has opened the store, then let it work for a
         // random while: long enough to be inside some call, anywhere in it.
         let first = rx.recv_timeout(Duration::from_secs(60)).expect("the child never became ready");
-        model.take(&first);
+        assert_eq!(first, "ready");
         std::thread::sleep(Duration::from_micros(rng.random_range(0..150_000)));
         child.kill().unwrap(); // SIGKILL on Unix
         let status = child.wait().unwrap();
