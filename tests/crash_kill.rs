@@ -171,6 +171,7 @@ struct Model {
     /// Custom fields whose add_custom was started / returned.
     customs_started: usize,
     customs_returned: usize,
+    defrags_started: usize,
     defrags: usize,
 }
 
@@ -190,7 +191,8 @@ impl Model {
             Some("C") => self.customs_started = self.customs_started.max(num(1) as usize + 1),
             Some("c") => self.customs_returned = self.customs_returned.max(num(1) as usize + 1),
             Some("f") => self.defrags += 1,
-            Some("F") | Some("ready") => {}
+            Some("F") => self.defrags_started += 1,
+            Some("ready") => {}
             Some("error") => panic!("the child failed: {line}"),
             _ => panic!("unknown child line {line:?}"),
         }
@@ -336,7 +338,10 @@ fn kill_loop(kills: usize, seed: u64) {
         // random while: long enough to be inside some call, anywhere in it.
         let first = rx.recv_timeout(Duration::from_secs(60)).expect("the child never became ready");
         assert_eq!(first, "ready");
-        std::thread::sleep(Duration::from_micros(rng.random_range(0..150_000)));
+        // Mostly short lives (kills inside the first calls), sometimes long
+        // ones (kills inside a long defragment, or after many calls).
+        let life = if rng.random_bool(0.8) { rng.random_range(0..150_000) } else { rng.random_range(150_000..900_000) };
+        std::thread::sleep(Duration::from_micros(life));
         child.kill().unwrap(); // SIGKILL on Unix
         let status = child.wait().unwrap();
         reader.join().unwrap();
@@ -358,13 +363,14 @@ fn kill_loop(kills: usize, seed: u64) {
     }
     let r = AtomicDataZarrReader::open(&path).unwrap();
     println!(
-        "{kills} kills survived: {} child reports (call starts and returns), {} samples committed, {} in the store, {} deletes, {} custom fields, {} defragments, nothing lost",
+        "{kills} kills survived: {} child reports (call starts and returns), {} samples committed, {} in the store, {} deletes, {} custom fields, {} defragments ({} started), nothing lost",
         ops,
         model.returned.len(),
         r.len(),
         model.delete_returned.len(),
         model.customs_returned,
-        model.defrags
+        model.defrags,
+        model.defrags_started
     );
 }
 
