@@ -359,6 +359,12 @@ fn kill_loop(kills: usize, seed: u64) {
         model.started.insert(next);
         model.returned.insert(next);
         model.check(&path, &format!("{when}, after the next append"));
+        if kill % 6 == 5 {
+            // Completed defragments too (a child's is mostly killed midway).
+            w.defragment(None).unwrap_or_else(|e| panic!("{when}: defragment: {e}"));
+            model.defrags += 1;
+            model.check(&path, &format!("{when}, after a defragment"));
+        }
         assert_eq!(atomzarr::durable::clean_temporaries(&path).unwrap(), 0, "{when}: the writer left temporaries");
     }
     let r = AtomicDataZarrReader::open(&path).unwrap();
