@@ -414,3 +414,36 @@ fn checksum_knob_layers_and_survives_defragment() {
     w.defragment(None).unwrap();
     check("defragmented with the store's own settings");
 }
+
+/// An append that rewrites a corrupt tail chunk fails instead of
+/// re-encoding the corrupt bytes under a fresh, matching checksum; the
+/// corruption stays detectable.
+#[test]
+fn append_does_not_launder_a_corrupt_tail_chunk() {
+    let dir = tmpdir();
+    let data = data();
+    for shard in [None, Some(8)] {
+        let what = format!("shard {shard:?}");
+        let path = dir.path().join(format!("a{}.zarr", shard.unwrap_or(0)));
+        let mut w = AtomicDataZarrWriter::create(&path, config(Codec::Zstd { level: 3 }, shard)).unwrap();
+        w.write(&data[..7]).unwrap();
+        // The last (inner) chunk of positions, which the append extends.
+        let rows = zarr_json(&path, "core/positions")["shape"][0].as_u64().unwrap();
+        assert!(rows % 4 != 0, "{what}: the tail chunk must be partial for the append to rewrite it");
+        let tail = (rows - 1) / 4;
+        let unit = units(&path, "core/positions").into_iter().find(|u| u.chunk == tail && !u.what.contains("index")).unwrap();
+        let mut bytes = std::fs::read(&unit.file).unwrap();
+        bytes[(unit.bytes.start + unit.bytes.end) / 2] ^= 0x08;
+        std::fs::write(&unit.file, &bytes).unwrap();
+        let e = w.append(&data[7..]).expect_err("append over a corrupt tail chunk");
+        let msg = e.to_string();
+        assert!(msg.contains("core/positions") && msg.contains("checksum"), "{what}: {msg}");
+        eprintln!("{what}: append over a corrupt tail chunk: {msg}");
+        drop(w);
+        // The store still holds the first 7 samples, and the damage is still found.
+        let r = open(&path);
+        assert_eq!(r.len(), 7, "{what}");
+        let e = r.read_many(&(0..7).collect::<Vec<_>>()).expect_err("read of the corrupt chunk");
+        assert_checksum_error(&e, &path, "core/positions", tail, &what);
+    }
+}
