@@ -429,7 +429,7 @@ fn append_does_not_launder_a_corrupt_tail_chunk() {
         w.write(&data[..7]).unwrap();
         // The last (inner) chunk of positions, which the append extends.
         let rows = zarr_json(&path, "core/positions")["shape"][0].as_u64().unwrap();
-        assert!(rows % 4 != 0, "{what}: the tail chunk must be partial for the append to rewrite it");
+        assert!(!rows.is_multiple_of(4), "{what}: the tail chunk must be partial for the append to rewrite it");
         let tail = (rows - 1) / 4;
         let unit = units(&path, "core/positions").into_iter().find(|u| u.chunk == tail && !u.what.contains("index")).unwrap();
         let mut bytes = std::fs::read(&unit.file).unwrap();
