@@ -13,6 +13,10 @@
 //!   from a fresh reader (cold: each chunk decoded once) or a reader that has
 //!   already read the store (warm: a second epoch).
 //! - `epoch/single_shuffled/{cold,warm}`: `read(i)` once per sample, shuffled.
+//! - `checksum/{on,off}`: a cold shuffled epoch (as `epoch/shuffled/cold`) of
+//!   the store with its per-chunk crc32c (the default) and of the same store
+//!   written without: the read cost of the checksums
+//!   (`cargo bench --bench read_path -- checksum`).
 //!
 //! `cargo bench --bench read_path` (about a minute on 2 cores).
 
@@ -34,9 +38,15 @@ const ORDERS: [(ReadOrder, &str); 3] =
 const BLOCK: usize = 1024;
 
 fn store() -> (tempfile::TempDir, PathBuf) {
+    store_with(true)
+}
+
+/// The reference store, with or without its per-chunk checksums.
+fn store_with(checksum: bool) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bench.zarr");
     let w = WriteOptions {
+        checksum,
         codec: Some(BenchCodec::Zstd),
         level: 3,
         chunk_size: Some(10_000),
@@ -143,10 +153,31 @@ fn bench_epochs(c: &mut Criterion, path: &Path) {
     g.finish();
 }
 
+fn bench_checksum(c: &mut Criterion, on: &Path, off: &Path) {
+    let mut g = c.benchmark_group("checksum");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(N as u64));
+    let wins = windows(&read_order(N, ReadOrder::Shuffle, 0, BLOCK).expect("order"), 1024);
+    for (name, path) in [("on", on), ("off", off)] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || (open(path, atomzarr::DEFAULT_CACHE_BYTES), Vec::new()),
+                |(reader, mut out)| assert_eq!(epoch(&reader, &wins, &mut out), N),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
     let (_dir, path) = store();
     bench_windows(c, &path);
     bench_epochs(c, &path);
+    let (_off_dir, off) = store_with(false);
+    bench_checksum(c, &path, &off);
 }
 
 criterion_group!(read_path, benches);

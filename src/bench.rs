@@ -598,6 +598,9 @@ pub struct WriteOptions {
     pub edge_shard_size: Option<u64>,
     /// Where stores go (kept); None: a temporary directory (removed).
     pub output_dir: Option<PathBuf>,
+    /// A crc32c checksum per chunk on every array (the library default);
+    /// off writes checksum-free stores, as the reference toolkit does.
+    pub checksum: bool,
 }
 
 impl Default for WriteOptions {
@@ -614,6 +617,7 @@ impl Default for WriteOptions {
             edge_chunk_size: None,
             edge_shard_size: None,
             output_dir: None,
+            checksum: true,
         }
     }
 }
@@ -639,14 +643,19 @@ impl WriteOptions {
                 })
             }
         };
-        let core = ZarrArrayConfig { codec, chunk_size: self.chunk_size, shard_size: self.shard_size, write_empty_chunks: None };
-        let mut config = ZarrWriteConfig::default().with_core(core);
+        let checksum = Some(self.checksum);
+        let core = ZarrArrayConfig { codec, chunk_size: self.chunk_size, shard_size: self.shard_size, write_empty_chunks: None, checksum };
+        let mut config = ZarrWriteConfig::default()
+            .with_core(core)
+            .with_meta(ZarrArrayConfig { checksum, ..Default::default() })
+            .with_custom(ZarrArrayConfig { checksum, ..Default::default() });
         if self.edge_chunk_size.is_some() || self.edge_shard_size.is_some() {
             let edge = ZarrArrayConfig {
                 codec,
                 chunk_size: self.edge_chunk_size.or(self.chunk_size),
                 shard_size: self.edge_shard_size.or(self.shard_size),
                 write_empty_chunks: None,
+                checksum,
             };
             config = config.with_override("neighbor_list", edge).with_override("shifts", edge);
         }
@@ -673,6 +682,9 @@ impl WriteOptions {
             if let Some(v) = v {
                 parts.push(format!("{name}={v}"));
             }
+        }
+        if !self.checksum {
+            parts.push("no checksum".into());
         }
         parts.join(", ")
     }

@@ -124,6 +124,20 @@ pub enum Error {
     /// A failure injected by a test hook (see `AtomicDataZarrWriter::fail_after`).
     #[error("injected failure after append step {0:?}")]
     Injected(crate::writer::AppendStep),
+    /// A chunk's stored checksum (its `crc32c` codec, or a shard index's)
+    /// does not match its bytes: they changed after they were written, and
+    /// nothing was decoded from them.
+    #[error("store {store}, array {array}, chunk {chunk}: checksum mismatch ({reason}); the chunk is corrupt")]
+    Checksum {
+        /// The store path.
+        store: PathBuf,
+        /// The array path inside the store.
+        array: String,
+        /// The chunk (sub-chunk for sharded arrays) index along dimension 0.
+        chunk: u64,
+        /// Which checksum, with the stored and computed values.
+        reason: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use zarrs::array::codec::{BloscCodec, GzipCodec, ZstdCodec};
+use zarrs::array::codec::{BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec};
 use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
 
 use crate::config::{Codec, ResolvedArrayConfig, Shuffle, StoreGroup, ZarrArrayConfig};
@@ -233,7 +233,35 @@ pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Ar
     if store.size_key(&key).map_err(|e| Error::zarr(store_path, rel, e))?.is_none() {
         return Err(Error::format(store_path, format!("missing array {rel}")));
     }
-    Array::open(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))
+    let array = Array::open(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))?;
+    codecs_as_objects(store_path, store, rel, array)
+}
+
+/// `array` with every top-level codec that has no configuration (`crc32c`)
+/// given an empty one.
+///
+/// Why: zarrs reads `{"name": "crc32c"}` as a name-only codec, and when this
+/// array's metadata is stored again (an append resizing it) writes it back as
+/// the bare string `"crc32c"`, Zarr 3.1 shorthand that zarr-python 3.1 (the
+/// reference toolkit's Zarr) refuses: "Expected dict, got <class 'str'>". An
+/// empty configuration makes zarrs write the object form again. (Codecs
+/// nested in `sharding_indexed` are kept as written.)
+fn codecs_as_objects(store_path: &Path, store: &Arc<Store>, rel: &str, array: Array<Store>) -> Result<Array<Store>> {
+    use zarrs::metadata::Configuration;
+    use zarrs::metadata::v3::MetadataV3;
+    let ArrayMetadata::V3(meta) = array.metadata() else { return Ok(array) };
+    if meta.codecs.iter().all(|c| c.configuration().is_some()) {
+        return Ok(array);
+    }
+    let mut meta = meta.clone();
+    for c in &mut meta.codecs {
+        if c.configuration().is_none() {
+            *c = MetadataV3::new_with_configuration(c.name(), Configuration::default())
+                .with_must_understand(c.must_understand());
+        }
+    }
+    Array::new_with_metadata(store.clone(), &format!("/{rel}"), ArrayMetadata::V3(meta))
+        .map_err(|e| Error::zarr(store_path, rel, e))
 }
 
 /// The dtype of an opened array.
@@ -278,7 +306,7 @@ pub fn create_array(
     // plain `Vec<u8>` as JSON array metadata, which no scalar dtype accepts.
     let fill = zarrs::array::FillValue::new(vec![0u8; dtype.size()]);
     let mut builder = ArrayBuilder::new(shape.clone(), chunk_shape.clone(), dtype.name(), fill);
-    let b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
+    let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
         Codec::None => vec![],
         Codec::Zstd { level } => vec![Arc::new(ZstdCodec::new(level, false))],
         Codec::Gzip { level } => vec![Arc::new(
@@ -306,6 +334,13 @@ pub fn create_array(
             )]
         }
     };
+    if config.checksum {
+        // Last in the chain, so the checksum covers the encoded bytes and is
+        // checked before any decompressor sees them. With sharding this is
+        // the inner chain: one checksum per inner chunk, and a read of one
+        // inner chunk still reads only its bytes.
+        b2b.push(Arc::new(Crc32cCodec::new()));
+    }
     builder.bytes_to_bytes_codecs(b2b);
     if config.shard_size.is_some() {
         let mut inner = vec![chunk];
@@ -320,7 +355,8 @@ pub fn create_array(
 }
 
 /// What an existing array's metadata says about its configuration: codec,
-/// chunk and shard rows. Used by `inspect` and to keep settings on defragment.
+/// chunk and shard rows, and whether its (inner) chunks end in a `crc32c`
+/// checksum. Used by `inspect` and to keep settings on defragment.
 pub fn infer_config(array: &Array<Store>) -> ZarrArrayConfig {
     let meta = serde_json::to_value(array.metadata()).unwrap_or(Value::Null);
     let outer = meta
@@ -334,6 +370,9 @@ pub fn infer_config(array: &Array<Store>) -> ZarrArrayConfig {
         codecs = shard.pointer("/configuration/codecs").and_then(Value::as_array).cloned().unwrap_or_default();
     }
     cfg.codec = Some(Codec::None);
+    // Only a checksum last in the chain is one `create_array` would write.
+    // (A codec without configuration may be the bare string `"crc32c"`.)
+    cfg.checksum = Some(codecs.last().is_some_and(|c| c == "crc32c" || c["name"] == "crc32c"));
     for c in &codecs {
         let conf = &c["configuration"];
         let codec = match c["name"].as_str() {

@@ -148,6 +148,9 @@ struct RoundtripArgs {
     /// Directory for the stores (kept); default a temporary directory (removed).
     #[arg(long)]
     output_dir: Option<PathBuf>,
+    /// Write no crc32c checksum per chunk (as the reference toolkit writes).
+    #[arg(long)]
+    no_checksum: bool,
     #[command(flatten)]
     read: ReadArgs,
 }
@@ -212,7 +215,7 @@ fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
         r.files
     );
     let mut t = Table::new();
-    t.set_header(["array", "level", "dtype", "shape", "codec", "chunk", "shard", "disk bytes", "files"]);
+    t.set_header(["array", "level", "dtype", "shape", "codec", "chunk", "shard", "checksum", "disk bytes", "files"]);
     for a in &r.arrays {
         let opt = |v: Option<u64>| v.map_or("-".to_string(), |x| x.to_string());
         t.add_row([
@@ -223,6 +226,11 @@ fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
             a.config.codec.map_or("-".into(), |c| c.to_string()),
             opt(a.config.chunk_size),
             opt(a.config.shard_size),
+            match a.config.checksum {
+                Some(true) => "crc32c".into(),
+                Some(false) => "none".into(),
+                None => "-".into(),
+            },
             a.disk_bytes.to_string(),
             a.files.to_string(),
         ]);
@@ -276,6 +284,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 edge_chunk_size: a.edge_chunk_size,
                 edge_shard_size: a.edge_shard_size,
                 output_dir: a.output_dir.clone(),
+                checksum: !a.no_checksum,
             };
             if !a.read.json {
                 eprintln!(

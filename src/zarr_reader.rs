@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes, ArrayShardedReadableExt, ArrayShardedReadableExtCache};
-use zarrs::array::CodecOptions;
+use zarrs::array::{ArrayError, ArrayToBytesCodecTraits, CodecChain, CodecError, CodecOptions};
 
 use crate::cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
 use crate::collate::{CollateOptions, CollatedBatch};
@@ -70,27 +70,57 @@ impl FieldArray {
     }
 }
 
-/// An inner-chunk codec chain simple enough to decode by hand:
-/// `bytes` (little endian, on a little-endian host) then optionally `zstd`,
-/// unsharded or inside `sharding_indexed` split along dimension 0 only.
+/// How the reader decodes an array's (inner) chunks itself: it reads each
+/// chunk's encoded bytes (for sharded arrays, through the shard index it
+/// reads and checks below), then decodes them whole, by hand or with zarrs'
+/// codec chain.
 ///
-/// Why not always `retrieve_subchunk_opt`: for these chains it creates a zstd
-/// context per chunk and copies the decoded bytes three times on the way out
-/// (partial-decoder cache, concat, copy into the output view); bypassing that
-/// cut the reader's CPU time by 7-17% on the reference configuration.
-/// Reading the encoded sub-chunk and decompressing it into its final buffer
-/// with a per-thread context does neither. Why the shard index is read here
-/// rather than through `retrieve_encoded_subchunk`: zarrs 0.23 computes the
-/// byte range of a missing inner chunk (offset and size both u64::MAX) with
-/// an overflowing add and then panics allocating it. Any other chain (blosc,
-/// gzip, big-endian, array-to-array codecs, other index codecs) and missing
-/// chunks (fill values) go through zarrs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why by hand for `bytes` (little endian, on a little-endian host), then
+/// optionally `zstd`, then optionally `crc32c` (the chains this crate writes
+/// by default): `retrieve_subchunk_opt` creates a zstd context per chunk and
+/// copies the decoded bytes three times on the way out (partial-decoder
+/// cache, concat, copy into the output view); bypassing that cut the
+/// reader's CPU time by 7-17% on the reference configuration. Reading the
+/// encoded sub-chunk, checking its crc32c and decompressing it into its final
+/// buffer with a per-thread context does neither.
+///
+/// Why any other chain of a sharded array goes through [`CodecChain::decode`]
+/// on the encoded inner chunk rather than `retrieve_subchunk_opt`: zarrs 0.23
+/// decodes inner chunks with partial decoders, and its crc32c partial decoder
+/// strips the checksum without checking it; a whole-chunk decode checks it.
+///
+/// Why the shard index is read here rather than through
+/// `retrieve_encoded_subchunk`: zarrs 0.23 computes the byte range of a
+/// missing inner chunk (offset and size both u64::MAX) with an overflowing
+/// add and then panics allocating it. Sharded arrays split along more than
+/// dimension 0 or with other index codecs, and missing chunks (fill values),
+/// go through zarrs.
+#[derive(Debug, Clone)]
 pub(crate) struct DirectDecode {
-    /// The chain ends in zstd (else the encoded bytes are the decoded ones).
-    zstd: bool,
+    /// How one encoded (inner) chunk decodes.
+    inner: InnerDecode,
     /// Set for sharded arrays.
     shard: Option<ShardLayout>,
+}
+
+/// The decoding of one encoded (inner) chunk.
+#[derive(Debug, Clone)]
+enum InnerDecode {
+    /// `bytes` (little endian) [+ `zstd`] [+ `crc32c`], by hand.
+    Hand {
+        /// The chain has zstd (else the payload is the decoded bytes).
+        zstd: bool,
+        /// The chain ends in crc32c: the last 4 bytes are the checksum of
+        /// the rest, checked before decoding.
+        crc32c: bool,
+    },
+    /// Any other chain: zarrs' whole-chunk decode (which checks checksums).
+    Chain {
+        /// The (inner) codec chain.
+        codecs: Arc<CodecChain>,
+        /// The (inner) chunk shape.
+        shape: Vec<std::num::NonZeroU64>,
+    },
 }
 
 /// Where a sharded array keeps its inner chunks' byte ranges.
@@ -115,27 +145,24 @@ impl ShardLayout {
 type ShardIndex = Option<Arc<Vec<(u64, u64)>>>;
 
 impl DirectDecode {
-    /// The plan for `array`, if its chain qualifies.
+    /// The plan for `array`, if the reader can find its chunks' bytes.
     fn plan(array: &Array<Store>, dtype: DType) -> Option<DirectDecode> {
-        if cfg!(target_endian = "big") {
-            return None;
-        }
+        use serde_json::Value;
         let meta = serde_json::to_value(array.metadata()).ok()?;
         let codecs = meta.get("codecs")?.as_array()?;
-        let name = |c: &serde_json::Value| c.get("name").and_then(|n| n.as_str()).map(str::to_owned);
-        let little = |c: &serde_json::Value, size: usize| {
+        // A codec without configuration may be the bare string of its name.
+        let name = |c: &Value| c.as_str().or_else(|| c.get("name").and_then(|n| n.as_str())).map(str::to_owned);
+        let little = |c: &Value, size: usize| {
             name(c).as_deref() == Some("bytes")
                 && match c.pointer("/configuration/endian").and_then(|e| e.as_str()) {
                     Some(e) => e == "little",
                     None => size == 1,
                 }
         };
-        let (inner, shard) = match codecs.as_slice() {
+        let dims = |v: Option<&Value>| -> Option<Vec<u64>> { v?.as_array()?.iter().map(Value::as_u64).collect() };
+        let outer = dims(meta.pointer("/chunk_grid/configuration/chunk_shape"))?;
+        let (inner, shard, shape) = match codecs.as_slice() {
             [c] if name(c).as_deref() == Some("sharding_indexed") => {
-                let dims = |v: Option<&serde_json::Value>| -> Option<Vec<u64>> {
-                    v?.as_array()?.iter().map(serde_json::Value::as_u64).collect()
-                };
-                let outer = dims(meta.pointer("/chunk_grid/configuration/chunk_shape"))?;
                 let sub = dims(c.pointer("/configuration/chunk_shape"))?;
                 // Only dimension 0 may be split into inner chunks.
                 if outer.len() != sub.len() || outer.get(1..) != sub.get(1..) || sub.first() == Some(&0) {
@@ -148,7 +175,7 @@ impl DirectDecode {
                 let index_codecs = c.pointer("/configuration/index_codecs")?.as_array()?;
                 let crc32c = match index_codecs.as_slice() {
                     [b] if little(b, 8) => false,
-                    [b, k] if little(b, 8) && name(k).as_deref() == Some("crc32c") => true,
+                    [b, k] if little(b, 8) && is_crc32c(k) => true,
                     _ => return None,
                 };
                 let index_at_end = match c.pointer("/configuration/index_location").and_then(|l| l.as_str()) {
@@ -157,16 +184,44 @@ impl DirectDecode {
                     Some(_) => return None,
                 };
                 let layout = ShardLayout { inner_per_shard: o / i, index_at_end, crc32c };
-                (c.pointer("/configuration/codecs")?.as_array()?, Some(layout))
+                (c.pointer("/configuration/codecs")?.as_array()?, Some(layout), sub)
             }
-            _ => (codecs, None),
+            _ => (codecs, None, outer),
         };
-        match inner.as_slice() {
-            [b] if little(b, dtype.size()) => Some(DirectDecode { zstd: false, shard }),
-            [b, z] if little(b, dtype.size()) && name(z).as_deref() == Some("zstd") => Some(DirectDecode { zstd: true, shard }),
+        let by_hand = cfg!(target_endian = "little").then(|| match inner.as_slice() {
+            [b] if little(b, dtype.size()) => Some((false, false)),
+            [b, z] if little(b, dtype.size()) && name(z).as_deref() == Some("zstd") => Some((true, false)),
+            [b, k] if little(b, dtype.size()) && is_crc32c(k) => Some((false, true)),
+            [b, z, k] if little(b, dtype.size()) && name(z).as_deref() == Some("zstd") && is_crc32c(k) => {
+                Some((true, true))
+            }
             _ => None,
-        }
+        });
+        let inner = match by_hand.flatten() {
+            Some((zstd, crc32c)) => InnerDecode::Hand { zstd, crc32c },
+            None => {
+                let codecs = match shard {
+                    None => array.codecs(),
+                    Some(_) => {
+                        let metas: Vec<zarrs::metadata::v3::MetadataV3> =
+                            serde_json::from_value(Value::Array(inner.clone())).ok()?;
+                        Arc::new(CodecChain::from_metadata(&metas).ok()?)
+                    }
+                };
+                let shape = shape.iter().map(|&d| std::num::NonZeroU64::new(d)).collect::<Option<Vec<_>>>()?;
+                InnerDecode::Chain { codecs, shape }
+            }
+        };
+        Some(DirectDecode { inner, shard })
     }
+}
+
+/// Whether codec metadata `c` is the Zarr v3 `crc32c` codec (checksum last,
+/// the only form it has; `numcodecs.crc32c` with a `location` is not it).
+fn is_crc32c(c: &serde_json::Value) -> bool {
+    c == "crc32c"
+        || (c.get("name").and_then(|n| n.as_str()) == Some("crc32c")
+            && c.get("configuration").is_none_or(|conf| conf.as_object().is_some_and(|m| m.is_empty())))
 }
 
 thread_local! {
@@ -269,7 +324,8 @@ impl AtomicDataZarrReader {
         let store = format::open_store(&path)?;
         // Rayon already parallelises over chunks; codec-internal threads on
         // top would oversubscribe the cores.
-        let codec_options = CodecOptions::default().with_concurrent_target(1);
+        // Checksums are checked whatever zarrs' global config says.
+        let codec_options = CodecOptions::default().with_concurrent_target(1).with_validate_checksums(true);
         let reader = AtomicDataZarrReader {
             source: Arc::from(path.display().to_string()),
             path,
@@ -346,10 +402,7 @@ impl AtomicDataZarrReader {
                     format!("shape {:?} too short for num_samples {n} (needs {} entries)", a.shape(), n + 1),
                 ));
             }
-            let bytes: ArrayBytes = a
-                .retrieve_array_subset_opt(&[0..n as u64 + 1], &self.codec_options)
-                .map_err(|e| Error::zarr(p, rel, e))?;
-            let raw = bytes.into_fixed().map_err(|e| Error::zarr(p, rel, e))?;
+            let raw = self.read_rows(a, rel, dt, 0..n as u64 + 1)?;
             let data = HostData::from_bytes(dt, &raw)?;
             let v = data.to_i64_vec().unwrap_or_default();
             if v.first() != Some(&0) {
@@ -387,10 +440,7 @@ impl AtomicDataZarrReader {
                 format!("{mask_len} entries for {n} samples"),
             ));
         }
-        let mask: ArrayBytes = mask_arr
-            .retrieve_array_subset_opt(&[0..n as u64], &self.codec_options)
-            .map_err(|e| Error::zarr(p, format::SAMPLES_MASK, e))?;
-        let mask = mask.into_fixed().map_err(|e| Error::zarr(p, format::SAMPLES_MASK, e))?;
+        let mask = self.read_rows(mask_arr, format::SAMPLES_MASK, mask_dt, 0..n as u64)?;
         let active = if mask.iter().all(|&b| b != 0) {
             None
         } else {
@@ -429,29 +479,53 @@ impl AtomicDataZarrReader {
                     format!("{len} rows, but the pointers need {need} ({} level)", info.level),
                 ));
             }
-            let trailing: Vec<usize> = shape.iter().skip(1).map(|&d| d as usize).collect();
-            let row_elems: usize = trailing.iter().product();
-            let chunk_rows = format::chunk_rows(p, &rel, &array)?;
-            let shard_cache = ArrayShardedReadableExtCache::new(&array);
-            let direct = DirectDecode::plan(&array, dtype);
-            fields.push(FieldArray {
-                name: name.clone(),
-                rel,
-                level: info.level,
-                dtype,
-                trailing,
-                row_elems,
-                row_bytes: row_elems * dtype.size(),
-                chunk_rows,
-                array,
-                shard_cache,
-                id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                direct,
-                shard_indexes: Default::default(),
-                wide_only: Default::default(),
-            });
+            fields.push(self.field_array(name, &rel, info.level, dtype, array)?);
         }
         Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
+    }
+
+    /// Opens field `name` (array `rel`) for reading.
+    fn field_array(&self, name: &str, rel: &str, level: Level, dtype: DType, array: Array<Store>) -> Result<FieldArray> {
+        let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
+        let row_elems: usize = trailing.iter().product();
+        let chunk_rows = format::chunk_rows(&self.path, rel, &array)?;
+        let shard_cache = ArrayShardedReadableExtCache::new(&array);
+        let direct = DirectDecode::plan(&array, dtype);
+        Ok(FieldArray {
+            name: name.to_string(),
+            rel: rel.to_string(),
+            level,
+            dtype,
+            trailing,
+            row_elems,
+            row_bytes: row_elems * dtype.size(),
+            chunk_rows,
+            array,
+            shard_cache,
+            id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            direct,
+            shard_indexes: Default::default(),
+            wide_only: Default::default(),
+        })
+    }
+
+    /// Rows `rows` of a 1-d array (pointers, mask), chunk by chunk through
+    /// the decode that field data takes, so their checksums are checked:
+    /// zarrs' `retrieve_array_subset` decodes a partly read chunk with
+    /// partial decoders, and its crc32c partial decoder skips the check.
+    fn read_rows(&self, array: Array<Store>, rel: &str, dtype: DType, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
+        let f = self.field_array(rel, rel, Level::System, dtype, array)?;
+        let mut out = Vec::new();
+        for c in chunks_of(&rows, f.chunk_rows) {
+            let raw = self.decode_raw(&f, c)?;
+            let lo = rows.start.max(c * f.chunk_rows) - c * f.chunk_rows;
+            let hi = rows.end.min((c + 1) * f.chunk_rows) - c * f.chunk_rows;
+            let part = raw
+                .get(lo as usize * f.row_bytes..hi as usize * f.row_bytes)
+                .ok_or_else(|| self.chunk_error(&f, c, "decoded chunk shorter than its rows"))?;
+            out.extend_from_slice(part);
+        }
+        Ok(out)
     }
 
     fn chunk_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
@@ -514,7 +588,10 @@ impl AtomicDataZarrReader {
                 let bytes: ArrayBytes = f
                     .array
                     .retrieve_subchunk_opt(&f.shard_cache, &idx, &self.codec_options)
-                    .map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
+                    .map_err(|e| match e {
+                        ArrayError::CodecError(e) => self.codec_error(f, chunk, e),
+                        e => self.chunk_error(f, chunk, e.to_string()),
+                    })?;
                 let raw = bytes.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
                 raw.into_owned()
             }
@@ -533,7 +610,7 @@ impl AtomicDataZarrReader {
     /// chunk is not stored (zarrs then supplies the fill value).
     fn decode_direct(&self, f: &FieldArray, chunk: u64, idx: &[u64], expected: usize) -> Result<Option<Vec<u8>>> {
         use zarrs::storage::ReadableStorageTraits;
-        let Some(plan) = f.direct else { return Ok(None) };
+        let Some(plan) = &f.direct else { return Ok(None) };
         let err = |e: zarrs::storage::StorageError| self.chunk_error(f, chunk, e.to_string());
         let encoded = match plan.shard {
             None => f.array.retrieve_encoded_chunk(idx).map_err(err)?.map(zarrs::storage::Bytes::from),
@@ -551,10 +628,61 @@ impl AtomicDataZarrReader {
             }
         };
         let Some(encoded) = encoded else { return Ok(None) };
-        if !plan.zstd {
-            return Ok(Some(encoded.to_vec()));
+        match &plan.inner {
+            &InnerDecode::Hand { zstd, crc32c } => {
+                let payload = if crc32c { self.check_crc32c(f, chunk, &encoded)? } else { &encoded[..] };
+                if !zstd {
+                    return Ok(Some(payload.to_vec()));
+                }
+                zstd_decode(payload, expected).map(Some).map_err(|e| {
+                    let reason = format!("zstd: {e}");
+                    // A frame written with zstd's own checksum (`checksum:
+                    // true`) that does not match: libzstd's error says so.
+                    if reason.contains("doesn't match checksum") {
+                        self.checksum_error(f, chunk, reason)
+                    } else {
+                        self.chunk_error(f, chunk, reason)
+                    }
+                })
+            }
+            InnerDecode::Chain { codecs, shape } => {
+                let decoded = codecs
+                    .decode(std::borrow::Cow::Borrowed(&encoded[..]), shape, f.array.data_type(), f.array.fill_value(), &self.codec_options)
+                    .map_err(|e| self.codec_error(f, chunk, e))?;
+                let raw = decoded.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
+                Ok(Some(raw.into_owned()))
+            }
         }
-        zstd_decode(&encoded, expected).map(Some).map_err(|e| self.chunk_error(f, chunk, format!("zstd: {e}")))
+    }
+
+    /// The payload of an encoded chunk that ends in a crc32c checksum, once
+    /// the checksum matches it.
+    fn check_crc32c<'a>(&self, f: &FieldArray, chunk: u64, encoded: &'a [u8]) -> Result<&'a [u8]> {
+        let Some((payload, tail)) = encoded.split_last_chunk::<4>() else {
+            return Err(self.chunk_error(f, chunk, format!("encoded chunk of {} bytes is shorter than its crc32c checksum", encoded.len())));
+        };
+        let (stored, computed) = (u32::from_le_bytes(*tail), crc32c::crc32c(payload));
+        if stored != computed {
+            return Err(self.checksum_error(
+                f,
+                chunk,
+                format!("crc32c of its {} encoded bytes is {computed:#010x}, stored {stored:#010x}", payload.len()),
+            ));
+        }
+        Ok(payload)
+    }
+
+    fn checksum_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
+        Error::Checksum { store: self.path.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
+    }
+
+    /// A zarrs codec error of chunk `chunk`: a typed checksum error when a
+    /// checksum codec of the chain (crc32c) failed.
+    fn codec_error(&self, f: &FieldArray, chunk: u64, e: CodecError) -> Error {
+        match e {
+            CodecError::InvalidChecksum => self.checksum_error(f, chunk, "the chain's checksum codec (crc32c) does not match the encoded bytes"),
+            e => self.chunk_error(f, chunk, e.to_string()),
+        }
     }
 
     /// The index of `shard` of `f` (read once, then cached), each entry checked
@@ -590,8 +718,17 @@ impl AtomicDataZarrReader {
                 }
                 if layout.crc32c {
                     let stored = tail.get(..4).and_then(|t| <[u8; 4]>::try_from(t).ok()).map(u32::from_le_bytes);
-                    if stored != Some(crc32c::crc32c(body)) {
-                        return Err(bad("crc32c mismatch".into()));
+                    let computed = crc32c::crc32c(body);
+                    if stored != Some(computed) {
+                        let last = chunk + layout.inner_per_shard - 1;
+                        return Err(self.checksum_error(
+                            f,
+                            chunk,
+                            format!(
+                                "index of shard {shard} (inner chunks {chunk}..={last}): crc32c is {computed:#010x}, stored {}",
+                                stored.map_or("nothing".into(), |s| format!("{s:#010x}"))
+                            ),
+                        ));
                     }
                 }
                 let (data_start, data_end) =

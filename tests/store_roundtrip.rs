@@ -236,6 +236,9 @@ fn check_array_codecs(path: &Path, rel: &str, codec: Codec, chunk: u64, shard: O
         }
         None => codecs.clone(),
     };
+    // These stores take the default: a crc32c checksum ends each (inner) chain.
+    let mut inner_codecs = inner_codecs;
+    assert_eq!(inner_codecs.pop(), Some(json!({"name": "crc32c"})), "{rel}: checksum last in {codecs:?}");
     assert_eq!(inner_codecs[0]["name"], "bytes", "{rel}: {inner_codecs:?}");
     if dtype.size() > 1 {
         assert_eq!(inner_codecs[0]["configuration"]["endian"], "little", "{rel}");
@@ -440,7 +443,7 @@ fn layout_matches_the_store_format() {
     let report = atomzarr::inspect::inspect(&path).unwrap();
     assert_eq!((report.num_samples, report.active), (n as usize, n as usize));
     let cfg = |rel: &str| report.arrays.iter().find(|a| a.path == rel).unwrap_or_else(|| panic!("{rel}")).config;
-    let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig { codec: Some(codec), chunk_size: Some(chunk), shard_size: shard, write_empty_chunks: None };
+    let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig { codec: Some(codec), chunk_size: Some(chunk), shard_size: shard, write_empty_chunks: None, checksum: Some(true) };
     assert_eq!(cfg("meta/atoms_ptr"), want_cfg(blosc, 16, None));
     assert_eq!(cfg("core/positions"), want_cfg(Codec::Zstd { level: 3 }, 4, Some(8)));
     assert_eq!(cfg("core/neighbor_list"), want_cfg(Codec::Zstd { level: 3 }, 2, Some(6)));
