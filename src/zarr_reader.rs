@@ -16,8 +16,8 @@ use zarrs::array::{Array, ArrayBytes, ArrayShardedReadableExt, ArrayShardedReada
 use zarrs::array::CodecOptions;
 
 use crate::cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
-use crate::collate::{CollateOptions, CollatedBatch};
-use crate::data::{AtomicData, DType, Field, HostData, Level};
+use crate::collate::{CollateOptions, CollatedBatch, bad_indices};
+use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::format::{self, Store};
 use crate::plan::{Pointers, chunks_of, needed_chunks};
@@ -677,28 +677,67 @@ impl AtomicDataZarrReader {
         self.for_rows(f, dec, rows, |src| dst.extend_from_bytes(src))
     }
 
-    /// Appends field `f`'s rows of the samples `physical` (in order) to
-    /// `dst`, adding `offsets[k]` to sample `k`'s values when given (the
-    /// neighbor list's batch-local atom indices).
-    fn fill_field(&self, f: &FieldArray, dec: &Decoded, ptrs: &Pointers, physical: &[usize], offsets: Option<&[i64]>, dst: &mut HostData) -> Result<()> {
+    /// Appends field `f`'s rows of the samples `physical` (in order) to `dst`.
+    fn fill_field(&self, f: &FieldArray, dec: &Decoded, ptrs: &Pointers, physical: &[usize], dst: &mut HostData) -> Result<()> {
+        for &p in physical {
+            self.copy_rows(f, dec, ptrs.rows(f.level, p), dst)?;
+        }
+        Ok(())
+    }
+
+    /// As [`Self::fill_field`] for `neighbor_list`: sample `k`'s stored
+    /// (store-global) indices are moved to batch-local (its atoms start at
+    /// `batch_atoms[k]`) and checked against its own atoms in the same copy,
+    /// so an index that would point into another structure of the batch is
+    /// an error naming logical sample `logical[k]`.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_neighbors(
+        &self,
+        st: &State,
+        f: &FieldArray,
+        dec: &Decoded,
+        physical: &[usize],
+        logical: &[usize],
+        batch_atoms: &[i64],
+        dst: &mut HostData,
+    ) -> Result<()> {
+        let ptrs = st.ptrs();
         for (k, &p) in physical.iter().enumerate() {
-            let rows = ptrs.rows(f.level, p);
-            let off = offsets.map_or(0, |o| o[k]);
-            // Offsets are added during the copy: a second pass over the
-            // neighbor list measured ~5% of a warm epoch.
-            match dst {
-                HostData::Int64(v) if off != 0 => self.for_rows(f, dec, rows, |src| HostData::extend_i64_offset(v, src, off))?,
-                HostData::Int32(v) if off != 0 => self.for_rows(f, dec, rows, |src| HostData::extend_i32_offset(v, src, off))?,
-                _ => {
-                    let start = dst.len();
-                    self.copy_rows(f, dec, rows, dst)?;
-                    if off != 0 {
-                        dst.add_offset_from(start, off)?;
-                    }
-                }
+            let lo = ptrs.atoms[p];
+            let n = (ptrs.atoms[p + 1] - lo) as u64;
+            let range = IndexRange { lo, n, offset: batch_atoms[k] - lo };
+            let start = dst.len();
+            let (mut ok, mut failed) = (true, None);
+            self.for_rows(f, dec, ptrs.rows(f.level, p), |src| match dst.extend_indices_checked(src, range) {
+                Ok(fits) => ok &= fits,
+                Err(e) => failed = Some(e),
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if !ok {
+                return Err(bad_indices(dst, start, batch_atoms[k], n, |r| self.range_error_in(st, logical[k], r)));
             }
         }
         Ok(())
+    }
+
+    /// [`Reader::neighbor_index_error`] against the snapshot `st`: the
+    /// diagnosis of nvalchemi-toolkit's append bug needs the store's atom
+    /// offsets.
+    fn range_error_in(&self, st: &State, index: usize, r: IndexReport) -> Error {
+        let physical_index = if index < st.len() { st.physical(index) } else { index };
+        let append_shift = (physical_index < st.num_samples)
+            .then(|| crate::repair::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next())
+            .flatten();
+        Error::NeighborIndex {
+            source_name: self.source.to_string(),
+            index,
+            physical_index,
+            value: r.value,
+            num_atoms: r.num_atoms,
+            append_shift,
+        }
     }
 
     fn assemble(&self, st: &State, dec: &[Decoded], p: usize) -> Result<AtomicData> {
@@ -736,9 +775,6 @@ impl AtomicDataZarrReader {
             out.atoms_ptr.push(atoms);
             out.edges_ptr.push(edges);
         }
-        // Sample k's stored neighbor indices are store-global (see
-        // STORE_FORMAT.md): moving them to batch-local adds this.
-        let nl_offsets: Vec<i64> = physical.iter().enumerate().map(|(k, &p)| out.atoms_ptr[k] - ptrs.atoms[p]).collect();
         for (f, d) in st.fields.iter().zip(dec) {
             let dst = match out.fields.get_mut(&f.name) {
                 Some(dst) => &mut dst.data,
@@ -750,8 +786,12 @@ impl AtomicDataZarrReader {
                 Level::System => physical.len(),
             };
             dst.reserve(rows_total * f.row_elems);
-            let offsets = (f.name == "neighbor_list").then_some(&nl_offsets[..]);
-            self.fill_field(f, d, &ptrs, &physical, offsets, dst)?;
+            if f.name == "neighbor_list" {
+                // Stored indices are store-global (see STORE_FORMAT.md).
+                self.fill_neighbors(st, f, d, &physical, batch, &out.atoms_ptr, dst)?;
+            } else {
+                self.fill_field(f, d, &ptrs, &physical, dst)?;
+            }
         }
         out.indices.clear();
         out.indices.extend_from_slice(batch);
@@ -852,5 +892,12 @@ impl Reader for AtomicDataZarrReader {
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
+    }
+
+    /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
+    /// (see [`Error::NeighborIndex`]).
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        let r = IndexReport { value, num_atoms, min: span.0, max: span.1 };
+        self.range_error_in(&self.snapshot(), index, r)
     }
 }
