@@ -278,7 +278,7 @@ impl CollatedBatch {
 /// The error for indices `start..` of `data` (one sample whose atoms are
 /// `base..base + n` there) after a checked copy found one out of range.
 pub(crate) fn bad_indices(data: &HostData, start: usize, base: i64, n: u64, err: impl FnOnce(IndexReport) -> Error) -> Error {
-    match data.index_report(start, base, n) {
+    match data.index_report(start..data.len(), base, n) {
         Some(r) => err(r),
         // The copy's int32 offset did not fit (see `extend_indices_checked`).
         None => Error::invalid("neighbor_list", format!("atom offset of a sample beyond int32 (base {base})")),

@@ -48,8 +48,9 @@ fn level_rows(b: &CollatedBatch, level: Level, k: usize) -> Option<(usize, usize
 }
 
 /// Builds the error for the pick at a position of `picks` whose neighbor
-/// list points outside its own atoms.
-pub(crate) type RangeError<'a> = &'a (dyn Fn(usize, IndexReport) -> Error + Sync);
+/// list points outside its own atoms; `None`: the sources were checked when
+/// they were built (an [`InMemoryDataset`]'s resident data), copy unchecked.
+pub(crate) type RangeError<'a> = Option<&'a (dyn Fn(usize, IndexReport) -> Error + Sync)>;
 
 /// Rebuilds `dst` as the graphs `picks` (`(source, graph)` pairs, in order)
 /// of `sources`, which must share one field layout (an empty batch takes the
@@ -109,17 +110,40 @@ pub(crate) fn gather_append(
                 .as_bytes()
                 .get(lo * row_bytes..hi * row_bytes)
                 .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
-            if is_nl {
-                // The graph's atoms are a0..a1 in its source and start at a0 + base here.
-                let (a0, a1) = level_rows(sources[s], Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
-                let (a0, n) = (a0 as i64, (a1 - a0) as u64);
-                let start = f.data.len();
-                if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
-                    return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
+            let start = f.data.len();
+            match range_error {
+                Some(range_error) if is_nl => {
+                    // The graph's atoms are a0..a1 in its source and start at a0 + base here.
+                    let (a0, a1) =
+                        level_rows(sources[s], Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+                    let (a0, n) = (a0 as i64, (a1 - a0) as u64);
+                    if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
+                        return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
+                    }
                 }
-            } else {
-                f.data.extend_from_bytes(bytes);
+                _ => {
+                    f.data.extend_from_bytes(bytes);
+                    if is_nl {
+                        f.data.add_offset_from(start, base)?;
+                    }
+                }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every graph's neighbor indices in `b` against its own atoms.
+fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error) -> Result<()> {
+    let Some(nl) = b.fields.get("neighbor_list") else { return Ok(()) };
+    let per_row: usize = nl.trailing_shape.iter().product();
+    for k in 0..b.num_graphs() {
+        let ((a0, a1), (e0, e1)) = match (level_rows(b, Level::Atom, k), level_rows(b, Level::Edge, k)) {
+            (Some(a), Some(e)) => (a, e),
+            _ => return Err(Error::Background(format!("graph {k} out of range of its pointers"))),
+        };
+        if let Some(r) = nl.data.index_report(e0 * per_row..e1 * per_row, a0 as i64, (a1 - a0) as u64) {
+            return Err(err(k, r));
         }
     }
     Ok(())
@@ -228,8 +252,7 @@ impl InMemoryDataset {
                 data = std::mem::take(&mut chunk[0]);
             } else {
                 let picks: Vec<(usize, usize)> = (0..part.num_graphs()).map(|k| (0, k)).collect();
-                let range_error = |k: usize, r: IndexReport| crate::reader::range_error(reader, start + k, r);
-                gather_append(&mut data, &[part], &picks, &range_error)?;
+                gather_append(&mut data, &[part], &picks, None)?;
             }
             bar.inc((end - start) as u64);
             start = end;
@@ -245,6 +268,9 @@ impl InMemoryDataset {
         } else {
             data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect()
         };
+        // Checked once here (whatever the reader's batch path checked), so
+        // batches copied from the resident data need no check.
+        verify_neighbors(&data, |k, r| crate::reader::range_error(reader, k, r))?;
         let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
         let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
         Ok(InMemoryDataset { data, levels, source: format!("{} (in memory)", reader.source()), physical })
@@ -352,7 +378,8 @@ impl Reader for InMemoryDataset {
         out.resize_with(batches.len(), CollatedBatch::default);
         out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| {
             let picks: Vec<(usize, usize)> = b.iter().map(|&i| (0, i)).collect();
-            gather(dst, &[&self.data], &picks, &|k, r| crate::reader::range_error(self, b[k], r))?;
+            // The resident data was checked when it was loaded.
+            gather(dst, &[&self.data], &picks, None)?;
             dst.indices.clear();
             dst.indices.extend_from_slice(b);
             Ok(())

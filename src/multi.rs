@@ -343,7 +343,7 @@ impl Reader for MultiDataset {
                     let local = sources[slot].indices.get(graph).copied().unwrap_or(graph);
                     crate::reader::range_error(&*self.children[d], local, r)
                 };
-                gather(dst, &sources, picks, &range_error)?;
+                gather(dst, &sources, picks, Some(&range_error))?;
             }
             // Global indices, in request order.
             dst.indices.clear();
