@@ -424,7 +424,7 @@ fn reference_stores_give_the_toolkit_bug_message_in_batch_paths() {
         // The toolkit's first write batches fine.
         let first: Vec<usize> = (0..n).filter(|&i| l.physical[i] < l.half).collect();
         let mut out = Vec::new();
-        r.load_collated(&[first.clone()], &mut out).unwrap();
+        r.load_collated(std::slice::from_ref(&first), &mut out).unwrap();
         assert_eq!(out[0].indices, first);
         // And the same reader still reads every sample as the toolkit does.
         for (i, s) in read_all(&r).iter().enumerate() {
