@@ -50,6 +50,11 @@ use crate::reader::{Reader, range_error};
 /// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`], [`DataLoader::stats`](crate::DataLoader::stats)) | returns the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
 ///
 /// `get(i)` with `i >= len()` is `None` under both (the end of the data).
+/// [`Dataset::get_sample`] and the Dataset's [`Reader`] sample reads
+/// (`read`, `read_many`) return the error under both. Set `Skip` on the
+/// Dataset the loader reads: a `Skip` Dataset used as a
+/// [`MultiDataset`](crate::MultiDataset) child returns fewer samples than
+/// asked, which the MultiDataset reports as an error.
 ///
 /// ```
 /// use atomzarr::dataset::ErrorPolicy;
