@@ -53,8 +53,9 @@ use crate::reader::{Reader, range_error};
 /// [`Dataset::get_sample`] and the Dataset's [`Reader`] sample reads
 /// (`read`, `read_many`) return the error under both. Set `Skip` on the
 /// Dataset the loader reads: a `Skip` Dataset used as a
-/// [`MultiDataset`](crate::MultiDataset) child returns fewer samples than
-/// asked, which the MultiDataset reports as an error.
+/// [`MultiDataset`](crate::MultiDataset) child or loaded into an
+/// [`InMemoryDataset`](crate::InMemoryDataset) returns fewer samples than
+/// asked, which they report as an error.
 ///
 /// ```
 /// use atomzarr::dataset::ErrorPolicy;
