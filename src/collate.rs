@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::data::{AtomicData, DType, HostData, Level};
+use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level};
 use crate::error::{Error, Result};
 
 /// How a reader lays out collated batches (see
@@ -140,7 +140,41 @@ impl CollatedBatch {
     }
 
     /// As [`CollatedBatch::from_samples`], into this batch's buffers.
+    ///
+    /// Every neighbor index is checked against its own sample's atom count
+    /// while it is copied: an index outside `[0, num_atoms)` would point
+    /// into another structure of the batch, so it is an
+    /// [`Error::NeighborIndex`] (source `"batch"`, the sample named by its
+    /// entry in `indices`).
+    ///
+    /// ```
+    /// use atomzarr::{AtomicData, CollatedBatch, Error};
+    /// let ok = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_neighbor_list(vec![[0, 1]], None).unwrap();
+    /// let bad = ok.clone().with_neighbor_list(vec![[0, 2]], None).unwrap();
+    /// let b = CollatedBatch::from_samples(&[7, 8], &[ok.clone(), ok.clone()]).unwrap();
+    /// assert_eq!(b.fields["neighbor_list"].data.to_i64_vec().unwrap(), vec![0, 1, 2, 3]);
+    /// let e = CollatedBatch::from_samples(&[7, 8], &[ok, bad]).unwrap_err();
+    /// assert!(matches!(e, Error::NeighborIndex { index: 8, value: 2, num_atoms: 2, .. }), "{e}");
+    /// ```
     pub fn fill_from_samples(&mut self, indices: &[usize], samples: &[AtomicData]) -> Result<()> {
+        self.fill_from_samples_with(indices, samples, &|k, r| Error::NeighborIndex {
+            source_name: "batch".into(),
+            index: indices.get(k).copied().unwrap_or(k),
+            physical_index: indices.get(k).copied().unwrap_or(k),
+            value: r.value,
+            num_atoms: r.num_atoms,
+            append_shift: None,
+        })
+    }
+
+    /// As [`CollatedBatch::fill_from_samples`]; `range_error(k, report)`
+    /// builds the error for batch position `k` (readers name their store).
+    pub(crate) fn fill_from_samples_with(
+        &mut self,
+        indices: &[usize],
+        samples: &[AtomicData],
+        range_error: &dyn Fn(usize, IndexReport) -> Error,
+    ) -> Result<()> {
         let layout: Vec<_> = samples
             .first()
             .map(|s| {
@@ -172,10 +206,13 @@ impl CollatedBatch {
                         ),
                     ));
                 }
-                if name == "neighbor_list" && atom_base != 0 {
-                    let mut shifted = f.data.clone();
-                    shifted.add_offset(atom_base)?;
-                    dst.data.extend_from(&shifted)?;
+                if name == "neighbor_list" {
+                    // Moved to batch-local and range-checked in one copy.
+                    let n = s.num_atoms() as u64;
+                    let start = dst.data.len();
+                    if !dst.data.extend_indices_checked(f.data.as_bytes(), IndexRange { lo: 0, n, offset: atom_base })? {
+                        return Err(bad_indices(&dst.data, start, atom_base, n, |r| range_error(k, r)));
+                    }
                 } else {
                     dst.data.extend_from(&f.data)?;
                 }
@@ -235,5 +272,15 @@ impl CollatedBatch {
             out.push(s);
         }
         Ok(out)
+    }
+}
+
+/// The error for indices `start..` of `data` (one sample whose atoms are
+/// `base..base + n` there) after a checked copy found one out of range.
+pub(crate) fn bad_indices(data: &HostData, start: usize, base: i64, n: u64, err: impl FnOnce(IndexReport) -> Error) -> Error {
+    match data.index_report(start..data.len(), base, n) {
+        Some(r) => err(r),
+        // The copy's int32 offset did not fit (see `extend_indices_checked`).
+        None => Error::invalid("neighbor_list", format!("atom offset of a sample beyond int32 (base {base})")),
     }
 }

@@ -24,7 +24,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -32,7 +32,43 @@ use std::thread::JoinHandle;
 use crate::collate::{CollateOptions, CollatedBatch};
 use crate::data::AtomicData;
 use crate::error::{Error, Result};
-use crate::reader::Reader;
+use crate::reader::{Reader, range_error};
+
+/// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
+/// with a sample whose *content* is bad: an out-of-range neighbor index
+/// ([`Error::NeighborIndex`]) or a failed validation ([`Error::Validation`]),
+/// see [`Error::is_sample_error`]. Any other error (I/O, a corrupt chunk, a
+/// transform's own error) fails the read under either policy: it is not
+/// about one sample, and skipping it could drop whole chunks unseen.
+///
+/// Burn's traits cannot carry an error, so the policy also decides what they
+/// do, never a silent `None` that would end Burn's epoch early:
+///
+/// | | batch paths ([`Dataset::load_batches`], the DataLoader) | Burn's `Dataset::get(i)` |
+/// |---|---|---|
+/// | `Fail` (default) | `Err` with the typed error (the loader's Burn iterator panics with its message) | panics with the typed error's message |
+/// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`], [`DataLoader::stats`](crate::DataLoader::stats)) | returns the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
+///
+/// `get(i)` with `i >= len()` is `None` under both (the end of the data).
+/// [`Dataset::get_sample`] and the Dataset's [`Reader`] sample reads
+/// (`read`, `read_many`) return the error under both. Set `Skip` on the
+/// Dataset the loader reads: a `Skip` Dataset used as a
+/// [`MultiDataset`](crate::MultiDataset) child or loaded into an
+/// [`InMemoryDataset`](crate::InMemoryDataset) returns fewer samples than
+/// asked, which they report as an error.
+///
+/// ```
+/// use atomzarr::dataset::ErrorPolicy;
+/// assert_eq!(ErrorPolicy::default(), ErrorPolicy::Fail);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ErrorPolicy {
+    /// A bad sample is an error (the default).
+    #[default]
+    Fail,
+    /// A bad sample is skipped, logged and counted.
+    Skip,
+}
 
 /// A per-sample transform, applied after validation.
 pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
@@ -128,6 +164,8 @@ struct ReadCtx<R: Reader> {
     skip_validation: bool,
     transforms: Vec<Transform>,
     collate: CollateOptions,
+    policy: ErrorPolicy,
+    skipped: Arc<AtomicU64>,
 }
 
 impl<R: Reader> ReadCtx<R> {
@@ -140,15 +178,75 @@ impl<R: Reader> ReadCtx<R> {
     }
 
     fn sample(&self, index: usize, s: AtomicData) -> Result<AtomicData> {
-        if !self.skip_validation {
-            s.validate()
-                .map_err(|reason| Error::Validation { source_name: self.reader.source().to_string(), index, reason })?;
+        if !self.skip_validation
+            && let Err(reason) = s.validate()
+        {
+            // An index outside the sample is the batch paths' typed error
+            // (with the append-bug diagnosis), whichever check meets it.
+            return Err(match s.neighbor_report() {
+                Some(r) => range_error(&*self.reader, index, r),
+                None => Error::Validation { source_name: self.reader.source().to_string(), index, reason },
+            });
         }
         self.transforms.iter().try_fold(s, |s, t| t(s))
     }
 
+    /// As [`ReadCtx::sample`] for one sample outside a batch (Burn's
+    /// `Dataset::get`): the range check a batch would do is done here, since
+    /// Burn batches what `get` returns.
+    fn checked_sample(&self, index: usize) -> Result<AtomicData> {
+        self.check(&[vec![index]])?;
+        let s = self.sample(index, self.reader.load_sample(index)?)?;
+        match s.neighbor_report() {
+            Some(r) => Err(range_error(&*self.reader, index, r)),
+            None => Ok(s),
+        }
+    }
+
     fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         self.check(lists)?;
+        match self.load_strict(lists) {
+            Err(e) if self.policy == ErrorPolicy::Skip && e.is_sample_error() => self.load_skipping(lists, e),
+            r => r,
+        }
+    }
+
+    /// `Skip`: finds the bad samples (batch by batch, then sample by sample
+    /// in the batches that fail; the failed read left its chunks in the
+    /// cache), logs and counts them, and reads the lists without them.
+    fn load_skipping(&self, lists: &[Vec<usize>], first: Error) -> Result<Vec<CollatedBatch>> {
+        let mut bad = std::collections::BTreeSet::new();
+        for b in lists {
+            match self.load_strict(std::slice::from_ref(b)) {
+                Ok(_) => continue,
+                Err(e) if e.is_sample_error() => {}
+                Err(e) => return Err(e),
+            }
+            for &i in b {
+                if bad.contains(&i) {
+                    continue;
+                }
+                match self.load_strict(&[vec![i]]) {
+                    Ok(_) => {}
+                    Err(e) if e.is_sample_error() => {
+                        log::warn!("atomzarr: skipping sample {i} of {}: {e}", self.reader.source());
+                        bad.insert(i);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if bad.is_empty() {
+            // The failure did not reproduce sample by sample: report it.
+            return Err(first);
+        }
+        let kept: Vec<Vec<usize>> = lists.iter().map(|b| b.iter().copied().filter(|i| !bad.contains(i)).collect()).collect();
+        let dropped = lists.iter().map(Vec::len).sum::<usize>() - kept.iter().map(Vec::len).sum::<usize>();
+        self.skipped.fetch_add(dropped as u64, Ordering::Relaxed);
+        self.load_strict(&kept)
+    }
+
+    fn load_strict(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         let mut out = Vec::with_capacity(lists.len());
         if self.skip_validation && self.transforms.is_empty() {
             self.reader.load_collated_with(lists, self.collate, &mut out)?;
@@ -160,7 +258,9 @@ impl<R: Reader> ReadCtx<R> {
             samples.into_iter().zip(&flat).map(|(s, &i)| self.sample(i, s)).collect::<Result<_>>()?;
         let mut start = 0;
         for b in lists {
-            let mut c = CollatedBatch::from_samples(b, &samples[start..start + b.len()])?;
+            // Transforms may rewrite neighbor lists: collating checks them again.
+            let mut c = CollatedBatch::default();
+            c.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
             if self.collate.narrows_int64() {
                 c.narrow_int64();
             }
@@ -180,6 +280,9 @@ pub struct Dataset<R: Reader> {
     transforms: Vec<Transform>,
     num_workers: usize,
     collate: CollateOptions,
+    policy: ErrorPolicy,
+    /// Samples skipped under [`ErrorPolicy::Skip`], shared by clones.
+    skipped: Arc<AtomicU64>,
     pool: Arc<OnceLock<WorkerPool>>,
     pending: Arc<Mutex<VecDeque<FusedHandle>>>,
 }
@@ -192,6 +295,8 @@ impl<R: Reader> Clone for Dataset<R> {
             transforms: self.transforms.clone(),
             num_workers: self.num_workers,
             collate: self.collate,
+            policy: self.policy,
+            skipped: self.skipped.clone(),
             pool: self.pool.clone(),
             pending: self.pending.clone(),
         }
@@ -223,6 +328,8 @@ impl<R: Reader + 'static> Dataset<R> {
             transforms: Vec::new(),
             num_workers: 1,
             collate: CollateOptions::default(),
+            policy: ErrorPolicy::Fail,
+            skipped: Arc::new(AtomicU64::new(0)),
             pool: Arc::new(OnceLock::new()),
             pending: Arc::new(Mutex::new(VecDeque::new())),
         }
@@ -247,6 +354,52 @@ impl<R: Reader + 'static> Dataset<R> {
     /// [`DataLoader`](crate::DataLoader) sets this for its backend.
     pub fn collate_options(mut self, opts: CollateOptions) -> Self {
         self.collate = opts;
+        self
+    }
+
+    /// What a bad sample does to a read (default [`ErrorPolicy::Fail`]); see
+    /// [`ErrorPolicy`] for both policies and Burn's `Dataset::get`.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, Dataset, Error, InMemoryDataset, Reader};
+    /// use atomzarr::dataset::ErrorPolicy;
+    /// /// Three samples, the second with an edge to an atom it does not have.
+    /// struct Three;
+    /// impl Reader for Three {
+    ///     fn len(&self) -> usize { 3 }
+    ///     fn source(&self) -> &str { "three" }
+    ///     fn field_levels(&self) -> std::collections::BTreeMap<String, atomzarr::Level> { Default::default() }
+    ///     fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
+    ///         AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, if i == 1 { 9 } else { 1 }]], None)
+    ///     }
+    /// }
+    /// let fail = Dataset::new(Three);
+    /// assert!(matches!(fail.load_batches(&[vec![0, 1, 2]]), Err(Error::NeighborIndex { index: 1, value: 9, .. })));
+    /// let skip = Dataset::new(Three).error_policy(ErrorPolicy::Skip);
+    /// assert_eq!(skip.load_batches(&[vec![0, 1, 2]])?[0].indices, vec![0, 2]);
+    /// assert_eq!(skip.skipped_samples(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The error policy.
+    pub fn policy(&self) -> ErrorPolicy {
+        self.policy
+    }
+
+    /// Samples skipped so far under [`ErrorPolicy::Skip`] (by this dataset
+    /// and its clones; a [`DataLoader`](crate::DataLoader) counts its own).
+    pub fn skipped_samples(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// The same dataset counting skips apart from the original.
+    pub(crate) fn with_own_skip_count(mut self) -> Self {
+        self.skipped = Arc::new(AtomicU64::new(0));
         self
     }
 
@@ -282,6 +435,8 @@ impl<R: Reader + 'static> Dataset<R> {
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
             collate: self.collate,
+            policy: self.policy,
+            skipped: self.skipped.clone(),
         }
     }
 
@@ -369,10 +524,37 @@ impl<R: Reader + 'static> Dataset<R> {
 }
 
 impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R> {
-    /// The sample, or `None` when out of range, unreadable or invalid (Burn's
-    /// trait cannot carry the error; use [`Dataset::get_sample`] to see it).
+    /// The sample (validated unless skipped, transformed, and its neighbor
+    /// indices checked as a batch would), or `None` past the end. Burn's
+    /// trait cannot carry an error and Burn's loader ends an epoch at the
+    /// first `None`, so an error is never `None`: under
+    /// [`ErrorPolicy::Fail`] it panics with the typed error's message; under
+    /// [`ErrorPolicy::Skip`] a bad sample is replaced by the next good one
+    /// (see [`ErrorPolicy`]). Use [`Dataset::get_sample`] to get the error.
     fn get(&self, index: usize) -> Option<AtomicData> {
-        self.get_sample(index).ok()
+        let len = self.reader.len();
+        if index >= len {
+            return None;
+        }
+        let ctx = self.ctx();
+        let e = match ctx.checked_sample(index) {
+            Ok(s) => return Some(s),
+            Err(e) => e,
+        };
+        if self.policy != ErrorPolicy::Skip || !e.is_sample_error() {
+            panic!("atomzarr Dataset: {e}");
+        }
+        log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.reader.source());
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        for step in 1..len {
+            let i = (index + step) % len;
+            match ctx.checked_sample(i) {
+                Ok(s) => return Some(s),
+                Err(e) if e.is_sample_error() => continue,
+                Err(e) => panic!("atomzarr Dataset: {e}"),
+            }
+        }
+        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.reader.source());
     }
 
     fn len(&self) -> usize {
@@ -455,5 +637,9 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
 
     fn metadata_for(&self, i: usize) -> crate::reader::SampleMetadata {
         self.reader.metadata_for(i)
+    }
+
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        self.reader.neighbor_index_error(index, value, num_atoms, span)
     }
 }

@@ -138,12 +138,59 @@ pub enum Error {
         /// Which checksum, with the stored and computed values.
         reason: String,
     },
+    /// A neighbor index outside its own sample's atoms, met on a batch path
+    /// (in a batch it would point into another structure). `read` and
+    /// `read_many` return such samples as stored; batches refuse them.
+    #[error(
+        "{source_name}, sample {index} (physical {physical_index}): neighbor_list index {value} \
+         outside the sample's {num_atoms} atoms [0, {num_atoms}){}",
+        append_bug_hint(*.append_shift, source_name)
+    )]
+    NeighborIndex {
+        /// The store (or dataset) the sample belongs to.
+        source_name: String,
+        /// The logical index of the sample in that store.
+        index: usize,
+        /// Its physical index in the store.
+        physical_index: usize,
+        /// The offending index, sample-local (as `read` returns it).
+        value: i64,
+        /// The sample's atom count.
+        num_atoms: usize,
+        /// `Some(K)` when every index of the sample lies in range once `K`
+        /// is added and `K` is the store's atom offset of an earlier sample
+        /// boundary: the signature of nvalchemi-toolkit's append bug, which
+        /// `atomzarr repair` fixes.
+        append_shift: Option<i64>,
+    },
+}
+
+fn append_bug_hint(shift: Option<i64>, store: &str) -> String {
+    match shift {
+        Some(k) => format!(
+            "; this looks like nvalchemi-toolkit's append bug (indices shifted by -{k}); run `atomzarr repair {store}`"
+        ),
+        None => String::new(),
+    }
 }
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether the error is about one sample's content (an out-of-range
+    /// neighbor index or a failed validation), which
+    /// [`ErrorPolicy::Skip`](crate::dataset::ErrorPolicy::Skip) skips.
+    ///
+    /// ```
+    /// let e = atomzarr::Error::Validation { source_name: "s".into(), index: 0, reason: "x".into() };
+    /// assert!(e.is_sample_error());
+    /// assert!(!atomzarr::Error::Config("c".into()).is_sample_error());
+    /// ```
+    pub fn is_sample_error(&self) -> bool {
+        matches!(self, Error::NeighborIndex { .. } | Error::Validation { .. })
+    }
+
     pub(crate) fn zarr(
         store: &std::path::Path,
         array: impl Into<String>,

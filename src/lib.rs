@@ -39,6 +39,7 @@
 //! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
 //! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
+//! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 //! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
 //! | [`bench`] | the I/O benchmark (`atomzarr roundtrip`, `atomzarr read`): read orders, timed read paths, report rows |
 //!
@@ -80,6 +81,7 @@ pub mod memory;
 pub mod multi;
 pub mod plan;
 pub mod reader;
+pub mod repair;
 pub mod sampler;
 pub mod synth;
 pub mod writer;
@@ -90,8 +92,8 @@ pub use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub use collate::{CollatedBatch, CollatedField};
 pub use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use data::{AtomicData, DType, Field, HostData, Level};
-pub use dataset::Dataset;
-pub use loader::{DataLoader, DataLoaderBuilder};
+pub use dataset::{Dataset, ErrorPolicy};
+pub use loader::{DataLoader, DataLoaderBuilder, LoaderStats};
 pub use memory::{InMemoryDataset, InMemoryOptions};
 pub use multi::{MultiDataset, MultiDatasetOptions};
 pub use error::{Error, Result};

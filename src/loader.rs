@@ -44,7 +44,7 @@ use burn::tensor::backend::Backend;
 
 use crate::batch::AtomicBatch;
 use crate::collate::{CollateOptions, CollatedBatch};
-use crate::dataset::{Dataset, Pending};
+use crate::dataset::{Dataset, ErrorPolicy, Pending};
 use crate::error::{Error, Result};
 use crate::reader::Reader;
 use crate::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches, SequentialSampler, epoch_rng};
@@ -67,6 +67,7 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     use_streams: bool,
     num_streams: usize,
     batch_transforms: Vec<BatchTransform<B>>,
+    error_policy: Option<ErrorPolicy>,
 }
 
 impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
@@ -144,6 +145,16 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
+    /// What a bad sample does (default: the dataset's,
+    /// [`ErrorPolicy::Fail`] unless set there). Under
+    /// [`ErrorPolicy::Skip`] it is dropped from its batch, logged and
+    /// counted in [`DataLoader::stats`]; a batch left with no sample is not
+    /// yielded. See [`ErrorPolicy`].
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.error_policy = Some(policy);
+        self
+    }
+
     /// Adds a per-batch transform.
     pub fn batch_transform(mut self, f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static) -> Self {
         self.batch_transforms.push(Arc::new(f));
@@ -155,7 +166,10 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
         let int32 = crate::batch::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
-        let mut dataset = self.dataset.collate_options(CollateOptions::default().narrow_int64(int32));
+        let mut dataset = self.dataset.collate_options(CollateOptions::default().narrow_int64(int32)).with_own_skip_count();
+        if let Some(p) = self.error_policy {
+            dataset = dataset.error_policy(p);
+        }
         if let Some(n) = self.num_workers {
             if n == 0 {
                 return Err(Error::Config("num_workers must be at least 1".into()));
@@ -217,6 +231,13 @@ impl Sampler for Shuffled {
     }
 }
 
+/// Counters of a [`DataLoader`] (all epochs, all its iterators).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoaderStats {
+    /// Samples dropped from their batches under [`ErrorPolicy::Skip`].
+    pub skipped_samples: u64,
+}
+
 /// Yields [`AtomicBatch`]es on a device, reading ahead in fused windows.
 pub struct DataLoader<B: Backend, R: Reader> {
     dataset: Dataset<R>,
@@ -263,7 +284,14 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             use_streams: false,
             num_streams: 1,
             batch_transforms: Vec::new(),
+            error_policy: None,
         }
+    }
+
+    /// Counters: samples skipped under [`ErrorPolicy::Skip`] by this loader
+    /// (and its clones, which share its dataset).
+    pub fn stats(&self) -> LoaderStats {
+        LoaderStats { skipped_samples: self.dataset.skipped_samples() }
     }
 
     /// Batches per epoch.
@@ -350,6 +378,23 @@ fn to_device<B: Backend>(c: CollatedBatch, device: &B::Device, pin: bool, transf
     transforms.iter().try_fold(b, |b, t| t(b))
 }
 
+/// Which lists of a window asked for samples.
+fn asked_for(window: &[Vec<usize>]) -> Vec<bool> {
+    window.iter().map(|b| !b.is_empty()).collect()
+}
+
+/// The window's batches without those that asked for samples and got none
+/// (all skipped under `ErrorPolicy::Skip`); a batch the sampler made empty
+/// stays.
+fn drop_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<CollatedBatch> {
+    batches
+        .into_iter()
+        .enumerate()
+        .filter(|(k, b)| b.num_graphs() > 0 || !asked.get(*k).copied().unwrap_or(false))
+        .map(|(_, b)| b)
+        .collect()
+}
+
 /// A batch of a window: still on the host, or already on the device.
 enum Item<B: Backend> {
     Host(CollatedBatch),
@@ -410,38 +455,42 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
         }
         while self.inflight.len() < 2 {
             let Some(w) = self.windows.pop_front() else { break };
+            let asked = asked_for(&w);
             let h = if self.streams > 0 {
                 let (device, pin, transforms, streams) =
                     (self.device.clone(), self.pin_memory, self.transforms.clone(), self.streams);
-                self.dataset.spawn_fused_with(w, move |batches| window_to_device(batches, &device, pin, &transforms, streams))
+                self.dataset.spawn_fused_with(w, move |batches| {
+                    window_to_device(drop_emptied(batches, &asked), &device, pin, &transforms, streams)
+                })
             } else {
-                self.dataset.spawn_fused_with(w, |batches| Ok(batches.into_iter().map(Item::Host).collect()))
+                self.dataset.spawn_fused_with(w, move |batches| Ok(drop_emptied(batches, &asked).into_iter().map(Item::Host).collect()))
             };
             self.inflight.push_back(h);
         }
     }
 
     /// The next batch of the current window, reading (or waiting for) the
-    /// next window if needed.
+    /// next window if needed (a window may yield nothing: every batch of it
+    /// lost all its samples to `Skip`).
     fn next_item(&mut self) -> Option<Result<Item<B>>> {
-        if let Some(i) = self.ready.pop_front() {
-            return Some(Ok(i));
-        }
-        let result = if self.fused {
-            let h = self.inflight.pop_front()?;
-            let r = h.wait();
-            self.fill_reads();
-            r
-        } else {
-            let w = self.windows.pop_front()?;
-            self.dataset.load_batches(&w).map(|b| b.into_iter().map(Item::Host).collect())
-        };
-        match result {
-            Ok(items) => {
-                self.ready.extend(items);
-                self.ready.pop_front().map(Ok)
+        loop {
+            if let Some(i) = self.ready.pop_front() {
+                return Some(Ok(i));
             }
-            Err(e) => Some(Err(e)),
+            let result = if self.fused {
+                let h = self.inflight.pop_front()?;
+                let r = h.wait();
+                self.fill_reads();
+                r
+            } else {
+                let w = self.windows.pop_front()?;
+                let asked = asked_for(&w);
+                self.dataset.load_batches(&w).map(|b| drop_emptied(b, &asked).into_iter().map(Item::Host).collect())
+            };
+            match result {
+                Ok(items) => self.ready.extend(items),
+                Err(e) => return Some(Err(e)),
+            }
         }
     }
 

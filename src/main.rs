@@ -42,6 +42,20 @@ enum Cmd {
     /// read it all back, report sizes and throughput (mirrors the reference
     /// toolkit's `nvalchemi-io-test roundtrip`).
     Roundtrip(RoundtripArgs),
+    /// Rewrite the neighbor lists that nvalchemi-toolkit's `append` stored
+    /// shifted (indices out of their sample's range, shifted by one atom
+    /// offset per appended batch) where the fix is unambiguous; list the
+    /// out-of-range samples it could not fix (exit status 1 if any).
+    Repair {
+        /// The store.
+        store: PathBuf,
+        /// Only report what would be fixed; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// I/O benchmark against an existing store (ours or the Python toolkit's).
     Read {
         /// The store.
@@ -239,6 +253,38 @@ fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
     Ok(())
 }
 
+/// Prints a repair report; errors when out-of-range samples remain.
+fn print_repair(r: &atomzarr::repair::RepairReport, json: bool) -> atomzarr::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+    } else {
+        let verb = if r.written { "fixed" } else { "would fix" };
+        println!("store {}: {} samples with edges checked", r.store.display(), r.samples_checked);
+        for run in &r.fixed {
+            let (a, b) = (run.physical[0], run.physical[run.physical.len() - 1]);
+            println!("{verb} {} samples (physical {a}..={b}): indices shifted by -{} (toolkit append bug)", run.physical.len(), run.shift);
+        }
+        for u in &r.unfixed {
+            println!(
+                "not fixed: sample {} (physical {}): index {} outside [0, {}): {}",
+                u.index, u.physical_index, u.value, u.num_atoms, u.reason
+            );
+        }
+        if r.fixed.is_empty() && r.unfixed.is_empty() {
+            println!("every neighbor index is in range");
+        }
+    }
+    if r.unfixed.is_empty() {
+        Ok(())
+    } else {
+        Err(atomzarr::Error::Inconsistent {
+            store: r.store.clone(),
+            array: "core/neighbor_list".into(),
+            reason: format!("{} samples with out-of-range neighbor indices could not be fixed (listed above)", r.unfixed.len()),
+        })
+    }
+}
+
 fn run(cli: Cli) -> atomzarr::Result<()> {
     match cli.cmd {
         Cmd::Dump { store } => {
@@ -297,6 +343,10 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             }
             let rows = atomzarr::bench::roundtrip(&w, &read)?;
             print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
+        }
+        Cmd::Repair { store, dry_run, json } => {
+            let report = if dry_run { atomzarr::repair::check(&store)? } else { atomzarr::repair::repair(&store)? };
+            print_repair(&report, json)?;
         }
         Cmd::Read { path, read: a } => {
             let rows = atomzarr::bench::read_bench(&path, &a.options())?;

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use crate::collate::CollatedBatch;
-use crate::data::{AtomicData, DType, Field, HostData, Level};
+use crate::collate::{CollatedBatch, bad_indices};
+use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::reader::Reader;
 
@@ -47,18 +47,30 @@ fn level_rows(b: &CollatedBatch, level: Level, k: usize) -> Option<(usize, usize
     (lo >= 0 && hi >= lo).then_some((lo as usize, hi as usize))
 }
 
+/// Builds the error for the pick at a position of `picks` whose neighbor
+/// list points outside its own atoms; `None`: the sources were checked when
+/// they were built (an [`InMemoryDataset`]'s resident data), copy unchecked.
+pub(crate) type RangeError<'a> = Option<&'a (dyn Fn(usize, IndexReport) -> Error + Sync)>;
+
 /// Rebuilds `dst` as the graphs `picks` (`(source, graph)` pairs, in order)
 /// of `sources`, which must share one field layout (an empty batch takes the
 /// first source's, with zero rows). Indices are left for the caller to set.
-pub(crate) fn gather(dst: &mut CollatedBatch, sources: &[&CollatedBatch], picks: &[(usize, usize)]) -> Result<()> {
+pub(crate) fn gather(dst: &mut CollatedBatch, sources: &[&CollatedBatch], picks: &[(usize, usize)], range_error: RangeError) -> Result<()> {
     let first = picks.first().map_or(0, |p| p.0);
     let layout = sources.get(first).map(|s| layout_of(s)).unwrap_or_default();
     dst.reset(&layout);
-    gather_append(dst, sources, picks)
+    gather_append(dst, sources, picks, range_error)
 }
 
-/// Appends graphs `picks` of `sources` to `dst`, whose layout they must share.
-pub(crate) fn gather_append(dst: &mut CollatedBatch, sources: &[&CollatedBatch], picks: &[(usize, usize)]) -> Result<()> {
+/// Appends graphs `picks` of `sources` to `dst`, whose layout they must
+/// share. Neighbor indices are rebased and checked against their own graph's
+/// atoms in the same copy.
+pub(crate) fn gather_append(
+    dst: &mut CollatedBatch,
+    sources: &[&CollatedBatch],
+    picks: &[(usize, usize)],
+    range_error: RangeError,
+) -> Result<()> {
     if dst.atoms_ptr.is_empty() {
         dst.atoms_ptr.push(0);
     }
@@ -90,7 +102,7 @@ pub(crate) fn gather_append(dst: &mut CollatedBatch, sources: &[&CollatedBatch],
     for (name, f) in dst.fields.iter_mut() {
         let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
         let is_nl = name == "neighbor_list";
-        for (&(s, k), &base) in picks.iter().zip(&bases) {
+        for (pos, (&(s, k), &base)) in picks.iter().zip(&bases).enumerate() {
             let sf = sources[s].fields.get(name).ok_or_else(|| Error::Background(format!("gather: field {name} vanished")))?;
             let (lo, hi) = level_rows(sources[s], f.level, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
             let bytes = sf
@@ -99,10 +111,39 @@ pub(crate) fn gather_append(dst: &mut CollatedBatch, sources: &[&CollatedBatch],
                 .get(lo * row_bytes..hi * row_bytes)
                 .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
             let start = f.data.len();
-            f.data.extend_from_bytes(bytes);
-            if is_nl {
-                f.data.add_offset_from(start, base)?;
+            match range_error {
+                Some(range_error) if is_nl => {
+                    // The graph's atoms are a0..a1 in its source and start at a0 + base here.
+                    let (a0, a1) =
+                        level_rows(sources[s], Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+                    let (a0, n) = (a0 as i64, (a1 - a0) as u64);
+                    if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
+                        return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
+                    }
+                }
+                _ => {
+                    f.data.extend_from_bytes(bytes);
+                    if is_nl {
+                        f.data.add_offset_from(start, base)?;
+                    }
+                }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every graph's neighbor indices in `b` against its own atoms.
+fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error) -> Result<()> {
+    let Some(nl) = b.fields.get("neighbor_list") else { return Ok(()) };
+    let per_row: usize = nl.trailing_shape.iter().product();
+    for k in 0..b.num_graphs() {
+        let ((a0, a1), (e0, e1)) = match (level_rows(b, Level::Atom, k), level_rows(b, Level::Edge, k)) {
+            (Some(a), Some(e)) => (a, e),
+            _ => return Err(Error::Background(format!("graph {k} out of range of its pointers"))),
+        };
+        if let Some(r) = nl.data.index_report(e0 * per_row..e1 * per_row, a0 as i64, (a1 - a0) as u64) {
+            return Err(err(k, r));
         }
     }
     Ok(())
@@ -211,7 +252,7 @@ impl InMemoryDataset {
                 data = std::mem::take(&mut chunk[0]);
             } else {
                 let picks: Vec<(usize, usize)> = (0..part.num_graphs()).map(|k| (0, k)).collect();
-                gather_append(&mut data, &[part], &picks)?;
+                gather_append(&mut data, &[part], &picks, None)?;
             }
             bar.inc((end - start) as u64);
             start = end;
@@ -227,6 +268,9 @@ impl InMemoryDataset {
         } else {
             data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect()
         };
+        // Checked once here (whatever the reader's batch path checked), so
+        // batches copied from the resident data need no check.
+        verify_neighbors(&data, |k, r| crate::reader::range_error(reader, k, r))?;
         let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
         let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
         Ok(InMemoryDataset { data, levels, source: format!("{} (in memory)", reader.source()), physical })
@@ -235,9 +279,18 @@ impl InMemoryDataset {
     /// Holds `samples` (they must share fields, dtypes and row shapes).
     pub fn from_samples(samples: &[AtomicData], source: impl Into<String>) -> Result<Self> {
         let idx: Vec<usize> = (0..samples.len()).collect();
-        let data = CollatedBatch::from_samples(&idx, samples)?;
+        let source = source.into();
+        let mut data = CollatedBatch::default();
+        data.fill_from_samples_with(&idx, samples, &|k, r| Error::NeighborIndex {
+            source_name: source.clone(),
+            index: k,
+            physical_index: k,
+            value: r.value,
+            num_atoms: r.num_atoms,
+            append_shift: None,
+        })?;
         let levels = data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
-        Ok(InMemoryDataset { data, levels, source: source.into(), physical: None })
+        Ok(InMemoryDataset { data, levels, source, physical: None })
     }
 
     /// The resident data: every sample, collated, `indices = 0..len`.
@@ -325,7 +378,8 @@ impl Reader for InMemoryDataset {
         out.resize_with(batches.len(), CollatedBatch::default);
         out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| {
             let picks: Vec<(usize, usize)> = b.iter().map(|&i| (0, i)).collect();
-            gather(dst, &[&self.data], &picks)?;
+            // The resident data was checked when it was loaded.
+            gather(dst, &[&self.data], &picks, None)?;
             dst.indices.clear();
             dst.indices.extend_from_slice(b);
             Ok(())

@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 use rayon::prelude::*;
 
 use crate::collate::CollatedBatch;
-use crate::data::{AtomicData, Level};
+use crate::data::{AtomicData, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::memory::gather;
 use crate::reader::{Reader, SampleMetadata};
@@ -336,13 +336,35 @@ impl Reader for MultiDataset {
         out.par_iter_mut().zip(plans.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, plan), b)| {
             if let Plan::Mixed(slots, picks) = plan {
                 let sources: Vec<&CollatedBatch> = slots.iter().map(|&(d, j)| &child_out[d][j]).collect();
-                gather(dst, &sources, picks)?;
+                // Children checked their own batches; this names the child's sample should a child have let one through.
+                let range_error = |pos: usize, r: IndexReport| {
+                    let (slot, graph) = picks[pos];
+                    let d = slots[slot].0;
+                    let local = sources[slot].indices.get(graph).copied().unwrap_or(graph);
+                    crate::reader::range_error(&*self.children[d], local, r)
+                };
+                gather(dst, &sources, picks, Some(&range_error))?;
             }
             // Global indices, in request order.
             dst.indices.clear();
             dst.indices.extend_from_slice(b);
             Ok(())
         })
+    }
+
+    /// The child's error, naming the child's store and its own index.
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        match self.to_local_index(index) {
+            Ok((d, l)) => self.children[d].neighbor_index_error(l, value, num_atoms, span),
+            Err(_) => Error::NeighborIndex {
+                source_name: self.source.clone(),
+                index,
+                physical_index: index,
+                value,
+                num_atoms,
+                append_shift: None,
+            },
+        }
     }
 
     /// The child's metadata, under the global index.

@@ -117,7 +117,7 @@ pub trait Reader: Send + Sync {
         out.resize_with(batches.len(), CollatedBatch::default);
         let mut start = 0;
         for (b, dst) in batches.iter().zip(out.iter_mut()) {
-            dst.fill_from_samples(b, &samples[start..start + b.len()])?;
+            dst.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, report| range_error(self, b[k], report))?;
             start += b.len();
         }
         Ok(())
@@ -190,6 +190,39 @@ pub trait Reader: Send + Sync {
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source()) }
     }
+
+    /// The error a batch path returns for logical sample `index` whose
+    /// neighbor list holds `value` outside `[0, num_atoms)`; `span` is the
+    /// sample's smallest and largest (sample-local) index. Default: an
+    /// [`Error::NeighborIndex`] naming [`Reader::source`] and the physical
+    /// index. A reader that knows the store's atom offsets (the Zarr reader)
+    /// adds the diagnosis of nvalchemi-toolkit's append bug; wrappers
+    /// delegate to the reader that owns the sample.
+    ///
+    /// ```
+    /// use atomzarr::{Error, InMemoryDataset, Reader};
+    /// let mem = InMemoryDataset::from_samples(&atomzarr::synth::generate(2, 2, 4, 0).unwrap(), "mem").unwrap();
+    /// let e = mem.neighbor_index_error(1, -3, 4, (-3, 2));
+    /// assert!(matches!(e, Error::NeighborIndex { index: 1, value: -3, num_atoms: 4, .. }));
+    /// assert!(e.to_string().starts_with("mem, sample 1 (physical 1): neighbor_list index -3"));
+    /// ```
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        let _ = span;
+        Error::NeighborIndex {
+            source_name: self.source().to_string(),
+            index,
+            physical_index: self.physical_index(index),
+            value,
+            num_atoms,
+            append_shift: None,
+        }
+    }
+}
+
+/// The batch-path error for `report`, a range violation of logical sample
+/// `index` of `reader`.
+pub(crate) fn range_error<R: Reader + ?Sized>(reader: &R, index: usize, report: crate::data::IndexReport) -> Error {
+    reader.neighbor_index_error(index, report.value, report.num_atoms, (report.min, report.max))
 }
 
 /// `indices` normalised to `0..len` (`len` taken once by the caller: per
@@ -237,5 +270,8 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     }
     fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
         (**self).load_collated_with(batches, opts, out)
+    }
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        (**self).neighbor_index_error(index, value, num_atoms, span)
     }
 }

@@ -883,4 +883,18 @@ impl AtomicDataZarrWriter {
         b.set_message(msg);
         b
     }
+
+    /// Rewrites rows `rows` of the existing array `rel` with `bytes` (used by
+    /// `atomzarr repair`). `rows.end` must be the array's length: the row
+    /// writer sets the length to it, and a shorter array would lose its tail.
+    pub(crate) fn overwrite_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
+        let len = self.open_rows_array(rel)?.shape()[0];
+        if rows.end != len || rows.start > rows.end {
+            return Err(Error::invalid(
+                format!("{}, array {rel}", self.path.display()),
+                format!("overwrite of rows {rows:?} must end at the array's length {len}"),
+            ));
+        }
+        self.write_rows(rel, rows, bytes)
+    }
 }

@@ -179,17 +179,47 @@ impl Reader for Broken {
     }
 }
 
+/// A backend whose sample 1 has a non-finite position (invalid, though it
+/// would batch).
+struct NanAt1;
+impl Reader for NanAt1 {
+    fn len(&self) -> usize {
+        3
+    }
+    fn source(&self) -> &str {
+        "nan"
+    }
+    fn field_levels(&self) -> BTreeMap<String, Level> {
+        BTreeMap::new()
+    }
+    fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
+        let x = if i == 1 { f32::NAN } else { 0.0 };
+        AtomicData::new(vec![1, 1], vec![[x; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)
+    }
+}
+
 #[test]
 fn validation_on_by_default_and_skippable() {
-    let ds = Dataset::new(Broken);
+    let ds = Dataset::new(NanAt1);
     let err = ds.load_batches(&[vec![0, 1]]).unwrap_err();
     assert!(matches!(err, Error::Validation { index: 1, .. }), "{err}");
-    assert!(err.to_string().contains("neighbor_list"));
-    assert!(Dataset::new(Broken).skip_validation(true).load_batches(&[vec![0, 1]]).is_ok());
-    // Burn's Dataset trait: None for invalid or out of range.
+    assert!(err.to_string().contains("positions"));
+    assert!(Dataset::new(NanAt1).skip_validation(true).load_batches(&[vec![0, 1]]).is_ok());
+    // An index outside its sample is refused by batches with validation on
+    // or off: the typed range error, not a validation failure.
+    for ds in [Dataset::new(Broken), Dataset::new(Broken).skip_validation(true)] {
+        let err = ds.load_batches(&[vec![0, 1]]).unwrap_err();
+        assert!(matches!(err, Error::NeighborIndex { index: 1, physical_index: 1, value: 5, num_atoms: 2, .. }), "{err}");
+        assert!(err.to_string().starts_with("broken, sample 1 (physical 1): neighbor_list index 5 outside"), "{err}");
+    }
+    // Burn's Dataset trait: the sample, a panic with the message for a bad
+    // one (never a None that would end Burn's epoch), None past the end.
     use burn::data::dataset::Dataset as BurnDataset;
+    let ds = Dataset::new(Broken);
     assert!(BurnDataset::get(&ds, 0).is_some());
-    assert!(BurnDataset::get(&ds, 1).is_none());
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| BurnDataset::get(&ds, 1))).unwrap_err();
+    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("broken, sample 1 (physical 1): neighbor_list index 5"), "{msg}");
     assert!(BurnDataset::get(&ds, 3).is_none());
     assert_eq!(BurnDataset::len(&ds), 3);
     // Out-of-range indices are errors, not panics.

@@ -307,7 +307,8 @@ fn in_memory_keeps_physical_indices_of_a_store_with_deletes() {
     assert_eq!(mem.physical_index(7), 9);
 }
 
-/// A backend whose sample 1 is invalid (neighbor index out of range).
+/// A backend whose sample 1 is invalid (a non-finite position: validation
+/// refuses it, batches would not).
 struct Broken;
 impl Reader for Broken {
     fn len(&self) -> usize {
@@ -320,8 +321,8 @@ impl Reader for Broken {
         [("atomic_numbers".to_string(), Level::Atom), ("positions".into(), Level::Atom), ("neighbor_list".into(), Level::Edge)].into()
     }
     fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
-        let nl = if i == 1 { vec![[0, 5]] } else { vec![[0, 1]] };
-        AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(nl, None)
+        let x = if i == 1 { f32::NAN } else { 0.0 };
+        AtomicData::new(vec![1, 1], vec![[x; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)
     }
 }
 
