@@ -216,8 +216,10 @@ pub fn write_group(store: &Path, rel: &str) -> Result<()> {
     std::fs::write(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default()).map_err(|e| Error::io(&p, e))
 }
 
-/// Opens an array of the store.
+/// Opens an array of the store (with zarrs' zstd and blosc decoders
+/// bounded, see [`crate::limits::install_bounded_codecs`]).
 pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Array<Store>> {
+    crate::limits::install_bounded_codecs();
     if !store_path.join(rel).join("zarr.json").exists() {
         return Err(Error::format(store_path, format!("missing array {rel}")));
     }

@@ -73,6 +73,7 @@ pub mod dump;
 mod error;
 pub mod format;
 pub mod inspect;
+pub mod limits;
 pub mod loader;
 pub mod memory;
 pub mod multi;
