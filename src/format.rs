@@ -161,6 +161,8 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
         for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
             if let Some(map) = f.get(group).and_then(Value::as_object) {
                 for (name, level) in map {
+                    // A listed name becomes a path under the store: no `..`, no `/`.
+                    check_field_name(name).map_err(|why| Error::format(store, format!("fields.{group}: {why}")))?;
                     let level = level.as_str().and_then(Level::parse).ok_or_else(|| {
                         Error::format(store, format!("field {name}: level {level} is not atom/edge/system"))
                     })?;

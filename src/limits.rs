@@ -123,10 +123,19 @@ pub(crate) fn geometry(store: &Path, rel: &str, array: &Array<Store>, dtype: DTy
             ));
         }
     }
+    // The reader decodes an inner chunk into chunk_rows whole rows of the
+    // array (its trailing dimensions, which the chunk's may not match).
+    if inner[0].get().checked_mul(row_bytes as u64).is_none_or(|b| b > MAX_CHUNK_BYTES) {
+        return Err(bad(
+            store,
+            rel,
+            format!("{} rows of {row_bytes} bytes per inner chunk exceed the {MAX_CHUNK_BYTES}-byte limit", inner[0]),
+        ));
+    }
     if outer != inner {
         // Sharded: 16 index bytes per inner chunk (zarrs sizes the index so).
         let per_shard = outer.iter().zip(&inner).try_fold(1u64, |acc, (o, i)| acc.checked_mul(o.get().div_ceil(i.get())));
-        if !per_shard.and_then(|k| k.checked_mul(16)).is_some_and(|b| b <= MAX_CHUNK_BYTES) {
+        if per_shard.and_then(|k| k.checked_mul(16)).is_none_or(|b| b > MAX_CHUNK_BYTES) {
             return Err(bad(
                 store,
                 rel,

@@ -272,7 +272,7 @@ fn one_edit() -> impl Strategy<Value = Edit> {
         1 => (i(), i()).prop_map(|(file, with)| Edit::FillValue { file, with }),
         2 => (i(), i()).prop_map(|(file, chain)| Edit::Codecs { file, chain }),
         2 => (rel_num(), any::<bool>()).prop_map(|(value, pointers)| Edit::NumSamples { value, pointers }),
-        1 => (i(), 0u8..4).prop_map(|(field, change)| Edit::Fields { field, change }),
+        1 => (i(), 0u8..5).prop_map(|(field, change)| Edit::Fields { field, change }),
         4 => (i(), bytes_edit()).prop_map(|(file, how)| Edit::Chunk { file, how }),
         3 => (i(), i(), rel_num(), rel_num(), any::<bool>())
             .prop_map(|(file, entry, offset, size, fix_crc)| Edit::ShardIndex { file, entry, offset, size, fix_crc }),
@@ -341,7 +341,7 @@ impl Work {
                 }
             }
         }
-        for (rel, _) in &w.base {
+        for rel in w.base.keys() {
             let Some(array) = rel.ancestors().find(|a| a.file_name().is_some_and(|n| n == "c")).and_then(Path::parent) else {
                 continue;
             };
@@ -515,6 +515,10 @@ impl Work {
                     }
                     2 => {
                         core.insert("no_such_field".into(), json!("atom"));
+                    }
+                    3 => {
+                        // A name that walks out of the store.
+                        core.insert(format!("../../{name}"), json!("atom"));
                     }
                     _ => {
                         core.insert(name, json!(42));
@@ -1050,10 +1054,17 @@ fn absurd_trailing_shapes_are_refused() {
     let (_dir, store) = copy_of("nva_default");
     edit_json(&store, "core/positions", |v| v["shape"] = json!([1159, 1u64 << 62]));
     assert_inconsistent(&open_error(&store), &store, "core/positions", "overflows");
-    // A row of 4 TiB the chunk files can not hold.
+    // Rows of 4 TiB: one chunk's rows would not fit any buffer.
     let (_dir, store) = copy_of("nva_default");
     edit_json(&store, "core/positions", |v| v["shape"] = json!([1159, 1u64 << 40]));
-    assert_inconsistent(&open_error(&store), &store, "core/positions", "but its chunk files hold at most");
+    assert_inconsistent(&open_error(&store), &store, "core/positions", "per inner chunk exceed");
+    // Rows of 128 KiB (chunks of 80 MiB): 152 MB claimed, files of 1.2 KB.
+    let (_dir, store) = copy_of("nva_default");
+    edit_json(&store, "core/atomic_numbers", |v| {
+        v["shape"] = json!([1159, 1 << 14]);
+        v["chunk_grid"]["configuration"]["chunk_shape"] = json!([614, 1 << 14]);
+    });
+    assert_inconsistent(&open_error(&store), &store, "core/atomic_numbers", "but its chunk files hold at most");
     // A fill-only field (no chunk file: all zeros) 256 KiB wide per atom.
     let (_dir, store) = copy_of("nva_default");
     assert!(!store.join("core/velocities/c").exists(), "velocities are all fill values in the fixture");
@@ -1146,4 +1157,28 @@ fn a_blosc_header_claiming_a_huge_size_is_an_error() {
         }
         e => panic!("expected a Chunk error, got {e:?}"),
     }
+}
+
+#[test]
+fn field_names_that_leave_the_store_are_refused() {
+    // `../core/positions` under core/ is the store's own positions array, read
+    // as another field: harmless here, but any path outside works the same.
+    let (_dir, store) = copy_of("nva_default");
+    edit_json(&store, "", |v| v["attributes"]["fields"]["core"]["../core/positions"] = json!("atom"));
+    match open_error(&store) {
+        Error::Format { store: s, reason } => {
+            assert_eq!(s, store);
+            assert!(reason.contains("../core/positions") && reason.contains("path separator"), "{reason}");
+        }
+        e => panic!("expected a Format error, got {e:?}"),
+    }
+}
+
+#[test]
+fn a_row_wider_than_its_chunk_is_refused_before_decoding() {
+    // Trailing shape [2^16] but chunks [614, 3]: whole rows per chunk would be
+    // 614 x 256 KiB, decoded into one buffer.
+    let (_dir, store) = copy_of("nva_default");
+    edit_json(&store, "core/positions", |v| v["shape"] = json!([1159, 1 << 26]));
+    assert_inconsistent(&open_error(&store), &store, "core/positions", "rows of 268435456 bytes per inner chunk");
 }
