@@ -12,6 +12,9 @@
 //! Every row also says how many samples were delivered, how many distinct
 //! ones, whether they came back in the requested order, and how many bytes of
 //! field data arrived, so a run proves it read each sample exactly once.
+//! With `checksum` ([`ReadOptions::checksum`], the CLI's `--checksum`) it also
+//! reports a content checksum of what was delivered, independent of order
+//! (see [`sample_hash`]), so a run can prove it read the right bytes too.
 //!
 //! ```
 //! use atomzarr::bench::{ReadOrder, read_order};
@@ -152,6 +155,9 @@ pub struct ReadOptions {
     pub epochs: usize,
     /// Progress bars on stderr.
     pub progress: bool,
+    /// Compute the content checksum of what each pass delivers (hashing
+    /// every byte: it is part of the timed pass, so off by default).
+    pub checksum: bool,
 }
 
 impl Default for ReadOptions {
@@ -167,6 +173,7 @@ impl Default for ReadOptions {
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             epochs: 1,
             progress: false,
+            checksum: false,
         }
     }
 }
@@ -220,6 +227,95 @@ pub struct ReadResult {
     pub cache_hits: u64,
     /// Cache misses (chunk decodes) during the pass.
     pub cache_misses: u64,
+    /// Wrapping sum of [`sample_hash`] over the delivered samples, when
+    /// [`ReadOptions::checksum`] is set.
+    pub content_checksum: Option<u64>,
+}
+
+/// FNV-1a, 64 bit: simple enough to re-implement anywhere a checksum must
+/// be checked independently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    /// Feeds bytes.
+    pub fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// Feeds a u64, little endian.
+    pub fn write_u64(&mut self, x: u64) {
+        self.write(&x.to_le_bytes());
+    }
+
+    /// The hash.
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The content hash of one sample, as the toolkit returns it (system fields
+/// `[1, ...]`, neighbor lists sample-local): [`Fnv1a`] over, for each field in
+/// ascending name order, the name's byte length (u64 LE) and UTF-8 bytes, the
+/// dtype name's (`float32`, `int64`, `bool`, ...) length and bytes, the rank
+/// (u64 LE) and each dimension (u64 LE), the data's byte length (u64 LE) and
+/// the data, each element little endian in the stored dtype (bool as one byte,
+/// 0 or 1). A read's content checksum is the wrapping sum of its samples'
+/// hashes: independent of order, changed by a missing or repeated sample.
+///
+/// ```
+/// use atomzarr::AtomicData;
+/// use atomzarr::bench::{Fnv1a, sample_hash};
+/// let s = AtomicData::new(vec![8], vec![[1.0, 2.0, 3.0]]).unwrap();
+/// // By hand: atomic_numbers then positions.
+/// let mut h = Fnv1a::default();
+/// for (name, dtype, shape, data) in [
+///     ("atomic_numbers", "int64", vec![1u64], 8i64.to_le_bytes().to_vec()),
+///     ("positions", "float32", vec![1, 3], [1.0f32, 2.0, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect()),
+/// ] {
+///     h.write_u64(name.len() as u64);
+///     h.write(name.as_bytes());
+///     h.write_u64(dtype.len() as u64);
+///     h.write(dtype.as_bytes());
+///     h.write_u64(shape.len() as u64);
+///     shape.iter().for_each(|&d| h.write_u64(d));
+///     h.write_u64(data.len() as u64);
+///     h.write(&data);
+/// }
+/// assert_eq!(sample_hash(&s), h.finish());
+/// ```
+pub fn sample_hash(s: &AtomicData) -> u64 {
+    let mut h = Fnv1a::default();
+    for (name, f) in &s.fields {
+        h.write_u64(name.len() as u64);
+        h.write(name.as_bytes());
+        let dtype = f.dtype().name();
+        h.write_u64(dtype.len() as u64);
+        h.write(dtype.as_bytes());
+        h.write_u64(f.shape.len() as u64);
+        for &d in &f.shape {
+            h.write_u64(d as u64);
+        }
+        let bytes = f.data.as_bytes();
+        h.write_u64(bytes.len() as u64);
+        if cfg!(target_endian = "little") {
+            h.write(bytes);
+        } else {
+            for e in bytes.chunks(f.dtype().size()) {
+                e.iter().rev().for_each(|b| h.write(&[*b]));
+            }
+        }
+    }
+    h.finish()
 }
 
 /// Counts what a read path delivers.
@@ -229,11 +325,19 @@ struct Tally {
     read: usize,
     bytes: u64,
     order_ok: bool,
+    checksum: Option<u64>,
 }
 
 impl Tally {
-    fn new(n: usize) -> Tally {
-        Tally { seen: vec![false; n], unique: 0, read: 0, bytes: 0, order_ok: true }
+    fn new(n: usize, checksum: bool) -> Tally {
+        Tally { seen: vec![false; n], unique: 0, read: 0, bytes: 0, order_ok: true, checksum: checksum.then_some(0) }
+    }
+
+    /// Adds samples to the content checksum (when one is kept).
+    fn hash(&mut self, samples: &[AtomicData]) {
+        if let Some(c) = self.checksum.as_mut() {
+            *c = samples.iter().fold(*c, |acc, s| acc.wrapping_add(sample_hash(s)));
+        }
     }
 
     /// Records that logical `got` arrived where `want` was asked for.
@@ -301,7 +405,7 @@ pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected
         let t = Instant::now();
         let tally = match path_kind {
             ReadPath::Raw => read_raw(&reader, &order, opts, &pb)?,
-            ReadPath::Single => read_single(&reader, &order, &pb)?,
+            ReadPath::Single => read_single(&reader, &order, opts, &pb)?,
             ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
         };
         let mut read_time = t.elapsed();
@@ -318,6 +422,7 @@ pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected
             read_bytes: tally.bytes,
             cache_hits: after.hits - before.hits,
             cache_misses: after.misses - before.misses,
+            content_checksum: tally.checksum,
         });
     }
     Ok(out)
@@ -325,7 +430,7 @@ pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected
 
 /// The raw path: `read_collated` over windows of `read_window` samples.
 fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
-    let mut tally = Tally::new(order.len());
+    let mut tally = Tally::new(order.len(), opts.checksum);
     let mut out: Vec<CollatedBatch> = Vec::new();
     let mut batches: Vec<Vec<i64>> = Vec::new();
     for window in order.chunks(opts.read_window()) {
@@ -339,6 +444,9 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                 k += 1;
             }
             tally.bytes += batch_bytes(b);
+            if opts.checksum {
+                tally.hash(&b.to_samples()?);
+            }
         }
         pb.inc(window.len() as u64);
     }
@@ -346,12 +454,13 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
 }
 
 /// The single path: one `read(i)` per sample.
-fn read_single(reader: &AtomicDataZarrReader, order: &[usize], pb: &ProgressBar) -> Result<Tally> {
-    let mut tally = Tally::new(order.len());
+fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+    let mut tally = Tally::new(order.len(), opts.checksum);
     for &i in order {
         let s = reader.read(i as i64)?;
         tally.sample(s.metadata.index, i);
         tally.bytes += sample_bytes(&s.data);
+        tally.hash(std::slice::from_ref(&s.data));
         pb.inc(1);
     }
     Ok(tally)
@@ -364,8 +473,8 @@ fn read_loader(reader: &Arc<AtomicDataZarrReader>, order: &[usize], opts: &ReadO
     // Delivered bytes are counted in the store's dtypes (element count times
     // the stored element size), so they compare with raw_bytes whatever
     // element types the backend's tensors use.
-    let sizes: BTreeMap<String, usize> =
-        reader.field_schema().into_iter().map(|(name, (_, dtype, _))| (name, dtype.size())).collect();
+    let schema = reader.field_schema();
+    let sizes: BTreeMap<String, usize> = schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
     let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
     let device = burn::backend::flex::FlexDevice;
     let loader = DataLoader::<B, _>::builder(ds)
@@ -374,7 +483,7 @@ fn read_loader(reader: &Arc<AtomicDataZarrReader>, order: &[usize], opts: &ReadO
         .prefetch_factor(opts.prefetch())
         .pin_memory(opts.pin_memory)
         .build(&device)?;
-    let mut tally = Tally::new(order.len());
+    let mut tally = Tally::new(order.len(), opts.checksum);
     let mut k = 0;
     for batch in loader.iter() {
         let batch: AtomicBatch<B> = batch?;
@@ -386,9 +495,71 @@ fn read_loader(reader: &Arc<AtomicDataZarrReader>, order: &[usize], opts: &ReadO
             let elems: usize = f.shape.iter().product();
             tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
         }
+        if opts.checksum {
+            tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);
+        }
         pb.inc(batch.num_graphs as u64);
     }
     Ok(tally)
+}
+
+/// What a device batch holds, read back to the host in the store's dtypes
+/// (the batch may hold int64 fields as int32, half floats as float32).
+fn batch_to_host<B: burn::tensor::backend::Backend>(
+    batch: &AtomicBatch<B>,
+    schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
+) -> Result<CollatedBatch> {
+    use crate::DType;
+    use crate::batch::BatchData;
+    use crate::collate::CollatedField;
+    use half::{bf16, f16};
+    let bad = |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));
+    let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
+        t.to_data().convert::<i64>().to_vec::<i64>().map_err(|e| bad(what, e))
+    };
+    let mut out = CollatedBatch {
+        indices: batch.indices.clone(),
+        atoms_ptr: ints(&batch.atoms_ptr, "atoms_ptr")?,
+        edges_ptr: ints(&batch.edges_ptr, "edges_ptr")?,
+        fields: BTreeMap::new(),
+    };
+    for (name, f) in &batch.fields {
+        let dtype = schema.get(name).map(|s| s.1).ok_or_else(|| Error::Background(format!("batch field {name} not in the store")))?;
+        let data = match &f.data {
+            BatchData::Bool(t) => HostData::Bool(t.to_data().to_vec::<bool>().map_err(|e| bad(name, e))?),
+            BatchData::Int(t) => {
+                let v = ints(t, name)?;
+                // Each value came from `dtype`, so the casts give it back.
+                match dtype {
+                    DType::Int8 => HostData::Int8(v.iter().map(|&x| x as i8).collect()),
+                    DType::Int16 => HostData::Int16(v.iter().map(|&x| x as i16).collect()),
+                    DType::Int32 => HostData::Int32(v.iter().map(|&x| x as i32).collect()),
+                    DType::UInt8 => HostData::UInt8(v.iter().map(|&x| x as u8).collect()),
+                    DType::UInt16 => HostData::UInt16(v.iter().map(|&x| x as u16).collect()),
+                    DType::UInt32 => HostData::UInt32(v.iter().map(|&x| x as u32).collect()),
+                    DType::UInt64 => HostData::UInt64(v.iter().map(|&x| x as u64).collect()),
+                    _ => HostData::Int64(v),
+                }
+            }
+            BatchData::Float(t) => {
+                let d = t.to_data();
+                match dtype {
+                    DType::Float64 => HostData::Float64(d.convert::<f64>().to_vec::<f64>().map_err(|e| bad(name, e))?),
+                    other => {
+                        let v = d.convert::<f32>().to_vec::<f32>().map_err(|e| bad(name, e))?;
+                        match other {
+                            DType::Float16 => HostData::Float16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+                            DType::BFloat16 => HostData::BFloat16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+                            _ => HostData::Float32(v),
+                        }
+                    }
+                }
+            }
+        };
+        let trailing = f.shape.get(1..).unwrap_or_default().to_vec();
+        out.fields.insert(name.clone(), CollatedField { level: f.level, trailing_shape: trailing, data });
+    }
+    Ok(out)
 }
 
 /// Size facts of a store's active samples.
@@ -494,6 +665,10 @@ pub struct ReportRow {
     pub cache_hits: u64,
     /// Cache misses (chunk decodes) during the pass.
     pub cache_misses: u64,
+    /// Content checksum of what the pass delivered (16 hex digits; see
+    /// [`sample_hash`]), with `--checksum`; a string so JSON tools keep all
+    /// 64 bits.
+    pub content_checksum: Option<String>,
 }
 
 fn rows_for(
@@ -543,6 +718,7 @@ fn rows_for(
                 cache_bytes: opts.cache_bytes,
                 cache_hits: r.cache_hits,
                 cache_misses: r.cache_misses,
+                content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
             }
         })
         .collect()
@@ -758,7 +934,9 @@ pub fn fmt_bytes(n: u64) -> String {
 pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
-    t.set_header([
+    // Only runs with --checksum have the checksum column.
+    let checksums = rows.iter().any(|r| r.content_checksum.is_some());
+    let mut header = vec![
         "systems",
         "read path",
         "read order",
@@ -774,7 +952,11 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
         "write time",
         "read time",
         "samples/s",
-    ]);
+    ];
+    if checksums {
+        header.push("content checksum");
+    }
+    t.set_header(header);
     for r in rows {
         let mut order = r.read_order.to_string();
         if let Some(b) = r.read_order_block_size {
@@ -784,7 +966,7 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
         if r.epoch > 1 {
             path.push_str(&format!(" #{}", r.epoch));
         }
-        t.add_row([
+        let mut row = vec![
             r.systems.to_string(),
             path,
             order,
@@ -800,7 +982,11 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
             r.write_time.map_or("-".into(), |t| format!("{t:.3}s")),
             format!("{:.3}s", r.read_time),
             format!("{:.0}", r.read_samples_per_s),
-        ]);
+        ];
+        if checksums {
+            row.push(r.content_checksum.clone().unwrap_or_else(|| "-".into()));
+        }
+        t.add_row(row);
     }
     for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] {
         if let Some(c) = t.column_mut(i) {

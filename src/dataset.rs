@@ -343,10 +343,33 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// Background threads for prefetch (1 is usually enough: the read itself
-    /// is parallel over chunks). The pool starts at the first prefetch, so
-    /// this applies only before that.
+    /// is parallel over chunks); 0 is taken as 1. The pool starts at the
+    /// first prefetch. Called after that with a different count, this
+    /// dataset gets a new pool of `n` threads, started at its next prefetch;
+    /// clones made before keep the old pool (it ends with its last user, once
+    /// its queued reads are done).
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("w.zarr");
+    /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
+    /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+    /// ds.spawn_fused(vec![vec![0]]).wait()?; // the pool starts, 1 thread
+    /// let ds = ds.num_workers(2); // a new pool of 2 threads from the next read on
+    /// assert_eq!(ds.spawn_fused(vec![vec![0]]).wait()?.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn num_workers(mut self, n: usize) -> Self {
-        self.num_workers = n.max(1);
+        let n = n.max(1);
+        if self.pool.get().is_some_and(|p| p.threads.len() != n) {
+            // Resizing a running pool would race with its queued jobs; a
+            // fresh lazy pool for this handle is simpler and just as cheap.
+            self.pool = Arc::new(OnceLock::new());
+        }
+        self.num_workers = n;
         self
     }
 

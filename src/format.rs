@@ -161,6 +161,8 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
         for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
             if let Some(map) = f.get(group).and_then(Value::as_object) {
                 for (name, level) in map {
+                    // A listed name becomes a path under the store: no `..`, no `/`.
+                    check_field_name(name).map_err(|why| Error::format(store, format!("fields.{group}: {why}")))?;
                     let level = level.as_str().and_then(Level::parse).ok_or_else(|| {
                         Error::format(store, format!("field {name}: level {level} is not atom/edge/system"))
                     })?;
@@ -224,8 +226,10 @@ pub fn write_group(store: &Path, rel: &str) -> Result<()> {
     crate::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice()).map_err(|e| Error::io(&p, e))
 }
 
-/// Opens an array of the store.
+/// Opens an array of the store (with zarrs' zstd and blosc decoders
+/// bounded, see [`crate::limits::install_bounded_codecs`]).
 pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Array<Store>> {
+    crate::limits::install_bounded_codecs();
     use zarrs::storage::ReadableStorageTraits;
     // Through the store, not the filesystem: a writer's transaction may hold
     // the array's metadata staged, not yet on disk.

@@ -76,6 +76,7 @@ pub mod durable;
 mod error;
 pub mod format;
 pub mod inspect;
+pub mod limits;
 pub mod loader;
 pub mod memory;
 pub mod multi;

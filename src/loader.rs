@@ -65,7 +65,7 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     num_workers: Option<usize>,
     pin_memory: bool,
     use_streams: bool,
-    num_streams: usize,
+    num_streams: Option<usize>,
     batch_transforms: Vec<BatchTransform<B>>,
     error_policy: Option<ErrorPolicy>,
 }
@@ -139,9 +139,11 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     }
 
     /// Batches of a window uploaded concurrently when `use_streams`
-    /// (default 1: one after another on the background thread).
+    /// (default 1: one after another on the background thread). Only
+    /// meaningful with `use_streams(true)`: [`build`](Self::build) refuses it
+    /// otherwise, and refuses 0, rather than ignore it.
     pub fn num_streams(mut self, n: usize) -> Self {
-        self.num_streams = n;
+        self.num_streams = Some(n);
         self
     }
 
@@ -162,7 +164,36 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     }
 
     /// Checks the options and builds the loader for `device`.
+    ///
+    /// Options that would do nothing are errors ([`Error::Config`]):
+    /// `num_streams` without `use_streams`, `num_streams(0)`,
+    /// `num_workers(0)`, `batch_size(0)`.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use burn::backend::Flex;
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, Error, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("b.zarr");
+    /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
+    /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+    /// let no_streams = DataLoader::<Flex, _>::builder(ds.clone()).num_streams(2).build(&Default::default());
+    /// assert!(matches!(no_streams, Err(Error::Config(_))));
+    /// DataLoader::<Flex, _>::builder(ds).use_streams(true).num_streams(2).build(&Default::default())?;
+    /// # Ok(()) }
+    /// ```
     pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
+        let num_streams = match (self.num_streams, self.use_streams) {
+            (Some(0), _) => return Err(Error::Config("num_streams must be at least 1".into())),
+            (Some(n), false) => {
+                return Err(Error::Config(format!(
+                    "num_streams({n}) needs use_streams(true): without it device batches are built on the consumer thread"
+                )));
+            }
+            (n, true) => n.unwrap_or(1),
+            (None, false) => 0,
+        };
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
         let int32 = crate::batch::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
@@ -204,7 +235,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             batch_sampler,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
-            num_streams: if self.use_streams { self.num_streams } else { 0 },
+            num_streams,
             batch_transforms: self.batch_transforms,
             device: device.clone(),
             epoch: Arc::new(AtomicU64::new(0)),
@@ -282,7 +313,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             num_workers: None,
             pin_memory: false,
             use_streams: false,
-            num_streams: 1,
+            num_streams: None,
             batch_transforms: Vec::new(),
             error_policy: None,
         }

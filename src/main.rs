@@ -125,6 +125,10 @@ struct ReadArgs {
     /// One JSON object per row on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also report a content checksum of what each pass read, independent
+    /// of order (hashing every byte, inside the timed pass).
+    #[arg(long)]
+    checksum: bool,
 }
 
 #[derive(Args)]
@@ -195,6 +199,7 @@ impl ReadArgs {
             cache_bytes: self.cache_bytes,
             epochs: self.epochs,
             progress: !self.json || std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            checksum: self.checksum,
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::collate::{CollateOptions, CollatedBatch, bad_indices};
 use crate::data::{AtomicData, DType, Field, HostData, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::format::{self, Store};
+use crate::limits;
 use crate::plan::{Pointers, chunks_of, needed_chunks};
 use crate::reader::{Reader, SampleMetadata};
 
@@ -388,6 +389,9 @@ impl AtomicDataZarrReader {
         self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// Reads the root, the pointers and the mask, and opens every field
+    /// array; every size the metadata claims is checked against the files
+    /// before anything of that size is allocated (see [`crate::limits`]).
     fn load_state(&self) -> Result<State> {
         let p = &self.path;
         let root = format::read_root(p)?;
@@ -396,23 +400,58 @@ impl AtomicDataZarrReader {
         // committed, so read it where it is (the next writer moves it).
         let pending = format::interrupted_add_custom(p, &root).map(|(name, _)| name);
         let n = root.num_samples;
-        let read_i64 = |rel: &str| -> Result<Vec<i64>> {
+        let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
+        let open = |rel: &str| -> Result<(Array<Store>, DType, limits::Geometry)> {
             let a = format::open_array(p, &self.store, rel)?;
             let dt = format::array_dtype(p, rel, &a)?;
+            let g = limits::geometry(p, rel, &a, dt)?;
+            Ok((a, dt, g))
+        };
+        let (atoms_arr, atoms_dt, atoms_g) = open(format::ATOMS_PTR)?;
+        let (edges_arr, edges_dt, edges_g) = open(format::EDGES_PTR)?;
+        let (mask_arr, mask_dt, mask_g) = open(format::SAMPLES_MASK)?;
+        for (rel, a, dt) in [(format::ATOMS_PTR, &atoms_arr, atoms_dt), (format::EDGES_PTR, &edges_arr, edges_dt)] {
             if !matches!(dt, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
                 return Err(Error::inconsistent(p, rel, format!("dtype {dt}, expected int64")));
             }
             let len = a.shape().first().copied().unwrap_or(0);
-            if a.dimensionality() != 1 || len < n as u64 + 1 {
+            if a.dimensionality() != 1 || len < n1 {
                 return Err(Error::inconsistent(
                     p,
                     rel,
-                    format!("shape {:?} too short for num_samples {n} (needs {} entries)", a.shape(), n + 1),
+                    format!("shape {:?} too short for num_samples {n} (needs {n1} entries)", a.shape()),
                 ));
             }
-            let raw = self.read_rows(a, rel, dt, 0..n as u64 + 1)?;
-            let data = HostData::from_bytes(dt, &raw)?;
+        }
+        // One bool per sample, or the flags below would index past the pointers.
+        if mask_dt != DType::Bool || mask_arr.dimensionality() != 1 {
+            return Err(Error::inconsistent(
+                p,
+                format::SAMPLES_MASK,
+                format!("{mask_dt} array of shape {:?}, expected a 1-d bool array", mask_arr.shape()),
+            ));
+        }
+        let mask_len = mask_arr.shape().first().copied().unwrap_or(0);
+        if mask_len < n as u64 {
+            return Err(Error::inconsistent(p, format::SAMPLES_MASK, format!("{mask_len} entries for {n} samples")));
+        }
+        // num_samples (and the pointer shapes) are numbers anyone can write:
+        // the pointer and mask files must be able to hold that many entries.
+        limits::check_rows(
+            p,
+            format::ATOMS_PTR,
+            &format!("num_samples {n}"),
+            n1,
+            &[(format::ATOMS_PTR, atoms_g), (format::EDGES_PTR, edges_g), (format::SAMPLES_MASK, mask_g)],
+        )?;
+        let read_i64 = |rel: &str, a: Array<Store>, dt: DType| -> Result<Vec<i64>> {
+            // Through the checksummed decode path (see `read_rows`).
+            let raw = self.read_rows(a, rel, dt, 0..n1)?;
+            let data = HostData::from_bytes(dt, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
             let v = data.to_i64_vec().unwrap_or_default();
+            if v.len() as u64 != n1 {
+                return Err(Error::inconsistent(p, rel, format!("{} pointers decoded, expected {n1}", v.len())));
+            }
             if v.first() != Some(&0) {
                 return Err(Error::inconsistent(p, rel, format!("first pointer is {:?}, expected 0", v.first())));
             }
@@ -425,61 +464,53 @@ impl AtomicDataZarrReader {
             }
             Ok(v)
         };
-        let atoms_ptr = read_i64(format::ATOMS_PTR)?;
-        let edges_ptr = read_i64(format::EDGES_PTR)?;
+        let atoms_ptr = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt)?;
+        let edges_ptr = read_i64(format::EDGES_PTR, edges_arr, edges_dt)?;
+        // Non-decreasing from 0, so the last pointer is the (non-negative) total.
         let total_atoms = atoms_ptr[n] as u64;
         let total_edges = edges_ptr[n] as u64;
 
-        let mask_arr = format::open_array(p, &self.store, format::SAMPLES_MASK)?;
-        // One bool per sample, or the flags below would index past the pointers.
-        let mask_dt = format::array_dtype(p, format::SAMPLES_MASK, &mask_arr)?;
-        if mask_dt != DType::Bool || mask_arr.dimensionality() != 1 {
-            return Err(Error::inconsistent(
-                p,
-                format::SAMPLES_MASK,
-                format!("{mask_dt} array of shape {:?}, expected a 1-d bool array", mask_arr.shape()),
-            ));
-        }
-        let mask_len = mask_arr.shape().first().copied().unwrap_or(0);
-        if mask_len < n as u64 {
-            return Err(Error::inconsistent(
-                p,
-                format::SAMPLES_MASK,
-                format!("{mask_len} entries for {n} samples"),
-            ));
-        }
         let mask = self.read_rows(mask_arr, format::SAMPLES_MASK, mask_dt, 0..n as u64)?;
+        if mask.len() != n {
+            return Err(Error::inconsistent(p, format::SAMPLES_MASK, format!("{} flags decoded for {n} samples", mask.len())));
+        }
         let active = if mask.iter().all(|&b| b != 0) {
             None
         } else {
             Some(mask.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, _)| i).collect())
         };
-        for (rel, need) in [(format::ATOMS_MASK, total_atoms), (format::EDGES_MASK, total_edges)] {
+        // Every array on the atom (edge) axis can back the pointers' totals.
+        let mut atom_axis: Vec<(String, limits::Geometry)> = Vec::new();
+        let mut edge_axis: Vec<(String, limits::Geometry)> = Vec::new();
+        for (rel, need, axis) in [(format::ATOMS_MASK, total_atoms, &mut atom_axis), (format::EDGES_MASK, total_edges, &mut edge_axis)] {
             if p.join(rel).join("zarr.json").exists() {
-                let a = format::open_array(p, &self.store, rel)?;
+                let (a, _, g) = open(rel)?;
                 let len = a.shape().first().copied().unwrap_or(0);
                 if len < need {
                     return Err(Error::inconsistent(p, rel, format!("{len} entries, pointers need {need}")));
                 }
+                axis.push((rel.to_string(), g));
             }
         }
 
-        let mut fields = Vec::with_capacity(root.fields.len());
+        let mut opened = Vec::with_capacity(root.fields.len());
         for (name, info) in &root.fields {
             let rel = if pending.as_deref() == Some(name.as_str()) {
                 format::pending_path(name)
             } else {
                 format::field_path(info.group, name)
             };
-            let array = format::open_array(p, &self.store, &rel)?;
-            let dtype = format::array_dtype(p, &rel, &array)?;
-            let shape = array.shape().to_vec();
+            let (array, dtype, g) = open(&rel)?;
+            // Its values are shifted by atom offsets on every read.
+            if name == "neighbor_list" && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
+                return Err(Error::inconsistent(p, &rel, format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)")));
+            }
             let need = match info.level {
                 Level::Atom => total_atoms,
                 Level::Edge => total_edges,
                 Level::System => n as u64,
             };
-            let len = shape.first().copied().unwrap_or(0);
+            let len = array.shape().first().copied().unwrap_or(0);
             if len < need {
                 return Err(Error::inconsistent(
                     p,
@@ -487,7 +518,45 @@ impl AtomicDataZarrReader {
                     format!("{len} rows, but the pointers need {need} ({} level)", info.level),
                 ));
             }
-            fields.push(self.field_array(name, &rel, info.level, dtype, array)?);
+            match info.level {
+                Level::Atom => atom_axis.push((rel.clone(), g)),
+                Level::Edge => edge_axis.push((rel.clone(), g)),
+                Level::System => {}
+            }
+            opened.push((name, info, rel, array, dtype, g, need));
+        }
+        // The pointer values are claims too: some array on each axis must
+        // hold that many rows.
+        for (what, rows, axis) in [("atoms_ptr", total_atoms, &atom_axis), ("edges_ptr", total_edges, &edge_axis)] {
+            let arrays: Vec<(&str, limits::Geometry)> = axis.iter().map(|(r, g)| (r.as_str(), *g)).collect();
+            let rel = if what == "atoms_ptr" { format::ATOMS_PTR } else { format::EDGES_PTR };
+            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays)?;
+        }
+
+        let mut fields = Vec::with_capacity(opened.len());
+        for (name, info, rel, array, dtype, g, need) in opened {
+            limits::check_field_bytes(p, &rel, need, &g)?;
+            let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
+            let shard_cache = ArrayShardedReadableExtCache::new(&array);
+            let direct = DirectDecode::plan(&array, dtype);
+            fields.push(FieldArray {
+                name: name.clone(),
+                rel,
+                level: info.level,
+                dtype,
+                trailing,
+                row_elems: g.row_elems,
+                row_bytes: g.row_bytes,
+                chunk_rows: g.chunk_rows,
+                array,
+                shard_cache,
+                id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                direct,
+                shard_indexes: Default::default(),
+                wide_only: Default::default(),
+                bad_samples: Default::default(),
+                any_bad: Default::default(),
+            });
         }
         Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
     }

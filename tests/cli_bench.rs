@@ -2,11 +2,15 @@
 //! binary: every read path and order delivers every sample exactly once, in
 //! the requested order, with exactly the store's bytes; the Python toolkit's
 //! stores read (deleted samples excluded); bad options fail clearly.
+//! With `--checksum`, what was read must hash to the checksum of the written
+//! samples (or of the toolkit's `*.expected.json`), computed here by a
+//! re-implementation of the hash, not by the library.
 //! Timings are printed, never asserted.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use atomzarr::{AtomicData, HostData};
 use serde_json::Value;
 
 fn bin() -> Command {
@@ -58,6 +62,119 @@ fn check_complete(r: &Value, systems: u64, what: &str) {
     eprintln!("{ctx}: {:.0} samples/s", r["read_samples_per_s"].as_f64().unwrap_or(0.0));
 }
 
+// ------------------------------------------------ the content checksum, again
+
+/// FNV-1a, 64 bit.
+fn fnv(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h = (*h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+}
+
+/// One field as the checksum sees it: name, dtype name, shape, data as
+/// little-endian bytes.
+type FieldBytes = (String, String, Vec<u64>, Vec<u8>);
+
+/// A sample's hash: fields by name; each length-prefixed name, dtype, rank
+/// and dims, byte length and bytes (all integers u64 little endian).
+fn hash_fields(mut fields: Vec<FieldBytes>) -> u64 {
+    fields.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let u = |h: &mut u64, x: u64| fnv(h, &x.to_le_bytes());
+    for (name, dtype, shape, data) in fields {
+        u(&mut h, name.len() as u64);
+        fnv(&mut h, name.as_bytes());
+        u(&mut h, dtype.len() as u64);
+        fnv(&mut h, dtype.as_bytes());
+        u(&mut h, shape.len() as u64);
+        shape.iter().for_each(|&d| u(&mut h, d));
+        u(&mut h, data.len() as u64);
+        fnv(&mut h, &data);
+    }
+    h
+}
+
+/// The order-independent checksum: wrapping sum of sample hashes, as printed.
+fn checksum(hashes: impl Iterator<Item = u64>) -> String {
+    format!("{:016x}", hashes.fold(0u64, u64::wrapping_add))
+}
+
+/// The checksum of generated samples, from their typed values.
+fn checksum_of_samples(samples: &[AtomicData]) -> String {
+    fn le<T: Copy, const N: usize>(v: &[T], f: fn(T) -> [u8; N]) -> Vec<u8> {
+        v.iter().flat_map(|&x| f(x)).collect()
+    }
+    checksum(samples.iter().map(|s| {
+        let fields = s
+            .fields
+            .iter()
+            .map(|(name, f)| {
+                let (dtype, data) = match &f.data {
+                    HostData::Bool(v) => ("bool", v.iter().map(|&b| u8::from(b)).collect()),
+                    HostData::Int8(v) => ("int8", le(v, i8::to_le_bytes)),
+                    HostData::Int16(v) => ("int16", le(v, i16::to_le_bytes)),
+                    HostData::Int32(v) => ("int32", le(v, i32::to_le_bytes)),
+                    HostData::Int64(v) => ("int64", le(v, i64::to_le_bytes)),
+                    HostData::UInt8(v) => ("uint8", v.clone()),
+                    HostData::UInt16(v) => ("uint16", le(v, u16::to_le_bytes)),
+                    HostData::UInt32(v) => ("uint32", le(v, u32::to_le_bytes)),
+                    HostData::UInt64(v) => ("uint64", le(v, u64::to_le_bytes)),
+                    HostData::Float16(v) => ("float16", le(v, half::f16::to_le_bytes)),
+                    HostData::BFloat16(v) => ("bfloat16", le(v, half::bf16::to_le_bytes)),
+                    HostData::Float32(v) => ("float32", le(v, f32::to_le_bytes)),
+                    HostData::Float64(v) => ("float64", le(v, f64::to_le_bytes)),
+                };
+                (name.clone(), dtype.to_string(), f.shape.iter().map(|&d| d as u64).collect(), data)
+            })
+            .collect();
+        hash_fields(fields)
+    }))
+}
+
+/// The checksum of a reference store's `*.expected.json` (what the Python
+/// toolkit's reader returns: active samples, neighbor lists sample-local).
+fn checksum_of_expected(name: &str) -> String {
+    let text = std::fs::read_to_string(assets().join(format!("{name}.expected.json"))).expect("expected json");
+    let doc: Value = serde_json::from_str(&text).expect("json");
+    let samples = doc["samples"].as_array().expect("samples");
+    checksum(samples.iter().map(|s| {
+        let fields = s
+            .as_object()
+            .expect("sample")
+            .iter()
+            .map(|(name, f)| {
+                let dtype = f["dtype"].as_str().expect("dtype").to_string();
+                let shape: Vec<u64> = f["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+                let values = f["data"].as_array().expect("data");
+                let float = |x: &Value| x.as_f64().expect("float");
+                let int = |x: &Value| x.as_i64().expect("int");
+                let data: Vec<u8> = values
+                    .iter()
+                    .flat_map(|x| match dtype.as_str() {
+                        "bool" => vec![u8::from(x.as_bool().expect("bool"))],
+                        "float16" => half::f16::from_f64(float(x)).to_le_bytes().to_vec(),
+                        "float32" => (float(x) as f32).to_le_bytes().to_vec(),
+                        "float64" => float(x).to_le_bytes().to_vec(),
+                        "int8" | "uint8" => vec![int(x) as u8],
+                        "int16" | "uint16" => (int(x) as i16).to_le_bytes().to_vec(),
+                        "int32" | "uint32" => (int(x) as i32).to_le_bytes().to_vec(),
+                        "int64" | "uint64" => int(x).to_le_bytes().to_vec(),
+                        other => panic!("{name}: dtype {other} not in the fixtures"),
+                    })
+                    .collect();
+                (name.clone(), dtype, shape, data)
+            })
+            .collect();
+        hash_fields(fields)
+    }))
+}
+
+/// The samples `roundtrip` writes for `-n n` with the default generator
+/// settings (10-100 atoms, seed 42).
+fn roundtrip_samples(n: usize) -> Vec<AtomicData> {
+    atomzarr::synth::generate(n, 10, 100, 42).expect("generate")
+}
+
 const SMALL: &[&str] = &[
     "-n", "300", "--codec", "zstd", "--level", "3", "--chunk-size", "512", "--shard-size", "2048",
     "--edge-chunk-size", "1024", "--edge-shard-size", "4096", "--batch-size", "16", "--prefetch-factor", "4",
@@ -66,14 +183,17 @@ const SMALL: &[&str] = &[
 #[test]
 fn roundtrip_every_order_and_mode_reads_each_sample_once() {
     for order in ["sequential", "shuffle", "block-shuffle"] {
-        let mut args = vec!["roundtrip", "--json", "--read-order", order, "--read-order-block-size", "50", "--read-seed", "7"];
+        let mut args =
+            vec!["roundtrip", "--json", "--checksum", "--read-order", order, "--read-order-block-size", "50", "--read-seed", "7"];
         args.extend_from_slice(SMALL);
         args.extend_from_slice(&["--read-mode", "batch", "--read-mode", "single", "--read-mode", "raw"]);
         let rs = rows(&args);
+        let want = checksum_of_samples(&roundtrip_samples(300));
         let paths: Vec<&str> = rs.iter().map(|r| r["read_path"].as_str().unwrap_or("?")).collect();
         assert_eq!(paths, ["batch", "single", "raw"], "{order}");
         for r in &rs {
             check_complete(r, 300, order);
+            assert_eq!(r["content_checksum"], want.as_str(), "{order} {}: content of the written samples", r["read_path"]);
             assert_eq!(r["read_order"], order);
             assert!(r["write_time"].as_f64().is_some_and(|t| t > 0.0), "{r}");
             assert!(r["write_samples_per_s"].as_f64().is_some_and(|t| t > 0.0), "{r}");
@@ -93,13 +213,16 @@ fn roundtrip_several_sizes_codecs_epochs_and_no_cache() {
     // one reader, cache disabled, prefetch 0 (window = batch), blosc codecs.
     for codec in ["lz4", "blosc-zstd"] {
         let rs = rows(&[
-            "roundtrip", "--json", "-n", "200", "-n", "120", "--codec", codec, "--chunk-size", "256",
+            "roundtrip", "--json", "--checksum", "-n", "200", "-n", "120", "--codec", codec, "--chunk-size", "256",
             "--read-mode", "both", "--read-mode", "raw", "--epochs", "2", "--cache-bytes", "0",
             "--prefetch-factor", "0", "--batch-size", "32", "--read-order", "shuffle",
         ]);
         assert_eq!(rs.len(), 2 * 3 * 2, "{codec}: 2 sizes x 3 paths x 2 epochs");
+        let samples = roundtrip_samples(200);
         for r in &rs {
             check_complete(r, u(r, "systems"), codec);
+            let want = checksum_of_samples(&samples[..u(r, "systems") as usize]);
+            assert_eq!(r["content_checksum"], want.as_str(), "{codec} {} epoch {}", r["read_path"], r["epoch"]);
             assert_eq!(u(r, "cache_hits"), 0, "{codec}: cache disabled");
             assert!(u(r, "cache_misses") > 0);
         }
@@ -198,6 +321,45 @@ fn read_reference_stores_every_mode_and_order() {
     let physical = std::fs::read_to_string(assets().join("nva_custom_deleted.zarr/zarr.json")).expect("root");
     let physical: Value = serde_json::from_str(&physical).expect("json");
     assert_eq!(u(&physical["attributes"], "num_samples"), active + 5);
+}
+
+/// Per-sample reads (the toolkit-compatible path) of the reference stores
+/// deliver exactly the toolkit's samples, deleted ones excluded, in any order.
+#[test]
+fn reference_store_checksums_match_the_toolkit() {
+    for name in ["nva_custom_deleted", "nva_sharded_zstd", "nva_default"] {
+        let want = checksum_of_expected(name);
+        let store = assets().join(format!("{name}.zarr"));
+        for order in ["sequential", "shuffle"] {
+            let rs = rows(&["read", store.to_str().unwrap_or_default(), "--json", "--checksum", "--read-order", order, "--read-mode", "single"]);
+            assert_eq!(rs[0]["content_checksum"], want.as_str(), "{name} {order}");
+        }
+    }
+}
+
+/// Bytes changed on disk in a way no decoder notices (an uncompressed chunk)
+/// pass every count check, but not the checksum. Without `--checksum` there
+/// is none.
+#[test]
+fn the_checksum_catches_wrong_content_the_counts_do_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().to_str().unwrap_or_default();
+    let rt = rows(&["roundtrip", "--json", "-n", "40", "--codec", "none", "--read-mode", "single", "--output-dir", out]);
+    assert_eq!(rt[0]["content_checksum"], Value::Null, "computed only when asked");
+    let store = dir.path().join("bench_40.zarr");
+    let read = || rows(&["read", store.to_str().unwrap_or_default(), "--json", "--checksum", "--read-mode", "single", "--read-mode", "raw"]);
+    let want = checksum_of_samples(&roundtrip_samples(40));
+    for r in read() {
+        assert_eq!(r["content_checksum"], want.as_str());
+    }
+    let chunk = store.join("core/positions/c/0/0");
+    let mut b = std::fs::read(&chunk).expect("chunk");
+    b[100] ^= 0x40;
+    std::fs::write(&chunk, b).expect("write");
+    for r in read() {
+        check_complete(&r, 40, "flipped byte");
+        assert_ne!(r["content_checksum"], want.as_str(), "{}: a flipped byte went unnoticed", r["read_path"]);
+    }
 }
 
 #[test]

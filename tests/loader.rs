@@ -37,16 +37,16 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
         for drop_last in [false, true] {
             for streams in [0usize, 2] {
                 let ds = Dataset::from_arc(reader.clone()).skip_validation(pf % 2 == 1);
-                let loader = DataLoader::<B, _>::builder(ds)
+                let mut builder = DataLoader::<B, _>::builder(ds)
                     .batch_size(4)
                     .shuffle(true)
                     .seed(9)
                     .drop_last(drop_last)
-                    .prefetch_factor(pf)
-                    .use_streams(streams > 0)
-                    .num_streams(streams)
-                    .build(&Default::default())
-                    .unwrap();
+                    .prefetch_factor(pf);
+                if streams > 0 {
+                    builder = builder.use_streams(true).num_streams(streams);
+                }
+                let loader = builder.build(&Default::default()).unwrap();
                 loader.set_epoch(3);
                 let expected = SamplerBatches::new(RandomSampler::new(37, 9), 4, drop_last).batches(3);
                 assert_eq!(loader.planned_batches(), expected);
@@ -109,7 +109,7 @@ fn dropping_an_iterator_early_returns_promptly() {
     let path = dir.path().join("d.zarr");
     write_store(&path, 400, 64);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).batch_size(8).shuffle(true).prefetch_factor(4).num_streams(2).build(&Default::default()).unwrap();
+    let loader = DataLoader::<B, _>::builder(ds).batch_size(8).shuffle(true).prefetch_factor(4).use_streams(true).num_streams(2).build(&Default::default()).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut it = loader.iter();
@@ -288,6 +288,25 @@ fn epochs_steps_and_options() {
         .batch_sampler(ListBatchSampler::new(vec![]))
         .shuffle(true)
         .build(&Default::default())));
+    // Knobs that would do nothing are refused, not ignored.
+    let streams = |use_streams: bool, n: usize| {
+        DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+            .use_streams(use_streams)
+            .num_streams(n)
+            .build(&Default::default())
+    };
+    match streams(false, 2) {
+        Err(Error::Config(msg)) => assert!(msg.contains("num_streams(2) needs use_streams(true)"), "{msg}"),
+        other => panic!("num_streams without use_streams: expected a Config error, got {:?}", other.err()),
+    }
+    assert!(err(streams(true, 0)), "num_streams(0)");
+    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone())).num_workers(0).build(&Default::default())));
+    // With use_streams, 1 and 4 streams deliver the same batches.
+    let by = |n: usize| -> Vec<Vec<f64>> {
+        let l = streams(true, n).unwrap();
+        l.iter().map(|b| b.unwrap().to_host_f64().into_values().flat_map(|(_, v)| v).collect()).collect()
+    };
+    assert_eq!(by(1), by(4));
     // Batch transforms apply to every batch.
     let t = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
         .batch_size(4)
@@ -345,4 +364,61 @@ fn burn_traits_dataloader_and_batcher() {
         .build(ds);
     let total: usize = burn_loader.iter().map(|b: AtomicBatch<B>| b.num_graphs).sum();
     assert_eq!(total, 23);
+}
+
+/// `Dataset::num_workers` after the pool started: the dataset gets a new
+/// pool of that many threads (seen as that many reads running at once), and
+/// clones made before keep the old one.
+#[test]
+fn num_workers_after_the_pool_started_takes_effect() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.zarr");
+    write_store(&path, 6, 8);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    // Starts the pool with the default single worker.
+    ds.spawn_fused(vec![vec![0]]).wait().unwrap();
+
+    // How many jobs of a round run at once: each waits (up to `patience`)
+    // for `want` jobs to be running together, then reports its thread.
+    let probe = |d: &Dataset<AtomicDataZarrReader>, want: usize, patience: Duration| -> (usize, Vec<String>) {
+        let running = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let names = Arc::new(Mutex::new(Vec::new()));
+        let handles: Vec<_> = (0..want)
+            .map(|i| {
+                let (running, peak, names) = (running.clone(), peak.clone(), names.clone());
+                d.spawn_fused_with(vec![vec![i % 6]], move |b| {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    let t = std::time::Instant::now();
+                    while peak.load(Ordering::SeqCst) < want && t.elapsed() < patience {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    names.lock().unwrap().push(std::thread::current().name().unwrap_or("").to_string());
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok(b)
+                })
+            })
+            .collect();
+        for h in handles {
+            h.wait().unwrap();
+        }
+        let mut names = names.lock().unwrap().clone();
+        names.sort();
+        names.dedup();
+        (peak.load(Ordering::SeqCst), names)
+    };
+    let old = ds.clone();
+    let ds = ds.num_workers(3);
+    let (peak, names) = probe(&ds, 3, Duration::from_secs(10));
+    assert_eq!(peak, 3, "3 workers run 3 reads at once");
+    assert_eq!(names.len(), 3, "{names:?}");
+    // The clone made before still has its single worker.
+    let (peak, names) = probe(&old, 2, Duration::from_millis(300));
+    assert_eq!((peak, names.len()), (1, 1), "{names:?}");
+    // The same count again keeps the running pool.
+    let same = ds.clone().num_workers(3);
+    assert_eq!(probe(&same, 3, Duration::from_secs(10)).0, 3);
 }
