@@ -344,7 +344,9 @@ fn reference_store_checksums_match_the_toolkit() {
 fn the_checksum_catches_wrong_content_the_counts_do_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().to_str().unwrap_or_default();
-    let rt = rows(&["roundtrip", "--json", "-n", "40", "--codec", "none", "--read-mode", "single", "--output-dir", out]);
+    // Chunk checksums off, so the flipped byte below reaches the data (with
+    // them on, the read fails first: see the end of this test).
+    let rt = rows(&["roundtrip", "--json", "-n", "40", "--codec", "none", "--no-checksum", "--read-mode", "single", "--output-dir", out]);
     assert_eq!(rt[0]["content_checksum"], Value::Null, "computed only when asked");
     let store = dir.path().join("bench_40.zarr");
     let read = || rows(&["read", store.to_str().unwrap_or_default(), "--json", "--checksum", "--read-mode", "single", "--read-mode", "raw"]);
@@ -360,6 +362,19 @@ fn the_checksum_catches_wrong_content_the_counts_do_not() {
         check_complete(&r, 40, "flipped byte");
         assert_ne!(r["content_checksum"], want.as_str(), "{}: a flipped byte went unnoticed", r["read_path"]);
     }
+    // The same flip in a checksummed store (the default) is refused outright.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let out2 = dir2.path().to_str().unwrap_or_default();
+    rows(&["roundtrip", "--json", "-n", "40", "--codec", "none", "--read-mode", "single", "--output-dir", out2]);
+    let store2 = dir2.path().join("bench_40.zarr");
+    let chunk = store2.join("core/positions/c/0/0");
+    let mut b = std::fs::read(&chunk).expect("chunk");
+    b[100] ^= 0x40;
+    std::fs::write(&chunk, b).expect("write");
+    let failed = run(&["read", store2.to_str().unwrap_or_default(), "--json", "--read-mode", "single"]);
+    assert!(!failed.status.success());
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(err.contains("core/positions") && err.contains("checksum mismatch"), "{err}");
 }
 
 #[test]
