@@ -501,9 +501,13 @@ impl AtomicDataZarrReader {
                 format::field_path(info.group, name)
             };
             let (array, dtype, g) = open(&rel)?;
-            // Its values are shifted by atom offsets on every read.
+            // Its values are shifted by atom offsets on every read, and
+            // checked per sample against the edge pointers.
             if name == "neighbor_list" && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
                 return Err(Error::inconsistent(p, &rel, format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)")));
+            }
+            if name == "neighbor_list" && info.level != Level::Edge {
+                return Err(Error::inconsistent(p, &rel, format!("listed at {} level; neighbor lists are edge-level", info.level)));
             }
             let need = match info.level {
                 Level::Atom => total_atoms,
