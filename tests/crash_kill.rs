@@ -40,7 +40,7 @@ fn config() -> ZarrWriteConfig {
     let small = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(4).shard_size(16);
     ZarrWriteConfig::default()
         .with_meta(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(8))
-        .with_core(small.clone())
+        .with_core(small)
         .with_custom(small)
         .with_override("neighbor_list", ZarrArrayConfig::default().chunk_size(8).shard_size(32))
 }
@@ -227,7 +227,7 @@ impl Model {
         // The collated path agrees with the model too.
         if len > 0 {
             let mut out: Vec<CollatedBatch> = Vec::new();
-            r.read_collated(&[all.clone()], &mut out).unwrap_or_else(|e| panic!("{when}: collated read failed: {e}"));
+            r.read_collated(std::slice::from_ref(&all), &mut out).unwrap_or_else(|e| panic!("{when}: collated read failed: {e}"));
             let back = out[0].to_samples().unwrap();
             for (s, &id) in back.iter().zip(&ids) {
                 assert_eq!(*s, sample(id, customs), "{when}: collated sample {id} differs");
