@@ -36,9 +36,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use serde::Serialize;
 
 use crate::batch::AtomicBatch;
@@ -117,13 +114,13 @@ pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> R
         return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
     }
     let mut idx: Vec<usize> = (0..n).collect();
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = crate::sampler::epoch_rng(seed, 0);
     match order {
         ReadOrder::Sequential => {}
-        ReadOrder::Shuffle => idx.shuffle(&mut rng),
+        ReadOrder::Shuffle => crate::sampler::shuffle(&mut idx, &mut rng),
         ReadOrder::BlockShuffle => {
             let mut blocks: Vec<&[usize]> = idx.chunks(block_size).collect();
-            blocks.shuffle(&mut rng);
+            crate::sampler::shuffle(&mut blocks, &mut rng);
             idx = blocks.concat();
         }
     }

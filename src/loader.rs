@@ -252,9 +252,8 @@ struct Shuffled {
 
 impl Sampler for Shuffled {
     fn indices(&self, epoch: u64) -> Vec<usize> {
-        use rand::seq::SliceRandom;
         let mut v = self.inner.indices(epoch);
-        v.shuffle(&mut epoch_rng(self.seed, epoch));
+        crate::sampler::shuffle(&mut v, &mut epoch_rng(self.seed, epoch));
         v
     }
     fn len(&self) -> usize {

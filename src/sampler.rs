@@ -34,9 +34,7 @@
 //! assert!(b.batches(3).iter().all(|x| x.len() == 4));
 //! ```
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
+use rand::Rng;
 
 mod distributed;
 mod mixing;
@@ -109,10 +107,65 @@ impl<S: BatchSampler + ?Sized> BatchSampler for Box<S> {
     }
 }
 
-/// A seeded RNG for `(seed, epoch)`.
-pub fn epoch_rng(seed: u64, epoch: u64) -> StdRng {
+/// The generator behind every shuffle: PCG-64 with a 128-bit
+/// multiplicative state (`rand_pcg::Pcg64Mcg`), whose output stream the
+/// rand_pcg crate documents as reproducible across versions and platforms.
+/// (rand's `StdRng` is explicitly not: its algorithm may change between
+/// releases, which would silently change every epoch's order.)
+pub type EpochRng = rand_pcg::Pcg64Mcg;
+
+/// SplitMix64: expands a 64-bit seed into well-mixed words (written out so
+/// the seeding does not depend on any crate's helper either).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The generator for `(seed, epoch)`; the same pair gives the same stream on
+/// every machine and with every release of atomzarr's dependencies.
+pub fn epoch_rng(seed: u64, epoch: u64) -> EpochRng {
     // Mix so that (seed, epoch) and (seed + 1, epoch - 1) differ.
-    StdRng::seed_from_u64(seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    let s = seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let hi = splitmix64(s);
+    let lo = splitmix64(hi ^ 0xD1B5_4A32_D192_ED03);
+    EpochRng::new((u128::from(hi) << 64) | u128::from(lo))
+}
+
+/// A uniform integer in `0..n` (`n > 0`) by Lemire's multiply-and-reject
+/// method: unbiased, and defined by this code alone.
+fn below(rng: &mut impl Rng, n: u64) -> u64 {
+    let threshold = n.wrapping_neg() % n;
+    loop {
+        let m = u128::from(rng.next_u64()) * u128::from(n);
+        if (m as u64) >= threshold {
+            return (m >> 64) as u64;
+        }
+    }
+}
+
+/// Shuffles `v` in place (Fisher-Yates, from the last element down).
+/// Written out rather than rand's `SliceRandom::shuffle`, whose draws are
+/// not promised to stay the same across rand releases: with this and
+/// [`EpochRng`], an epoch's order is pinned (`tests/samplers.rs` checks one).
+///
+/// ```
+/// use atomzarr::sampler::{epoch_rng, shuffle};
+/// let mut a: Vec<u32> = (0..8).collect();
+/// let mut b = a.clone();
+/// shuffle(&mut a, &mut epoch_rng(7, 0));
+/// shuffle(&mut b, &mut epoch_rng(7, 0));
+/// assert_eq!(a, b);
+/// let mut sorted = a.clone();
+/// sorted.sort();
+/// assert_eq!(sorted, (0..8).collect::<Vec<_>>());
+/// ```
+pub fn shuffle<T>(v: &mut [T], rng: &mut impl Rng) {
+    for i in (1..v.len()).rev() {
+        let j = below(rng, i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
 }
 
 /// `0..len` in order.
@@ -154,7 +207,7 @@ impl RandomSampler {
 impl Sampler for RandomSampler {
     fn indices(&self, epoch: u64) -> Vec<usize> {
         let mut v: Vec<usize> = (0..self.len).collect();
-        v.shuffle(&mut epoch_rng(self.seed, epoch));
+        shuffle(&mut v, &mut epoch_rng(self.seed, epoch));
         v
     }
     fn len(&self) -> usize {
@@ -191,7 +244,7 @@ impl Sampler for ListSampler {
     fn indices(&self, epoch: u64) -> Vec<usize> {
         let mut v = self.indices.clone();
         if let Some(seed) = self.shuffle {
-            v.shuffle(&mut epoch_rng(seed, epoch));
+            shuffle(&mut v, &mut epoch_rng(seed, epoch));
         }
         v
     }

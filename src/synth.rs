@@ -3,8 +3,10 @@
 //! `[1, 4 * atoms]`, and the fields atomic_numbers, positions, forces,
 //! energy, cell, pbc, neighbor_list and shifts. Seeded, so runs repeat.
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::RngExt;
+
+/// The synthetic data's generator (a stable stream: see `sampler::EpochRng`).
+type SynthRng = crate::sampler::EpochRng;
 
 use crate::data::AtomicData;
 use crate::error::{Error, Result};
@@ -33,7 +35,7 @@ pub fn generate_with_progress(
     if min_atoms == 0 || min_atoms > max_atoms {
         return Err(Error::Config(format!("atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more")));
     }
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = crate::sampler::epoch_rng(seed, 0);
     let mut out = Vec::with_capacity(n);
     for k in 0..n {
         out.push(one(&mut rng, min_atoms, max_atoms)?);
@@ -45,7 +47,7 @@ pub fn generate_with_progress(
     Ok(out)
 }
 
-fn one(rng: &mut StdRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicData> {
+fn one(rng: &mut SynthRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicData> {
     let n = rng.random_range(min_atoms..=max_atoms);
     let e = rng.random_range(1..=4 * n);
     let box_len = 5.0f32 + (n as f32).cbrt();

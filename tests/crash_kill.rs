@@ -28,7 +28,7 @@ use atomzarr::{
     ZarrArrayConfig, ZarrWriteConfig,
 };
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 const CHILD_ENV: &str = "ATOMZARR_CRASH_CHILD";
 /// Lines the child reports start with this (libtest prints its own lines).

@@ -544,3 +544,16 @@ fn sampler_rank_shards_and_errors() {
     assert!(is_config(b().weights(vec![1.0, 2.0, 3.0]).build()));
     assert!(is_config(MultiDatasetSampler::for_lengths(vec![0, 16]).balanced().build()));
 }
+
+/// One epoch's order is pinned: it depends only on atomzarr's own shuffle
+/// and seeding and on PCG-64 (rand_pcg's documented, value-stable stream),
+/// so a dependency update cannot silently reorder users' epochs.
+#[test]
+fn an_epochs_order_is_pinned() {
+    use atomzarr::sampler::{RandomSampler, Sampler};
+    let got = RandomSampler::new(12, 42).indices(3);
+    assert_eq!(got, PINNED_12_42_3.to_vec());
+}
+/// `RandomSampler::new(12, 42).indices(3)` as first computed (never regenerate it
+/// to make a failing test pass: a change here reorders every user's epochs).
+const PINNED_12_42_3: [usize; 12] = [7, 2, 8, 3, 1, 10, 5, 6, 9, 4, 11, 0];

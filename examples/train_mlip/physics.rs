@@ -18,7 +18,7 @@ use std::path::Path;
 
 use atomzarr::{AtomicData, AtomicDataZarrWriter, ZarrArrayConfig, ZarrWriteConfig};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 
 /// Interaction (and neighbor-list) cutoff, Å.

@@ -10,13 +10,11 @@
 //! Without `replacement`, a request that would need a second pass is a
 //! configuration error.
 
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 
 use crate::error::{Error, Result};
 use crate::multi::MultiDataset;
 
-use super::{BatchSampler, Sampler, Shard, epoch_rng};
+use super::{BatchSampler, EpochRng, Sampler, Shard, epoch_rng};
 
 /// How [`MultiDatasetBatchSampler`] sizes an epoch when `num_batches` is not
 /// given (the reference toolkit's `epoch_policy`).
@@ -122,19 +120,19 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(len: usize, shuffle: bool, rng: &mut StdRng) -> Stream {
+    fn new(len: usize, shuffle: bool, rng: &mut EpochRng) -> Stream {
         let mut order: Vec<usize> = (0..len).collect();
         if shuffle {
-            order.shuffle(rng);
+            super::shuffle(&mut order, rng);
         }
         Stream { order, cursor: 0, shuffle }
     }
 
     /// The next local index; callers never ask an empty child (checked at build).
-    fn next(&mut self, rng: &mut StdRng) -> usize {
+    fn next(&mut self, rng: &mut EpochRng) -> usize {
         if self.cursor == self.order.len() {
             if self.shuffle {
-                self.order.shuffle(rng);
+                super::shuffle(&mut self.order, rng);
             }
             self.cursor = 0;
         }
@@ -298,7 +296,7 @@ impl MultiDatasetSampler {
         let mut rng = epoch_rng(self.seed, epoch);
         let mut choices: Vec<usize> = self.counts.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
         if self.shuffle {
-            choices.shuffle(&mut rng);
+            super::shuffle(&mut choices, &mut rng);
         }
         let mut streams: Vec<Stream> = self.lengths.iter().map(|&l| Stream::new(l, self.shuffle, &mut rng)).collect();
         choices.into_iter().map(|d| self.offsets[d] + streams[d].next(&mut rng)).collect()
@@ -580,7 +578,7 @@ impl MultiDatasetBatchSampler {
                     }
                 }
                 if self.shuffle {
-                    b.shuffle(&mut rng);
+                    super::shuffle(&mut b, &mut rng);
                 }
                 b
             })

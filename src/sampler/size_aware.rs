@@ -1,7 +1,6 @@
 //! [`SizeAwareSampler`]: batches bounded by atoms, edges and graphs instead
 //! of a fixed sample count, bin-packed by atom count.
 
-use rand::seq::SliceRandom;
 
 use crate::error::{Error, Result};
 use crate::reader::Reader;
@@ -226,14 +225,14 @@ impl BatchSampler for SizeAwareSampler {
         let mut order: Vec<usize> = (0..self.sizes.len()).collect();
         let mut rng = epoch_rng(self.options.seed, epoch);
         if self.options.shuffle {
-            order.shuffle(&mut rng);
+            super::shuffle(&mut order, &mut rng);
         }
         let mut out = Vec::new();
         for pool in order.chunks_mut(self.options.pool_size) {
             self.pack_pool(pool, &mut out);
         }
         if self.options.shuffle {
-            out.shuffle(&mut rng);
+            super::shuffle(&mut out, &mut rng);
         }
         out
     }
