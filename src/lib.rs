@@ -64,40 +64,18 @@
 // zarrs takes array subsets as `&[Range<u64>]`: a one-range array is a 1-d subset, not a mistake.
 #![allow(clippy::single_range_in_vec_init)]
 
-pub mod bench;
-pub mod batch;
-pub mod cache;
-pub mod collate;
-pub mod config;
-pub mod data;
-pub mod dataset;
-pub mod dump;
-pub mod durable;
 mod error;
-pub mod format;
-pub mod inspect;
-pub mod limits;
-pub mod loader;
-pub mod memory;
-pub mod multi;
-pub mod plan;
-pub mod reader;
-pub mod repair;
+pub mod data;
+pub mod source;
+pub mod store;
 pub mod sampler;
-pub mod synth;
-pub mod writer;
-pub mod zarr_reader;
+pub mod pipeline;
+pub mod cli;
 
-pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
-pub use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
-pub use collate::{CollatedBatch, CollatedField};
-pub use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
-pub use data::{AtomicData, DType, Field, HostData, Level};
-pub use dataset::{Dataset, ErrorPolicy};
-pub use loader::{DataLoader, DataLoaderBuilder, LoaderStats};
-pub use memory::{InMemoryDataset, InMemoryOptions};
-pub use multi::{MultiDataset, MultiDatasetOptions};
-pub use error::{Error, Result};
-pub use reader::{Reader, Sample, SampleMetadata};
-pub use writer::{AppendStep, AtomicDataZarrWriter};
-pub use zarr_reader::{AtomicDataZarrReader, ReaderOptions};
+pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, HostData, Level};
+pub use error::{AppendStep, Error, Result};
+pub use pipeline::{AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy, LoaderStats};
+pub use source::{InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, Sample, SampleMetadata};
+pub use store::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions};
+pub use store::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
+pub use store::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};

@@ -7,12 +7,12 @@ mod store_util;
 
 use std::path::{Path, PathBuf};
 
-use atomzarr::format;
+use atomzarr::store::format;
 use atomzarr::{
     AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle,
     ZarrArrayConfig, ZarrWriteConfig,
 };
-use atomzarr::config::StoreGroup;
+use atomzarr::store::StoreGroup;
 use serde_json::{Value, json};
 use store_util::*;
 

@@ -9,7 +9,7 @@ mod store_util;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use atomzarr::format;
+use atomzarr::store::format;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, Shuffle,
     ZarrArrayConfig, ZarrWriteConfig,
@@ -440,7 +440,7 @@ fn layout_matches_the_store_format() {
     assert!(atoms_ptr.windows(2).all(|w| w[0] <= w[1]) && atoms_ptr[0] == 0);
 
     // inspect reads the same settings back (defragment(None) relies on it).
-    let report = atomzarr::inspect::inspect(&path).unwrap();
+    let report = atomzarr::cli::inspect::inspect(&path).unwrap();
     assert_eq!((report.num_samples, report.active), (n as usize, n as usize));
     let cfg = |rel: &str| report.arrays.iter().find(|a| a.path == rel).unwrap_or_else(|| panic!("{rel}")).config;
     let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig { codec: Some(codec), chunk_size: Some(chunk), shard_size: shard, write_empty_chunks: None, checksum: Some(true) };
@@ -479,7 +479,7 @@ fn dump_of_our_store_equals_what_it_reads() {
     let (ok, stdout, stderr) = cli(&["dump", path.to_str().unwrap()]);
     assert!(ok, "dump failed: {stderr}");
     let mut lib = Vec::new();
-    atomzarr::dump::dump_json(&r, &mut lib).unwrap();
+    atomzarr::cli::dump::dump_json(&r, &mut lib).unwrap();
     assert!(stdout.trim().as_bytes() == lib.as_slice(), "CLI and library dumps differ");
     let v: Value = serde_json::from_str(&stdout).expect("dump is valid JSON");
     assert_eq!(v["num_samples"], 7);
@@ -509,7 +509,7 @@ fn dump_escapes_field_names_as_python_json_does() {
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert!(r.field_levels().contains_key(name));
     let mut out = Vec::new();
-    atomzarr::dump::dump_json(&r, &mut out).unwrap();
+    atomzarr::cli::dump::dump_json(&r, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let v: Value = serde_json::from_str(&text).expect("dump is valid JSON");
     assert_eq!(v["samples"][0][name]["data"], json!([7]));

@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
 use crate::error::{Error, Result};
-use crate::multi::MultiDataset;
+use crate::source::MultiDataset;
 
 use super::{BatchSampler, Sampler, Shard, epoch_rng};
 

@@ -4,7 +4,7 @@
 use rand::seq::SliceRandom;
 
 use crate::error::{Error, Result};
-use crate::reader::Reader;
+use crate::source::Reader;
 
 use super::{BatchSampler, epoch_rng};
 

@@ -13,11 +13,11 @@ use std::sync::{Arc, RwLock};
 
 use rayon::prelude::*;
 
-use crate::collate::CollatedBatch;
+use crate::data::CollatedBatch;
 use crate::data::{AtomicData, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::memory::gather;
-use crate::reader::{Reader, SampleMetadata};
+use crate::source::gather;
+use crate::source::{Reader, SampleMetadata};
 
 /// Options of [`MultiDataset::with_options`].
 ///
@@ -54,8 +54,8 @@ impl MultiDatasetOptions {
 /// # fn main() -> atomzarr::Result<()> {
 /// use std::sync::Arc;
 /// use atomzarr::{InMemoryDataset, MultiDataset, Reader};
-/// let a = InMemoryDataset::from_samples(&atomzarr::synth::generate(3, 2, 4, 1)?, "a")?;
-/// let b = InMemoryDataset::from_samples(&atomzarr::synth::generate(5, 2, 4, 2)?, "b")?;
+/// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 1)?, "a")?;
+/// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(5, 2, 4, 2)?, "b")?;
 /// let multi = MultiDataset::new(vec![Arc::new(a.clone()), Arc::new(b.clone())])?;
 /// assert_eq!(multi.len(), 8);
 /// assert_eq!(multi.offsets(), vec![0, 3, 8]);
@@ -341,7 +341,7 @@ impl Reader for MultiDataset {
                     let (slot, graph) = picks[pos];
                     let d = slots[slot].0;
                     let local = sources[slot].indices.get(graph).copied().unwrap_or(graph);
-                    crate::reader::range_error(&*self.children[d], local, r)
+                    crate::source::range_error(&*self.children[d], local, r)
                 };
                 gather(dst, &sources, picks, Some(&range_error))?;
             }

@@ -34,7 +34,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::collate::{CollateOptions, CollatedBatch};
+use crate::data::{CollateOptions, CollatedBatch};
 use crate::data::{AtomicData, Level};
 use crate::error::{Error, Result};
 
@@ -169,7 +169,7 @@ pub trait Reader: Send + Sync {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, HostData, Reader, ZarrWriteConfig};
-    /// use atomzarr::collate::CollateOptions;
+    /// use atomzarr::data::CollateOptions;
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("n.zarr");
     /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)?;
@@ -201,7 +201,7 @@ pub trait Reader: Send + Sync {
     ///
     /// ```
     /// use atomzarr::{Error, InMemoryDataset, Reader};
-    /// let mem = InMemoryDataset::from_samples(&atomzarr::synth::generate(2, 2, 4, 0).unwrap(), "mem").unwrap();
+    /// let mem = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 0).unwrap(), "mem").unwrap();
     /// let e = mem.neighbor_index_error(1, -3, 4, (-3, 2));
     /// assert!(matches!(e, Error::NeighborIndex { index: 1, value: -3, num_atoms: 4, .. }));
     /// assert!(e.to_string().starts_with("mem, sample 1 (physical 1): neighbor_list index -3"));

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use crate::config::StoreGroup;
+use crate::store::StoreGroup;
 use crate::data::{DType, Level};
 use crate::error::Result;
-use crate::format;
+use crate::store::format;
 
 /// One array of a store.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +20,7 @@ pub struct ArrayReport {
     /// Array shape.
     pub shape: Vec<u64>,
     /// Codec, chunk and shard as configured.
-    pub config: crate::config::ZarrArrayConfig,
+    pub config: crate::store::ZarrArrayConfig,
     /// Bytes on disk under the array.
     pub disk_bytes: u64,
     /// Files under the array.

@@ -14,6 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+pub mod collate;
+pub mod synth;
+
+pub use collate::{CollateOptions, CollatedBatch, CollatedField};
+pub(crate) use collate::bad_indices;
+
 /// Which axis a field lives on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -166,7 +166,7 @@ impl ZarrArrayConfig {
     /// to the reference toolkit's.
     ///
     /// ```
-    /// use atomzarr::{ZarrArrayConfig, ZarrWriteConfig, config::StoreGroup};
+    /// use atomzarr::{ZarrArrayConfig, ZarrWriteConfig, store::StoreGroup};
     /// let config = ZarrWriteConfig::default()
     ///     .with_core(ZarrArrayConfig::default().checksum(false))
     ///     .with_override("energy", ZarrArrayConfig::default().checksum(true));
@@ -331,16 +331,16 @@ impl ZarrWriteConfig {
         // array is created.
         for name in self.field_overrides.keys() {
             let meta_names = [
-                crate::format::ATOMS_PTR,
-                crate::format::EDGES_PTR,
-                crate::format::SAMPLES_MASK,
-                crate::format::ATOMS_MASK,
-                crate::format::EDGES_MASK,
+                crate::store::format::ATOMS_PTR,
+                crate::store::format::EDGES_PTR,
+                crate::store::format::SAMPLES_MASK,
+                crate::store::format::ATOMS_MASK,
+                crate::store::format::EDGES_MASK,
             ];
             let group = if meta_names.iter().any(|m| m.strip_prefix("meta/") == Some(name.as_str())) {
                 StoreGroup::Meta
             } else {
-                crate::format::group_for_new_field(name)
+                crate::store::format::group_for_new_field(name)
             };
             self.resolve(group, name).validate(&format!("field_overrides[{name}]"))?;
         }

@@ -2,7 +2,7 @@
 //! delete and defragment.
 //!
 //! Every call is crash-safe, against a killed process and a power loss alike.
-//! All writes go through [`crate::durable::DurableStore`], which replaces each
+//! All writes go through [`crate::store::durable::DurableStore`], which replaces each
 //! file whole and atomically (temporary, fsync, rename, directory fsync), so
 //! no chunk, shard or `zarr.json` is ever torn. An append stages its new
 //! arrays (first write), field data, masks and pointers in one transaction,
@@ -21,27 +21,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes, CodecOptions};
 
-use crate::config::{StoreGroup, ZarrWriteConfig};
+use crate::store::{StoreGroup, ZarrWriteConfig};
 use crate::data::{AtomicData, DType, Field, HostData, Level};
+pub use crate::error::AppendStep;
 use crate::error::{Error, Result};
-use crate::format::{self, FieldInfo, RootAttrs, Store};
-use crate::reader::Reader;
-use crate::zarr_reader::{AtomicDataZarrReader, ReaderOptions};
-
-/// The steps of an append, in the order they hit the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AppendStep {
-    /// New field arrays created (first write only) and listed in `fields`.
-    Schema,
-    /// Field rows written.
-    FieldData,
-    /// `samples_mask`, `atoms_mask`, `edges_mask` extended.
-    Masks,
-    /// `atoms_ptr`, `edges_ptr` extended.
-    Pointers,
-    /// `num_samples` committed.
-    NumSamples,
-}
+use crate::store::format::{self, FieldInfo, RootAttrs, Store};
+use crate::source::Reader;
+use crate::store::reader::{AtomicDataZarrReader, ReaderOptions};
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
@@ -127,8 +113,8 @@ fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result
 /// `path` durable.
 fn sync_parent(path: &Path) -> Result<()> {
     match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => crate::durable::sync_dir(p).map_err(|e| Error::io(p, e)),
-        _ => crate::durable::sync_dir(Path::new(".")).map_err(|e| Error::io(path, e)),
+        Some(p) if !p.as_os_str().is_empty() => crate::store::durable::sync_dir(p).map_err(|e| Error::io(p, e)),
+        _ => crate::store::durable::sync_dir(Path::new(".")).map_err(|e| Error::io(path, e)),
     }
 }
 
@@ -224,7 +210,7 @@ impl AtomicDataZarrWriter {
             }
         }
         // Temporaries of writes a crash stopped before their rename.
-        let cleaned = crate::durable::clean_temporaries(&path).map_err(|e| Error::io(&path, e))?;
+        let cleaned = crate::store::durable::clean_temporaries(&path).map_err(|e| Error::io(&path, e))?;
         if cleaned > 0 {
             log::info!("{}: removed {cleaned} temporary files left by an interrupted write", path.display());
         }
@@ -816,7 +802,7 @@ impl AtomicDataZarrWriter {
         // old store ends up at `tmp`; elsewhere two renames leave a moment
         // with only `<store>.defrag-old`, which readers report and
         // `open` undoes.
-        if crate::durable::exchange(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))? {
+        if crate::store::durable::exchange(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))? {
             std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
         } else {
             let old = format::sibling(&self.path, format::DEFRAG_OLD);

@@ -3,7 +3,7 @@
 //! Opening reads only the root attributes, the pointer arrays and the sample
 //! mask, and checks that every array is long enough for them. A batched read
 //! then (1) maps logical to physical indices, (2) plans the inner chunks each
-//! array needs ([`crate::plan`]), (3) decodes each needed chunk once, in
+//! array needs (`plan`), (3) decodes each needed chunk once, in
 //! parallel over (array, chunk) with rayon, through the shared
 //! [`ChunkCache`], and (4) copies rows straight into the output buffers.
 
@@ -11,18 +11,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+pub(crate) mod cache;
+mod plan;
+
 use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes, ArrayShardedReadableExt, ArrayShardedReadableExtCache};
 use zarrs::array::{ArrayError, ArrayToBytesCodecTraits, CodecChain, CodecError, CodecOptions};
 
-use crate::cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
-use crate::collate::{CollateOptions, CollatedBatch, bad_indices};
+use cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
+use crate::data::{CollateOptions, CollatedBatch, bad_indices};
 use crate::data::{AtomicData, DType, Field, HostData, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::format::{self, Store};
-use crate::limits;
-use crate::plan::{Pointers, chunks_of, needed_chunks};
-use crate::reader::{Reader, SampleMetadata};
+use crate::store::format::{self, Store};
+use crate::store::limits;
+use plan::{Pointers, chunks_of, needed_chunks};
+use crate::source::{Reader, SampleMetadata};
 
 /// Options of [`AtomicDataZarrReader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,7 +394,7 @@ impl AtomicDataZarrReader {
 
     /// Reads the root, the pointers and the mask, and opens every field
     /// array; every size the metadata claims is checked against the files
-    /// before anything of that size is allocated (see [`crate::limits`]).
+    /// before anything of that size is allocated (see [`crate::store::limits`]).
     fn load_state(&self) -> Result<State> {
         let p = &self.path;
         let root = format::read_root(p)?;
@@ -1014,7 +1017,7 @@ impl AtomicDataZarrReader {
     fn range_error_in(&self, st: &State, index: usize, r: IndexReport) -> Error {
         let physical_index = if index < st.len() { st.physical(index) } else { index };
         let append_shift = (physical_index < st.num_samples)
-            .then(|| crate::repair::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next())
+            .then(|| crate::store::repair::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next())
             .flatten();
         Error::NeighborIndex {
             source_name: self.source.to_string(),

@@ -17,7 +17,7 @@
 //! (see [`sample_hash`]), so a run can prove it read the right bytes too.
 //!
 //! ```
-//! use atomzarr::bench::{ReadOrder, read_order};
+//! use atomzarr::cli::bench::{ReadOrder, read_order};
 //! let o = read_order(10, ReadOrder::BlockShuffle, 0, 4).unwrap();
 //! let mut sorted = o.clone();
 //! sorted.sort();
@@ -41,17 +41,17 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
-use crate::batch::AtomicBatch;
-use crate::collate::CollatedBatch;
-use crate::dataset::Dataset;
-use crate::loader::DataLoader;
+use crate::pipeline::AtomicBatch;
+use crate::data::CollatedBatch;
+use crate::pipeline::Dataset;
+use crate::pipeline::DataLoader;
 use crate::sampler::ListSampler;
-use crate::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+use crate::store::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 use crate::data::{AtomicData, HostData};
 use crate::error::{Error, Result};
-use crate::reader::Reader;
-use crate::writer::AtomicDataZarrWriter;
-use crate::zarr_reader::{AtomicDataZarrReader, ReaderOptions};
+use crate::source::Reader;
+use crate::store::AtomicDataZarrWriter;
+use crate::store::{AtomicDataZarrReader, ReaderOptions};
 
 /// The logical order samples are read in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -170,7 +170,7 @@ impl Default for ReadOptions {
             batch_size: 64,
             prefetch_factor: 16,
             pin_memory: false,
-            cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
+            cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
             epochs: 1,
             progress: false,
             checksum: false,
@@ -274,7 +274,7 @@ impl Fnv1a {
 ///
 /// ```
 /// use atomzarr::AtomicData;
-/// use atomzarr::bench::{Fnv1a, sample_hash};
+/// use atomzarr::cli::bench::{Fnv1a, sample_hash};
 /// let s = AtomicData::new(vec![8], vec![[1.0, 2.0, 3.0]]).unwrap();
 /// // By hand: atomic_numbers then positions.
 /// let mut h = Fnv1a::default();
@@ -510,8 +510,8 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
     schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
 ) -> Result<CollatedBatch> {
     use crate::DType;
-    use crate::batch::BatchData;
-    use crate::collate::CollatedField;
+    use crate::pipeline::BatchData;
+    use crate::data::CollatedField;
     use half::{bf16, f16};
     let bad = |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));
     let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
@@ -600,7 +600,7 @@ pub fn store_facts(path: &Path) -> Result<StoreFacts> {
         };
         raw += row * rows;
     }
-    let (disk_bytes, num_files) = crate::format::disk_usage(path);
+    let (disk_bytes, num_files) = crate::store::format::disk_usage(path);
     Ok(StoreFacts { num_systems: n, total_atoms: atoms, total_edges: edges, raw_bytes: raw, disk_bytes, num_files })
 }
 
@@ -893,7 +893,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
     // One generated set; smaller counts use its prefix (the generator is
     // sequential, so a prefix equals a smaller generation with the same seed).
     let pb = bar(opts.progress, max as u64, "generate".into());
-    let samples = crate::synth::generate_with_progress(max, w.min_atoms, w.max_atoms, w.seed, |k| pb.set_position(k as u64))?;
+    let samples = crate::data::synth::generate_with_progress(max, w.min_atoms, w.max_atoms, w.seed, |k| pb.set_position(k as u64))?;
     pb.finish();
 
     let mut rows = Vec::new();

@@ -29,10 +29,10 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
-use crate::collate::{CollateOptions, CollatedBatch};
+use crate::data::{CollateOptions, CollatedBatch};
 use crate::data::AtomicData;
 use crate::error::{Error, Result};
-use crate::reader::{Reader, range_error};
+use crate::source::{Reader, range_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
 /// with a sample whose *content* is bad: an out-of-range neighbor index
@@ -58,7 +58,7 @@ use crate::reader::{Reader, range_error};
 /// asked, which they report as an error.
 ///
 /// ```
-/// use atomzarr::dataset::ErrorPolicy;
+/// use atomzarr::pipeline::ErrorPolicy;
 /// assert_eq!(ErrorPolicy::default(), ErrorPolicy::Fail);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -386,7 +386,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use atomzarr::{AtomicData, Dataset, Error, InMemoryDataset, Reader};
-    /// use atomzarr::dataset::ErrorPolicy;
+    /// use atomzarr::pipeline::ErrorPolicy;
     /// /// Three samples, the second with an edge to an atom it does not have.
     /// struct Three;
     /// impl Reader for Three {
@@ -596,7 +596,7 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::{Dataset, InMemoryDataset, Reader};
-/// let mem = InMemoryDataset::from_samples(&atomzarr::synth::generate(4, 2, 5, 0)?, "mem")?;
+/// let mem = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?;
 /// let ds = Dataset::new(mem).with_transform(|s| Ok(s.with_energy(1.0)));
 /// let as_reader: &dyn Reader = &ds;
 /// assert_eq!(as_reader.read(2)?.data.field("energy").unwrap().data.to_f64_vec(), vec![1.0]);
@@ -658,7 +658,7 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         Ok(())
     }
 
-    fn metadata_for(&self, i: usize) -> crate::reader::SampleMetadata {
+    fn metadata_for(&self, i: usize) -> crate::source::SampleMetadata {
         self.reader.metadata_for(i)
     }
 

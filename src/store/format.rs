@@ -12,13 +12,13 @@ use serde_json::{Map, Value, json};
 use zarrs::array::codec::{BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec};
 use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
 
-use crate::config::{Codec, ResolvedArrayConfig, Shuffle, StoreGroup, ZarrArrayConfig};
+use crate::store::{Codec, ResolvedArrayConfig, Shuffle, StoreGroup, ZarrArrayConfig};
 use crate::data::{DType, Level, default_level};
 use crate::error::{Error, Result};
 
 /// The zarrs store type this crate reads and writes: a filesystem store
-/// whose writes replace files atomically ([`crate::durable`]).
-pub type Store = crate::durable::DurableStore;
+/// whose writes replace files atomically ([`crate::store::durable`]).
+pub type Store = crate::store::durable::DurableStore;
 
 /// `meta/atoms_ptr`
 pub const ATOMS_PTR: &str = "meta/atoms_ptr";
@@ -188,7 +188,7 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
 }
 
 /// Writes the root group's zarr.json atomically and durably
-/// ([`crate::durable::replace_file`]), so `num_samples` is the commit point
+/// ([`crate::store::durable::replace_file`]), so `num_samples` is the commit point
 /// of an append: a crash leaves either the old or the new metadata, never a
 /// torn file.
 pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
@@ -204,7 +204,7 @@ pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     let doc = json!({"attributes": a, "zarr_format": 3, "node_type": "group"});
     let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))?;
     let dst = store.join("zarr.json");
-    crate::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
+    crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
 }
 
 /// Whether the root attributes list any field (`fields.core` or
@@ -223,13 +223,13 @@ pub fn root_lists_fields(store: &Path) -> Result<bool> {
 pub fn write_group(store: &Path, rel: &str) -> Result<()> {
     let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
     let p = store.join(rel).join("zarr.json");
-    crate::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice()).map_err(|e| Error::io(&p, e))
+    crate::store::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice()).map_err(|e| Error::io(&p, e))
 }
 
 /// Opens an array of the store (with zarrs' zstd and blosc decoders
-/// bounded, see [`crate::limits::install_bounded_codecs`]).
+/// bounded, see [`crate::store::limits::install_bounded_codecs`]).
 pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Array<Store>> {
-    crate::limits::install_bounded_codecs();
+    crate::store::limits::install_bounded_codecs();
     use zarrs::storage::ReadableStorageTraits;
     // Through the store, not the filesystem: a writer's transaction may hold
     // the array's metadata staged, not yet on disk.

@@ -25,7 +25,7 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 
-use crate::collate::CollatedBatch;
+use crate::data::CollatedBatch;
 use crate::data::{AtomicData, HostData, Level};
 use crate::error::Result;
 

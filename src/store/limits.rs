@@ -26,7 +26,7 @@
 //! more than the chunk's decoded size.
 //!
 //! ```
-//! use atomzarr::limits::{MAX_CHUNK_BYTES, MAX_EXPANSION, UNBACKED_ROWS};
+//! use atomzarr::store::limits::{MAX_CHUNK_BYTES, MAX_EXPANSION, UNBACKED_ROWS};
 //! assert!(MAX_CHUNK_BYTES >= 12 * 500_000); // a reference shard's positions, whole
 //! assert_eq!(MAX_EXPANSION, 128 * 1024 / 4); // zstd's RLE block: 128 KiB from 4 bytes
 //! assert_eq!(UNBACKED_ROWS, 1 << 20);
@@ -46,7 +46,7 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 
 use crate::data::DType;
 use crate::error::{Error, Result};
-use crate::format::Store;
+use crate::store::format::Store;
 
 /// Largest decoded inner chunk (and shard index) the reader accepts: 256 MiB.
 /// zarr-python's default chunks stay under 64 MiB; the reference layout's
@@ -218,7 +218,7 @@ pub(crate) fn check_rows(store: &Path, claimed_by: &str, what: &str, rows: u64, 
         claimed_by,
         format!(
             "{what} claims {rows} rows, but the chunk files of its arrays hold at most {} \
-             (see atomzarr::limits)",
+             (see atomzarr::store::limits)",
             best.saturating_add(UNBACKED_ROWS)
         ),
     ))
@@ -243,7 +243,7 @@ pub(crate) fn check_field_bytes(store: &Path, rel: &str, rows: u64, g: &Geometry
         rel,
         format!(
             "{rows} rows of {} bytes claim {claimed} bytes, but its chunk files hold at most {held} \
-             (and fill values at most {FILL_ROW_BYTES} per row; see atomzarr::limits)",
+             (and fill values at most {FILL_ROW_BYTES} per row; see atomzarr::store::limits)",
             g.row_bytes
         ),
     ))

@@ -110,8 +110,8 @@ fn write_temp(target: &Path, bytes: &[u8], sync: bool) -> std::io::Result<(PathB
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
 /// let p = dir.path().join("a/b/zarr.json");
-/// atomzarr::durable::replace_file(&p, b"{}").unwrap();
-/// atomzarr::durable::replace_file(&p, b"{\"x\": 1}").unwrap();
+/// atomzarr::store::durable::replace_file(&p, b"{}").unwrap();
+/// atomzarr::store::durable::replace_file(&p, b"{\"x\": 1}").unwrap();
 /// assert_eq!(std::fs::read(&p).unwrap(), b"{\"x\": 1}");
 /// ```
 pub fn replace_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {

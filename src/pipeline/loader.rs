@@ -8,7 +8,7 @@
 //! synchronous read. Either way the batches are exactly the sampler's, in its
 //! order. For a device whose int tensors are int32 (Flex, CUDA) the reads ask
 //! for int64 fields narrowed to int32
-//! ([`CollateOptions::narrow_int64`](crate::collate::CollateOptions::narrow_int64)),
+//! ([`CollateOptions::narrow_int64`](crate::data::CollateOptions::narrow_int64)),
 //! so building a device batch converts nothing. With `use_streams`, device tensors are built in the background on
 //! the thread that read the window (`num_streams` batches at a time), so the
 //! upload overlaps the training step and costs one hand-off per window.
@@ -42,11 +42,11 @@ use std::sync::Arc;
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::tensor::backend::Backend;
 
-use crate::batch::AtomicBatch;
-use crate::collate::{CollateOptions, CollatedBatch};
-use crate::dataset::{Dataset, ErrorPolicy, Pending};
+use crate::pipeline::AtomicBatch;
+use crate::data::{CollateOptions, CollatedBatch};
+use crate::pipeline::{Dataset, ErrorPolicy, Pending};
 use crate::error::{Error, Result};
-use crate::reader::Reader;
+use crate::source::Reader;
 use crate::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches, SequentialSampler, epoch_rng};
 
 /// A transform applied to each device batch, in order, before it is yielded.
@@ -196,7 +196,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         };
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
-        let int32 = crate::batch::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
+        let int32 = crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
         let mut dataset = self.dataset.collate_options(CollateOptions::default().narrow_int64(int32)).with_own_skip_count();
         if let Some(p) = self.error_policy {
             dataset = dataset.error_policy(p);

@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 /// Generates `n` random structures.
 ///
 /// ```
-/// let s = atomzarr::synth::generate(3, 10, 20, 0).unwrap();
+/// let s = atomzarr::data::synth::generate(3, 10, 20, 0).unwrap();
 /// assert_eq!(s.len(), 3);
 /// assert!(s.iter().all(|x| (10..=20).contains(&x.num_atoms()) && x.num_edges() >= 1));
-/// assert_eq!(s, atomzarr::synth::generate(3, 10, 20, 0).unwrap());
+/// assert_eq!(s, atomzarr::data::synth::generate(3, 10, 20, 0).unwrap());
 /// ```
 pub fn generate(n: usize, min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Vec<AtomicData>> {
     generate_with_progress(n, min_atoms, max_atoms, seed, |_| {})

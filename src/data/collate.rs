@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// [`Reader::load_collated_with`](crate::Reader::load_collated_with)).
 ///
 /// ```
-/// use atomzarr::collate::CollateOptions;
+/// use atomzarr::data::CollateOptions;
 /// let opts = CollateOptions::default().narrow_int64(true);
 /// assert!(opts.narrows_int64());
 /// assert!(!CollateOptions::default().narrows_int64());

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use crate::collate::{CollatedBatch, bad_indices};
+use crate::data::{CollatedBatch, bad_indices};
 use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::reader::Reader;
+use crate::source::Reader;
 
 type Layout = Vec<(String, Level, DType, Vec<usize>)>;
 
@@ -189,7 +189,7 @@ impl InMemoryOptions {
 /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, InMemoryDataset, Reader, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("m.zarr");
-/// let samples = atomzarr::synth::generate(6, 2, 5, 1)?;
+/// let samples = atomzarr::data::synth::generate(6, 2, 5, 1)?;
 /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
 /// let mem = InMemoryDataset::from_reader(&AtomicDataZarrReader::open(&path)?)?;
 /// assert_eq!(mem.len(), 6);
@@ -270,7 +270,7 @@ impl InMemoryDataset {
         };
         // Checked once here (whatever the reader's batch path checked), so
         // batches copied from the resident data need no check.
-        verify_neighbors(&data, |k, r| crate::reader::range_error(reader, k, r))?;
+        verify_neighbors(&data, |k, r| crate::source::range_error(reader, k, r))?;
         let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
         let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
         Ok(InMemoryDataset { data, levels, source: format!("{} (in memory)", reader.source()), physical })

@@ -26,7 +26,7 @@
 //! let path = dir.path().join("ok.zarr");
 //! let s = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, 1], [1, 0]], None)?;
 //! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
-//! let report = atomzarr::repair::check(&path)?;
+//! let report = atomzarr::store::repair::check(&path)?;
 //! assert!(report.fixed.is_empty() && report.unfixed.is_empty());
 //! assert_eq!(report.samples_checked, 2);
 //! # Ok(()) }
@@ -37,11 +37,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use zarrs::array::{ArrayBytes, CodecOptions};
 
-use crate::config::ZarrWriteConfig;
+use crate::store::ZarrWriteConfig;
 use crate::data::{DType, HostData};
 use crate::error::{Error, Result};
-use crate::writer::AtomicDataZarrWriter;
-use crate::zarr_reader::{AtomicDataZarrReader, ReaderOptions, State};
+use crate::store::writer::AtomicDataZarrWriter;
+use crate::store::reader::{AtomicDataZarrReader, ReaderOptions, State};
 
 /// Edge rows read per store call while scanning.
 const SCAN_ROWS: u64 = 1 << 20;
@@ -172,12 +172,12 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
     Ok(report)
 }
 
-fn neighbor_field(st: &State) -> Option<&crate::zarr_reader::FieldArray> {
+fn neighbor_field(st: &State) -> Option<&crate::store::reader::FieldArray> {
     st.fields.iter().find(|f| f.name == "neighbor_list")
 }
 
 /// Rows `rows` of `f` as i64 (integer dtypes only).
-fn read_rows(store: &Path, f: &crate::zarr_reader::FieldArray, rows: std::ops::Range<u64>) -> Result<Vec<i64>> {
+fn read_rows(store: &Path, f: &crate::store::reader::FieldArray, rows: std::ops::Range<u64>) -> Result<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
