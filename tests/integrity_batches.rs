@@ -18,7 +18,7 @@ use burn::backend::Flex;
 use serde_json::Value;
 
 use atomzarr::data::CollateOptions;
-use atomzarr::store::format;
+use atomzarr::store::{arrays, format};
 use atomzarr::store::repair::{self, RepairReport};
 use atomzarr::sampler::ListSampler;
 use atomzarr::{
@@ -40,8 +40,8 @@ fn write(path: &Path, samples: &[AtomicData]) {
 }
 
 fn raw_i64(path: &Path, rel: &str) -> Vec<i64> {
-    let store = format::open_store(path).unwrap();
-    let a = format::open_array(path, &store, rel).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let a = arrays::open_array(path, &store, rel).unwrap();
     let mut subset = vec![0..a.shape()[0]];
     subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
     a.retrieve_array_subset(&subset).unwrap()
@@ -49,8 +49,8 @@ fn raw_i64(path: &Path, rel: &str) -> Vec<i64> {
 
 /// Overwrites stored (store-global) neighbor_list values from row `row` on.
 fn set_neighbor_rows(path: &Path, row: u64, values: Vec<i64>) {
-    let store = format::open_store(path).unwrap();
-    let a = format::open_array(path, &store, "core/neighbor_list").unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let a = arrays::open_array(path, &store, "core/neighbor_list").unwrap();
     let rows = values.len() as u64 / 2;
     a.store_array_subset(&[row..row + rows, 0..2], values).unwrap();
 }
@@ -365,8 +365,8 @@ struct Layout {
 fn layout(path: &Path) -> Layout {
     let root = json(&path.join("zarr.json"));
     let n = root["attributes"]["num_samples"].as_u64().unwrap() as usize;
-    let store = format::open_store(path).unwrap();
-    let mask: Vec<bool> = format::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let mask: Vec<bool> = arrays::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
     let ptr = |rel: &str| -> Vec<i64> { raw_i64(path, rel)[..=n].to_vec() };
     Layout { atoms_ptr: ptr(format::ATOMS_PTR), edges_ptr: ptr(format::EDGES_PTR), physical: (0..n).filter(|&p| mask[p]).collect(), half: n / 2 }
 }

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use crate::store::StoreGroup;
+use crate::store::format::StoreGroup;
 use crate::data::{DType, Level};
 use crate::error::Result;
-use crate::store::format;
+use crate::store::{arrays, format};
 
 /// One array of a store.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +46,7 @@ pub struct StoreReport {
 pub fn inspect(path: &Path) -> Result<StoreReport> {
     let reader = crate::AtomicDataZarrReader::open_with(path, crate::ReaderOptions { cache_bytes: 0 })?;
     let root = format::read_root(path)?;
-    let store = format::open_store(path)?;
+    let store = arrays::open_store(path)?;
     let mut arrays = Vec::new();
     let meta = [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK];
     let fields = root.fields.iter().map(|(n, i)| (format::field_path(i.group, n), Some(i.level)));
@@ -54,12 +54,12 @@ pub fn inspect(path: &Path) -> Result<StoreReport> {
         if !path.join(&rel).join("zarr.json").exists() && rel.starts_with(StoreGroup::Meta.name()) {
             continue;
         }
-        let a = format::open_array(path, &store, &rel)?;
+        let a = arrays::open_array(path, &store, &rel)?;
         let (disk_bytes, files) = format::disk_usage(&path.join(&rel));
         arrays.push(ArrayReport {
-            dtype: format::array_dtype(path, &rel, &a)?,
+            dtype: arrays::array_dtype(path, &rel, &a)?,
             shape: a.shape().to_vec(),
-            config: format::infer_config(&a),
+            config: arrays::infer_config(&a),
             path: rel,
             level,
             disk_bytes,

@@ -576,17 +576,6 @@ impl Field {
     }
 }
 
-/// Name table the reference toolkit falls back to when a core field is not in
-/// the store's `fields` attribute (STORE_FORMAT.md, "level of a field").
-pub fn default_level(name: &str) -> Level {
-    match name {
-        "shifts" | "neighbor_list_shifts" | "neighbor_list" | "edge_embeddings" => Level::Edge,
-        "energy" | "stress" | "virial" | "dipole" | "charge" | "graph_embeddings" | "cell"
-        | "pbc" | "spin" => Level::System,
-        _ => Level::Atom,
-    }
-}
-
 /// One atomic structure: named fields on the atom, edge and system axes.
 ///
 /// Build one with the typed constructors, then hand a list to the writer:

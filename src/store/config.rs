@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::store::format::{self, StoreGroup};
 
 /// Byte-shuffle mode of the blosc codecs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -233,28 +234,6 @@ impl ResolvedArrayConfig {
     }
 }
 
-/// The three groups of a store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StoreGroup {
-    /// `meta/`: pointers and masks.
-    Meta,
-    /// `core/`: the standard fields.
-    Core,
-    /// `custom/`: user fields.
-    Custom,
-}
-
-impl StoreGroup {
-    /// The group's path component.
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreGroup::Meta => "meta",
-            StoreGroup::Core => "core",
-            StoreGroup::Custom => "custom",
-        }
-    }
-}
-
 /// Layered write configuration of a store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default)]
@@ -331,16 +310,16 @@ impl ZarrWriteConfig {
         // array is created.
         for name in self.field_overrides.keys() {
             let meta_names = [
-                crate::store::format::ATOMS_PTR,
-                crate::store::format::EDGES_PTR,
-                crate::store::format::SAMPLES_MASK,
-                crate::store::format::ATOMS_MASK,
-                crate::store::format::EDGES_MASK,
+                format::ATOMS_PTR,
+                format::EDGES_PTR,
+                format::SAMPLES_MASK,
+                format::ATOMS_MASK,
+                format::EDGES_MASK,
             ];
             let group = if meta_names.iter().any(|m| m.strip_prefix("meta/") == Some(name.as_str())) {
                 StoreGroup::Meta
             } else {
-                crate::store::format::group_for_new_field(name)
+                format::group_for_new_field(name)
             };
             self.resolve(group, name).validate(&format!("field_overrides[{name}]"))?;
         }

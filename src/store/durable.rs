@@ -261,6 +261,10 @@ struct Staged {
     created: Vec<PathBuf>,
 }
 
+/// The zarrs store type this crate reads and writes: a filesystem store
+/// whose writes replace files atomically (this module).
+pub type Store = DurableStore;
+
 /// A zarrs store over a directory whose writes are atomic file replacements
 /// (see the [module docs](self)). Reads go straight to the inner
 /// `FilesystemStore` unless a [`Transaction`] has staged the key.

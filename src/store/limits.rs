@@ -46,7 +46,7 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 
 use crate::data::DType;
 use crate::error::{Error, Result};
-use crate::store::format::Store;
+use crate::store::durable::Store;
 
 /// Largest decoded inner chunk (and shard index) the reader accepts: 256 MiB.
 /// zarr-python's default chunks stay under 64 MiB; the reference layout's

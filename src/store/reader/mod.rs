@@ -22,7 +22,9 @@ use cache::{CacheStats, ChunkBytes, ChunkCache, DEFAULT_CACHE_BYTES};
 use crate::data::{CollateOptions, CollatedBatch, bad_indices};
 use crate::data::{AtomicData, DType, Field, HostData, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::store::format::{self, Store};
+use crate::store::arrays;
+use crate::store::durable::Store;
+use crate::store::format;
 use crate::store::limits;
 use plan::{Pointers, chunks_of, needed_chunks};
 use crate::source::{Reader, SampleMetadata};
@@ -333,7 +335,7 @@ impl AtomicDataZarrReader {
         if !path.exists() {
             return Err(Error::NotFound { store: path });
         }
-        let store = format::open_store(&path)?;
+        let store = arrays::open_store(&path)?;
         // Rayon already parallelises over chunks; codec-internal threads on
         // top would oversubscribe the cores.
         // Checksums are checked whatever zarrs' global config says.
@@ -405,8 +407,8 @@ impl AtomicDataZarrReader {
         let n = root.num_samples;
         let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
         let open = |rel: &str| -> Result<(Array<Store>, DType, limits::Geometry)> {
-            let a = format::open_array(p, &self.store, rel)?;
-            let dt = format::array_dtype(p, rel, &a)?;
+            let a = arrays::open_array(p, &self.store, rel)?;
+            let dt = arrays::array_dtype(p, rel, &a)?;
             let g = limits::geometry(p, rel, &a, dt)?;
             Ok((a, dt, g))
         };
@@ -572,7 +574,7 @@ impl AtomicDataZarrReader {
     fn field_array(&self, name: &str, rel: &str, level: Level, dtype: DType, array: Array<Store>) -> Result<FieldArray> {
         let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
         let row_elems: usize = trailing.iter().product();
-        let chunk_rows = format::chunk_rows(&self.path, rel, &array)?;
+        let chunk_rows = arrays::chunk_rows(&self.path, rel, &array)?;
         let shard_cache = ArrayShardedReadableExtCache::new(&array);
         let direct = DirectDecode::plan(&array, dtype);
         Ok(FieldArray {

@@ -11,6 +11,14 @@
 //! pointers below it, and every rewritten tail chunk keeps its committed rows,
 //! so a store interrupted at any moment opens at its last committed state;
 //! the next append overwrites whatever the interrupted one left past the end.
+//!
+//! | module | owns |
+//! |---|---|
+//! | this one | the writer, `create`, and the row writes every operation shares |
+//! | `recover` | `open`: finishing or undoing interrupted operations |
+//! | `append` | `write`, `append`: sample checks, the append transaction |
+//! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
+//! | `defragment` | `defragment` |
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -18,16 +26,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
 use zarrs::array::{Array, ArrayBytes, CodecOptions};
 
-use crate::store::{StoreGroup, ZarrWriteConfig};
-use crate::data::{AtomicData, DType, Field, HostData, Level};
+use crate::data::{DType, Level};
 pub use crate::error::AppendStep;
 use crate::error::{Error, Result};
-use crate::store::format::{self, FieldInfo, RootAttrs, Store};
-use crate::source::Reader;
-use crate::store::reader::{AtomicDataZarrReader, ReaderOptions};
+use crate::store::ZarrWriteConfig;
+use crate::store::arrays;
+use crate::store::durable::Store;
+use crate::store::format::{self, RootAttrs, StoreGroup};
+
+mod append;
+mod defragment;
+mod edit;
+mod recover;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
@@ -101,14 +113,6 @@ fn for_each_io<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Res
     results.into_iter().try_for_each(|(_, r)| r)
 }
 
-/// Field `k` (in name order) of `s`, which must be field `name`.
-fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result<&'s Field> {
-    s.fields
-        .values()
-        .nth(k)
-        .ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
-}
-
 /// Syncs the directory holding `path`, making a rename or creation of
 /// `path` durable.
 fn sync_parent(path: &Path) -> Result<()> {
@@ -145,7 +149,7 @@ impl AtomicDataZarrWriter {
             format::write_group(&building, g)?;
         }
         let mut w = AtomicDataZarrWriter {
-            store: format::open_store(&building)?,
+            store: arrays::open_store(&building)?,
             path: building.clone(),
             config,
             fail_after: None,
@@ -162,7 +166,7 @@ impl AtomicDataZarrWriter {
         for (rel, dtype) in meta {
             let is_ptr = dtype == DType::Int64;
             let name = rel.trim_start_matches("meta/");
-            let a = format::create_array(
+            let a = arrays::create_array(
                 &w.path,
                 &w.store,
                 rel,
@@ -178,75 +182,9 @@ impl AtomicDataZarrWriter {
         format::write_root(&w.path, &RootAttrs { num_samples: 0, fields: BTreeMap::new(), extra: Default::default() })?;
         std::fs::rename(&building, &path).map_err(|e| Error::io(&path, e))?;
         sync_parent(&path)?;
-        w.store = format::open_store(&path)?;
+        w.store = arrays::open_store(&path)?;
         w.path = path;
         Ok(w)
-    }
-
-    /// Opens an existing store for appending, deleting and defragmenting.
-    /// `config` applies to arrays created from now on (new fields). If a
-    /// [`defragment`](Self::defragment) was interrupted between its renames
-    /// (the store path missing, the original beside it as
-    /// `<store>.defrag-old`), the original is put back first; if an
-    /// [`add_custom`](Self::add_custom) was interrupted after listing its
-    /// field, its finished array is moved into place. Readers report both
-    /// states as [`Error::Interrupted`].
-    pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        config.validate()?;
-        if let Some(original) = format::interrupted_defragment(&path) {
-            // A defragment stopped between its renames: put the original
-            // back (the unfinished copy is dropped; defragment again later).
-            log::warn!("{}: finishing an interrupted defragment (original restored)", path.display());
-            std::fs::rename(&original, &path).map_err(|e| Error::io(&original, e))?;
-            sync_parent(&path)?;
-        }
-        // Nothing is cleaned or moved below unless `path` is a store.
-        format::read_root(&path)?;
-        for leftover in [format::DEFRAG_TMP, format::CREATING] {
-            let tmp = format::sibling(&path, leftover);
-            if tmp.exists() {
-                std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-            }
-        }
-        // Temporaries of writes a crash stopped before their rename.
-        let cleaned = crate::store::durable::clean_temporaries(&path).map_err(|e| Error::io(&path, e))?;
-        if cleaned > 0 {
-            log::info!("{}: removed {cleaned} temporary files left by an interrupted write", path.display());
-        }
-        let root = format::read_root(&path)?;
-        if root.num_samples == 0 && !format::root_lists_fields(&path)? {
-            // No committed sample and no listed field: any array in core/ or
-            // custom/ is what a first write staged before a crash stopped it
-            // short of its commit. Dropping it lets the next write choose
-            // the schema afresh (instead of inheriting guessed levels).
-            for g in [StoreGroup::Core, StoreGroup::Custom] {
-                let dir = path.join(g.name());
-                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-                for e in entries.flatten() {
-                    if e.path().join("zarr.json").exists() {
-                        log::info!("{}: dropping {} of an interrupted first write", path.display(), e.path().display());
-                        std::fs::remove_dir_all(e.path()).map_err(|err| Error::io(&e.path(), err))?;
-                    }
-                }
-            }
-        }
-        let root = format::read_root(&path)?;
-        // An add_custom that listed its field but had not moved the finished
-        // array into place: move it. Anything else pending never got listed
-        // (an attempt that stopped earlier) and is dropped.
-        while let Some((name, pending)) = format::interrupted_add_custom(&path, &root) {
-            log::warn!("{}: finishing an interrupted add_custom of field {name}", path.display());
-            let dst = path.join(format::field_path(StoreGroup::Custom, &name));
-            std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
-            sync_parent(&dst)?;
-        }
-        let pending = path.join(format::PENDING_DIR);
-        if pending.exists() {
-            std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
-        }
-        let store = format::open_store(&path)?;
-        Ok(AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false })
     }
 
     /// Shows a progress bar on stderr during defragment and large writes.
@@ -283,7 +221,7 @@ impl AtomicDataZarrWriter {
     }
 
     fn open_array(&self, rel: &str) -> Result<Array<Store>> {
-        format::open_array(&self.path, &self.store, rel)
+        arrays::open_array(&self.path, &self.store, rel)
     }
 
     /// An array with a row axis (dimension 0), as every store array has.
@@ -300,7 +238,7 @@ impl AtomicDataZarrWriter {
         for (name, info) in &root.fields {
             let rel = format::field_path(info.group, name);
             let a = self.open_array(&rel)?;
-            let dtype = format::array_dtype(&self.path, &rel, &a)?;
+            let dtype = arrays::array_dtype(&self.path, &rel, &a)?;
             if a.dimensionality() == 0 {
                 return Err(Error::inconsistent(&self.path, &rel, "zero-dimensional array (fields have a row axis)"));
             }
@@ -331,144 +269,6 @@ impl AtomicDataZarrWriter {
             ));
         }
         Ok(v)
-    }
-
-    /// First write into an empty store (same as `append`, but refuses a store
-    /// that already holds samples, so a second `write` cannot silently append).
-    pub fn write(&mut self, samples: &[AtomicData]) -> Result<()> {
-        let root = format::read_root(&self.path)?;
-        if root.num_samples > 0 {
-            return Err(Error::invalid(
-                self.path.display().to_string(),
-                format!("store already holds {} samples; use append", root.num_samples),
-            ));
-        }
-        self.append(samples)
-    }
-
-    /// Appends samples. Every sample must carry exactly the store's fields
-    /// with the store's level, dtype and trailing shape (for the first write:
-    /// the first sample's); otherwise nothing is written.
-    pub fn append(&mut self, samples: &[AtomicData]) -> Result<()> {
-        self.append_checked(samples, true)
-    }
-
-    /// `append`; `validate_values` false skips the value checks of
-    /// [`AtomicData::validate`] (neighbor indices in range, finite positions)
-    /// but keeps every structural one. Defragment copies samples that are
-    /// already in a store and must keep them exactly as they read (reference
-    /// stores hold appended neighbor lists whose sample-local indices are
-    /// negative, see tests/store_fixtures.rs).
-    fn append_checked(&mut self, samples: &[AtomicData], validate_values: bool) -> Result<()> {
-        if samples.is_empty() {
-            return Ok(());
-        }
-        let root = format::read_root(&self.path)?;
-        let n = root.num_samples;
-        let existing = self.store_schema(&root)?;
-        let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty(), validate_values)?;
-        let atoms_ptr = self.pointers(format::ATOMS_PTR, n)?;
-        let edges_ptr = self.pointers(format::EDGES_PTR, n)?;
-        let (v0, e0) = (atoms_ptr[n] as u64, edges_ptr[n] as u64);
-
-        // New pointers.
-        let mut new_atoms = Vec::with_capacity(samples.len());
-        let mut new_edges = Vec::with_capacity(samples.len());
-        let (mut v, mut e) = (v0 as i64, e0 as i64);
-        for s in samples {
-            v += s.num_atoms() as i64;
-            e += s.num_edges() as i64;
-            new_atoms.push(v);
-            new_edges.push(e);
-        }
-        let (v1, e1, n1) = (v as u64, e as u64, (n + samples.len()) as u64);
-
-        // Everything below up to the commit is staged in one transaction:
-        // nothing on disk changes until every array's new files are written,
-        // and then all of them are synced together and renamed into place.
-        let txn = self.store.transaction();
-        let mut attrs = root.clone();
-        // Schema: a first write creates its arrays (listed at the commit).
-        if existing.is_empty() {
-            let entries: Vec<(&String, &Schema)> = schema.iter().collect();
-            for_each_io(&entries, |&(name, sc)| -> Result<()> {
-                let rel = format::field_path(sc.group, name);
-                let mut shape = vec![0u64];
-                shape.extend(&sc.trailing);
-                format::create_array(&self.path, &self.store, &rel, sc.dtype, shape, &self.config.resolve(sc.group, name))?;
-                Ok(())
-            })?;
-            for (name, sc) in &schema {
-                attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
-            }
-        }
-        self.checkpoint(AppendStep::Schema)?;
-
-        // Field data. Fields are independent arrays (separate files), so they
-        // are concatenated and written in parallel: each write ends in an
-        // fsync of its own, and overlapping those latencies (and the
-        // single-threaded concatenation) is most of the write time. The
-        // commit order across steps below is unchanged.
-        let bar = self.bar(schema.len() as u64, "append");
-        let fields: Vec<(usize, &String, &Schema)> = schema.iter().enumerate().map(|(k, (n, sc))| (k, n, sc)).collect();
-        for_each_io(&fields, |&(k, name, sc)| -> Result<()> {
-            let rel = format::field_path(sc.group, name);
-            let (start, end) = match sc.level {
-                Level::Atom => (v0, v1),
-                Level::Edge => (e0, e1),
-                Level::System => (n as u64, n1),
-            };
-            // check_samples made every sample's field names equal the schema's
-            // and both maps iterate in name order, so a sample's k-th field is
-            // `name`: positional access skips a string-compared map lookup per
-            // sample and field (a tenth of a write's CPU in profiles).
-            let field = |s| nth_field(s, k, name, &self.path);
-            // Concatenate straight into the byte buffer zarrs takes (no
-            // intermediate typed buffer and copy).
-            let mut total = 0;
-            for s in samples {
-                total += field(s)?.data.len();
-            }
-            let mut bytes = Vec::with_capacity(total * sc.dtype.size());
-            for (i, s) in samples.iter().enumerate() {
-                let f = field(s)?;
-                if name == "neighbor_list" {
-                    let mut shifted = f.data.clone();
-                    let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
-                    shifted.add_offset(base)?;
-                    bytes.extend_from_slice(shifted.as_bytes());
-                } else {
-                    bytes.extend_from_slice(f.data.as_bytes());
-                }
-            }
-            self.write_rows(&rel, start..end, bytes)?;
-            bar.inc(1);
-            Ok(())
-        })?;
-        bar.finish_and_clear();
-        self.checkpoint(AppendStep::FieldData)?;
-
-        // Masks (independent arrays: in parallel, as above).
-        let masks = [
-            (format::SAMPLES_MASK, n as u64..n1),
-            (format::ATOMS_MASK, v0..v1),
-            (format::EDGES_MASK, e0..e1),
-        ];
-        for_each_io(&masks, |(rel, range)| self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize]))?;
-        self.checkpoint(AppendStep::Masks)?;
-
-        // Pointers (in parallel, as above).
-        let ptrs = [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)];
-        for_each_io(&ptrs, |(rel, vals)| self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec()))?;
-        self.checkpoint(AppendStep::Pointers)?;
-
-        // Make the staged files durable and visible, then commit: readers
-        // see the new samples only once `num_samples` says so.
-        txn.commit().map_err(|e| Error::io(&self.path, e))?;
-        attrs.num_samples = n1 as usize;
-        format::write_root(&self.path, &attrs)?;
-        self.checkpoint(AppendStep::NumSamples)?;
-        Ok(())
     }
 
     /// Sets an array's length to `rows.end` and writes `bytes` into `rows`.
@@ -531,333 +331,6 @@ impl AtomicDataZarrWriter {
         })
     }
 
-    /// Checks samples against each other and the store; returns the schema.
-    fn check_samples(
-        &self,
-        samples: &[AtomicData],
-        existing: &BTreeMap<String, Schema>,
-        first_write: bool,
-        validate_values: bool,
-    ) -> Result<BTreeMap<String, Schema>> {
-        let ctx = |i: usize| format!("{}: append sample {i}", self.path.display());
-        let schema: BTreeMap<String, Schema> = if first_write {
-            samples[0]
-                .fields
-                .iter()
-                .map(|(name, f)| {
-                    let sc = Schema {
-                        group: format::group_for_new_field(name),
-                        level: f.level,
-                        dtype: f.dtype(),
-                        trailing: f.trailing_shape().iter().map(|&d| d as u64).collect(),
-                    };
-                    (name.clone(), sc)
-                })
-                .collect()
-        } else {
-            existing.clone()
-        };
-        if schema.is_empty() {
-            return Err(Error::invalid(ctx(0), "sample has no fields"));
-        }
-        if first_write {
-            for name in schema.keys() {
-                format::check_field_name(name).map_err(|r| Error::invalid(ctx(0), r))?;
-            }
-        }
-        // Samples are checked in parallel (validation is a large serial share
-        // of a write otherwise); `find_first` keeps the error of the lowest
-        // failing index, as a sequential loop would report it.
-        let check = |i: usize, s: &AtomicData| -> Result<()> {
-            // Equal key sequences (the usual case) need no map lookups; the
-            // lookups below only name the offending field.
-            let same_keys = s.fields.len() == schema.len() && s.fields.keys().zip(schema.keys()).all(|(a, b)| a == b);
-            if !same_keys {
-                if let Some(extra) = s.fields.keys().find(|k| !schema.contains_key(*k)) {
-                    return Err(Error::invalid(ctx(i), format!("field {extra} is not in the store")));
-                }
-                if let Some(missing) = schema.keys().find(|k| !s.fields.contains_key(*k)) {
-                    return Err(Error::invalid(ctx(i), format!("field {missing} is missing")));
-                }
-            }
-            // Same key sets, both sorted: the zip pairs each field with its schema.
-            for ((name, f), sc) in s.fields.iter().zip(schema.values()) {
-                let trailing: Vec<u64> = f.trailing_shape().iter().map(|&d| d as u64).collect();
-                if f.level != sc.level || f.dtype() != sc.dtype || trailing != sc.trailing {
-                    return Err(Error::invalid(
-                        ctx(i),
-                        format!(
-                            "field {name} is {} {} {:?}, the store has {} {} {:?}",
-                            f.level, f.dtype(), trailing, sc.level, sc.dtype, sc.trailing
-                        ),
-                    ));
-                }
-                if f.data.len() != f.shape.iter().product::<usize>() {
-                    return Err(Error::invalid(ctx(i), format!("field {name}: shape {:?} vs {} elements", f.shape, f.data.len())));
-                }
-                // Stored neighbor lists are offset by the atom count; refuse a
-                // dtype that cannot take the offset now, before the first
-                // write creates a schema that could never be appended to.
-                if name == "neighbor_list"
-                    && !matches!(f.dtype(), DType::Int32 | DType::Int64 | DType::UInt32 | DType::UInt64)
-                {
-                    return Err(Error::invalid(
-                        ctx(i),
-                        format!("neighbor_list: dtype {} is not an index type (int32/int64/uint32/uint64)", f.dtype()),
-                    ));
-                }
-            }
-            if validate_values {
-                s.validate().map_err(|r| Error::invalid(ctx(i), r))?;
-            } else {
-                // Row counts must still agree per axis, or the pointers would lie.
-                let (v, e) = (s.num_atoms(), s.num_edges());
-                for (name, f) in &s.fields {
-                    let want = match f.level {
-                        Level::Atom => v,
-                        Level::Edge => e,
-                        Level::System => 1,
-                    };
-                    if f.rows() != want {
-                        return Err(Error::invalid(ctx(i), format!("{name}: {} rows, expected {want} ({} level)", f.rows(), f.level)));
-                    }
-                }
-            }
-            Ok(())
-        };
-        if let Some(Err(e)) = samples.par_iter().enumerate().map(|(i, s)| check(i, s)).find_first(Result::is_err) {
-            return Err(e);
-        }
-        Ok(schema)
-    }
-
-    /// Adds a custom field to every physical sample: `data` has `shape[0]`
-    /// rows = samples (system), total atoms (atom) or total edges (edge).
-    pub fn add_custom(&mut self, name: &str, level: Level, shape: &[usize], data: impl Into<HostData>) -> Result<()> {
-        let field = Field::new(level, shape.to_vec(), data)?;
-        let mut root = format::read_root(&self.path)?;
-        format::check_field_name(name).map_err(|r| Error::invalid(format!("{}: add_custom", self.path.display()), r))?;
-        if root.fields.contains_key(name) {
-            return Err(Error::invalid(format!("{}: add_custom", self.path.display()), format!("field {name} already exists")));
-        }
-        let n = root.num_samples;
-        let need = match level {
-            Level::System => n as u64,
-            Level::Atom => self.pointers(format::ATOMS_PTR, n)?[n] as u64,
-            Level::Edge => self.pointers(format::EDGES_PTR, n)?[n] as u64,
-        };
-        if field.rows() as u64 != need {
-            return Err(Error::invalid(
-                format!("{}: add_custom {name}", self.path.display()),
-                format!("{} rows, the store has {need} on the {level} axis", field.rows()),
-            ));
-        }
-        // Crash safety: the array is written in full under PENDING_DIR (which
-        // readers never look at), then listed in the root attributes (the
-        // commit point), then moved into `custom/` by one rename. A crash
-        // before the listing leaves only pending data, which the next
-        // `open` drops; a crash after it leaves a finished array that `open`
-        // moves into place (readers say so meanwhile).
-        let rel = format::field_path(StoreGroup::Custom, name);
-        let pending_rel = format::pending_path(name);
-        let pending = self.path.join(&pending_rel);
-        if pending.exists() {
-            // An earlier attempt that never got listed; its chunks must go
-            // (all-zero chunks are not written, so a stale one would shadow them).
-            std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
-        }
-        let mut shape: Vec<u64> = vec![0];
-        shape.extend(field.trailing_shape().iter().map(|&d| d as u64));
-        let resolved = self.config.resolve(StoreGroup::Custom, name);
-        let txn = self.store.transaction();
-        format::create_array(&self.path, &self.store, &pending_rel, field.dtype(), shape, &resolved)?;
-        self.write_rows(&pending_rel, 0..need, field.data.as_bytes().to_vec())?;
-        txn.commit().map_err(|e| Error::io(&pending, e))?;
-        root.fields.insert(name.to_string(), FieldInfo { group: StoreGroup::Custom, level });
-        format::write_root(&self.path, &root)?;
-        let dst = self.path.join(&rel);
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-        std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
-        sync_parent(&dst)?;
-        // Only the now-empty pending folder; leave it if anything else is there.
-        let _ = std::fs::remove_dir(self.path.join(format::PENDING_DIR));
-        Ok(())
-    }
-
-    /// Soft-deletes physical samples: masks set false first (so readers stop
-    /// seeing them), then their rows zeroed. Pointers are unchanged.
-    /// Already-deleted samples are left as they are.
-    pub fn delete(&mut self, physical: &[usize]) -> Result<()> {
-        let root = format::read_root(&self.path)?;
-        let n = root.num_samples;
-        if let Some(&bad) = physical.iter().find(|&&i| i >= n) {
-            return Err(Error::IndexOutOfRange { source_name: self.path.display().to_string(), index: bad as i64, len: n });
-        }
-        let atoms = self.pointers(format::ATOMS_PTR, n)?;
-        let edges = self.pointers(format::EDGES_PTR, n)?;
-        let mut idx: Vec<usize> = physical.to_vec();
-        idx.sort_unstable();
-        idx.dedup();
-        let ranges = |level: Level| -> Vec<Range<u64>> {
-            let mut out: Vec<Range<u64>> = Vec::new();
-            for &p in &idx {
-                let r = match level {
-                    Level::Atom => atoms[p] as u64..atoms[p + 1] as u64,
-                    Level::Edge => edges[p] as u64..edges[p + 1] as u64,
-                    Level::System => p as u64..p as u64 + 1,
-                };
-                match out.last_mut() {
-                    Some(last) if last.end == r.start => last.end = r.end,
-                    _ if r.is_empty() => {}
-                    _ => out.push(r),
-                }
-            }
-            out
-        };
-        // Two transactions: the masks (readers stop seeing the samples as
-        // soon as they land), then the zeroed rows. A crash between them
-        // leaves deleted samples whose rows still hold data, which nothing
-        // reads; a crash inside one leaves its files all old or all new.
-        let txn = self.store.transaction();
-        for (rel, level) in [
-            (format::SAMPLES_MASK, Level::System),
-            (format::ATOMS_MASK, Level::Atom),
-            (format::EDGES_MASK, Level::Edge),
-        ] {
-            for r in ranges(level) {
-                self.zero_rows(rel, r)?;
-            }
-        }
-        txn.commit().map_err(|e| Error::io(&self.path, e))?;
-        let txn = self.store.transaction();
-        for (name, info) in &root.fields {
-            let rel = format::field_path(info.group, name);
-            for r in ranges(info.level) {
-                self.zero_rows(&rel, r)?;
-            }
-        }
-        txn.commit().map_err(|e| Error::io(&self.path, e))
-    }
-
-    fn zero_rows(&self, rel: &str, rows: Range<u64>) -> Result<()> {
-        let a = self.open_rows_array(rel)?;
-        let dtype = format::array_dtype(&self.path, rel, &a)?;
-        let row: u64 = a.shape()[1..].iter().product();
-        let bytes = vec![0u8; ((rows.end - rows.start) * row) as usize * dtype.size()];
-        let mut subset = vec![rows];
-        subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
-        let options = CodecOptions::default().with_store_empty_chunks(self.write_empty_chunks(rel));
-        a.store_array_subset_opt(&subset, ArrayBytes::new_flen(bytes), &options).map_err(arr_err(&self.path, rel))
-    }
-
-    /// Rewrites the store without its deleted samples (every mask reset).
-    /// `config` replaces the write configuration; `None` keeps each array's
-    /// current codec, chunk and shard. The new store is written beside the old
-    /// one and swapped in by renames, so an interruption loses nothing (see
-    /// [`AtomicDataZarrWriter::open`] for the one state that needs a step back).
-    pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
-        let root = format::read_root(&self.path)?;
-        let replaces_config = config.is_some();
-        let config = match config {
-            Some(c) => c,
-            None => self.current_config(&root)?,
-        };
-        let reader = AtomicDataZarrReader::open_with(&self.path, ReaderOptions { cache_bytes: 0 })?;
-        let tmp = format::sibling(&self.path, format::DEFRAG_TMP);
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        }
-        let mut out = AtomicDataZarrWriter::create(&tmp, config.clone())?;
-        let groups: BTreeMap<String, StoreGroup> = root.fields.iter().map(|(k, v)| (k.clone(), v.group)).collect();
-        let len = reader.len();
-        let bar = self.bar(len as u64, "defragment");
-        const STEP: usize = 4096;
-        for start in (0..len).step_by(STEP) {
-            let idx: Vec<usize> = (start..(start + STEP).min(len)).collect();
-            let samples = reader.load_many(&idx)?;
-            out.append_grouped(&samples, &groups)?;
-            bar.inc(idx.len() as u64);
-        }
-        bar.finish_and_clear();
-        // Keep the root's other attributes.
-        let mut new_root = format::read_root(&tmp)?;
-        new_root.extra = root.extra.clone();
-        if len == 0 {
-            // No samples: carry the schema over anyway so appends still check it.
-            for (name, info) in &root.fields {
-                let rel = format::field_path(info.group, name);
-                let a = self.open_array(&rel)?;
-                let dtype = format::array_dtype(&self.path, &rel, &a)?;
-                let mut shape = a.shape().to_vec();
-                shape[0] = 0;
-                format::create_array(&tmp, &out.store, &rel, dtype, shape, &config.resolve(info.group, name))?;
-                new_root.fields.insert(name.clone(), info.clone());
-            }
-        }
-        format::write_root(&tmp, &new_root)?;
-        // Swap in the new store. Where the filesystem can exchange two
-        // directories atomically, the store path is never missing and the
-        // old store ends up at `tmp`; elsewhere two renames leave a moment
-        // with only `<store>.defrag-old`, which readers report and
-        // `open` undoes.
-        if crate::store::durable::exchange(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))? {
-            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        } else {
-            let old = format::sibling(&self.path, format::DEFRAG_OLD);
-            if old.exists() {
-                std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
-            }
-            std::fs::rename(&self.path, &old).map_err(|e| Error::io(&self.path, e))?;
-            std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&tmp, e))?;
-            sync_parent(&self.path)?;
-            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
-        }
-        self.store = format::open_store(&self.path)?;
-        if replaces_config {
-            // "config replaces the write configuration": arrays created from
-            // now on (add_custom) follow it too.
-            self.config = config;
-        }
-        Ok(())
-    }
-
-    /// As `append`, placing fields in the given groups on a first write.
-    fn append_grouped(&mut self, samples: &[AtomicData], groups: &BTreeMap<String, StoreGroup>) -> Result<()> {
-        let root = format::read_root(&self.path)?;
-        if root.fields.is_empty() && !samples.is_empty() {
-            // Pre-create the arrays in their original groups, then append.
-            let mut attrs = root.clone();
-            for (name, f) in &samples[0].fields {
-                let group = groups.get(name).copied().unwrap_or_else(|| format::group_for_new_field(name));
-                let rel = format::field_path(group, name);
-                let mut shape = vec![0u64];
-                shape.extend(f.trailing_shape().iter().map(|&d| d as u64));
-                format::create_array(&self.path, &self.store, &rel, f.dtype(), shape, &self.config.resolve(group, name))?;
-                attrs.fields.insert(name.clone(), FieldInfo { group, level: f.level });
-            }
-            format::write_root(&self.path, &attrs)?;
-        }
-        self.append_checked(samples, false)
-    }
-
-    /// The configuration that reproduces every array's current settings.
-    fn current_config(&self, root: &RootAttrs) -> Result<ZarrWriteConfig> {
-        // Not layered over `self.config`: an inferred "no shard_size" means
-        // unsharded, and must not inherit the writer's group default.
-        let mut c = ZarrWriteConfig::default();
-        for rel in [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK] {
-            let a = self.open_array(rel)?;
-            c.field_overrides.insert(rel.trim_start_matches("meta/").to_string(), format::infer_config(&a));
-        }
-        for (name, info) in &root.fields {
-            let a = self.open_array(&format::field_path(info.group, name))?;
-            c.field_overrides.insert(name.clone(), format::infer_config(&a));
-        }
-        Ok(c)
-    }
-
     fn bar(&self, len: u64, msg: &'static str) -> ProgressBar {
         if !self.progress {
             return ProgressBar::hidden();
@@ -868,19 +341,5 @@ impl AtomicDataZarrWriter {
         }
         b.set_message(msg);
         b
-    }
-
-    /// Rewrites rows `rows` of the existing array `rel` with `bytes` (used by
-    /// `atomzarr repair`). `rows.end` must be the array's length: the row
-    /// writer sets the length to it, and a shorter array would lose its tail.
-    pub(crate) fn overwrite_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
-        let len = self.open_rows_array(rel)?.shape()[0];
-        if rows.end != len || rows.start > rows.end {
-            return Err(Error::invalid(
-                format!("{}, array {rel}", self.path.display()),
-                format!("overwrite of rows {rows:?} must end at the array's length {len}"),
-            ));
-        }
-        self.write_rows(rel, rows, bytes)
     }
 }
