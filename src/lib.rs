@@ -65,11 +65,13 @@
 #![allow(clippy::single_range_in_vec_init)]
 
 mod error;
+mod progress;
 pub mod data;
 pub mod source;
 pub mod store;
 pub mod sampler;
 pub mod pipeline;
+#[cfg(feature = "cli")]
 pub mod cli;
 
 pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, HostData, Level};

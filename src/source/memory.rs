@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
 use crate::data::{CollatedBatch, bad_indices};
 use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use crate::source::Reader;
 
 type Layout = Vec<(String, Level, DType, Vec<usize>)>;
@@ -159,7 +159,8 @@ fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error
 pub struct InMemoryOptions {
     /// Samples read per backend call while loading (default 1024).
     pub chunk_size: usize,
-    /// Show a progress bar on stderr while loading (default off).
+    /// Show a progress bar on stderr while loading (default off; without
+    /// the `progress` feature: `log::info!` lines instead).
     pub progress: bool,
 }
 
@@ -223,16 +224,7 @@ impl InMemoryDataset {
             return Err(Error::Config("InMemoryDataset: chunk_size must be at least 1".into()));
         }
         let n = reader.len();
-        let bar = if options.progress {
-            let b = ProgressBar::new(n as u64);
-            if let Ok(style) = ProgressStyle::with_template("{msg:>12} {bar:40} {pos}/{len} {elapsed}") {
-                b.set_style(style);
-            }
-            b.set_message("in memory");
-            b
-        } else {
-            ProgressBar::hidden()
-        };
+        let bar = Progress::new(options.progress, n as u64, "in memory");
         let mut data = CollatedBatch::default();
         let mut chunk = Vec::new();
         let mut start = 0;

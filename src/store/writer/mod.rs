@@ -25,12 +25,12 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use zarrs::array::{Array, ArrayBytes, CodecOptions};
 
 use crate::data::{DType, Level};
 pub use crate::error::AppendStep;
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use crate::store::ZarrWriteConfig;
 use crate::store::arrays;
 use crate::store::durable::Store;
@@ -187,7 +187,8 @@ impl AtomicDataZarrWriter {
         Ok(w)
     }
 
-    /// Shows a progress bar on stderr during defragment and large writes.
+    /// Shows a progress bar on stderr during defragment and large writes
+    /// (without the `progress` feature: `log::info!` lines instead).
     pub fn with_progress(mut self, yes: bool) -> Self {
         self.progress = yes;
         self
@@ -331,15 +332,7 @@ impl AtomicDataZarrWriter {
         })
     }
 
-    fn bar(&self, len: u64, msg: &'static str) -> ProgressBar {
-        if !self.progress {
-            return ProgressBar::hidden();
-        }
-        let b = ProgressBar::new(len);
-        if let Ok(style) = ProgressStyle::with_template("{msg:>12} {bar:40} {pos}/{len} {elapsed}") {
-            b.set_style(style);
-        }
-        b.set_message(msg);
-        b
+    fn bar(&self, len: u64, msg: &'static str) -> Progress {
+        Progress::new(self.progress, len, msg)
     }
 }
