@@ -4,7 +4,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`bench`] | `atomzarr roundtrip` and `atomzarr read`: read orders, timed read paths, report rows |
+//! | [`bench`](mod@bench) | `atomzarr roundtrip` and `atomzarr read`: read orders, timed read paths, report rows |
 //! | [`dump`] | `atomzarr dump`: every sample as JSON, in the reference toolkit's number format |
 //! | [`inspect`] | `atomzarr inspect`: sample counts and, per array, codec, chunking and bytes on disk |
 

@@ -184,7 +184,7 @@ pub struct ReadResult {
     pub cache_hits: u64,
     /// Cache misses (chunk decodes) during the pass.
     pub cache_misses: u64,
-    /// Wrapping sum of [`sample_hash`] over the delivered samples, when
+    /// Wrapping sum of [`sample_hash`](super::sample_hash) over the delivered samples, when
     /// [`ReadOptions::checksum`] is set.
     pub content_checksum: Option<u64>,
 }

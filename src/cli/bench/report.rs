@@ -115,7 +115,7 @@ pub struct ReportRow {
     /// Cache misses (chunk decodes) during the pass.
     pub cache_misses: u64,
     /// Content checksum of what the pass delivered (16 hex digits; see
-    /// [`sample_hash`]), with `--checksum`; a string so JSON tools keep all
+    /// [`sample_hash`](super::sample_hash)), with `--checksum`; a string so JSON tools keep all
     /// 64 bits.
     pub content_checksum: Option<String>,
 }
