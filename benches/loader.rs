@@ -12,7 +12,7 @@ use burn::backend::Flex;
 use burn::data::dataloader::DataLoaderBuilder;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
-use atomzarr::collate::CollateOptions;
+use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{RandomSampler, Sampler};
 use atomzarr::{AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader, ZarrArrayConfig, ZarrWriteConfig};
 
@@ -23,7 +23,7 @@ const PF: usize = 16;
 fn store() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bench.zarr");
-    let samples = atomzarr::synth::generate(N, 10, 100, 0).expect("generate");
+    let samples = atomzarr::data::synth::generate(N, 10, 100, 0).expect("generate");
     let config = ZarrWriteConfig::default()
         .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
     AtomicDataZarrWriter::create(&path, config).expect("create").write(&samples).expect("write");

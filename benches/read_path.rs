@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
-use atomzarr::bench::{BenchCodec, ReadOrder, WriteOptions, read_order};
+use atomzarr::cli::bench::{BenchCodec, ReadOrder, WriteOptions, read_order};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Reader, ReaderOptions};
 
 const N: usize = 10_000;
@@ -55,7 +55,7 @@ fn store_with(checksum: bool) -> (tempfile::TempDir, PathBuf) {
         edge_shard_size: Some(500_000),
         ..WriteOptions::default()
     };
-    let samples = atomzarr::synth::generate(N, 10, 100, 42).expect("generate");
+    let samples = atomzarr::data::synth::generate(N, 10, 100, 42).expect("generate");
     AtomicDataZarrWriter::create(&path, w.write_config().expect("config")).expect("create").write(&samples).expect("write");
     (dir, path)
 }

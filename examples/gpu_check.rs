@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = 10_000;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("gpu.zarr");
-    let samples = atomzarr::synth::generate(n, 10, 100, 0)?;
+    let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
     let config = ZarrWriteConfig::default()
         .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
     AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;

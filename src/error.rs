@@ -123,7 +123,7 @@ pub enum Error {
     Background(String),
     /// A failure injected by a test hook (see `AtomicDataZarrWriter::fail_after`).
     #[error("injected failure after append step {0:?}")]
-    Injected(crate::writer::AppendStep),
+    Injected(AppendStep),
     /// A chunk's stored checksum (its `crc32c` codec, or a shard index's)
     /// does not match its bytes: they changed after they were written, and
     /// nothing was decoded from them.
@@ -174,13 +174,31 @@ fn append_bug_hint(shift: Option<i64>, store: &str) -> String {
     }
 }
 
+/// The steps of an append, in the order they hit the disk (the writer's
+/// `fail_after` test hook stops after one of them with
+/// [`Error::Injected`]). Defined here, beside the error that carries it, so
+/// the error type imports nothing from the crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendStep {
+    /// New field arrays created (first write only) and listed in `fields`.
+    Schema,
+    /// Field rows written.
+    FieldData,
+    /// `samples_mask`, `atoms_mask`, `edges_mask` extended.
+    Masks,
+    /// `atoms_ptr`, `edges_ptr` extended.
+    Pointers,
+    /// `num_samples` committed.
+    NumSamples,
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Whether the error is about one sample's content (an out-of-range
     /// neighbor index or a failed validation), which
-    /// [`ErrorPolicy::Skip`](crate::dataset::ErrorPolicy::Skip) skips.
+    /// [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip) skips.
     ///
     /// ```
     /// let e = atomzarr::Error::Validation { source_name: "s".into(), index: 0, reason: "x".into() };

@@ -21,27 +21,75 @@
 //!                    AtomicBatch<B> (device tensors, disjoint graph) ──► your model
 //! ```
 //!
+//! ## The tree: one folder per layer, bottom first
+//!
+//! ```text
+//! src/
+//! ├── error.rs         Error, Result (imports nothing from the crate)
+//! ├── progress.rs      progress of long calls: a bar (feature `progress`) or log lines
+//! ├── data/            the host data model
+//! │   ├── dtype.rs       DType, Level
+//! │   ├── host.rs        HostData: a typed host buffer
+//! │   ├── indices.rs     neighbor-index offsets, fused range checks, int32 narrowing
+//! │   ├── sample.rs      AtomicData, Field
+//! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers
+//! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
+//! ├── source/          where samples come from
+//! │   ├── reader.rs      the Reader trait every backend implements
+//! │   ├── memory.rs      InMemoryDataset: a whole source resident in memory
+//! │   └── multi.rs       MultiDataset: several readers, one index space
+//! ├── store/           the Zarr v3 store
+//! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
+//! │   ├── config.rs      ZarrWriteConfig, layered per group and field
+//! │   ├── arrays.rs      opening and creating arrays: codec chains, dtypes
+//! │   ├── durable.rs     crash-safe storage below zarrs
+//! │   ├── limits.rs      size limits, checked before anything is allocated
+//! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
+//! │   │                  append, edit (add_custom, delete), defragment
+//! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
+//! │   │                  decode, direct (shard index, crc32c, zstd), neighbors,
+//! │   │                  rows (row copy, collate), reader_impl (the Reader impl)
+//! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
+//! ├── sampler/         sample order and batch membership
+//! ├── pipeline/        dataset.rs (Dataset) → loader.rs (DataLoader) → batch.rs (AtomicBatch)
+//! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, inspect.rs
+//! └── main.rs          the `atomzarr` binary (feature `cli`)
+//! ```
+//!
 //! | module | owns |
 //! |---|---|
-//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`] |
-//! | [`format`] | the on-disk contract: paths, root attributes, dtype/codec mapping |
-//! | [`config`] | the layered write configuration ([`ZarrWriteConfig`]) |
-//! | [`durable`] | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
-//! | [`writer`] | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
-//! | [`reader`] | the [`Reader`] backend contract |
-//! | [`zarr_reader`] | [`AtomicDataZarrReader`], the Zarr backend |
-//! | [`plan`] | read planning: which chunks a request touches |
-//! | [`cache`] | the decoded-chunk cache |
-//! | [`collate`] | host-side collated batches ([`CollatedBatch`]) and their layout ([`collate::CollateOptions`]: int64 indices narrowed to int32 for int32 devices) |
-//! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`] |
-//! | [`memory`] | [`InMemoryDataset`]: a whole store resident in host memory, served as a [`Reader`] |
-//! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
-//! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
-//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
+//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); [`data::synth`] |
+//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`] |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`] |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
-//! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
-//! | [`dump`], [`inspect`], [`synth`] | the CLI's library side |
-//! | [`bench`] | the I/O benchmark (`atomzarr roundtrip`, `atomzarr read`): read orders, timed read paths, report rows |
+//! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
+//! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |
+//!
+//! Imports between these top-level modules point only downward, so the
+//! graph has no cycle (`tests/architecture.rs` fails on an upward import):
+//!
+//! ```text
+//! error, progress  ◄─  data  ◄─  source  ◄─  store, sampler  ◄─  pipeline  ◄─  cli
+//!
+//! data     → error
+//! source   → data, error, progress
+//! store    → data, error, progress, source
+//! sampler  → error, source
+//! pipeline → data, error, sampler, source
+//! cli      → data, error, pipeline, sampler, source, store
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | default | brings |
+//! |---|---|---|
+//! | `cli` | on | the `atomzarr` binary and `atomzarr::cli` (clap, comfy-table, tempfile, Burn's Flex backend); turns on `progress` |
+//! | `progress` | with `cli` | progress bars on stderr for `with_progress(true)` and [`InMemoryOptions::progress`]; without it those calls log (`log::info!`) |
+//! | `cuda` | off | Burn's CUDA backend |
+//!
+//! With `default-features = false` the crate is the library alone: burn
+//! (`std`, `dataset`), zarrs, rayon, serde, thiserror, zstd and a few small
+//! crates, nothing for the terminal.
 //!
 //! ## Example
 //!
@@ -64,40 +112,20 @@
 // zarrs takes array subsets as `&[Range<u64>]`: a one-range array is a 1-d subset, not a mistake.
 #![allow(clippy::single_range_in_vec_init)]
 
-pub mod bench;
-pub mod batch;
-pub mod cache;
-pub mod collate;
-pub mod config;
-pub mod data;
-pub mod dataset;
-pub mod dump;
-pub mod durable;
 mod error;
-pub mod format;
-pub mod inspect;
-pub mod limits;
-pub mod loader;
-pub mod memory;
-pub mod multi;
-pub mod plan;
-pub mod reader;
-pub mod repair;
+mod progress;
+pub mod data;
+pub mod source;
+pub mod store;
 pub mod sampler;
-pub mod synth;
-pub mod writer;
-pub mod zarr_reader;
+pub mod pipeline;
+#[cfg(feature = "cli")]
+pub mod cli;
 
-pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
-pub use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
-pub use collate::{CollatedBatch, CollatedField};
-pub use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
-pub use data::{AtomicData, DType, Field, HostData, Level};
-pub use dataset::{Dataset, ErrorPolicy};
-pub use loader::{DataLoader, DataLoaderBuilder, LoaderStats};
-pub use memory::{InMemoryDataset, InMemoryOptions};
-pub use multi::{MultiDataset, MultiDatasetOptions};
-pub use error::{Error, Result};
-pub use reader::{Reader, Sample, SampleMetadata};
-pub use writer::{AppendStep, AtomicDataZarrWriter};
-pub use zarr_reader::{AtomicDataZarrReader, ReaderOptions};
+pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, HostData, Level};
+pub use error::{AppendStep, Error, Result};
+pub use pipeline::{AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy, LoaderStats};
+pub use source::{InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, Sample, SampleMetadata};
+pub use store::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions};
+pub use store::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
+pub use store::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 
-use atomzarr::bench::{BenchCodec, ReadOptions, ReadOrder, ReadPath, WriteOptions};
+use atomzarr::cli::bench::{BenchCodec, ReadOptions, ReadOrder, ReadPath, WriteOptions};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, ZarrArrayConfig, ZarrWriteConfig};
 
 #[derive(Parser)]
@@ -204,7 +204,7 @@ impl ReadArgs {
     }
 }
 
-fn print_rows(title: &str, rows: &[atomzarr::bench::ReportRow], json: bool) -> atomzarr::Result<()> {
+fn print_rows(title: &str, rows: &[atomzarr::cli::bench::ReportRow], json: bool) -> atomzarr::Result<()> {
     use std::io::Write;
     let mut text = String::new();
     if json {
@@ -213,7 +213,7 @@ fn print_rows(title: &str, rows: &[atomzarr::bench::ReportRow], json: bool) -> a
             text.push('\n');
         }
     } else {
-        text = format!("{title}\n{}\n", atomzarr::bench::table(rows));
+        text = format!("{title}\n{}\n", atomzarr::cli::bench::table(rows));
     }
     // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
     match std::io::stdout().lock().write_all(text.as_bytes()) {
@@ -223,7 +223,7 @@ fn print_rows(title: &str, rows: &[atomzarr::bench::ReportRow], json: bool) -> a
 }
 
 fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
-    let r = atomzarr::inspect::inspect(path)?;
+    let r = atomzarr::cli::inspect::inspect(path)?;
     println!("store {}", path.display());
     println!(
         "samples: {} physical, {} active, {} deleted; {} bytes on disk in {} files",
@@ -259,7 +259,7 @@ fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
 }
 
 /// Prints a repair report; errors when out-of-range samples remain.
-fn print_repair(r: &atomzarr::repair::RepairReport, json: bool) -> atomzarr::Result<()> {
+fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomzarr::Result<()> {
     if json {
         println!("{}", serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
     } else {
@@ -296,7 +296,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let reader = AtomicDataZarrReader::open(&store)?;
             let stdout = std::io::stdout();
             let mut lock = std::io::BufWriter::new(stdout.lock());
-            atomzarr::dump::dump_json(&reader, &mut lock)?;
+            atomzarr::cli::dump::dump_json(&reader, &mut lock)?;
             use std::io::Write;
             lock.write_all(b"\n").map_err(|e| atomzarr::Error::Background(e.to_string()))?;
         }
@@ -310,7 +310,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                     tmp.path().join("demo.zarr")
                 }
             };
-            let samples = atomzarr::synth::generate(n, 10, 100, 0)?;
+            let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
             let config = ZarrWriteConfig::default()
                 .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
             AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
@@ -346,15 +346,15 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                     read.read_window()
                 );
             }
-            let rows = atomzarr::bench::roundtrip(&w, &read)?;
+            let rows = atomzarr::cli::bench::roundtrip(&w, &read)?;
             print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
         }
         Cmd::Repair { store, dry_run, json } => {
-            let report = if dry_run { atomzarr::repair::check(&store)? } else { atomzarr::repair::repair(&store)? };
+            let report = if dry_run { atomzarr::store::repair::check(&store)? } else { atomzarr::store::repair::repair(&store)? };
             print_repair(&report, json)?;
         }
         Cmd::Read { path, read: a } => {
-            let rows = atomzarr::bench::read_bench(&path, &a.options())?;
+            let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;
             print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
         }
     }

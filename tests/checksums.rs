@@ -14,7 +14,7 @@ mod store_util;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use atomzarr::config::StoreGroup;
+use atomzarr::store::StoreGroup;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Codec, DType, Error, Level, Reader,
     ReaderOptions, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
@@ -389,7 +389,7 @@ fn checksum_knob_layers_and_survives_defragment() {
     write(&path, config, &data);
     let want = |rel: &str| rel.starts_with("meta/") || rel == "core/energy";
     let check = |what: &str| {
-        let report = atomzarr::inspect::inspect(&path).unwrap();
+        let report = atomzarr::cli::inspect::inspect(&path).unwrap();
         assert!(report.arrays.len() > 10, "{what}");
         for a in &report.arrays {
             assert_eq!(a.config.checksum, Some(want(&a.path)), "{what}: {} as inspect reports it", a.path);

@@ -172,7 +172,7 @@ fn checksum_of_expected(name: &str) -> String {
 /// The samples `roundtrip` writes for `-n n` with the default generator
 /// settings (10-100 atoms, seed 42).
 fn roundtrip_samples(n: usize) -> Vec<AtomicData> {
-    atomzarr::synth::generate(n, 10, 100, 42).expect("generate")
+    atomzarr::data::synth::generate(n, 10, 100, 42).expect("generate")
 }
 
 const SMALL: &[&str] = &[

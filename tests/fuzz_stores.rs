@@ -793,10 +793,10 @@ fn exercise(store: &Path) -> Result<Outcome, String> {
         }
         Err(e) => typed(&e, store, "load_collated")?,
     }
-    if let Err(e) = atomzarr::dump::dump_json(&r, &mut std::io::sink()) {
+    if let Err(e) = atomzarr::cli::dump::dump_json(&r, &mut std::io::sink()) {
         typed(&e, store, "dump_json")?;
     }
-    if let Err(e) = atomzarr::inspect::inspect(store) {
+    if let Err(e) = atomzarr::cli::inspect::inspect(store) {
         typed(&e, store, "inspect")?;
     }
     Ok(out)
@@ -1148,7 +1148,7 @@ fn a_blosc_header_claiming_a_huge_size_is_an_error() {
     // No chunk checksum: it would refuse the edited header before blosc sees it.
     let c = ZarrArrayConfig::default().codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle }).chunk_size(16).checksum(false);
     let config = ZarrWriteConfig::default().with_core(c);
-    AtomicDataZarrWriter::create(&store, config).unwrap().write(&atomzarr::synth::generate(8, 3, 6, 1).unwrap()).unwrap();
+    AtomicDataZarrWriter::create(&store, config).unwrap().write(&atomzarr::data::synth::generate(8, 3, 6, 1).unwrap()).unwrap();
     let chunk = store.join("core/positions/c/0/0");
     let mut b = std::fs::read(&chunk).unwrap();
     b[4..8].copy_from_slice(&u32::MAX.to_le_bytes()); // decoded size: 4 GiB

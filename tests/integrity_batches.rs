@@ -17,12 +17,13 @@ use std::sync::Arc;
 use burn::backend::Flex;
 use serde_json::Value;
 
-use atomzarr::collate::CollateOptions;
-use atomzarr::repair::{self, RepairReport};
+use atomzarr::data::CollateOptions;
+use atomzarr::store::{arrays, format};
+use atomzarr::store::repair::{self, RepairReport};
 use atomzarr::sampler::ListSampler;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
-    InMemoryDataset, Level, MultiDataset, Reader, ZarrArrayConfig, ZarrWriteConfig, format,
+    InMemoryDataset, Level, MultiDataset, Reader, ZarrArrayConfig, ZarrWriteConfig,
 };
 use store_util::*;
 
@@ -39,8 +40,8 @@ fn write(path: &Path, samples: &[AtomicData]) {
 }
 
 fn raw_i64(path: &Path, rel: &str) -> Vec<i64> {
-    let store = format::open_store(path).unwrap();
-    let a = format::open_array(path, &store, rel).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let a = arrays::open_array(path, &store, rel).unwrap();
     let mut subset = vec![0..a.shape()[0]];
     subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
     a.retrieve_array_subset(&subset).unwrap()
@@ -48,8 +49,8 @@ fn raw_i64(path: &Path, rel: &str) -> Vec<i64> {
 
 /// Overwrites stored (store-global) neighbor_list values from row `row` on.
 fn set_neighbor_rows(path: &Path, row: u64, values: Vec<i64>) {
-    let store = format::open_store(path).unwrap();
-    let a = format::open_array(path, &store, "core/neighbor_list").unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let a = arrays::open_array(path, &store, "core/neighbor_list").unwrap();
     let rows = values.len() as u64 / 2;
     a.store_array_subset(&[row..row + rows, 0..2], values).unwrap();
 }
@@ -73,7 +74,7 @@ const BAD_LOGICAL: usize = 12;
 fn bad_store() -> BadStore {
     let dir = tmpdir();
     let path = dir.path().join("bad.zarr");
-    let samples = atomzarr::synth::generate(40, 3, 9, 11).unwrap();
+    let samples = atomzarr::data::synth::generate(40, 3, 9, 11).unwrap();
     write(&path, &samples);
     AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap().delete(&[2]).unwrap();
     let (atoms_ptr, edges_ptr) = (raw_i64(&path, format::ATOMS_PTR), raw_i64(&path, format::EDGES_PTR));
@@ -200,7 +201,7 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     // child's store and its own indices, in mixed and single-child batches.
     let dir = tmpdir();
     let good_path = dir.path().join("good.zarr");
-    write(&good_path, &atomzarr::synth::generate(6, 3, 9, 5).unwrap());
+    write(&good_path, &atomzarr::data::synth::generate(6, 3, 9, 5).unwrap());
     let multi = Arc::new(MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&good_path).unwrap()), Arc::new(open())]).unwrap());
     for lists in [vec![vec![0, 6 + BAD_LOGICAL, 1]], vec![vec![6 + BAD_LOGICAL, 7]]] {
         let e = multi.load_collated(&lists, &mut Vec::new()).unwrap_err();
@@ -364,8 +365,8 @@ struct Layout {
 fn layout(path: &Path) -> Layout {
     let root = json(&path.join("zarr.json"));
     let n = root["attributes"]["num_samples"].as_u64().unwrap() as usize;
-    let store = format::open_store(path).unwrap();
-    let mask: Vec<bool> = format::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let mask: Vec<bool> = arrays::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
     let ptr = |rel: &str| -> Vec<i64> { raw_i64(path, rel)[..=n].to_vec() };
     Layout { atoms_ptr: ptr(format::ATOMS_PTR), edges_ptr: ptr(format::EDGES_PTR), physical: (0..n).filter(|&p| mask[p]).collect(), half: n / 2 }
 }
@@ -558,7 +559,7 @@ fn toolkit_like_store(path: &Path, batches: &[Vec<AtomicData>]) -> Vec<AtomicDat
 fn repair_fixes_consecutive_buggy_appends_each_with_its_own_shift() {
     let dir = tmpdir();
     let path = dir.path().join("t.zarr");
-    let synth = |n, seed| atomzarr::synth::generate(n, 4, 12, seed).unwrap();
+    let synth = |n, seed| atomzarr::data::synth::generate(n, 4, 12, seed).unwrap();
     let all = toolkit_like_store(&path, &[synth(5, 1), synth(4, 2), synth(6, 3)]);
     let atoms_ptr = raw_i64(&path, format::ATOMS_PTR);
     let report = repair::repair(&path).unwrap();

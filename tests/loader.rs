@@ -17,7 +17,7 @@ use atomzarr::{
 type B = Flex;
 
 fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
-    let samples = atomzarr::synth::generate(n, 2, 9, 42).unwrap();
+    let samples = atomzarr::data::synth::generate(n, 2, 9, 42).unwrap();
     let config = ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(chunk));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples

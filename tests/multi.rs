@@ -18,7 +18,7 @@ use atomzarr::{
 type B = Flex;
 
 fn write_store(path: &Path, n: usize, seed: u64) -> Vec<AtomicData> {
-    let samples = atomzarr::synth::generate(n, 2, 12, seed).unwrap();
+    let samples = atomzarr::data::synth::generate(n, 2, 12, seed).unwrap();
     let config = ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(16));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
@@ -204,7 +204,7 @@ fn empty_children_are_skipped_in_the_index_space() {
 
 #[test]
 fn output_strict_requires_shared_field_names() {
-    let with = atomzarr::synth::generate(4, 2, 5, 0).unwrap();
+    let with = atomzarr::data::synth::generate(4, 2, 5, 0).unwrap();
     // Same samples with `forces` swapped for `charges`.
     let without: Vec<AtomicData> = with
         .iter()
@@ -408,10 +408,10 @@ fn refresh_picks_up_appends_in_children() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("r.zarr");
     let first = write_store(&p, 5, 1);
-    let other = InMemoryDataset::from_samples(&atomzarr::synth::generate(3, 2, 5, 9).unwrap(), "other").unwrap();
+    let other = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 5, 9).unwrap(), "other").unwrap();
     let multi = MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&p).unwrap()), Arc::new(other.clone())]).unwrap();
     assert_eq!(multi.offsets(), vec![0, 5, 8]);
-    let more = atomzarr::synth::generate(4, 2, 12, 5).unwrap();
+    let more = atomzarr::data::synth::generate(4, 2, 12, 5).unwrap();
     AtomicDataZarrWriter::open(&p, ZarrWriteConfig::default()).unwrap().append(&more).unwrap();
     assert_eq!(multi.len(), 8, "offsets are a snapshot until refresh");
     multi.refresh().unwrap();

@@ -9,9 +9,9 @@ mod store_util;
 
 use std::path::Path;
 
-use atomzarr::collate::CollateOptions;
+use atomzarr::data::CollateOptions;
 
-use atomzarr::bench::{ReadOrder, read_order};
+use atomzarr::cli::bench::{ReadOrder, read_order};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Codec, Error, Field, Level,
     Reader, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
@@ -21,7 +21,7 @@ use atomzarr::{
 /// samples 40..80, so the sharded array's inner chunks over them hold only
 /// the fill value and are not stored.
 fn samples() -> Vec<AtomicData> {
-    atomzarr::synth::generate(120, 3, 9, 5)
+    atomzarr::data::synth::generate(120, 3, 9, 5)
         .expect("generate")
         .into_iter()
         .enumerate()

@@ -125,7 +125,7 @@ fn sharding_errors() {
 // -------------------------------------------------------------- size-aware
 
 fn random_sizes(n: usize, seed: u64) -> Vec<(usize, usize)> {
-    atomzarr::synth::generate(n, 1, 60, seed).unwrap().iter().map(|s| (s.num_atoms(), s.num_edges())).collect()
+    atomzarr::data::synth::generate(n, 1, 60, seed).unwrap().iter().map(|s| (s.num_atoms(), s.num_edges())).collect()
 }
 
 /// Checks limits and exactly-once use; returns the number of oversize batches.
@@ -222,7 +222,7 @@ fn size_aware_is_seeded_per_epoch() {
 fn size_aware_sizes_come_from_metadata_and_shard_across_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.zarr");
-    let samples = atomzarr::synth::generate(90, 2, 30, 3).unwrap();
+    let samples = atomzarr::data::synth::generate(90, 2, 30, 3).unwrap();
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&samples).unwrap();
     let reader = AtomicDataZarrReader::open(&path).unwrap();
     reader.clear_cache();

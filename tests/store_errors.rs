@@ -7,12 +7,12 @@ mod store_util;
 
 use std::path::{Path, PathBuf};
 
-use atomzarr::format;
+use atomzarr::store::{arrays, format};
 use atomzarr::{
     AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle,
     ZarrArrayConfig, ZarrWriteConfig,
 };
-use atomzarr::config::StoreGroup;
+use atomzarr::store::StoreGroup;
 use serde_json::{Value, json};
 use store_util::*;
 
@@ -73,8 +73,8 @@ fn num_rows(path: &Path, rel: &str) -> u64 {
 
 /// Sets dimension 0 of an array through zarrs.
 fn set_rows(path: &Path, rel: &str, rows: u64) {
-    let store = format::open_store(path).unwrap();
-    let mut a = format::open_array(path, &store, rel).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let mut a = arrays::open_array(path, &store, rel).unwrap();
     let mut shape = a.shape().to_vec();
     shape[0] = rows;
     a.set_shape(shape).unwrap();
@@ -82,14 +82,14 @@ fn set_rows(path: &Path, rel: &str, rows: u64) {
 }
 
 fn set_i64(path: &Path, rel: &str, at: u64, value: i64) {
-    let store = format::open_store(path).unwrap();
-    let a = format::open_array(path, &store, rel).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let a = arrays::open_array(path, &store, rel).unwrap();
     a.store_array_subset(&[at..at + 1], vec![value]).unwrap();
 }
 
 fn read_i64s(path: &Path, rel: &str) -> Vec<i64> {
-    let store = format::open_store(path).unwrap();
-    let a = format::open_array(path, &store, rel).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let a = arrays::open_array(path, &store, rel).unwrap();
     a.retrieve_array_subset(&[0..a.shape()[0]]).unwrap()
 }
 
@@ -450,9 +450,9 @@ fn odd_array_shapes_and_dtypes_are_errors_not_panics() {
 /// Replaces the array at `rel` by a new one of `dtype` and `shape` holding `data`.
 fn replace_array(path: &Path, rel: &str, dtype: DType, shape: Vec<u64>, data: HostData) {
     std::fs::remove_dir_all(path.join(rel)).unwrap();
-    let store = format::open_store(path).unwrap();
+    let store = arrays::open_store(path).unwrap();
     let resolved = ZarrWriteConfig::default().resolve(StoreGroup::Meta, "x");
-    let a = format::create_array(path, &store, rel, dtype, shape.clone(), &resolved).unwrap();
+    let a = arrays::create_array(path, &store, rel, dtype, shape.clone(), &resolved).unwrap();
     let subset: Vec<std::ops::Range<u64>> = shape.iter().map(|&d| 0..d).collect();
     a.store_array_subset(&subset, zarrs::array::ArrayBytes::new_flen(data.as_bytes().to_vec())).unwrap();
 }
@@ -721,8 +721,8 @@ fn garbage_neighbor_list_values_read_without_overflow() {
     // as an overflow panic while subtracting the atom offset.
     let dir = tmpdir();
     let path = good_store(dir.path(), "nl.zarr", config(Codec::None, None));
-    let store = format::open_store(&path).unwrap();
-    let a = format::open_array(&path, &store, "core/neighbor_list").unwrap();
+    let store = arrays::open_store(&path).unwrap();
+    let a = arrays::open_array(&path, &store, "core/neighbor_list").unwrap();
     let e = a.shape()[0];
     let extreme: Vec<i64> = (0..e * 2).map(|i| if i % 2 == 0 { i64::MIN } else { i64::MAX }).collect();
     a.store_array_subset(&[0..e, 0..2], extreme).unwrap();

@@ -6,7 +6,7 @@ mod store_util;
 
 use std::collections::BTreeMap;
 
-use atomzarr::format;
+use atomzarr::store::{arrays, format};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Level, Reader, ReaderOptions, ZarrWriteConfig};
 use serde_json::Value;
 use store_util::*;
@@ -50,7 +50,7 @@ fn every_fixture_reads_exactly_as_expected() {
 fn check_collated(r: &AtomicDataZarrReader, idx: &[i64], what: &str) {
     let batches: Vec<Vec<i64>> = idx.chunks(5).map(<[i64]>::to_vec).collect();
     let (mut wide, mut narrow) = (Vec::new(), Vec::new());
-    let opts = atomzarr::collate::CollateOptions::default().narrow_int64(true);
+    let opts = atomzarr::data::CollateOptions::default().narrow_int64(true);
     for pass in 0..2 {
         r.read_collated_with(&batches, opts, &mut narrow).unwrap();
         r.read_collated(&batches, &mut wide).unwrap();
@@ -84,7 +84,7 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
         let dir = tmpdir();
         let repaired = dir.path().join(format!("{name}.zarr"));
         copy_dir(&assets().join(format!("{name}.zarr")), &repaired);
-        let fixed = atomzarr::repair::repair(&repaired).unwrap();
+        let fixed = atomzarr::store::repair::repair(&repaired).unwrap();
         assert!(fixed.num_fixed() > 0 && fixed.unfixed.is_empty(), "{name}: {fixed:?}");
         for cache_bytes in [0, 1 << 12, 64 << 20] {
             let r = AtomicDataZarrReader::open_with(assets().join(format!("{name}.zarr")), ReaderOptions { cache_bytes }).unwrap();
@@ -137,8 +137,8 @@ fn logical_indices_skip_deleted_samples_of_the_reference_store() {
     }
     // What the format document says a delete leaves on disk, checked on the
     // reference's own output: masks false and rows zeroed; pointers kept.
-    let store = format::open_store(&path).unwrap();
-    let arr = |rel: &str| format::open_array(&path, &store, rel).unwrap();
+    let store = arrays::open_store(&path).unwrap();
+    let arr = |rel: &str| arrays::open_array(&path, &store, rel).unwrap();
     let atoms_ptr: Vec<i64> = arr(format::ATOMS_PTR).retrieve_array_subset(&[0..81u64]).unwrap();
     let edges_ptr: Vec<i64> = arr(format::EDGES_PTR).retrieve_array_subset(&[0..81u64]).unwrap();
     let samples_mask: Vec<bool> = arr(format::SAMPLES_MASK).retrieve_array_subset(&[0..80u64]).unwrap();
@@ -178,12 +178,12 @@ fn reference_neighbor_lists_are_store_global_except_the_appended_half() {
         let path = assets().join(format!("{name}.zarr"));
         let r = AtomicDataZarrReader::open(&path).unwrap();
         let n = r.num_physical();
-        let store = format::open_store(&path).unwrap();
+        let store = arrays::open_store(&path).unwrap();
         let ptr = |rel: &str| -> Vec<i64> {
-            format::open_array(&path, &store, rel).unwrap().retrieve_array_subset(&[0..n as u64 + 1]).unwrap()
+            arrays::open_array(&path, &store, rel).unwrap().retrieve_array_subset(&[0..n as u64 + 1]).unwrap()
         };
         let (atoms_ptr, edges_ptr) = (ptr(format::ATOMS_PTR), ptr(format::EDGES_PTR));
-        let raw: Vec<i64> = format::open_array(&path, &store, "core/neighbor_list")
+        let raw: Vec<i64> = arrays::open_array(&path, &store, "core/neighbor_list")
             .unwrap()
             .retrieve_array_subset(&[0..edges_ptr[n] as u64, 0..2])
             .unwrap();
@@ -219,7 +219,7 @@ fn cli_dump_matches_expected_json_byte_for_byte() {
         // The library entry point writes the same bytes.
         let r = AtomicDataZarrReader::open(&store).unwrap();
         let mut buf = Vec::new();
-        atomzarr::dump::dump_json(&r, &mut buf).unwrap();
+        atomzarr::cli::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim(), "{name}: dump_json differs");
     }
 }
@@ -243,7 +243,7 @@ fn cli_inspect_lists_every_array() {
         let r = AtomicDataZarrReader::open(&path).unwrap();
         let counts = format!("{} physical, {} active", r.num_physical(), r.len());
         assert!(stdout.contains(&counts), "{name}: inspect does not say '{counts}':\n{stdout}");
-        let report = atomzarr::inspect::inspect(&path).unwrap();
+        let report = atomzarr::cli::inspect::inspect(&path).unwrap();
         assert_eq!(report.arrays.len(), arrays.len());
     }
 }
@@ -294,7 +294,7 @@ fn fixture_copies_defragment_and_append() {
         assert_eq!(r.len(), r.num_physical(), "{name}: defragment keeps only active samples");
         check_against_expected(&r, &want, &format!("{name} defragmented"));
         let mut buf = Vec::new();
-        atomzarr::dump::dump_json(&r, &mut buf).unwrap();
+        atomzarr::cli::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim(), "{name}: dump after defragment differs");
         for (rel, codecs) in &before {
             assert_eq!(&normalized_codecs(&zarr_json(&path, rel)), codecs, "{name}: defragment(None) kept {rel}'s codecs");
@@ -367,15 +367,15 @@ fn fixture_copies_take_deletes() {
         for (k, s) in read_all(&r).iter().enumerate() {
             assert_sample_matches_json(s, keep[k], &format!("{name} after delete, sample {k}"));
         }
-        let store = format::open_store(&path).unwrap();
+        let store = arrays::open_store(&path).unwrap();
         let n = r.num_physical() as u64;
         let atoms_ptr: Vec<i64> =
-            format::open_array(&path, &store, format::ATOMS_PTR).unwrap().retrieve_array_subset(&[0..n + 1]).unwrap();
+            arrays::open_array(&path, &store, format::ATOMS_PTR).unwrap().retrieve_array_subset(&[0..n + 1]).unwrap();
         let v = atoms_ptr[n as usize] as u64;
         let pos: Vec<f32> =
-            format::open_array(&path, &store, "core/positions").unwrap().retrieve_array_subset(&[0..v, 0..3]).unwrap();
+            arrays::open_array(&path, &store, "core/positions").unwrap().retrieve_array_subset(&[0..v, 0..3]).unwrap();
         let mask: Vec<bool> =
-            format::open_array(&path, &store, format::ATOMS_MASK).unwrap().retrieve_array_subset(&[0..v]).unwrap();
+            arrays::open_array(&path, &store, format::ATOMS_MASK).unwrap().retrieve_array_subset(&[0..v]).unwrap();
         for &p in &physical {
             let (a0, a1) = (atoms_ptr[p] as usize, atoms_ptr[p + 1] as usize);
             assert!(pos[a0 * 3..a1 * 3].iter().all(|&x| x == 0.0), "{name}: positions of deleted {p}");
@@ -409,7 +409,7 @@ fn levels_fall_back_to_the_reference_name_table() {
         let r = AtomicDataZarrReader::open(&path).unwrap();
         check_against_expected(&r, &want, &format!("nva_default without fields entry {remove:?}"));
         let mut buf = Vec::new();
-        atomzarr::dump::dump_json(&r, &mut buf).unwrap();
+        atomzarr::cli::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim());
     }
     // A custom field missing from the attribute is system-level.

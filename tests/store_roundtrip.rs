@@ -9,7 +9,7 @@ mod store_util;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use atomzarr::format;
+use atomzarr::store::{arrays, format};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, Shuffle,
     ZarrArrayConfig, ZarrWriteConfig,
@@ -274,8 +274,8 @@ fn check_array_codecs(path: &Path, rel: &str, codec: Codec, chunk: u64, shard: O
 /// Raw arrays: masks false exactly on deleted samples' rows, and every field
 /// row of a deleted sample zero; active rows hold the model's data.
 fn check_deleted_on_disk(path: &Path, m: &Model) {
-    let store = format::open_store(path).unwrap();
-    let arr = |rel: &str| format::open_array(path, &store, rel).unwrap();
+    let store = arrays::open_store(path).unwrap();
+    let arr = |rel: &str| arrays::open_array(path, &store, rel).unwrap();
     let n = m.samples.len() as u64;
     let atoms_ptr: Vec<i64> = arr(format::ATOMS_PTR).retrieve_array_subset(&[0..n + 1]).unwrap();
     let edges_ptr: Vec<i64> = arr(format::EDGES_PTR).retrieve_array_subset(&[0..n + 1]).unwrap();
@@ -291,7 +291,7 @@ fn check_deleted_on_disk(path: &Path, m: &Model) {
         subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
         let bytes: zarrs::array::ArrayBytes = a.retrieve_array_subset(&subset).unwrap();
         let row: u64 = a.shape()[1..].iter().product();
-        let dt = format::array_dtype(path, name, &a).unwrap();
+        let dt = arrays::array_dtype(path, name, &a).unwrap();
         raw.insert(name.clone(), (row as usize * dt.size(), bytes.into_fixed().unwrap().into_owned()));
     }
     let mut offset = 0i64;
@@ -427,11 +427,11 @@ fn layout_matches_the_store_format() {
     }
 
     // neighbor_list is stored with store-global atom indices.
-    let store = format::open_store(&path).unwrap();
+    let store = arrays::open_store(&path).unwrap();
     let raw: Vec<i64> =
-        format::open_array(&path, &store, "core/neighbor_list").unwrap().retrieve_array_subset(&[0..e, 0..2]).unwrap();
+        arrays::open_array(&path, &store, "core/neighbor_list").unwrap().retrieve_array_subset(&[0..e, 0..2]).unwrap();
     let atoms_ptr: Vec<i64> =
-        format::open_array(&path, &store, format::ATOMS_PTR).unwrap().retrieve_array_subset(&[0..n + 1]).unwrap();
+        arrays::open_array(&path, &store, format::ATOMS_PTR).unwrap().retrieve_array_subset(&[0..n + 1]).unwrap();
     let mut want = Vec::new();
     for (i, s) in data.iter().enumerate() {
         want.extend(s.field("neighbor_list").unwrap().data.to_i64_vec().unwrap().iter().map(|x| x + atoms_ptr[i]));
@@ -440,7 +440,7 @@ fn layout_matches_the_store_format() {
     assert!(atoms_ptr.windows(2).all(|w| w[0] <= w[1]) && atoms_ptr[0] == 0);
 
     // inspect reads the same settings back (defragment(None) relies on it).
-    let report = atomzarr::inspect::inspect(&path).unwrap();
+    let report = atomzarr::cli::inspect::inspect(&path).unwrap();
     assert_eq!((report.num_samples, report.active), (n as usize, n as usize));
     let cfg = |rel: &str| report.arrays.iter().find(|a| a.path == rel).unwrap_or_else(|| panic!("{rel}")).config;
     let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig { codec: Some(codec), chunk_size: Some(chunk), shard_size: shard, write_empty_chunks: None, checksum: Some(true) };
@@ -479,7 +479,7 @@ fn dump_of_our_store_equals_what_it_reads() {
     let (ok, stdout, stderr) = cli(&["dump", path.to_str().unwrap()]);
     assert!(ok, "dump failed: {stderr}");
     let mut lib = Vec::new();
-    atomzarr::dump::dump_json(&r, &mut lib).unwrap();
+    atomzarr::cli::dump::dump_json(&r, &mut lib).unwrap();
     assert!(stdout.trim().as_bytes() == lib.as_slice(), "CLI and library dumps differ");
     let v: Value = serde_json::from_str(&stdout).expect("dump is valid JSON");
     assert_eq!(v["num_samples"], 7);
@@ -509,7 +509,7 @@ fn dump_escapes_field_names_as_python_json_does() {
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert!(r.field_levels().contains_key(name));
     let mut out = Vec::new();
-    atomzarr::dump::dump_json(&r, &mut out).unwrap();
+    atomzarr::cli::dump::dump_json(&r, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let v: Value = serde_json::from_str(&text).expect("dump is valid JSON");
     assert_eq!(v["samples"][0][name]["data"], json!([7]));
@@ -568,9 +568,9 @@ fn int32_neighbor_lists_and_stores_without_edges() {
     write_store(&p, uniform(Codec::Zstd { level: 0 }, 4, None), &data[..2], &data[2..]);
     let r = AtomicDataZarrReader::open(&p).unwrap();
     check_reader(&r, &Model { samples: data, ..Default::default() }, "int32 neighbor_list");
-    let store = format::open_store(&p).unwrap();
+    let store = arrays::open_store(&p).unwrap();
     let raw: Vec<i32> =
-        format::open_array(&p, &store, "core/neighbor_list").unwrap().retrieve_array_subset(&[3..6u64, 0..2]).unwrap();
+        arrays::open_array(&p, &store, "core/neighbor_list").unwrap().retrieve_array_subset(&[3..6u64, 0..2]).unwrap();
     assert_eq!(raw, vec![3, 4, 4, 5, 5, 6], "sample 1 stored with offset 3");
 
     // No edges anywhere: edge arrays stay empty and everything still reads.

@@ -12,7 +12,7 @@
 
 
 use crate::error::{Error, Result};
-use crate::multi::MultiDataset;
+use crate::source::MultiDataset;
 
 use super::{BatchSampler, EpochRng, Sampler, Shard, epoch_rng};
 

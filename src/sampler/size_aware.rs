@@ -3,7 +3,7 @@
 
 
 use crate::error::{Error, Result};
-use crate::reader::Reader;
+use crate::source::Reader;
 
 use super::{BatchSampler, epoch_rng};
 

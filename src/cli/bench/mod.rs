@@ -1,0 +1,51 @@
+//! The I/O benchmark behind `atomzarr roundtrip` and `atomzarr read`
+//! (the reference toolkit's `nvalchemi-io-test`): read orders, the timed read
+//! loops, and the report rows.
+//!
+//! Three read paths are timed:
+//! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
+//!   validation skipped, on the CPU (Flex) device: what a training loop sees.
+//! - `raw`: [`Reader::read_collated`](crate::Reader::read_collated) in windows of `batch_size *
+//!   prefetch_factor` samples, no loader: the reader's own ceiling.
+//! - `single`: one [`Reader::read`](crate::Reader::read) per sample (a baseline only).
+//!
+//! Every row also says how many samples were delivered, how many distinct
+//! ones, whether they came back in the requested order, and how many bytes of
+//! field data arrived, so a run proves it read each sample exactly once.
+//! With `checksum` ([`ReadOptions::checksum`], the CLI's `--checksum`) it also
+//! reports a content checksum of what was delivered, independent of order
+//! (see [`sample_hash`]), so a run can prove it read the right bytes too.
+//!
+//! ```
+//! use atomzarr::cli::bench::{ReadOrder, read_order};
+//! let o = read_order(10, ReadOrder::BlockShuffle, 0, 4).unwrap();
+//! let mut sorted = o.clone();
+//! sorted.sort();
+//! assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+//! // Blocks [0, 4), [4, 8), [8, 10) move whole and keep their inner order.
+//! for start in [0, 4, 8] {
+//!     let len = (10 - start).min(4);
+//!     let at = o.iter().position(|&x| x == start).unwrap();
+//!     assert_eq!(o[at..at + len], (start..start + len).collect::<Vec<_>>()[..]);
+//! }
+//! ```
+//!
+//! | module | owns |
+//! |---|---|
+//! | `options` | [`ReadOrder`], [`ReadPath`], [`ReadOptions`], [`ReadResult`] |
+//! | `content` | what a read delivered: [`sample_hash`], [`sample_bytes`] |
+//! | `read` | the timed read loops ([`time_reads`]) |
+//! | `report` | [`StoreFacts`], [`ReportRow`], [`read_bench`], the printed [`table`] |
+//! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
+
+mod content;
+mod options;
+mod read;
+mod report;
+mod write;
+
+pub use content::{Fnv1a, sample_bytes, sample_hash};
+pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, read_order};
+pub use read::time_reads;
+pub use report::{ReportRow, StoreFacts, fmt_bytes, read_bench, store_facts, table};
+pub use write::{BenchCodec, WriteOptions, roundtrip};

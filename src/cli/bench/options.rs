@@ -1,0 +1,187 @@
+//! What a read benchmark does: the read order, the read paths and their
+//! options, and one timed epoch's result.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// The logical order samples are read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadOrder {
+    /// 0, 1, 2, ...
+    Sequential,
+    /// A seeded permutation of every index.
+    Shuffle,
+    /// Contiguous blocks of indices, shuffled; order kept inside each block.
+    BlockShuffle,
+}
+
+impl ReadOrder {
+    /// The CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadOrder::Sequential => "sequential",
+            ReadOrder::Shuffle => "shuffle",
+            ReadOrder::BlockShuffle => "block-shuffle",
+        }
+    }
+}
+
+impl std::fmt::Display for ReadOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How samples are read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadPath {
+    /// The public DataLoader (validation skipped, CPU device).
+    Batch,
+    /// `Reader::read` once per sample.
+    Single,
+    /// `Reader::read_collated` in read windows, without the DataLoader.
+    Raw,
+}
+
+impl ReadPath {
+    /// The CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadPath::Batch => "batch",
+            ReadPath::Single => "single",
+            ReadPath::Raw => "raw",
+        }
+    }
+}
+
+impl std::fmt::Display for ReadPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Builds the logical read order over `n` samples.
+pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> Result<Vec<usize>> {
+    if block_size == 0 {
+        return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
+    }
+    let mut idx: Vec<usize> = (0..n).collect();
+    let mut rng = crate::sampler::epoch_rng(seed, 0);
+    match order {
+        ReadOrder::Sequential => {}
+        ReadOrder::Shuffle => crate::sampler::shuffle(&mut idx, &mut rng),
+        ReadOrder::BlockShuffle => {
+            let mut blocks: Vec<&[usize]> = idx.chunks(block_size).collect();
+            crate::sampler::shuffle(&mut blocks, &mut rng);
+            idx = blocks.concat();
+        }
+    }
+    Ok(idx)
+}
+
+/// The read side of a benchmark run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadOptions {
+    /// Paths to time, in this order.
+    pub paths: Vec<ReadPath>,
+    /// Sample order.
+    pub order: ReadOrder,
+    /// Seed of the shuffled orders.
+    pub seed: u64,
+    /// Block size of `block-shuffle`.
+    pub block_size: usize,
+    /// Samples per emitted batch (batch and raw paths).
+    pub batch_size: usize,
+    /// Batches fused into one backend read; 0 reads one batch at a time.
+    /// Signed so a negative value from a user gets a clear error.
+    pub prefetch_factor: i64,
+    /// Ask the loader for pinned host staging.
+    pub pin_memory: bool,
+    /// Decoded-chunk cache budget of the reader (0 disables it).
+    pub cache_bytes: u64,
+    /// Passes over the data with one reader (epochs after the first show the
+    /// cache at work).
+    pub epochs: usize,
+    /// Progress bars on stderr.
+    pub progress: bool,
+    /// Compute the content checksum of what each pass delivers (hashing
+    /// every byte: it is part of the timed pass, so off by default).
+    pub checksum: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            paths: vec![ReadPath::Batch],
+            order: ReadOrder::Sequential,
+            seed: 0,
+            block_size: 8192,
+            batch_size: 64,
+            prefetch_factor: 16,
+            pin_memory: false,
+            cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
+            epochs: 1,
+            progress: false,
+            checksum: false,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Checks the options (the CLI's error messages come from here).
+    pub fn validate(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(Error::Config("batch_size must be >= 1, got 0".into()));
+        }
+        if self.prefetch_factor < 0 {
+            return Err(Error::Config(format!("prefetch_factor must be >= 0, got {}", self.prefetch_factor)));
+        }
+        if self.block_size == 0 {
+            return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
+        }
+        if self.epochs == 0 {
+            return Err(Error::Config("epochs must be >= 1, got 0".into()));
+        }
+        if self.paths.is_empty() {
+            return Err(Error::Config("at least one read mode is needed".into()));
+        }
+        Ok(())
+    }
+
+    /// Samples per backend read on the batch and raw paths:
+    /// `batch_size * max(prefetch_factor, 1)` (the reference's definition).
+    pub fn read_window(&self) -> usize {
+        self.batch_size * (self.prefetch_factor.max(1) as usize)
+    }
+
+    pub(super) fn prefetch(&self) -> usize {
+        self.prefetch_factor.max(0) as usize
+    }
+}
+
+/// What one timed pass delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadResult {
+    /// Wall time of the pass (the first includes opening the reader).
+    pub read_time: Duration,
+    /// Samples delivered (duplicates counted).
+    pub samples_read: usize,
+    /// Distinct logical indices delivered.
+    pub unique_samples: usize,
+    /// Delivered indices equal the requested order.
+    pub order_ok: bool,
+    /// Bytes of field data delivered.
+    pub read_bytes: u64,
+    /// Cache hits during the pass.
+    pub cache_hits: u64,
+    /// Cache misses (chunk decodes) during the pass.
+    pub cache_misses: u64,
+    /// Wrapping sum of [`sample_hash`](super::sample_hash) over the delivered samples, when
+    /// [`ReadOptions::checksum`] is set.
+    pub content_checksum: Option<u64>,
+}

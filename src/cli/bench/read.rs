@@ -1,0 +1,250 @@
+//! The timed read loops: `raw` (collated windows from the reader), `single`
+//! (one `read` per sample) and `batch` (the DataLoader on the CPU device),
+//! each tallying what it delivered.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::content::{batch_bytes, sample_bytes, sample_hash};
+use super::options::{ReadOptions, ReadPath, ReadResult, read_order};
+use crate::data::{AtomicData, CollatedBatch, HostData};
+use crate::error::{Error, Result};
+use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
+use crate::sampler::ListSampler;
+use crate::source::Reader;
+use crate::store::{AtomicDataZarrReader, ReaderOptions};
+
+/// Counts what a read path delivers.
+struct Tally {
+    seen: Vec<bool>,
+    unique: usize,
+    read: usize,
+    bytes: u64,
+    order_ok: bool,
+    checksum: Option<u64>,
+}
+
+impl Tally {
+    fn new(n: usize, checksum: bool) -> Tally {
+        Tally { seen: vec![false; n], unique: 0, read: 0, bytes: 0, order_ok: true, checksum: checksum.then_some(0) }
+    }
+
+    /// Adds samples to the content checksum (when one is kept).
+    fn hash(&mut self, samples: &[AtomicData]) {
+        if let Some(c) = self.checksum.as_mut() {
+            *c = samples.iter().fold(*c, |acc, s| acc.wrapping_add(sample_hash(s)));
+        }
+    }
+
+    /// Records that logical `got` arrived where `want` was asked for.
+    #[inline]
+    fn sample(&mut self, got: usize, want: usize) {
+        self.read += 1;
+        self.order_ok &= got == want;
+        if let Some(s) = self.seen.get_mut(got)
+            && !*s
+        {
+            *s = true;
+            self.unique += 1;
+        }
+    }
+}
+
+pub(super) fn bar(progress: bool, len: u64, msg: String) -> ProgressBar {
+    if !progress {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{msg:>28} {bar:40} {pos}/{len} {elapsed_precise} {per_sec}") {
+        b.set_style(style);
+    }
+    b.set_message(msg);
+    b
+}
+
+/// Reads every active sample of the store at `path` once per epoch through
+/// `path_kind`; one result per epoch. `expected` (if given) must equal the
+/// store's active sample count.
+pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected: Option<usize>) -> Result<Vec<ReadResult>> {
+    opts.validate()?;
+    let t0 = Instant::now();
+    let reader = Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: opts.cache_bytes })?);
+    let n = reader.len();
+    if let Some(e) = expected
+        && e != n
+    {
+        return Err(Error::inconsistent(path, "/", format!("expected {e} readable samples, found {n}")));
+    }
+    let order = read_order(n, opts.order, opts.seed, opts.block_size)?;
+    let open_time = t0.elapsed();
+    let mut out = Vec::with_capacity(opts.epochs);
+    for epoch in 0..opts.epochs {
+        let pb = bar(
+            opts.progress,
+            n as u64,
+            format!("read {path_kind} {}{}", opts.order, if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }),
+        );
+        let before = reader.cache_stats();
+        let t = Instant::now();
+        let tally = match path_kind {
+            ReadPath::Raw => read_raw(&reader, &order, opts, &pb)?,
+            ReadPath::Single => read_single(&reader, &order, opts, &pb)?,
+            ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
+        };
+        let mut read_time = t.elapsed();
+        if epoch == 0 {
+            read_time += open_time;
+        }
+        pb.finish();
+        let after = reader.cache_stats();
+        out.push(ReadResult {
+            read_time,
+            samples_read: tally.read,
+            unique_samples: tally.unique,
+            order_ok: tally.order_ok && tally.read == order.len(),
+            read_bytes: tally.bytes,
+            cache_hits: after.hits - before.hits,
+            cache_misses: after.misses - before.misses,
+            content_checksum: tally.checksum,
+        });
+    }
+    Ok(out)
+}
+
+/// The raw path: `read_collated` over windows of `read_window` samples.
+fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+    let mut tally = Tally::new(order.len(), opts.checksum);
+    let mut out: Vec<CollatedBatch> = Vec::new();
+    let mut batches: Vec<Vec<i64>> = Vec::new();
+    for window in order.chunks(opts.read_window()) {
+        batches.clear();
+        batches.extend(window.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()));
+        reader.read_collated(&batches, &mut out)?;
+        let mut k = 0;
+        for b in out.iter().take(batches.len()) {
+            for &i in &b.indices {
+                tally.sample(i, window.get(k).copied().unwrap_or(usize::MAX));
+                k += 1;
+            }
+            tally.bytes += batch_bytes(b);
+            if opts.checksum {
+                tally.hash(&b.to_samples()?);
+            }
+        }
+        pb.inc(window.len() as u64);
+    }
+    Ok(tally)
+}
+
+/// The single path: one `read(i)` per sample.
+fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+    let mut tally = Tally::new(order.len(), opts.checksum);
+    for &i in order {
+        let s = reader.read(i as i64)?;
+        tally.sample(s.metadata.index, i);
+        tally.bytes += sample_bytes(&s.data);
+        tally.hash(std::slice::from_ref(&s.data));
+        pb.inc(1);
+    }
+    Ok(tally)
+}
+
+/// The batch path: the public DataLoader (fixed-order sampler, validation
+/// skipped) on the CPU device, as the reference's batch mode does.
+fn read_loader(reader: &Arc<AtomicDataZarrReader>, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+    type B = burn::backend::Flex;
+    // Delivered bytes are counted in the store's dtypes (element count times
+    // the stored element size), so they compare with raw_bytes whatever
+    // element types the backend's tensors use.
+    let schema = reader.field_schema();
+    let sizes: BTreeMap<String, usize> = schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
+    let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
+    let device = burn::backend::flex::FlexDevice;
+    let loader = DataLoader::<B, _>::builder(ds)
+        .batch_size(opts.batch_size)
+        .sampler(ListSampler::new(order.to_vec()))
+        .prefetch_factor(opts.prefetch())
+        .pin_memory(opts.pin_memory)
+        .build(&device)?;
+    let mut tally = Tally::new(order.len(), opts.checksum);
+    let mut k = 0;
+    for batch in loader.iter() {
+        let batch: AtomicBatch<B> = batch?;
+        for &i in &batch.indices {
+            tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
+            k += 1;
+        }
+        for (name, f) in &batch.fields {
+            let elems: usize = f.shape.iter().product();
+            tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
+        }
+        if opts.checksum {
+            tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);
+        }
+        pb.inc(batch.num_graphs as u64);
+    }
+    Ok(tally)
+}
+
+/// What a device batch holds, read back to the host in the store's dtypes
+/// (the batch may hold int64 fields as int32, half floats as float32).
+fn batch_to_host<B: burn::tensor::backend::Backend>(
+    batch: &AtomicBatch<B>,
+    schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
+) -> Result<CollatedBatch> {
+    use crate::DType;
+    use crate::pipeline::BatchData;
+    use crate::data::CollatedField;
+    use half::{bf16, f16};
+    let bad = |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));
+    let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
+        t.to_data().convert::<i64>().to_vec::<i64>().map_err(|e| bad(what, e))
+    };
+    let mut out = CollatedBatch {
+        indices: batch.indices.clone(),
+        atoms_ptr: ints(&batch.atoms_ptr, "atoms_ptr")?,
+        edges_ptr: ints(&batch.edges_ptr, "edges_ptr")?,
+        fields: BTreeMap::new(),
+    };
+    for (name, f) in &batch.fields {
+        let dtype = schema.get(name).map(|s| s.1).ok_or_else(|| Error::Background(format!("batch field {name} not in the store")))?;
+        let data = match &f.data {
+            BatchData::Bool(t) => HostData::Bool(t.to_data().to_vec::<bool>().map_err(|e| bad(name, e))?),
+            BatchData::Int(t) => {
+                let v = ints(t, name)?;
+                // Each value came from `dtype`, so the casts give it back.
+                match dtype {
+                    DType::Int8 => HostData::Int8(v.iter().map(|&x| x as i8).collect()),
+                    DType::Int16 => HostData::Int16(v.iter().map(|&x| x as i16).collect()),
+                    DType::Int32 => HostData::Int32(v.iter().map(|&x| x as i32).collect()),
+                    DType::UInt8 => HostData::UInt8(v.iter().map(|&x| x as u8).collect()),
+                    DType::UInt16 => HostData::UInt16(v.iter().map(|&x| x as u16).collect()),
+                    DType::UInt32 => HostData::UInt32(v.iter().map(|&x| x as u32).collect()),
+                    DType::UInt64 => HostData::UInt64(v.iter().map(|&x| x as u64).collect()),
+                    _ => HostData::Int64(v),
+                }
+            }
+            BatchData::Float(t) => {
+                let d = t.to_data();
+                match dtype {
+                    DType::Float64 => HostData::Float64(d.convert::<f64>().to_vec::<f64>().map_err(|e| bad(name, e))?),
+                    other => {
+                        let v = d.convert::<f32>().to_vec::<f32>().map_err(|e| bad(name, e))?;
+                        match other {
+                            DType::Float16 => HostData::Float16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+                            DType::BFloat16 => HostData::BFloat16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+                            _ => HostData::Float32(v),
+                        }
+                    }
+                }
+            }
+        };
+        let trailing = f.shape.get(1..).unwrap_or_default().to_vec();
+        out.fields.insert(name.clone(), CollatedField { level: f.level, trailing_shape: trailing, data });
+    }
+    Ok(out)
+}

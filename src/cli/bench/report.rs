@@ -1,0 +1,264 @@
+//! The report: facts about a store, one row per (store, read path), and the
+//! table the CLI prints.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
+use super::read::time_reads;
+use crate::error::Result;
+use crate::source::Reader;
+use crate::store::{AtomicDataZarrReader, ReaderOptions};
+
+/// Size facts of a store's active samples.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct StoreFacts {
+    /// Active samples.
+    pub num_systems: usize,
+    /// Atoms over active samples.
+    pub total_atoms: u64,
+    /// Edges over active samples.
+    pub total_edges: u64,
+    /// Bytes of field data of the active samples (decoded).
+    pub raw_bytes: u64,
+    /// Bytes on disk under the store.
+    pub disk_bytes: u64,
+    /// Files under the store.
+    pub num_files: u64,
+}
+
+/// Computes [`StoreFacts`] from the pointers and the schema (no field data read).
+pub fn store_facts(path: &Path) -> Result<StoreFacts> {
+    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+    let schema = reader.field_schema();
+    let n = reader.len();
+    let (mut atoms, mut edges) = (0u64, 0u64);
+    for i in 0..n {
+        let (a, e) = reader.get_metadata(i)?;
+        atoms += a as u64;
+        edges += e as u64;
+    }
+    let mut raw = 0u64;
+    for (level, dtype, trailing) in schema.values() {
+        let row = (trailing.iter().product::<usize>() * dtype.size()) as u64;
+        let rows = match level {
+            crate::Level::Atom => atoms,
+            crate::Level::Edge => edges,
+            crate::Level::System => n as u64,
+        };
+        raw += row * rows;
+    }
+    let (disk_bytes, num_files) = crate::store::format::disk_usage(path);
+    Ok(StoreFacts { num_systems: n, total_atoms: atoms, total_edges: edges, raw_bytes: raw, disk_bytes, num_files })
+}
+
+/// One report row (a table line, or one JSON object with `--json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportRow {
+    /// The store read.
+    pub store: PathBuf,
+    /// Active samples in the store.
+    pub systems: usize,
+    /// Read path.
+    pub read_path: ReadPath,
+    /// Read order.
+    pub read_order: ReadOrder,
+    /// Block size (block-shuffle only).
+    pub read_order_block_size: Option<usize>,
+    /// Samples per emitted batch (1 for single).
+    pub batch: usize,
+    /// Prefetch factor (0 for single).
+    pub prefetch: usize,
+    /// Samples per backend read (1 for single).
+    pub read_window: usize,
+    /// Pass number, from 1.
+    pub epoch: usize,
+    /// Mean atoms per sample.
+    pub avg_atoms: f64,
+    /// Mean edges per sample.
+    pub avg_edges: f64,
+    /// Total atoms.
+    pub total_atoms: u64,
+    /// Total edges.
+    pub total_edges: u64,
+    /// Decoded bytes of the active samples' field data.
+    pub raw_bytes: u64,
+    /// Bytes on disk.
+    pub disk_bytes: u64,
+    /// raw_bytes / disk_bytes.
+    pub ratio: f64,
+    /// Files in the store.
+    pub num_files: u64,
+    /// Write codec description (roundtrip only).
+    pub codec: Option<String>,
+    /// Seconds to write the store (roundtrip only).
+    pub write_time: Option<f64>,
+    /// Seconds to read every sample once.
+    pub read_time: f64,
+    /// systems / write_time.
+    pub write_samples_per_s: Option<f64>,
+    /// systems / read_time (the table's samples/s).
+    pub read_samples_per_s: f64,
+    /// Bytes of field data delivered.
+    pub read_bytes: u64,
+    /// Samples delivered.
+    pub samples_read: usize,
+    /// Distinct samples delivered.
+    pub unique_samples: usize,
+    /// Delivered in the requested order.
+    pub order_ok: bool,
+    /// Cache budget of the reader.
+    pub cache_bytes: u64,
+    /// Cache hits during the pass.
+    pub cache_hits: u64,
+    /// Cache misses (chunk decodes) during the pass.
+    pub cache_misses: u64,
+    /// Content checksum of what the pass delivered (16 hex digits; see
+    /// [`sample_hash`](super::sample_hash)), with `--checksum`; a string so JSON tools keep all
+    /// 64 bits.
+    pub content_checksum: Option<String>,
+}
+
+pub(super) fn rows_for(
+    store: &Path,
+    facts: &StoreFacts,
+    write: Option<(f64, String)>,
+    opts: &ReadOptions,
+    path: ReadPath,
+    results: Vec<ReadResult>,
+) -> Vec<ReportRow> {
+    let n = facts.num_systems;
+    let per = |x: u64| if n == 0 { 0.0 } else { x as f64 / n as f64 };
+    let rate = |t: f64| if t > 0.0 { n as f64 / t } else { 0.0 };
+    let single = path == ReadPath::Single;
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(e, r)| {
+            let t = r.read_time.as_secs_f64();
+            ReportRow {
+                store: store.to_path_buf(),
+                systems: n,
+                read_path: path,
+                read_order: opts.order,
+                read_order_block_size: (opts.order == ReadOrder::BlockShuffle).then_some(opts.block_size),
+                batch: if single { 1 } else { opts.batch_size },
+                prefetch: if single { 0 } else { opts.prefetch() },
+                read_window: if single { 1 } else { opts.read_window() },
+                epoch: e + 1,
+                avg_atoms: per(facts.total_atoms),
+                avg_edges: per(facts.total_edges),
+                total_atoms: facts.total_atoms,
+                total_edges: facts.total_edges,
+                raw_bytes: facts.raw_bytes,
+                disk_bytes: facts.disk_bytes,
+                ratio: if facts.disk_bytes > 0 { facts.raw_bytes as f64 / facts.disk_bytes as f64 } else { 0.0 },
+                num_files: facts.num_files,
+                codec: write.as_ref().map(|w| w.1.clone()),
+                write_time: write.as_ref().map(|w| w.0),
+                read_time: t,
+                write_samples_per_s: write.as_ref().map(|w| rate(w.0)),
+                read_samples_per_s: rate(t),
+                read_bytes: r.read_bytes,
+                samples_read: r.samples_read,
+                unique_samples: r.unique_samples,
+                order_ok: r.order_ok,
+                cache_bytes: opts.cache_bytes,
+                cache_hits: r.cache_hits,
+                cache_misses: r.cache_misses,
+                content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
+            }
+        })
+        .collect()
+}
+
+/// `atomzarr read PATH`: times every requested path against an existing store.
+pub fn read_bench(path: &Path, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
+    opts.validate()?;
+    let facts = store_facts(path)?;
+    let mut rows = Vec::new();
+    for &p in &opts.paths {
+        let r = time_reads(path, p, opts, Some(facts.num_systems))?;
+        rows.extend(rows_for(path, &facts, None, opts, p, r));
+    }
+    Ok(rows)
+}
+
+/// Human-readable bytes, as the reference prints them.
+pub fn fmt_bytes(n: u64) -> String {
+    let mut x = n as f64;
+    for unit in ["B", "KB", "MB", "GB"] {
+        if x.abs() < 1024.0 {
+            return format!("{x:.1} {unit}");
+        }
+        x /= 1024.0;
+    }
+    format!("{x:.1} TB")
+}
+
+/// The report table (the reference's columns; samples/s is read throughput).
+pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
+    // Only runs with --checksum have the checksum column.
+    let checksums = rows.iter().any(|r| r.content_checksum.is_some());
+    let mut header = vec![
+        "systems",
+        "read path",
+        "read order",
+        "batch",
+        "prefetch",
+        "read window",
+        "avg atoms",
+        "avg edges",
+        "raw bytes",
+        "disk bytes",
+        "ratio",
+        "file count",
+        "write time",
+        "read time",
+        "samples/s",
+    ];
+    if checksums {
+        header.push("content checksum");
+    }
+    t.set_header(header);
+    for r in rows {
+        let mut order = r.read_order.to_string();
+        if let Some(b) = r.read_order_block_size {
+            order.push_str(&format!(" (blk={b})"));
+        }
+        let mut path = r.read_path.to_string();
+        if r.epoch > 1 {
+            path.push_str(&format!(" #{}", r.epoch));
+        }
+        let mut row = vec![
+            r.systems.to_string(),
+            path,
+            order,
+            r.batch.to_string(),
+            r.prefetch.to_string(),
+            r.read_window.to_string(),
+            format!("{:.0}", r.avg_atoms),
+            format!("{:.0}", r.avg_edges),
+            fmt_bytes(r.raw_bytes),
+            fmt_bytes(r.disk_bytes),
+            format!("{:.2}x", r.ratio),
+            r.num_files.to_string(),
+            r.write_time.map_or("-".into(), |t| format!("{t:.3}s")),
+            format!("{:.3}s", r.read_time),
+            format!("{:.0}", r.read_samples_per_s),
+        ];
+        if checksums {
+            row.push(r.content_checksum.clone().unwrap_or_else(|| "-".into()));
+        }
+        t.add_row(row);
+    }
+    for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    t
+}

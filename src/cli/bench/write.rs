@@ -1,0 +1,194 @@
+//! `atomzarr roundtrip`: generate, write (timed) with the benchmark's codec
+//! settings, then read back through the timed paths.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::content::sample_bytes;
+use super::options::ReadOptions;
+use super::read::{bar, time_reads};
+use super::report::{ReportRow, rows_for, store_facts};
+use crate::error::{Error, Result};
+use crate::store::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+
+/// Codec choice of the benchmark CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchCodec {
+    /// zstd.
+    Zstd,
+    /// blosc with lz4 (the reference's `lz4`).
+    Lz4,
+    /// blosc with zstd.
+    BloscZstd,
+    /// No compression.
+    None,
+}
+
+/// The write side of `atomzarr roundtrip`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteOptions {
+    /// System counts; each gets its own store (a prefix of one generated set).
+    pub num_systems: Vec<usize>,
+    /// Minimum atoms per structure.
+    pub min_atoms: usize,
+    /// Maximum atoms per structure.
+    pub max_atoms: usize,
+    /// Generator seed.
+    pub seed: u64,
+    /// Codec (None: the library default, zstd level 0).
+    pub codec: Option<BenchCodec>,
+    /// Codec level (zstd level, blosc clevel).
+    pub level: i32,
+    /// Rows per chunk of core arrays.
+    pub chunk_size: Option<u64>,
+    /// Rows per shard of core arrays.
+    pub shard_size: Option<u64>,
+    /// Rows per chunk of edge arrays (neighbor_list, shifts).
+    pub edge_chunk_size: Option<u64>,
+    /// Rows per shard of edge arrays.
+    pub edge_shard_size: Option<u64>,
+    /// Where stores go (kept); None: a temporary directory (removed).
+    pub output_dir: Option<PathBuf>,
+    /// A crc32c checksum per chunk on every array (the library default);
+    /// off writes checksum-free stores, as the reference toolkit does.
+    pub checksum: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            num_systems: vec![1000],
+            min_atoms: 10,
+            max_atoms: 100,
+            seed: 42,
+            codec: None,
+            level: 3,
+            chunk_size: None,
+            shard_size: None,
+            edge_chunk_size: None,
+            edge_shard_size: None,
+            output_dir: None,
+            checksum: true,
+        }
+    }
+}
+
+impl WriteOptions {
+    /// The store configuration these options describe, as the reference builds
+    /// it: codec, chunk and shard on `core`, edge sizes as overrides of
+    /// `neighbor_list` and `shifts`.
+    pub fn write_config(&self) -> Result<ZarrWriteConfig> {
+        let codec = match self.codec {
+            None => None,
+            Some(BenchCodec::None) => Some(Codec::None),
+            Some(BenchCodec::Zstd) => Some(Codec::Zstd { level: self.level }),
+            Some(c @ (BenchCodec::Lz4 | BenchCodec::BloscZstd)) => {
+                let clevel = u8::try_from(self.level)
+                    .ok()
+                    .filter(|l| *l <= 9)
+                    .ok_or_else(|| Error::Config(format!("blosc level {} outside 0..=9", self.level)))?;
+                Some(if c == BenchCodec::Lz4 {
+                    Codec::BloscLz4 { clevel, shuffle: Shuffle::Shuffle }
+                } else {
+                    Codec::BloscZstd { clevel, shuffle: Shuffle::Shuffle }
+                })
+            }
+        };
+        let checksum = Some(self.checksum);
+        let core = ZarrArrayConfig { codec, chunk_size: self.chunk_size, shard_size: self.shard_size, write_empty_chunks: None, checksum };
+        let mut config = ZarrWriteConfig::default()
+            .with_core(core)
+            .with_meta(ZarrArrayConfig { checksum, ..Default::default() })
+            .with_custom(ZarrArrayConfig { checksum, ..Default::default() });
+        if self.edge_chunk_size.is_some() || self.edge_shard_size.is_some() {
+            let edge = ZarrArrayConfig {
+                codec,
+                chunk_size: self.edge_chunk_size.or(self.chunk_size),
+                shard_size: self.edge_shard_size.or(self.shard_size),
+                write_empty_chunks: None,
+                checksum,
+            };
+            config = config.with_override("neighbor_list", edge).with_override("shifts", edge);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// A one-line description for the table title.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        match self.codec {
+            Some(BenchCodec::Zstd) => parts.push(format!("zstd L{}", self.level)),
+            Some(BenchCodec::Lz4) => parts.push(format!("lz4 L{}", self.level)),
+            Some(BenchCodec::BloscZstd) => parts.push(format!("blosc-zstd L{}", self.level)),
+            Some(BenchCodec::None) => parts.push("no compression".into()),
+            None => parts.push("default codec".into()),
+        }
+        for (name, v) in [
+            ("chunk", self.chunk_size),
+            ("shard", self.shard_size),
+            ("edge_chunk", self.edge_chunk_size),
+            ("edge_shard", self.edge_shard_size),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{name}={v}"));
+            }
+        }
+        if !self.checksum {
+            parts.push("no checksum".into());
+        }
+        parts.join(", ")
+    }
+}
+
+/// `atomzarr roundtrip`: for each system count, generate, write (timed), read
+/// back through every requested path (timed), report.
+pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
+    opts.validate()?;
+    let config = w.write_config()?;
+    let mut counts = w.num_systems.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    let max = counts.last().copied().ok_or_else(|| Error::Config("at least one -n is needed".into()))?;
+    let tmp;
+    let dir = match &w.output_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("atomzarr_bench_")
+                .tempdir()
+                .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+            tmp.path().to_path_buf()
+        }
+    };
+
+    // One generated set; smaller counts use its prefix (the generator is
+    // sequential, so a prefix equals a smaller generation with the same seed).
+    let pb = bar(opts.progress, max as u64, "generate".into());
+    let samples = crate::data::synth::generate_with_progress(max, w.min_atoms, w.max_atoms, w.seed, |k| pb.set_position(k as u64))?;
+    pb.finish();
+
+    let mut rows = Vec::new();
+    for n in counts {
+        let data = &samples[..n];
+        let store = dir.join(format!("bench_{n}.zarr"));
+        let pb = bar(opts.progress, n as u64, format!("write {n}"));
+        pb.enable_steady_tick(Duration::from_millis(100));
+        let t = Instant::now();
+        AtomicDataZarrWriter::create(&store, config.clone())?.write(data)?;
+        let write_time = t.elapsed().as_secs_f64();
+        pb.set_position(n as u64);
+        pb.finish();
+        let mut facts = store_facts(&store)?;
+        // The reference counts raw bytes on the generated data.
+        facts.raw_bytes = data.iter().map(sample_bytes).sum();
+        for &p in &opts.paths {
+            let r = time_reads(&store, p, opts, Some(n))?;
+            rows.extend(rows_for(&store, &facts, Some((write_time, w.describe())), opts, p, r));
+        }
+    }
+    Ok(rows)
+}

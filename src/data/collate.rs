@@ -1,0 +1,286 @@
+//! Host-side collated batches: one contiguous buffer per field plus CSR atom
+//! and edge pointers, the disjoint-graph layout a model consumes.
+//!
+//! [`CollatedBatch`] is reused across calls (buffers are cleared, not freed),
+//! which is how the loader hands the reader memory it already owns.
+
+use std::collections::BTreeMap;
+
+use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level};
+use crate::error::{Error, Result};
+
+/// How a reader lays out collated batches (see
+/// [`Reader::load_collated_with`](crate::Reader::load_collated_with)).
+///
+/// ```
+/// use atomzarr::data::CollateOptions;
+/// let opts = CollateOptions::default().narrow_int64(true);
+/// assert!(opts.narrows_int64());
+/// assert!(!CollateOptions::default().narrows_int64());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CollateOptions {
+    narrow_int64: bool,
+}
+
+impl CollateOptions {
+    /// Collate int64 fields (atomic numbers, neighbor lists, ...) as int32.
+    /// Nothing is truncated: the Zarr reader narrows each chunk once, when it
+    /// decodes it, and caches the narrowed chunk (half the bytes; a reader
+    /// read both ways caches both); an array with a value outside int32 is
+    /// read as int64 from the first read that meets it on. Readers without
+    /// a fused path narrow each batch's field when all its values fit
+    /// ([`CollatedBatch::narrow_int64`]). Default off. The
+    /// [`DataLoader`](crate::DataLoader) turns it on for devices whose int
+    /// tensors are int32 (Flex, CUDA), so building device batches converts
+    /// nothing.
+    pub fn narrow_int64(mut self, yes: bool) -> Self {
+        self.narrow_int64 = yes;
+        self
+    }
+
+    /// Whether int64 fields are narrowed to int32.
+    pub fn narrows_int64(&self) -> bool {
+        self.narrow_int64
+    }
+}
+
+/// One field of a collated batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollatedField {
+    /// Atom, edge or system.
+    pub level: Level,
+    /// Shape of one row (the batch's rows are the level's axis).
+    pub trailing_shape: Vec<usize>,
+    /// All rows of all samples, concatenated in batch order.
+    pub data: HostData,
+}
+
+impl CollatedField {
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        let per_row: usize = self.trailing_shape.iter().product();
+        self.data.len().checked_div(per_row).unwrap_or(0)
+    }
+
+    /// Full shape `[rows, trailing...]`.
+    pub fn shape(&self) -> Vec<usize> {
+        let mut s = vec![self.rows()];
+        s.extend(&self.trailing_shape);
+        s
+    }
+}
+
+/// A batch of samples on the host, collated.
+///
+/// `neighbor_list` (if present) holds batch-local atom indices: sample `k`'s
+/// edges point into rows `atoms_ptr[k]..atoms_ptr[k+1]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CollatedBatch {
+    /// Logical indices of the samples, in batch order.
+    pub indices: Vec<usize>,
+    /// `[B+1]` atom offsets.
+    pub atoms_ptr: Vec<i64>,
+    /// `[B+1]` edge offsets.
+    pub edges_ptr: Vec<i64>,
+    /// Fields by name.
+    pub fields: BTreeMap<String, CollatedField>,
+}
+
+impl CollatedBatch {
+    /// Number of samples (graphs).
+    pub fn num_graphs(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Total atoms.
+    pub fn num_atoms(&self) -> usize {
+        self.atoms_ptr.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Total edges.
+    pub fn num_edges(&self) -> usize {
+        self.edges_ptr.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Empties the batch, keeping every buffer's allocation, and makes sure a
+    /// buffer exists for each `(name, level, dtype, trailing shape)` given.
+    pub fn reset(&mut self, layout: &[(String, Level, DType, Vec<usize>)]) {
+        self.indices.clear();
+        self.atoms_ptr.clear();
+        self.atoms_ptr.push(0);
+        self.edges_ptr.clear();
+        self.edges_ptr.push(0);
+        self.fields.retain(|name, _| layout.iter().any(|(n, ..)| n == name));
+        for (name, level, dtype, trailing) in layout {
+            let keep = self
+                .fields
+                .get(name)
+                .is_some_and(|f| f.data.dtype() == *dtype && f.level == *level && &f.trailing_shape == trailing);
+            if keep {
+                if let Some(f) = self.fields.get_mut(name) {
+                    f.data.clear();
+                }
+            } else {
+                self.fields.insert(
+                    name.clone(),
+                    CollatedField { level: *level, trailing_shape: trailing.clone(), data: HostData::with_capacity(*dtype, 0) },
+                );
+            }
+        }
+    }
+
+    /// Collates samples (the generic path used by readers without a fused
+    /// batch path, and by validated batches). Fields must agree across
+    /// samples in level, dtype and trailing shape.
+    pub fn from_samples(indices: &[usize], samples: &[AtomicData]) -> Result<CollatedBatch> {
+        let mut b = CollatedBatch::default();
+        b.fill_from_samples(indices, samples)?;
+        Ok(b)
+    }
+
+    /// As [`CollatedBatch::from_samples`], into this batch's buffers.
+    ///
+    /// Every neighbor index is checked against its own sample's atom count
+    /// while it is copied: an index outside `[0, num_atoms)` would point
+    /// into another structure of the batch, so it is an
+    /// [`Error::NeighborIndex`] (source `"batch"`, the sample named by its
+    /// entry in `indices`).
+    ///
+    /// ```
+    /// use atomzarr::{AtomicData, CollatedBatch, Error};
+    /// let ok = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_neighbor_list(vec![[0, 1]], None).unwrap();
+    /// let bad = ok.clone().with_neighbor_list(vec![[0, 2]], None).unwrap();
+    /// let b = CollatedBatch::from_samples(&[7, 8], &[ok.clone(), ok.clone()]).unwrap();
+    /// assert_eq!(b.fields["neighbor_list"].data.to_i64_vec().unwrap(), vec![0, 1, 2, 3]);
+    /// let e = CollatedBatch::from_samples(&[7, 8], &[ok, bad]).unwrap_err();
+    /// assert!(matches!(e, Error::NeighborIndex { index: 8, value: 2, num_atoms: 2, .. }), "{e}");
+    /// ```
+    pub fn fill_from_samples(&mut self, indices: &[usize], samples: &[AtomicData]) -> Result<()> {
+        self.fill_from_samples_with(indices, samples, &|k, r| Error::NeighborIndex {
+            source_name: "batch".into(),
+            index: indices.get(k).copied().unwrap_or(k),
+            physical_index: indices.get(k).copied().unwrap_or(k),
+            value: r.value,
+            num_atoms: r.num_atoms,
+            append_shift: None,
+        })
+    }
+
+    /// As [`CollatedBatch::fill_from_samples`]; `range_error(k, report)`
+    /// builds the error for batch position `k` (readers name their store).
+    pub(crate) fn fill_from_samples_with(
+        &mut self,
+        indices: &[usize],
+        samples: &[AtomicData],
+        range_error: &dyn Fn(usize, IndexReport) -> Error,
+    ) -> Result<()> {
+        let layout: Vec<_> = samples
+            .first()
+            .map(|s| {
+                s.fields
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.level, f.dtype(), f.trailing_shape().to_vec()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.reset(&layout);
+        for (k, s) in samples.iter().enumerate() {
+            let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
+            if s.fields.len() != layout.len() {
+                return Err(Error::invalid(
+                    format!("batch sample {k}"),
+                    format!("{} fields, the first sample has {}", s.fields.len(), layout.len()),
+                ));
+            }
+            for (name, f) in &s.fields {
+                let dst = self.fields.get_mut(name).ok_or_else(|| {
+                    Error::invalid(format!("batch sample {k}"), format!("field {name} not in the first sample"))
+                })?;
+                if dst.level != f.level || dst.data.dtype() != f.dtype() || dst.trailing_shape != f.trailing_shape() {
+                    return Err(Error::invalid(
+                        format!("batch sample {k}, field {name}"),
+                        format!(
+                            "{} {} {:?} differs from the first sample's {} {} {:?}",
+                            f.level, f.dtype(), f.trailing_shape(), dst.level, dst.data.dtype(), dst.trailing_shape
+                        ),
+                    ));
+                }
+                if name == "neighbor_list" {
+                    // Moved to batch-local and range-checked in one copy.
+                    let n = s.num_atoms() as u64;
+                    let start = dst.data.len();
+                    if !dst.data.extend_indices_checked(f.data.as_bytes(), IndexRange { lo: 0, n, offset: atom_base })? {
+                        return Err(bad_indices(&dst.data, start, atom_base, n, |r| range_error(k, r)));
+                    }
+                } else {
+                    dst.data.extend_from(&f.data)?;
+                }
+            }
+            self.atoms_ptr.push(atom_base + s.num_atoms() as i64);
+            let e = *self.edges_ptr.last().unwrap_or(&0);
+            self.edges_ptr.push(e + s.num_edges() as i64);
+        }
+        self.indices.clear();
+        self.indices.extend_from_slice(indices);
+        Ok(())
+    }
+
+    /// Stores each int64 field as int32 when all its values fit (see
+    /// [`CollateOptions::narrow_int64`]); other fields are left as they are.
+    /// This is the separate pass that readers without a fused path use.
+    ///
+    /// ```
+    /// use atomzarr::{AtomicData, CollatedBatch, HostData};
+    /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2]).unwrap();
+    /// let mut b = CollatedBatch::from_samples(&[0], &[s]).unwrap();
+    /// b.narrow_int64();
+    /// assert_eq!(b.fields["atomic_numbers"].data, HostData::Int32(vec![8, 1]));
+    /// ```
+    pub fn narrow_int64(&mut self) {
+        for f in self.fields.values_mut() {
+            if let HostData::Int64(v) = &f.data
+                && let Some(narrow) = crate::data::narrow_i64(v)
+            {
+                f.data = HostData::Int32(narrow);
+            }
+        }
+    }
+
+    /// Splits the batch back into samples (neighbor lists made sample-local).
+    pub fn to_samples(&self) -> Result<Vec<AtomicData>> {
+        let mut out = Vec::with_capacity(self.num_graphs());
+        for k in 0..self.num_graphs() {
+            let mut s = AtomicData::default();
+            for (name, f) in &self.fields {
+                let per_row: usize = f.trailing_shape.iter().product();
+                let (lo, hi) = match f.level {
+                    Level::Atom => (self.atoms_ptr[k] as usize, self.atoms_ptr[k + 1] as usize),
+                    Level::Edge => (self.edges_ptr[k] as usize, self.edges_ptr[k + 1] as usize),
+                    Level::System => (k, k + 1),
+                };
+                let size = f.data.dtype().size();
+                let bytes = &f.data.as_bytes()[lo * per_row * size..hi * per_row * size];
+                let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
+                if name == "neighbor_list" {
+                    data.add_offset(-self.atoms_ptr[k])?;
+                }
+                let mut shape = vec![hi - lo];
+                shape.extend(&f.trailing_shape);
+                s.fields.insert(name.clone(), crate::data::Field { level: f.level, shape, data });
+            }
+            out.push(s);
+        }
+        Ok(out)
+    }
+}
+
+/// The error for indices `start..` of `data` (one sample whose atoms are
+/// `base..base + n` there) after a checked copy found one out of range.
+pub(crate) fn bad_indices(data: &HostData, start: usize, base: i64, n: u64, err: impl FnOnce(IndexReport) -> Error) -> Error {
+    match data.index_report(start..data.len(), base, n) {
+        Some(r) => err(r),
+        // The copy's int32 offset did not fit (see `extend_indices_checked`).
+        None => Error::invalid("neighbor_list", format!("atom offset of a sample beyond int32 (base {base})")),
+    }
+}

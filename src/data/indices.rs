@@ -1,0 +1,211 @@
+//! Neighbor-index arithmetic on host buffers: offsets between sample-local,
+//! store-global and batch-local atom indices, range checks fused into the
+//! copies, and int64 to int32 narrowing.
+
+use crate::data::HostData;
+use crate::error::{Error, Result};
+
+impl HostData {
+    /// Adds `offset` to every element of an integer buffer (used to move
+    /// neighbor lists between sample-local and store-global atom indices).
+    pub(crate) fn add_offset(&mut self, offset: i64) -> Result<()> {
+        self.add_offset_from(0, offset)
+    }
+
+    /// Appends int64 values given as native-endian bytes, each plus `offset`
+    /// (wrapping, as [`HostData::add_offset`]). Fusing the offset into the
+    /// copy saves a second pass over neighbor lists.
+    pub(crate) fn extend_i64_offset(dst: &mut Vec<i64>, bytes: &[u8], offset: i64) {
+        match bytemuck::try_cast_slice::<u8, i64>(bytes) {
+            Ok(src) => dst.extend(src.iter().map(|&x| x.wrapping_add(offset))),
+            Err(_) => dst.extend(bytes.chunks_exact(8).map(|c| i64_ne(c).wrapping_add(offset))),
+        }
+    }
+
+    /// As [`HostData::extend_i64_offset`] for int32 values.
+    pub(crate) fn extend_i32_offset(dst: &mut Vec<i32>, bytes: &[u8], offset: i64) {
+        let offset = offset as i32;
+        match bytemuck::try_cast_slice::<u8, i32>(bytes) {
+            Ok(src) => dst.extend(src.iter().map(|&x| x.wrapping_add(offset))),
+            Err(_) => dst.extend(bytes.chunks_exact(4).map(|c| (i64_ne(c) as i32).wrapping_add(offset))),
+        }
+    }
+
+    /// Appends neighbor indices given as native-endian bytes of this
+    /// buffer's dtype, each moved by `r.offset`, and checks each against its
+    /// sample's atoms (`r.lo..r.lo + r.n` in the source's numbering) in the
+    /// same pass. Returns whether every value was in range; the values are
+    /// appended either way (the caller turns a `false` into an error, see
+    /// [`HostData::index_report`]). Offsets wrap, as [`HostData::add_offset`]:
+    /// a wrapped value is out of range and reported, never a panic.
+    ///
+    /// Used where samples are collated one by one (the generic and the
+    /// validated batch paths, mixed MultiDataset batches); the Zarr reader
+    /// checks each neighbor chunk once, when it decodes it.
+    pub(crate) fn extend_indices_checked(&mut self, bytes: &[u8], r: IndexRange) -> Result<bool> {
+        Ok(match self {
+            HostData::Int64(v) => extend_i64_checked(v, bytes, r),
+            HostData::Int32(v) => extend_i32_checked(v, bytes, r),
+            HostData::UInt64(_) | HostData::UInt32(_) => {
+                // Rare dtypes: copy, move, then check (a second pass).
+                let start = self.len();
+                self.extend_from_bytes(bytes);
+                self.add_offset_from(start, r.offset)?;
+                self.index_report(start..self.len(), r.lo.wrapping_add(r.offset), r.n).is_none()
+            }
+            other => {
+                return Err(Error::invalid(
+                    "neighbor_list",
+                    format!("dtype {} is not an index type (int32/int64/uint32/uint64)", other.dtype()),
+                ));
+            }
+        })
+    }
+
+    /// For the indices `range` of this buffer, of a sample whose atoms are
+    /// `base..base + n` here: `None` when all lie in range, else the first
+    /// value outside and the smallest and largest value, all relative to
+    /// `base` (sample-local, as `read` returns them).
+    pub(crate) fn index_report(&self, range: std::ops::Range<usize>, base: i64, n: u64) -> Option<IndexReport> {
+        let vals = self.to_i64_in(range)?;
+        let local = |x: i64| x.wrapping_sub(base);
+        let value = vals.iter().map(|&x| local(x)).find(|&x| x < 0 || x as u64 >= n)?;
+        let min = vals.iter().map(|&x| local(x)).min().unwrap_or(value);
+        let max = vals.iter().map(|&x| local(x)).max().unwrap_or(value);
+        Some(IndexReport { value, num_atoms: n as usize, min, max })
+    }
+
+    /// Elements `range` as i64 (integer buffers; `None` otherwise or when
+    /// the range is out of bounds).
+    fn to_i64_in(&self, range: std::ops::Range<usize>) -> Option<Vec<i64>> {
+        Some(match self {
+            HostData::Int64(v) => v.get(range)?.to_vec(),
+            HostData::Int32(v) => v.get(range)?.iter().map(|&x| i64::from(x)).collect(),
+            // Values above i64::MAX wrap, as in `to_i64_vec`.
+            HostData::UInt64(v) => v.get(range)?.iter().map(|&x| x as i64).collect(),
+            HostData::UInt32(v) => v.get(range)?.iter().map(|&x| i64::from(x)).collect(),
+            _ => return None,
+        })
+    }
+
+    /// Native-endian int64 values narrowed to int32 (native-endian bytes),
+    /// or `None` when a value does not fit.
+    pub(crate) fn narrow_i64_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
+        let wide: std::borrow::Cow<'_, [i64]> = match bytemuck::try_cast_slice::<u8, i64>(bytes) {
+            Ok(src) => src.into(),
+            Err(_) => bytes.chunks_exact(8).map(i64_ne).collect::<Vec<_>>().into(),
+        };
+        narrow_i64(&wide).map(|v| bytemuck::cast_slice(&v).to_vec())
+    }
+
+    /// As [`HostData::add_offset`], for elements `start..` only.
+    pub(crate) fn add_offset_from(&mut self, start: usize, offset: i64) -> Result<()> {
+        if offset == 0 && matches!(self, HostData::Int64(_) | HostData::Int32(_) | HostData::UInt64(_) | HostData::UInt32(_)) {
+            return Ok(());
+        }
+        // Wrapping: stored values come from disk and may be anything; a bad
+        // value must come out as a bad index (which validation reports), not
+        // as an overflow panic.
+        if start > self.len() {
+            return Err(Error::invalid("neighbor_list", format!("offset start {start} past {} elements", self.len())));
+        }
+        match self {
+            HostData::Int64(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add(offset)),
+            HostData::Int32(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add(offset as i32)),
+            HostData::UInt64(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add_signed(offset)),
+            HostData::UInt32(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add_signed(offset as i32)),
+            other => {
+                return Err(Error::invalid(
+                    "neighbor_list",
+                    format!("dtype {} is not an index type (int32/int64/uint32/uint64)", other.dtype()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `v` as int32 when every value fits (the one rule every narrowing path
+/// follows, see `CollateOptions::narrow_int64`), else `None`.
+pub(crate) fn narrow_i64(v: &[i64]) -> Option<Vec<i32>> {
+    v.iter().all(|&x| i32::try_from(x).is_ok()).then(|| v.iter().map(|&x| x as i32).collect())
+}
+
+/// An i64 from up to 8 native-endian bytes (zero-padded, so 4 bytes read
+/// as a little-endian i32's bit pattern on little-endian hosts; callers pass
+/// `chunks_exact`).
+fn i64_ne(c: &[u8]) -> i64 {
+    let mut a = [0u8; 8];
+    let n = c.len().min(8);
+    a[..n].copy_from_slice(&c[..n]);
+    i64::from_ne_bytes(a)
+}
+
+/// Where one sample's neighbor indices must point while they are copied into
+/// a batch: its atoms are `lo..lo + n` in the source's numbering (store-global
+/// for a store, batch-local for a batch), and `offset` moves a value into the
+/// destination's numbering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IndexRange {
+    pub lo: i64,
+    pub n: u64,
+    pub offset: i64,
+}
+
+/// An out-of-range neighbor index of one sample, sample-local: the first bad
+/// value, the sample's atom count and the smallest and largest index (what
+/// the append-bug diagnosis needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IndexReport {
+    pub value: i64,
+    pub num_atoms: usize,
+    pub min: i64,
+    pub max: i64,
+}
+
+/// Folds index `x` of a sample whose atoms are `lo..=lo + last` into `acc`:
+/// `acc` turns negative once any `x` lies outside. `d = x - lo` and
+/// `last - d` are both non-negative exactly when `x` is in range, so the
+/// sign bit of their OR says it; no wrapping value aliases into range
+/// while `lo + last < 2^63` (any store of fewer than 2^62 atoms).
+/// Subtractions and ORs vectorize on baseline x86-64, where a 64-bit
+/// compare does not.
+#[inline(always)]
+pub(crate) fn fold_index(acc: i64, x: i64, lo: i64, last: i64) -> i64 {
+    let d = x.wrapping_sub(lo);
+    acc | d | last.wrapping_sub(d)
+}
+
+/// [`HostData::extend_indices_checked`] for int64.
+fn extend_i64_checked(dst: &mut Vec<i64>, bytes: &[u8], r: IndexRange) -> bool {
+    let last = (r.n as i64).wrapping_sub(1);
+    let mut acc = if r.n > i64::MAX as u64 { -1 } else { 0 };
+    let mut step = |x: i64| {
+        acc = fold_index(acc, x, r.lo, last);
+        x.wrapping_add(r.offset)
+    };
+    match bytemuck::try_cast_slice::<u8, i64>(bytes) {
+        Ok(src) => dst.extend(src.iter().map(|&x| step(x))),
+        Err(_) => dst.extend(bytes.chunks_exact(8).map(|c| step(i64_ne(c)))),
+    }
+    acc >= 0
+}
+
+/// [`HostData::extend_indices_checked`] for int32 (the range check in
+/// i64, so no value can alias into range by wrapping).
+fn extend_i32_checked(dst: &mut Vec<i32>, bytes: &[u8], r: IndexRange) -> bool {
+    let offset = r.offset as i32;
+    let last = (r.n as i64).wrapping_sub(1);
+    let mut acc = if r.n > i64::MAX as u64 { -1 } else { 0 };
+    let mut step = |x: i32| {
+        acc = fold_index(acc, i64::from(x), r.lo, last);
+        x.wrapping_add(offset)
+    };
+    match bytemuck::try_cast_slice::<u8, i32>(bytes) {
+        Ok(src) => dst.extend(src.iter().map(|&x| step(x))),
+        Err(_) => dst.extend(bytes.chunks_exact(4).map(|c| step(i64_ne(c) as i32))),
+    }
+    // The int32 offset must be the int64 one, or a value moved by a
+    // truncated offset would be wrong though in range.
+    acc >= 0 && i64::from(offset) == r.offset
+}

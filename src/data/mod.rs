@@ -1,0 +1,31 @@
+//! The host data model: a sample ([`AtomicData`]) is a set of named
+//! [`Field`]s, each with a [`Level`] (atom / edge / system), a [`DType`], a
+//! shape and a typed host buffer ([`HostData`]).
+//!
+//! Shapes follow the store contract: atom fields are `[n_atoms, ...]`, edge
+//! fields `[n_edges, ...]`, and system fields keep a leading dimension of 1
+//! (`energy` is `[1, 1]`, `cell` is `[1, 3, 3]`).
+
+//!
+//! | module | owns |
+//! |---|---|
+//! | `dtype` | [`DType`] and [`Level`] |
+//! | `host` | [`HostData`], the typed host buffer |
+//! | `indices` | neighbor-index arithmetic: offsets, fused range checks, int32 narrowing |
+//! | `sample` | [`AtomicData`] and its [`Field`]s |
+//! | [`collate`] | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
+//! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
+
+pub mod collate;
+mod dtype;
+mod host;
+mod indices;
+mod sample;
+pub mod synth;
+
+pub use collate::{CollateOptions, CollatedBatch, CollatedField};
+pub use dtype::{DType, Level};
+pub use host::HostData;
+pub use sample::{AtomicData, Field};
+pub(crate) use collate::bad_indices;
+pub(crate) use indices::{IndexRange, IndexReport, fold_index, narrow_i64};

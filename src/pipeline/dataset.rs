@@ -1,0 +1,668 @@
+//! [`Dataset`]: validation, per-sample transforms and background (fused)
+//! prefetch over any [`Reader`]. It never chooses sample order.
+//!
+//! The canonical batch API is [`Dataset::load_batches`]: one inner list per
+//! batch, all served by ONE backend read. With validation skipped and no
+//! transforms it takes the reader's collated path (rows copied straight from
+//! decoded chunks into batch buffers); otherwise samples are read, validated,
+//! transformed and then collated.
+//!
+//! ```
+//! # fn main() -> atomzarr::Result<()> {
+//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("d.zarr");
+//! let mk = |n: usize| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap().with_energy(n as f32);
+//! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[mk(1), mk(2), mk(3)])?;
+//! let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+//! let batches = ds.load_batches(&[vec![2, 0], vec![1]])?;
+//! assert_eq!(batches[0].atoms_ptr, vec![0, 3, 4]);
+//! ds.prefetch_fused_batches(vec![vec![0], vec![1, 2]]);
+//! assert!(ds.has_pending_fused_batches());
+//! assert_eq!(ds.get_fused_batches()?.len(), 2);
+//! # Ok(()) }
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+use crate::data::{CollateOptions, CollatedBatch};
+use crate::data::AtomicData;
+use crate::error::{Error, Result};
+use crate::source::{Reader, range_error};
+
+/// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
+/// with a sample whose *content* is bad: an out-of-range neighbor index
+/// ([`Error::NeighborIndex`]) or a failed validation ([`Error::Validation`]),
+/// see [`Error::is_sample_error`]. Any other error (I/O, a corrupt chunk, a
+/// transform's own error) fails the read under either policy: it is not
+/// about one sample, and skipping it could drop whole chunks unseen.
+///
+/// Burn's traits cannot carry an error, so the policy also decides what they
+/// do, never a silent `None` that would end Burn's epoch early:
+///
+/// | | batch paths ([`Dataset::load_batches`], the DataLoader) | Burn's `Dataset::get(i)` |
+/// |---|---|---|
+/// | `Fail` (default) | `Err` with the typed error (the loader's Burn iterator panics with its message) | panics with the typed error's message |
+/// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`], [`DataLoader::stats`](crate::DataLoader::stats)) | returns the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
+///
+/// `get(i)` with `i >= len()` is `None` under both (the end of the data).
+/// [`Dataset::get_sample`] and the Dataset's [`Reader`] sample reads
+/// (`read`, `read_many`) return the error under both. Set `Skip` on the
+/// Dataset the loader reads: a `Skip` Dataset used as a
+/// [`MultiDataset`](crate::MultiDataset) child or loaded into an
+/// [`InMemoryDataset`](crate::InMemoryDataset) returns fewer samples than
+/// asked, which they report as an error.
+///
+/// ```
+/// use atomzarr::pipeline::ErrorPolicy;
+/// assert_eq!(ErrorPolicy::default(), ErrorPolicy::Fail);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ErrorPolicy {
+    /// A bad sample is an error (the default).
+    #[default]
+    Fail,
+    /// A bad sample is skipped, logged and counted.
+    Skip,
+}
+
+/// A per-sample transform, applied after validation.
+pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A fixed pool of background threads for prefetch reads.
+struct WorkerPool {
+    tx: Mutex<Option<Sender<Job>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    fn new(n: usize) -> WorkerPool {
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..n.max(1))
+            .map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("atomzarr-prefetch-{i}"))
+                    .spawn(move || {
+                        loop {
+                            // Take one job, release the lock, run it.
+                            let job = match rx.lock() {
+                                Ok(g) => g.recv(),
+                                Err(_) => return,
+                            };
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return, // pool dropped
+                            }
+                        }
+                    })
+            })
+            .filter_map(std::result::Result::ok)
+            .collect();
+        WorkerPool { tx: Mutex::new(Some(tx)), threads }
+    }
+
+    fn submit(&self, job: Job) -> Result<()> {
+        let g = self.tx.lock().map_err(|_| Error::Background("prefetch pool lock poisoned".into()))?;
+        match g.as_ref() {
+            Some(tx) if !self.threads.is_empty() => {
+                tx.send(job).map_err(|_| Error::Background("prefetch pool is gone".into()))
+            }
+            _ => Err(Error::Background("could not start prefetch threads".into())),
+        }
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.tx.lock() {
+            g.take();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Background work in flight on the dataset's pool. Dropping it cancels the
+/// work if it has not started; started work finishes and its result is
+/// discarded.
+pub struct Pending<T> {
+    rx: Receiver<Result<T>>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// A background fused read: its batches, split back into the requested lists.
+pub type FusedHandle = Pending<Vec<CollatedBatch>>;
+
+impl<T> Pending<T> {
+    /// Waits for the result.
+    pub fn wait(self) -> Result<T> {
+        self.rx
+            .recv()
+            .map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
+    }
+}
+
+impl<T> Drop for Pending<T> {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What a background read needs (no reference to the pool itself, so a job
+/// can never keep its own pool alive).
+struct ReadCtx<R: Reader> {
+    reader: Arc<R>,
+    skip_validation: bool,
+    transforms: Vec<Transform>,
+    collate: CollateOptions,
+    policy: ErrorPolicy,
+    skipped: Arc<AtomicU64>,
+}
+
+impl<R: Reader> ReadCtx<R> {
+    fn check(&self, lists: &[Vec<usize>]) -> Result<()> {
+        let len = self.reader.len();
+        match lists.iter().flatten().find(|&&i| i >= len) {
+            Some(&bad) => Err(Error::IndexOutOfRange { source_name: self.reader.source().to_string(), index: bad as i64, len }),
+            None => Ok(()),
+        }
+    }
+
+    fn sample(&self, index: usize, s: AtomicData) -> Result<AtomicData> {
+        if !self.skip_validation
+            && let Err(reason) = s.validate()
+        {
+            // An index outside the sample is the batch paths' typed error
+            // (with the append-bug diagnosis), whichever check meets it.
+            return Err(match s.neighbor_report() {
+                Some(r) => range_error(&*self.reader, index, r),
+                None => Error::Validation { source_name: self.reader.source().to_string(), index, reason },
+            });
+        }
+        self.transforms.iter().try_fold(s, |s, t| t(s))
+    }
+
+    /// As [`ReadCtx::sample`] for one sample outside a batch (Burn's
+    /// `Dataset::get`): the range check a batch would do is done here, since
+    /// Burn batches what `get` returns.
+    fn checked_sample(&self, index: usize) -> Result<AtomicData> {
+        self.check(&[vec![index]])?;
+        let s = self.sample(index, self.reader.load_sample(index)?)?;
+        match s.neighbor_report() {
+            Some(r) => Err(range_error(&*self.reader, index, r)),
+            None => Ok(s),
+        }
+    }
+
+    fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        self.check(lists)?;
+        match self.load_strict(lists) {
+            Err(e) if self.policy == ErrorPolicy::Skip && e.is_sample_error() => self.load_skipping(lists, e),
+            r => r,
+        }
+    }
+
+    /// `Skip`: finds the bad samples (batch by batch, then sample by sample
+    /// in the batches that fail; the failed read left its chunks in the
+    /// cache), logs and counts them, and reads the lists without them.
+    fn load_skipping(&self, lists: &[Vec<usize>], first: Error) -> Result<Vec<CollatedBatch>> {
+        let mut bad = std::collections::BTreeSet::new();
+        for b in lists {
+            match self.load_strict(std::slice::from_ref(b)) {
+                Ok(_) => continue,
+                Err(e) if e.is_sample_error() => {}
+                Err(e) => return Err(e),
+            }
+            for &i in b {
+                if bad.contains(&i) {
+                    continue;
+                }
+                match self.load_strict(&[vec![i]]) {
+                    Ok(_) => {}
+                    Err(e) if e.is_sample_error() => {
+                        log::warn!("atomzarr: skipping sample {i} of {}: {e}", self.reader.source());
+                        bad.insert(i);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if bad.is_empty() {
+            // The failure did not reproduce sample by sample: report it.
+            return Err(first);
+        }
+        let kept: Vec<Vec<usize>> = lists.iter().map(|b| b.iter().copied().filter(|i| !bad.contains(i)).collect()).collect();
+        let dropped = lists.iter().map(Vec::len).sum::<usize>() - kept.iter().map(Vec::len).sum::<usize>();
+        self.skipped.fetch_add(dropped as u64, Ordering::Relaxed);
+        self.load_strict(&kept)
+    }
+
+    fn load_strict(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        let mut out = Vec::with_capacity(lists.len());
+        if self.skip_validation && self.transforms.is_empty() {
+            self.reader.load_collated_with(lists, self.collate, &mut out)?;
+            return Ok(out);
+        }
+        let flat: Vec<usize> = lists.iter().flatten().copied().collect();
+        let samples = self.reader.load_many(&flat)?;
+        let samples: Vec<AtomicData> =
+            samples.into_iter().zip(&flat).map(|(s, &i)| self.sample(i, s)).collect::<Result<_>>()?;
+        let mut start = 0;
+        for b in lists {
+            // Transforms may rewrite neighbor lists: collating checks them again.
+            let mut c = CollatedBatch::default();
+            c.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
+            if self.collate.narrows_int64() {
+                c.narrow_int64();
+            }
+            out.push(c);
+            start += b.len();
+        }
+        Ok(out)
+    }
+}
+
+/// Validation, transforms and background prefetch over a [`Reader`].
+/// Cloning is cheap and shares the reader, the worker pool and the pending
+/// prefetch queue.
+pub struct Dataset<R: Reader> {
+    reader: Arc<R>,
+    skip_validation: bool,
+    transforms: Vec<Transform>,
+    num_workers: usize,
+    collate: CollateOptions,
+    policy: ErrorPolicy,
+    /// Samples skipped under [`ErrorPolicy::Skip`], shared by clones.
+    skipped: Arc<AtomicU64>,
+    pool: Arc<OnceLock<WorkerPool>>,
+    pending: Arc<Mutex<VecDeque<FusedHandle>>>,
+}
+
+impl<R: Reader> Clone for Dataset<R> {
+    fn clone(&self) -> Self {
+        Dataset {
+            reader: self.reader.clone(),
+            skip_validation: self.skip_validation,
+            transforms: self.transforms.clone(),
+            num_workers: self.num_workers,
+            collate: self.collate,
+            policy: self.policy,
+            skipped: self.skipped.clone(),
+            pool: self.pool.clone(),
+            pending: self.pending.clone(),
+        }
+    }
+}
+
+impl<R: Reader> std::fmt::Debug for Dataset<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("source", &self.reader.source())
+            .field("len", &self.reader.len())
+            .field("skip_validation", &self.skip_validation)
+            .field("num_workers", &self.num_workers)
+            .finish()
+    }
+}
+
+impl<R: Reader + 'static> Dataset<R> {
+    /// A dataset over `reader`, validation on, one background worker.
+    pub fn new(reader: R) -> Self {
+        Self::from_arc(Arc::new(reader))
+    }
+
+    /// As [`Dataset::new`] for a shared reader.
+    pub fn from_arc(reader: Arc<R>) -> Self {
+        Dataset {
+            reader,
+            skip_validation: false,
+            transforms: Vec::new(),
+            num_workers: 1,
+            collate: CollateOptions::default(),
+            policy: ErrorPolicy::Fail,
+            skipped: Arc::new(AtomicU64::new(0)),
+            pool: Arc::new(OnceLock::new()),
+            pending: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    /// Skips per-sample validation (for trusted stores): batches are built
+    /// straight from the reader's collated path.
+    pub fn skip_validation(mut self, yes: bool) -> Self {
+        self.skip_validation = yes;
+        self
+    }
+
+    /// Background threads for prefetch (1 is usually enough: the read itself
+    /// is parallel over chunks); 0 is taken as 1. The pool starts at the
+    /// first prefetch. Called after that with a different count, this
+    /// dataset gets a new pool of `n` threads, started at its next prefetch;
+    /// clones made before keep the old pool (it ends with its last user, once
+    /// its queued reads are done).
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("w.zarr");
+    /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
+    /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+    /// ds.spawn_fused(vec![vec![0]]).wait()?; // the pool starts, 1 thread
+    /// let ds = ds.num_workers(2); // a new pool of 2 threads from the next read on
+    /// assert_eq!(ds.spawn_fused(vec![vec![0]]).wait()?.len(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn num_workers(mut self, n: usize) -> Self {
+        let n = n.max(1);
+        if self.pool.get().is_some_and(|p| p.threads.len() != n) {
+            // Resizing a running pool would race with its queued jobs; a
+            // fresh lazy pool for this handle is simpler and just as cheap.
+            self.pool = Arc::new(OnceLock::new());
+        }
+        self.num_workers = n;
+        self
+    }
+
+    /// How batches are laid out (default: as stored). The
+    /// [`DataLoader`](crate::DataLoader) sets this for its backend.
+    pub fn collate_options(mut self, opts: CollateOptions) -> Self {
+        self.collate = opts;
+        self
+    }
+
+    /// What a bad sample does to a read (default [`ErrorPolicy::Fail`]); see
+    /// [`ErrorPolicy`] for both policies and Burn's `Dataset::get`.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, Dataset, Error, InMemoryDataset, Reader};
+    /// use atomzarr::pipeline::ErrorPolicy;
+    /// /// Three samples, the second with an edge to an atom it does not have.
+    /// struct Three;
+    /// impl Reader for Three {
+    ///     fn len(&self) -> usize { 3 }
+    ///     fn source(&self) -> &str { "three" }
+    ///     fn field_levels(&self) -> std::collections::BTreeMap<String, atomzarr::Level> { Default::default() }
+    ///     fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
+    ///         AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, if i == 1 { 9 } else { 1 }]], None)
+    ///     }
+    /// }
+    /// let fail = Dataset::new(Three);
+    /// assert!(matches!(fail.load_batches(&[vec![0, 1, 2]]), Err(Error::NeighborIndex { index: 1, value: 9, .. })));
+    /// let skip = Dataset::new(Three).error_policy(ErrorPolicy::Skip);
+    /// assert_eq!(skip.load_batches(&[vec![0, 1, 2]])?[0].indices, vec![0, 2]);
+    /// assert_eq!(skip.skipped_samples(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The error policy.
+    pub fn policy(&self) -> ErrorPolicy {
+        self.policy
+    }
+
+    /// Samples skipped so far under [`ErrorPolicy::Skip`] (by this dataset
+    /// and its clones; a [`DataLoader`](crate::DataLoader) counts its own).
+    pub fn skipped_samples(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// The same dataset counting skips apart from the original.
+    pub(crate) fn with_own_skip_count(mut self) -> Self {
+        self.skipped = Arc::new(AtomicU64::new(0));
+        self
+    }
+
+    /// Adds a per-sample transform (applied in order, after validation).
+    pub fn with_transform(mut self, f: impl Fn(AtomicData) -> Result<AtomicData> + Send + Sync + 'static) -> Self {
+        self.transforms.push(Arc::new(f));
+        self
+    }
+
+    /// The reader.
+    pub fn reader(&self) -> &Arc<R> {
+        &self.reader
+    }
+
+    /// Whether validation is skipped.
+    pub fn skips_validation(&self) -> bool {
+        self.skip_validation
+    }
+
+    /// Logical sample count.
+    pub fn len(&self) -> usize {
+        self.reader.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn ctx(&self) -> ReadCtx<R> {
+        ReadCtx {
+            reader: self.reader.clone(),
+            skip_validation: self.skip_validation,
+            transforms: self.transforms.clone(),
+            collate: self.collate,
+            policy: self.policy,
+            skipped: self.skipped.clone(),
+        }
+    }
+
+    /// One sample, validated and transformed.
+    pub fn get_sample(&self, index: usize) -> Result<AtomicData> {
+        let ctx = self.ctx();
+        ctx.check(&[vec![index]])?;
+        let s = self.reader.load_sample(index)?;
+        ctx.sample(index, s)
+    }
+
+    /// `(num_atoms, num_edges)` from the reader's pointers (no field reads).
+    pub fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        self.reader.get_metadata(index)
+    }
+
+    /// One batch per inner list, through one backend read.
+    pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        self.ctx().load_batches(lists)
+    }
+
+    /// Starts one background read of all `lists`; the returned handle yields
+    /// them split back into batches. Used by the DataLoader; see
+    /// [`Dataset::prefetch_fused_batches`] for the queue-style API.
+    pub fn spawn_fused(&self, lists: Vec<Vec<usize>>) -> FusedHandle {
+        self.spawn_fused_with(lists, Ok)
+    }
+
+    /// As [`Dataset::spawn_fused`], then `then` runs on the same background
+    /// thread with the batches (the DataLoader builds device tensors there,
+    /// so a window costs one hand-off instead of one per batch).
+    pub fn spawn_fused_with<T: Send + 'static>(
+        &self,
+        lists: Vec<Vec<usize>>,
+        then: impl FnOnce(Vec<CollatedBatch>) -> Result<T> + Send + 'static,
+    ) -> Pending<T> {
+        let (tx, rx) = channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        let ctx = self.ctx();
+        let job: Job = Box::new(move || {
+            if flag.load(Ordering::Relaxed) {
+                return;
+            }
+            let _ = tx.send(ctx.load_batches(&lists).and_then(then));
+        });
+        let pool = self.pool.get_or_init(|| WorkerPool::new(self.num_workers));
+        if let Err(e) = pool.submit(job) {
+            let (etx, erx) = channel();
+            let _ = etx.send(Err(e));
+            return Pending { rx: erx, cancel };
+        }
+        Pending { rx, cancel }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<FusedHandle>> {
+        // The queue holds plain handles; a panic elsewhere cannot corrupt it.
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues one background fused read of all `lists`.
+    pub fn prefetch_fused_batches(&self, lists: Vec<Vec<usize>>) {
+        let h = self.spawn_fused(lists);
+        self.pending().push_back(h);
+    }
+
+    /// Waits for the oldest queued fused read and returns its batches.
+    pub fn get_fused_batches(&self) -> Result<Vec<CollatedBatch>> {
+        let h = self
+            .pending()
+            .pop_front()
+            .ok_or_else(|| Error::Background("get_fused_batches called with nothing prefetched".into()))?;
+        h.wait()
+    }
+
+    /// True while queued fused reads remain.
+    pub fn has_pending_fused_batches(&self) -> bool {
+        !self.pending().is_empty()
+    }
+
+    /// Drops every queued fused read (reads not yet started never run).
+    pub fn cancel_prefetch(&self) {
+        self.pending().clear();
+    }
+}
+
+impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R> {
+    /// The sample (validated unless skipped, transformed, and its neighbor
+    /// indices checked as a batch would), or `None` past the end. Burn's
+    /// trait cannot carry an error and Burn's loader ends an epoch at the
+    /// first `None`, so an error is never `None`: under
+    /// [`ErrorPolicy::Fail`] it panics with the typed error's message; under
+    /// [`ErrorPolicy::Skip`] a bad sample is replaced by the next good one
+    /// (see [`ErrorPolicy`]). Use [`Dataset::get_sample`] to get the error.
+    fn get(&self, index: usize) -> Option<AtomicData> {
+        let len = self.reader.len();
+        if index >= len {
+            return None;
+        }
+        let ctx = self.ctx();
+        let e = match ctx.checked_sample(index) {
+            Ok(s) => return Some(s),
+            Err(e) => e,
+        };
+        if self.policy != ErrorPolicy::Skip || !e.is_sample_error() {
+            panic!("atomzarr Dataset: {e}");
+        }
+        log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.reader.source());
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        for step in 1..len {
+            let i = (index + step) % len;
+            match ctx.checked_sample(i) {
+                Ok(s) => return Some(s),
+                Err(e) if e.is_sample_error() => continue,
+                Err(e) => panic!("atomzarr Dataset: {e}"),
+            }
+        }
+        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.reader.source());
+    }
+
+    fn len(&self) -> usize {
+        self.reader.len()
+    }
+}
+
+/// A Dataset is itself a [`Reader`], so Datasets compose: as a
+/// [`MultiDataset`](crate::MultiDataset) child, under an
+/// [`InMemoryDataset`](crate::InMemoryDataset), or wrapped again. Loads return
+/// validated (unless skipped) and transformed samples; `load_collated` is
+/// [`Dataset::load_batches`]; sizes, metadata and refresh go to the reader.
+/// `field_levels` is the reader's (transforms that add or drop fields are
+/// not reflected).
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{Dataset, InMemoryDataset, Reader};
+/// let mem = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?;
+/// let ds = Dataset::new(mem).with_transform(|s| Ok(s.with_energy(1.0)));
+/// let as_reader: &dyn Reader = &ds;
+/// assert_eq!(as_reader.read(2)?.data.field("energy").unwrap().data.to_f64_vec(), vec![1.0]);
+/// assert_eq!(as_reader.get_metadata(2)?, ds.get_metadata(2)?);
+/// # Ok(()) }
+/// ```
+impl<R: Reader + 'static> Reader for Dataset<R> {
+    fn len(&self) -> usize {
+        self.reader.len()
+    }
+
+    fn source(&self) -> &str {
+        self.reader.source()
+    }
+
+    /// The reader's fields; with transforms, those of the first sample as
+    /// transformed (a transform may add or drop fields), falling back to the
+    /// reader's when that sample cannot be read.
+    fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
+        if !self.transforms.is_empty()
+            && !self.is_empty()
+            && let Ok(s) = self.get_sample(0)
+        {
+            return s.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
+        }
+        self.reader.field_levels()
+    }
+
+    fn load_sample(&self, index: usize) -> Result<AtomicData> {
+        self.get_sample(index)
+    }
+
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        let ctx = self.ctx();
+        ctx.check(&[indices.to_vec()])?;
+        let samples = self.reader.load_many(indices)?;
+        samples.into_iter().zip(indices).map(|(s, &i)| ctx.sample(i, s)).collect()
+    }
+
+    fn physical_index(&self, index: usize) -> usize {
+        self.reader.physical_index(index)
+    }
+
+    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        self.reader.get_metadata(index)
+    }
+
+    fn refresh(&self) -> Result<()> {
+        self.reader.refresh()
+    }
+
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        *out = self.load_batches(batches)?;
+        Ok(())
+    }
+
+    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        *out = ReadCtx { collate: opts, ..self.ctx() }.load_batches(batches)?;
+        Ok(())
+    }
+
+    fn metadata_for(&self, i: usize) -> crate::source::SampleMetadata {
+        self.reader.metadata_for(i)
+    }
+
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        self.reader.neighbor_index_error(index, value, num_atoms, span)
+    }
+}

@@ -1,0 +1,20 @@
+//! The training-side pipeline: a [`Dataset`] over any
+//! [`Reader`](crate::Reader), batches on a Burn device ([`AtomicBatch`],
+//! Burn's `Batcher`), and the [`DataLoader`] that drives a
+//! [`sampler`](crate::sampler) through them.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
+//! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
+//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
+
+pub mod batch;
+pub mod dataset;
+pub mod loader;
+
+pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
+pub use dataset::{Dataset, ErrorPolicy};
+pub use loader::{DataLoader, DataLoaderBuilder, LoaderStats};
+pub(crate) use batch::device_int_dtype;
+pub(crate) use dataset::Pending;

@@ -1,0 +1,380 @@
+//! [`InMemoryDataset`]: a whole store resident in host memory as one
+//! [`CollatedBatch`] (one buffer per field plus atom/edge pointers), served
+//! through the [`Reader`] contract so it gets the same batch API as a store
+//! on disk (`Dataset::new(in_mem)`, the DataLoader, a
+//! [`MultiDataset`](crate::MultiDataset) child).
+//!
+//! Batches are built by copying rows out of the resident buffers, the same
+//! single-pass copy the Zarr reader does from decoded chunks, with
+//! `neighbor_list` rebased to batch-local atom indices.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use crate::data::{CollatedBatch, bad_indices};
+use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::source::Reader;
+
+type Layout = Vec<(String, Level, DType, Vec<usize>)>;
+
+fn layout_of(b: &CollatedBatch) -> Layout {
+    b.fields.iter().map(|(n, f)| (n.clone(), f.level, f.data.dtype(), f.trailing_shape.clone())).collect()
+}
+
+/// Names the fields in which two layouts differ (missing, extra, or of a
+/// different level, dtype or row shape).
+fn layout_diff(want: &Layout, got: &Layout) -> Option<String> {
+    let w: BTreeMap<&String, _> = want.iter().map(|(n, l, d, t)| (n, (l, d, t))).collect();
+    let g: BTreeMap<&String, _> = got.iter().map(|(n, l, d, t)| (n, (l, d, t))).collect();
+    let missing: Vec<&str> = w.keys().filter(|n| !g.contains_key(*n)).map(|n| n.as_str()).collect();
+    let extra: Vec<&str> = g.keys().filter(|n| !w.contains_key(*n)).map(|n| n.as_str()).collect();
+    let differ: Vec<&str> = w.iter().filter(|(n, v)| g.get(*n).is_some_and(|x| x != *v)).map(|(n, _)| n.as_str()).collect();
+    if missing.is_empty() && extra.is_empty() && differ.is_empty() {
+        return None;
+    }
+    Some(format!("missing {missing:?}, extra {extra:?}, different level/dtype/shape {differ:?}"))
+}
+
+fn level_rows(b: &CollatedBatch, level: Level, k: usize) -> Option<(usize, usize)> {
+    let (lo, hi) = match level {
+        Level::Atom => (*b.atoms_ptr.get(k)?, *b.atoms_ptr.get(k + 1)?),
+        Level::Edge => (*b.edges_ptr.get(k)?, *b.edges_ptr.get(k + 1)?),
+        Level::System => return (k < b.num_graphs()).then_some((k, k + 1)),
+    };
+    (lo >= 0 && hi >= lo).then_some((lo as usize, hi as usize))
+}
+
+/// Builds the error for the pick at a position of `picks` whose neighbor
+/// list points outside its own atoms; `None`: the sources were checked when
+/// they were built (an [`InMemoryDataset`]'s resident data), copy unchecked.
+pub(crate) type RangeError<'a> = Option<&'a (dyn Fn(usize, IndexReport) -> Error + Sync)>;
+
+/// Rebuilds `dst` as the graphs `picks` (`(source, graph)` pairs, in order)
+/// of `sources`, which must share one field layout (an empty batch takes the
+/// first source's, with zero rows). Indices are left for the caller to set.
+pub(crate) fn gather(dst: &mut CollatedBatch, sources: &[&CollatedBatch], picks: &[(usize, usize)], range_error: RangeError) -> Result<()> {
+    let first = picks.first().map_or(0, |p| p.0);
+    let layout = sources.get(first).map(|s| layout_of(s)).unwrap_or_default();
+    dst.reset(&layout);
+    gather_append(dst, sources, picks, range_error)
+}
+
+/// Appends graphs `picks` of `sources` to `dst`, whose layout they must
+/// share. Neighbor indices are rebased and checked against their own graph's
+/// atoms in the same copy.
+pub(crate) fn gather_append(
+    dst: &mut CollatedBatch,
+    sources: &[&CollatedBatch],
+    picks: &[(usize, usize)],
+    range_error: RangeError,
+) -> Result<()> {
+    if dst.atoms_ptr.is_empty() {
+        dst.atoms_ptr.push(0);
+    }
+    if dst.edges_ptr.is_empty() {
+        dst.edges_ptr.push(0);
+    }
+    let want = layout_of(dst);
+    let mut checked = vec![false; sources.len()];
+    for &(s, _) in picks {
+        let src = sources.get(s).ok_or_else(|| Error::Background("gather: source out of range".into()))?;
+        if !std::mem::replace(&mut checked[s], true)
+            && let Some(diff) = layout_diff(&want, &layout_of(src))
+        {
+            return Err(Error::invalid("batch", format!("samples with different fields in one batch: {diff}")));
+        }
+    }
+    // Pointers first: each pick's atom base in dst rebases its neighbor list.
+    let mut bases = Vec::with_capacity(picks.len());
+    for &(s, k) in picks {
+        let src = sources[s];
+        let (a0, a1) = level_rows(src, Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+        let (e0, e1) = level_rows(src, Level::Edge, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+        let atoms = *dst.atoms_ptr.last().unwrap_or(&0);
+        let edges = *dst.edges_ptr.last().unwrap_or(&0);
+        bases.push(atoms - a0 as i64);
+        dst.atoms_ptr.push(atoms + (a1 - a0) as i64);
+        dst.edges_ptr.push(edges + (e1 - e0) as i64);
+    }
+    for (name, f) in dst.fields.iter_mut() {
+        let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
+        let is_nl = name == "neighbor_list";
+        for (pos, (&(s, k), &base)) in picks.iter().zip(&bases).enumerate() {
+            let sf = sources[s].fields.get(name).ok_or_else(|| Error::Background(format!("gather: field {name} vanished")))?;
+            let (lo, hi) = level_rows(sources[s], f.level, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+            let bytes = sf
+                .data
+                .as_bytes()
+                .get(lo * row_bytes..hi * row_bytes)
+                .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
+            let start = f.data.len();
+            match range_error {
+                Some(range_error) if is_nl => {
+                    // The graph's atoms are a0..a1 in its source and start at a0 + base here.
+                    let (a0, a1) =
+                        level_rows(sources[s], Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+                    let (a0, n) = (a0 as i64, (a1 - a0) as u64);
+                    if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
+                        return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
+                    }
+                }
+                _ => {
+                    f.data.extend_from_bytes(bytes);
+                    if is_nl {
+                        f.data.add_offset_from(start, base)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every graph's neighbor indices in `b` against its own atoms.
+fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error) -> Result<()> {
+    let Some(nl) = b.fields.get("neighbor_list") else { return Ok(()) };
+    let per_row: usize = nl.trailing_shape.iter().product();
+    for k in 0..b.num_graphs() {
+        let ((a0, a1), (e0, e1)) = match (level_rows(b, Level::Atom, k), level_rows(b, Level::Edge, k)) {
+            (Some(a), Some(e)) => (a, e),
+            _ => return Err(Error::Background(format!("graph {k} out of range of its pointers"))),
+        };
+        if let Some(r) = nl.data.index_report(e0 * per_row..e1 * per_row, a0 as i64, (a1 - a0) as u64) {
+            return Err(err(k, r));
+        }
+    }
+    Ok(())
+}
+
+/// Options of [`InMemoryDataset::from_reader_with`].
+///
+/// ```
+/// let o = atomzarr::InMemoryOptions::default().chunk_size(4096).progress(true);
+/// assert_eq!((o.chunk_size, o.progress), (4096, true));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InMemoryOptions {
+    /// Samples read per backend call while loading (default 1024).
+    pub chunk_size: usize,
+    /// Show a progress bar on stderr while loading (default off; without
+    /// the `progress` feature: `log::info!` lines instead).
+    pub progress: bool,
+}
+
+impl Default for InMemoryOptions {
+    fn default() -> Self {
+        InMemoryOptions { chunk_size: 1024, progress: false }
+    }
+}
+
+impl InMemoryOptions {
+    /// Sets `chunk_size`.
+    pub fn chunk_size(mut self, n: usize) -> Self {
+        self.chunk_size = n;
+        self
+    }
+    /// Sets `progress`.
+    pub fn progress(mut self, yes: bool) -> Self {
+        self.progress = yes;
+        self
+    }
+}
+
+/// Every sample of a reader, resident in host memory.
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, InMemoryDataset, Reader, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("m.zarr");
+/// let samples = atomzarr::data::synth::generate(6, 2, 5, 1)?;
+/// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+/// let mem = InMemoryDataset::from_reader(&AtomicDataZarrReader::open(&path)?)?;
+/// assert_eq!(mem.len(), 6);
+/// assert_eq!(mem.read(4)?.data, samples[4]);
+/// let b = mem.load_batches(&[vec![5, 0]])?;
+/// assert_eq!(b[0].to_samples()?, vec![samples[5].clone(), samples[0].clone()]);
+/// let ds = Dataset::new(mem); // the same batch API as a store on disk
+/// assert_eq!(ds.load_batches(&[vec![5, 0]])?, b);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct InMemoryDataset {
+    data: CollatedBatch,
+    levels: BTreeMap<String, Level>,
+    source: String,
+    /// Physical index per logical index, when the source has deletes.
+    physical: Option<Vec<usize>>,
+}
+
+impl InMemoryDataset {
+    /// Loads every sample of `reader` with default options.
+    pub fn from_reader<R: Reader + ?Sized>(reader: &R) -> Result<Self> {
+        Self::from_reader_with(reader, InMemoryOptions::default())
+    }
+
+    /// Loads every sample of `reader`, `chunk_size` at a time through its
+    /// collated path (a [`Dataset`](crate::Dataset) validates and transforms
+    /// on the way in).
+    pub fn from_reader_with<R: Reader + ?Sized>(reader: &R, options: InMemoryOptions) -> Result<Self> {
+        if options.chunk_size == 0 {
+            return Err(Error::Config("InMemoryDataset: chunk_size must be at least 1".into()));
+        }
+        let n = reader.len();
+        let bar = Progress::new(options.progress, n as u64, "in memory");
+        let mut data = CollatedBatch::default();
+        let mut chunk = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let end = (start + options.chunk_size).min(n);
+            reader.load_collated(&[(start..end).collect()], &mut chunk)?;
+            let part = chunk.first().ok_or_else(|| Error::Background(format!("{}: load_collated returned nothing", reader.source())))?;
+            if part.num_graphs() != end - start {
+                return Err(Error::Background(format!(
+                    "{}: load_collated returned {} samples for {}",
+                    reader.source(),
+                    part.num_graphs(),
+                    end - start
+                )));
+            }
+            if start == 0 {
+                data = std::mem::take(&mut chunk[0]);
+            } else {
+                let picks: Vec<(usize, usize)> = (0..part.num_graphs()).map(|k| (0, k)).collect();
+                gather_append(&mut data, &[part], &picks, None)?;
+            }
+            bar.inc((end - start) as u64);
+            start = end;
+        }
+        bar.finish_and_clear();
+        data.indices = (0..n).collect();
+        if data.atoms_ptr.is_empty() {
+            data.atoms_ptr.push(0);
+            data.edges_ptr.push(0);
+        }
+        let levels = if n == 0 {
+            reader.field_levels()
+        } else {
+            data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect()
+        };
+        // Checked once here (whatever the reader's batch path checked), so
+        // batches copied from the resident data need no check.
+        verify_neighbors(&data, |k, r| crate::source::range_error(reader, k, r))?;
+        let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
+        let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
+        Ok(InMemoryDataset { data, levels, source: format!("{} (in memory)", reader.source()), physical })
+    }
+
+    /// Holds `samples` (they must share fields, dtypes and row shapes).
+    pub fn from_samples(samples: &[AtomicData], source: impl Into<String>) -> Result<Self> {
+        let idx: Vec<usize> = (0..samples.len()).collect();
+        let source = source.into();
+        let mut data = CollatedBatch::default();
+        data.fill_from_samples_with(&idx, samples, &|k, r| Error::NeighborIndex {
+            source_name: source.clone(),
+            index: k,
+            physical_index: k,
+            value: r.value,
+            num_atoms: r.num_atoms,
+            append_shift: None,
+        })?;
+        let levels = data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
+        Ok(InMemoryDataset { data, levels, source, physical: None })
+    }
+
+    /// The resident data: every sample, collated, `indices = 0..len`.
+    pub fn collated(&self) -> &CollatedBatch {
+        &self.data
+    }
+
+    /// Bytes held by the field buffers and pointers.
+    pub fn nbytes(&self) -> usize {
+        self.data.fields.values().map(|f| f.data.as_bytes().len()).sum::<usize>()
+            + (self.data.atoms_ptr.len() + self.data.edges_ptr.len()) * 8
+    }
+
+    /// One collated batch per inner list (indices in `0..len`), copied
+    /// straight from the resident buffers.
+    pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        let mut out = Vec::with_capacity(lists.len());
+        self.load_collated(lists, &mut out)?;
+        Ok(out)
+    }
+
+    fn check(&self, indices: &[usize]) -> Result<()> {
+        let len = self.len();
+        match indices.iter().find(|&&i| i >= len) {
+            Some(&bad) => Err(Error::IndexOutOfRange { source_name: self.source.clone(), index: bad as i64, len }),
+            None => Ok(()),
+        }
+    }
+
+    fn sample(&self, k: usize) -> Result<AtomicData> {
+        let mut s = AtomicData::default();
+        for (name, f) in &self.data.fields {
+            let (lo, hi) = level_rows(&self.data, f.level, k).ok_or_else(|| Error::Background(format!("sample {k} out of range")))?;
+            let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
+            let bytes = f
+                .data
+                .as_bytes()
+                .get(lo * row_bytes..hi * row_bytes)
+                .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
+            let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
+            if name == "neighbor_list" {
+                data.add_offset(-self.data.atoms_ptr[k])?;
+            }
+            let mut shape = Vec::with_capacity(1 + f.trailing_shape.len());
+            shape.push(hi - lo);
+            shape.extend(&f.trailing_shape);
+            s.fields.insert(name.clone(), Field { level: f.level, shape, data });
+        }
+        Ok(s)
+    }
+}
+
+impl Reader for InMemoryDataset {
+    fn len(&self) -> usize {
+        self.data.num_graphs()
+    }
+
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    fn field_levels(&self) -> BTreeMap<String, Level> {
+        self.levels.clone()
+    }
+
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        self.check(indices)?;
+        indices.iter().map(|&i| self.sample(i)).collect()
+    }
+
+    fn physical_index(&self, index: usize) -> usize {
+        self.physical.as_ref().and_then(|p| p.get(index).copied()).unwrap_or(index)
+    }
+
+    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        self.check(&[index])?;
+        let d = &self.data;
+        Ok(((d.atoms_ptr[index + 1] - d.atoms_ptr[index]) as usize, (d.edges_ptr[index + 1] - d.edges_ptr[index]) as usize))
+    }
+
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        for b in batches {
+            self.check(b)?;
+        }
+        out.resize_with(batches.len(), CollatedBatch::default);
+        out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| {
+            let picks: Vec<(usize, usize)> = b.iter().map(|&i| (0, i)).collect();
+            // The resident data was checked when it was loaded.
+            gather(dst, &[&self.data], &picks, None)?;
+            dst.indices.clear();
+            dst.indices.extend_from_slice(b);
+            Ok(())
+        })
+    }
+}

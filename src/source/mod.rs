@@ -1,0 +1,21 @@
+//! Sources of samples: the [`Reader`] contract and the readers that are not
+//! a store format of their own.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`reader`] | the [`Reader`] contract every backend implements ([`Sample`], [`SampleMetadata`]) |
+//! | [`memory`] | [`InMemoryDataset`]: a whole source resident in host memory |
+//! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
+//!
+//! The Zarr backend ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
+//! lives with the rest of the on-disk format in [`crate::store`].
+
+pub mod memory;
+pub mod multi;
+pub mod reader;
+
+pub use memory::{InMemoryDataset, InMemoryOptions};
+pub use multi::{MultiDataset, MultiDatasetOptions};
+pub use reader::{Reader, Sample, SampleMetadata};
+pub(crate) use memory::gather;
+pub(crate) use reader::range_error;

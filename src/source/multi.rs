@@ -1,0 +1,377 @@
+//! [`MultiDataset`]: several readers behind one global index space.
+//!
+//! Child `d` owns global indices `offsets[d]..offsets[d + 1]` (offsets are
+//! the running sum of child lengths). A request is split per child, served
+//! by ONE read of each child that has samples in it (so a Zarr child still
+//! plans its chunks over the whole request), and recombined in the caller's
+//! order. Children are any [`Reader`]: a store reader, an
+//! [`InMemoryDataset`](crate::InMemoryDataset), or a [`Dataset`](crate::Dataset)
+//! with its own validation and transforms.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use rayon::prelude::*;
+
+use crate::data::CollatedBatch;
+use crate::data::{AtomicData, IndexReport, Level};
+use crate::error::{Error, Result};
+use crate::source::gather;
+use crate::source::{Reader, SampleMetadata};
+
+/// Options of [`MultiDataset::with_options`].
+///
+/// ```
+/// let o = atomzarr::MultiDatasetOptions::default();
+/// assert!(o.output_strict);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiDatasetOptions {
+    /// Require every non-empty child to have the same field names and levels
+    /// (default on). Off: children may differ, and a batch that mixes
+    /// children with different fields fails when it is collated.
+    pub output_strict: bool,
+}
+
+impl Default for MultiDatasetOptions {
+    fn default() -> Self {
+        MultiDatasetOptions { output_strict: true }
+    }
+}
+
+impl MultiDatasetOptions {
+    /// Sets `output_strict`.
+    pub fn output_strict(mut self, yes: bool) -> Self {
+        self.output_strict = yes;
+        self
+    }
+}
+
+/// Several [`Reader`]s behind one global index space; itself a [`Reader`],
+/// so `Dataset::new(multi)` and the [`DataLoader`](crate::DataLoader) take it.
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use std::sync::Arc;
+/// use atomzarr::{InMemoryDataset, MultiDataset, Reader};
+/// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 1)?, "a")?;
+/// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(5, 2, 4, 2)?, "b")?;
+/// let multi = MultiDataset::new(vec![Arc::new(a.clone()), Arc::new(b.clone())])?;
+/// assert_eq!(multi.len(), 8);
+/// assert_eq!(multi.offsets(), vec![0, 3, 8]);
+/// assert_eq!(multi.to_local_index(4)?, (1, 1));
+/// let got = multi.read_many(&[4, 0])?;
+/// assert_eq!(got[0].data, b.read(1)?.data);
+/// assert_eq!(got[0].metadata.source.as_ref(), "b");
+/// assert_eq!(got[1].data, a.read(0)?.data);
+/// # Ok(()) }
+/// ```
+pub struct MultiDataset {
+    children: Vec<Arc<dyn Reader>>,
+    /// `children.len() + 1` running lengths; swapped whole by `refresh`.
+    offsets: RwLock<Arc<Vec<usize>>>,
+    output_strict: bool,
+    source: String,
+}
+
+impl std::fmt::Debug for MultiDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiDataset")
+            .field("source", &self.source)
+            .field("offsets", &self.offsets())
+            .field("output_strict", &self.output_strict)
+            .finish()
+    }
+}
+
+fn offsets_of(children: &[Arc<dyn Reader>]) -> Vec<usize> {
+    let mut o = Vec::with_capacity(children.len() + 1);
+    o.push(0);
+    for c in children {
+        o.push(o[o.len() - 1] + c.len());
+    }
+    o
+}
+
+/// Errors naming the fields in which non-empty children differ.
+fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
+    let mut reference: Option<(usize, BTreeMap<String, Level>)> = None;
+    for (d, c) in children.iter().enumerate() {
+        if c.is_empty() {
+            continue;
+        }
+        let levels = c.field_levels();
+        let Some((r, want)) = &reference else {
+            reference = Some((d, levels));
+            continue;
+        };
+        if &levels != want {
+            let missing: Vec<&String> = want.keys().filter(|n| !levels.contains_key(*n)).collect();
+            let extra: Vec<&String> = levels.keys().filter(|n| !want.contains_key(*n)).collect();
+            let level: Vec<&String> = want.iter().filter(|(n, l)| levels.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n).collect();
+            return Err(Error::Config(format!(
+                "MultiDataset output_strict: dataset {d} ({}) differs from dataset {r} ({}): \
+                 missing fields {missing:?}, extra fields {extra:?}, different level {level:?}",
+                c.source(),
+                children[*r].source()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where one output batch's samples come from.
+enum Plan {
+    /// Every sample from one child sub-batch `(child, j)`, in order.
+    Single(usize, usize),
+    /// Per sample: `(source slot, graph)` into the list of sub-batches used.
+    Mixed(Vec<(usize, usize)>, Vec<(usize, usize)>),
+}
+
+impl MultiDataset {
+    /// Children in global index order, `output_strict` on. Errors
+    /// ([`Error::Config`]) when there is no child or non-empty children
+    /// differ in field names.
+    pub fn new(children: Vec<Arc<dyn Reader>>) -> Result<Self> {
+        Self::with_options(children, MultiDatasetOptions::default())
+    }
+
+    /// As [`MultiDataset::new`] with options.
+    pub fn with_options(children: Vec<Arc<dyn Reader>>, options: MultiDatasetOptions) -> Result<Self> {
+        if children.is_empty() {
+            return Err(Error::Config("MultiDataset needs at least one child".into()));
+        }
+        if options.output_strict {
+            check_strict(&children)?;
+        }
+        let source = format!("multi[{}]", children.iter().map(|c| c.source()).collect::<Vec<_>>().join(", "));
+        Ok(MultiDataset {
+            offsets: RwLock::new(Arc::new(offsets_of(&children))),
+            children,
+            output_strict: options.output_strict,
+            source,
+        })
+    }
+
+    /// The children.
+    pub fn children(&self) -> &[Arc<dyn Reader>] {
+        &self.children
+    }
+
+    /// Child lengths (as of construction or the last [`Reader::refresh`]).
+    pub fn child_lens(&self) -> Vec<usize> {
+        self.offsets().windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    /// Running offsets: child `d` owns `offsets[d]..offsets[d + 1]`.
+    pub fn offsets(&self) -> Vec<usize> {
+        self.snapshot().to_vec()
+    }
+
+    /// Whether `output_strict` is on.
+    pub fn output_strict(&self) -> bool {
+        self.output_strict
+    }
+
+    fn snapshot(&self) -> Arc<Vec<usize>> {
+        // The lock only guards an Arc swap; a poisoned lock still holds a valid Arc.
+        self.offsets.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn locate(&self, offsets: &[usize], global: usize) -> Result<(usize, usize)> {
+        let len = offsets.last().copied().unwrap_or(0);
+        if global >= len {
+            return Err(Error::IndexOutOfRange { source_name: self.source.clone(), index: global as i64, len });
+        }
+        // The last offset <= global; empty children share their offset and are skipped.
+        let d = offsets.partition_point(|&o| o <= global) - 1;
+        Ok((d, global - offsets[d]))
+    }
+
+    /// `(child, local index)` of a global index.
+    pub fn to_local_index(&self, global: usize) -> Result<(usize, usize)> {
+        self.locate(&self.snapshot(), global)
+    }
+
+    /// The global index of `local` in child `child`.
+    pub fn to_global_index(&self, child: usize, local: usize) -> Result<usize> {
+        let o = self.snapshot();
+        if child + 1 >= o.len() {
+            return Err(Error::Config(format!("child {child} out of range for {} children", self.children.len())));
+        }
+        if local >= o[child + 1] - o[child] {
+            return Err(Error::IndexOutOfRange {
+                source_name: self.children[child].source().to_string(),
+                index: local as i64,
+                len: o[child + 1] - o[child],
+            });
+        }
+        Ok(o[child] + local)
+    }
+}
+
+impl Reader for MultiDataset {
+    fn len(&self) -> usize {
+        self.snapshot().last().copied().unwrap_or(0)
+    }
+
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The first non-empty child's fields (all of them share these under
+    /// `output_strict`).
+    fn field_levels(&self) -> BTreeMap<String, Level> {
+        let c = self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]);
+        c.field_levels()
+    }
+
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        let offsets = self.snapshot();
+        let n = self.children.len();
+        let mut locals: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (pos, &g) in indices.iter().enumerate() {
+            let (d, l) = self.locate(&offsets, g)?;
+            locals[d].push(l);
+            positions[d].push(pos);
+        }
+        let loaded: Vec<Vec<AtomicData>> = (0..n)
+            .into_par_iter()
+            .map(|d| if locals[d].is_empty() { Ok(Vec::new()) } else { self.children[d].load_many(&locals[d]) })
+            .collect::<Result<_>>()?;
+        let mut out: Vec<Option<AtomicData>> = vec![None; indices.len()];
+        for (d, samples) in loaded.into_iter().enumerate() {
+            if samples.len() != positions[d].len() {
+                return Err(Error::Background(format!(
+                    "{}: load_many returned {} samples for {}",
+                    self.children[d].source(),
+                    samples.len(),
+                    positions[d].len()
+                )));
+            }
+            for (s, &p) in samples.into_iter().zip(&positions[d]) {
+                out[p] = Some(s);
+            }
+        }
+        // Every position was filled by exactly one child above.
+        out.into_iter().map(|s| s.ok_or_else(|| Error::Background("MultiDataset: a sample went missing".into()))).collect()
+    }
+
+    fn physical_index(&self, index: usize) -> usize {
+        match self.to_local_index(index) {
+            Ok((d, l)) => self.children[d].physical_index(l),
+            Err(_) => index,
+        }
+    }
+
+    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        let (d, l) = self.to_local_index(index)?;
+        self.children[d].get_metadata(l)
+    }
+
+    /// Refreshes every child, then the offsets (and, under `output_strict`,
+    /// re-checks the fields). Refresh children through the MultiDataset, not
+    /// directly, or the offsets go stale.
+    fn refresh(&self) -> Result<()> {
+        for c in &self.children {
+            c.refresh()?;
+        }
+        if self.output_strict {
+            check_strict(&self.children)?;
+        }
+        *self.offsets.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(offsets_of(&self.children));
+        Ok(())
+    }
+
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let offsets = self.snapshot();
+        let n = self.children.len();
+        // Per child: the sub-batches it serves (one per output batch it has samples in).
+        let mut child_lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
+        let mut plans = Vec::with_capacity(batches.len());
+        for b in batches {
+            let mut slot_of: Vec<Option<usize>> = vec![None; n];
+            let mut slots: Vec<(usize, usize)> = Vec::new();
+            let mut picks = Vec::with_capacity(b.len());
+            for &g in b {
+                let (d, l) = self.locate(&offsets, g)?;
+                let slot = *slot_of[d].get_or_insert_with(|| {
+                    slots.push((d, child_lists[d].len()));
+                    child_lists[d].push(Vec::new());
+                    slots.len() - 1
+                });
+                let (_, j) = slots[slot];
+                picks.push((slot, child_lists[d][j].len()));
+                child_lists[d][j].push(l);
+            }
+            plans.push(if slots.len() == 1 { Plan::Single(slots[0].0, slots[0].1) } else { Plan::Mixed(slots, picks) });
+        }
+        // One read per child, children in parallel.
+        let mut child_out: Vec<Vec<CollatedBatch>> = (0..n)
+            .into_par_iter()
+            .map(|d| {
+                let mut o = Vec::new();
+                if !child_lists[d].is_empty() {
+                    self.children[d].load_collated(&child_lists[d], &mut o)?;
+                    let ok = o.len() == child_lists[d].len()
+                        && o.iter().zip(&child_lists[d]).all(|(c, l)| c.num_graphs() == l.len());
+                    if !ok {
+                        return Err(Error::Background(format!(
+                            "{}: load_collated returned batches that do not match the request",
+                            self.children[d].source()
+                        )));
+                    }
+                }
+                Ok(o)
+            })
+            .collect::<Result<_>>()?;
+        out.resize_with(batches.len(), CollatedBatch::default);
+        // Batches served whole by one child are moved, not copied.
+        for (dst, plan) in out.iter_mut().zip(&plans) {
+            if let Plan::Single(d, j) = *plan {
+                *dst = std::mem::take(&mut child_out[d][j]);
+            }
+        }
+        out.par_iter_mut().zip(plans.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, plan), b)| {
+            if let Plan::Mixed(slots, picks) = plan {
+                let sources: Vec<&CollatedBatch> = slots.iter().map(|&(d, j)| &child_out[d][j]).collect();
+                // Children checked their own batches; this names the child's sample should a child have let one through.
+                let range_error = |pos: usize, r: IndexReport| {
+                    let (slot, graph) = picks[pos];
+                    let d = slots[slot].0;
+                    let local = sources[slot].indices.get(graph).copied().unwrap_or(graph);
+                    crate::source::range_error(&*self.children[d], local, r)
+                };
+                gather(dst, &sources, picks, Some(&range_error))?;
+            }
+            // Global indices, in request order.
+            dst.indices.clear();
+            dst.indices.extend_from_slice(b);
+            Ok(())
+        })
+    }
+
+    /// The child's error, naming the child's store and its own index.
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        match self.to_local_index(index) {
+            Ok((d, l)) => self.children[d].neighbor_index_error(l, value, num_atoms, span),
+            Err(_) => Error::NeighborIndex {
+                source_name: self.source.clone(),
+                index,
+                physical_index: index,
+                value,
+                num_atoms,
+                append_shift: None,
+            },
+        }
+    }
+
+    /// The child's metadata, under the global index.
+    fn metadata_for(&self, i: usize) -> SampleMetadata {
+        match self.to_local_index(i) {
+            Ok((d, l)) => SampleMetadata { index: i, ..self.children[d].metadata_for(l) },
+            Err(_) => SampleMetadata { index: i, physical_index: i, source: Arc::from(self.source.as_str()) },
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The on-disk contract (STORE_FORMAT.md): group and array names, the root
+//! attributes, and the paths interrupted writes leave behind. (The codec
+//! chain of each array is built from the write configuration in
+//! [`arrays`](crate::store::arrays).)
+//!
+//! Everything that knows a path inside a store lives here, so the writer and
+//! the reader cannot disagree about the layout.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::data::Level;
+use crate::error::{Error, Result};
+
+/// `meta/atoms_ptr`
+pub const ATOMS_PTR: &str = "meta/atoms_ptr";
+/// `meta/edges_ptr`
+pub const EDGES_PTR: &str = "meta/edges_ptr";
+/// `meta/samples_mask`
+pub const SAMPLES_MASK: &str = "meta/samples_mask";
+/// `meta/atoms_mask`
+pub const ATOMS_MASK: &str = "meta/atoms_mask";
+/// `meta/edges_mask`
+pub const EDGES_MASK: &str = "meta/edges_mask";
+
+/// Field names the writer places in `core/` (everything else goes to `custom/`).
+/// The reference toolkit's `AtomicData` model fields.
+pub const CORE_FIELDS: &[&str] = &[
+    "atomic_numbers",
+    "positions",
+    "atomic_masses",
+    "atom_categories",
+    "forces",
+    "velocities",
+    "charges",
+    "node_embeddings",
+    "neighbor_list",
+    "shifts",
+    "neighbor_list_shifts",
+    "edge_embeddings",
+    "energy",
+    "stress",
+    "virial",
+    "dipole",
+    "charge",
+    "graph_embeddings",
+    "cell",
+    "pbc",
+    "spin",
+];
+
+/// The three groups of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreGroup {
+    /// `meta/`: pointers and masks.
+    Meta,
+    /// `core/`: the standard fields.
+    Core,
+    /// `custom/`: user fields.
+    Custom,
+}
+
+impl StoreGroup {
+    /// The group's path component.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreGroup::Meta => "meta",
+            StoreGroup::Core => "core",
+            StoreGroup::Custom => "custom",
+        }
+    }
+}
+
+/// Name table the reference toolkit falls back to when a core field is not in
+/// the store's `fields` attribute (STORE_FORMAT.md, "level of a field").
+pub fn default_level(name: &str) -> Level {
+    match name {
+        "shifts" | "neighbor_list_shifts" | "neighbor_list" | "edge_embeddings" => Level::Edge,
+        "energy" | "stress" | "virial" | "dipole" | "charge" | "graph_embeddings" | "cell"
+        | "pbc" | "spin" => Level::System,
+        _ => Level::Atom,
+    }
+}
+
+/// Checks that `name` can name a field: it becomes a directory under
+/// `core/` or `custom/`, so it must be one Zarr v3 node name (not empty, not
+/// `.` or `..`, no `/`, not starting with the reserved `__`); backslashes and
+/// NUL are refused too (path separators or invalid elsewhere). Returns why not.
+pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
+    let why = if name.is_empty() {
+        "an empty name"
+    } else if name == "." || name == ".." {
+        "a relative path component"
+    } else if name.contains(['/', '\\', '\0']) {
+        "a name containing a path separator or NUL"
+    } else if name.starts_with("__") {
+        "a name starting with the reserved \"__\""
+    } else {
+        return Ok(());
+    };
+    Err(format!("field name {name:?} is not a valid Zarr node name ({why})"))
+}
+
+/// The group a new field goes to.
+pub fn group_for_new_field(name: &str) -> StoreGroup {
+    if CORE_FIELDS.contains(&name) {
+        StoreGroup::Core
+    } else {
+        StoreGroup::Custom
+    }
+}
+
+/// A field as the store knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// `core` or `custom`.
+    pub group: StoreGroup,
+    /// Atom, edge or system.
+    pub level: Level,
+}
+
+/// The root group's attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RootAttrs {
+    /// Physical sample count (committed).
+    pub num_samples: usize,
+    /// Fields by name, as recorded in `fields` (core and custom).
+    pub fields: BTreeMap<String, FieldInfo>,
+    /// Any other attributes found (kept on rewrite).
+    pub extra: Map<String, Value>,
+}
+
+fn read_json(store: &Path, rel: &str) -> Result<Option<Value>> {
+    let p = store.join(rel).join("zarr.json");
+    match std::fs::read(&p) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::format(store, format!("{rel}/zarr.json is not valid JSON ({e})"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&p, e)),
+    }
+}
+
+/// Reads and checks the root group metadata. `node` errors name what is
+/// missing so a user can tell "not a store" from "damaged store".
+pub fn read_root(store: &Path) -> Result<RootAttrs> {
+    if !store.exists() {
+        return Err(Error::NotFound { store: store.to_path_buf() });
+    }
+    if !store.is_dir() {
+        return Err(Error::format(store, "not a directory (a Zarr v3 store is a directory)"));
+    }
+    let root = read_json(store, ".")?
+        .ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
+    if root.get("zarr_format").and_then(Value::as_u64) != Some(3) {
+        return Err(Error::format(store, "root zarr.json is not Zarr format 3"));
+    }
+    if root.get("node_type").and_then(Value::as_str) != Some("group") {
+        return Err(Error::format(store, "root is not a Zarr group"));
+    }
+    for g in ["meta", "core"] {
+        match read_json(store, g)? {
+            Some(v) if v.get("node_type").and_then(Value::as_str) == Some("group") => {}
+            _ => return Err(Error::format(store, format!("missing group {g}/"))),
+        }
+    }
+    let mut attrs = root.get("attributes").and_then(Value::as_object).cloned().unwrap_or_default();
+    let num_samples = match attrs.remove("num_samples") {
+        // Pointers are int64 with num_samples + 1 entries: larger is no count.
+        Some(v) => v
+            .as_u64()
+            .filter(|&n| n < i64::MAX as u64)
+            .ok_or_else(|| Error::format(store, format!("num_samples attribute {v} is not a count")))?
+            as usize,
+        None => return Err(Error::format(store, "root attribute num_samples is missing")),
+    };
+    let mut fields = BTreeMap::new();
+    if let Some(f) = attrs.remove("fields") {
+        for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
+            if let Some(map) = f.get(group).and_then(Value::as_object) {
+                for (name, level) in map {
+                    // A listed name becomes a path under the store: no `..`, no `/`.
+                    check_field_name(name).map_err(|why| Error::format(store, format!("fields.{group}: {why}")))?;
+                    let level = level.as_str().and_then(Level::parse).ok_or_else(|| {
+                        Error::format(store, format!("field {name}: level {level} is not atom/edge/system"))
+                    })?;
+                    fields.insert(name.clone(), FieldInfo { group: g, level });
+                }
+            }
+        }
+    }
+    // Arrays present but not listed take the reference's fallback levels.
+    for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
+        let dir = store.join(group);
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if fields.contains_key(&name) || !entry.path().join("zarr.json").exists() {
+                continue;
+            }
+            let level = if g == StoreGroup::Core { default_level(&name) } else { Level::System };
+            fields.insert(name, FieldInfo { group: g, level });
+        }
+    }
+    Ok(RootAttrs { num_samples, fields, extra: attrs })
+}
+
+/// Writes the root group's zarr.json atomically and durably
+/// ([`crate::store::durable::replace_file`]), so `num_samples` is the commit point
+/// of an append: a crash leaves either the old or the new metadata, never a
+/// torn file.
+pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
+    let mut core = Map::new();
+    let mut custom = Map::new();
+    for (name, info) in &attrs.fields {
+        let m = if info.group == StoreGroup::Core { &mut core } else { &mut custom };
+        m.insert(name.clone(), json!(info.level.as_str()));
+    }
+    let mut a = attrs.extra.clone();
+    a.insert("num_samples".into(), json!(attrs.num_samples));
+    a.insert("fields".into(), json!({"core": core, "custom": custom}));
+    let doc = json!({"attributes": a, "zarr_format": 3, "node_type": "group"});
+    let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))?;
+    let dst = store.join("zarr.json");
+    crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
+}
+
+/// Whether the root attributes list any field (`fields.core` or
+/// `fields.custom` non-empty). A store with no listed field and no samples
+/// holds no committed data: arrays in it are leftovers of an interrupted
+/// first write.
+pub fn root_lists_fields(store: &Path) -> Result<bool> {
+    let root = read_json(store, ".")?.unwrap_or_default();
+    let listed = |g: &str| {
+        root.pointer(&format!("/attributes/fields/{g}")).and_then(Value::as_object).is_some_and(|m| !m.is_empty())
+    };
+    Ok(listed("core") || listed("custom"))
+}
+
+/// Writes a plain group's zarr.json (meta/, core/, custom/), durably.
+pub fn write_group(store: &Path, rel: &str) -> Result<()> {
+    let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
+    let p = store.join(rel).join("zarr.json");
+    crate::store::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice()).map_err(|e| Error::io(&p, e))
+}
+
+/// The array path of field `name` in `group`.
+pub fn field_path(group: StoreGroup, name: &str) -> String {
+    format!("{}/{}", group.name(), name)
+}
+
+/// Folder inside a store where `add_custom` writes a new array before it is
+/// listed and moved into `custom/` (so readers never see half of one).
+pub const PENDING_DIR: &str = ".atomzarr-pending";
+
+/// Suffixes of the siblings `defragment` writes the new store to and moves
+/// the original to (see [`sibling`]).
+pub const DEFRAG_TMP: &str = ".defrag-tmp";
+/// See [`DEFRAG_TMP`].
+pub const DEFRAG_OLD: &str = ".defrag-old";
+/// Suffix of the sibling a new store is built in before it is renamed into
+/// place (see `AtomicDataZarrWriter::create`).
+pub const CREATING: &str = ".atomzarr-creating";
+
+/// Where `add_custom` writes field `name`'s array before moving it into place
+/// (relative to the store).
+pub fn pending_path(name: &str) -> String {
+    format!("{PENDING_DIR}/{name}")
+}
+
+/// A custom field listed in the root attributes whose array is still in
+/// [`PENDING_DIR`]: an `add_custom` stopped between listing the field and
+/// moving its finished array into place. Returns `(name, pending folder)`.
+pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String, PathBuf)> {
+    root.fields.iter().find_map(|(name, info)| {
+        let pending = store.join(pending_path(name));
+        let placed = store.join(field_path(info.group, name)).join("zarr.json");
+        (info.group == StoreGroup::Custom && !placed.exists() && pending.join("zarr.json").exists())
+            .then(|| (name.clone(), pending))
+    })
+}
+
+/// Where an interrupted `defragment` left the original store, when `store`
+/// itself is missing: the writer renames the store to this sibling, then the
+/// new copy into place, so a crash between the two leaves only the sibling.
+pub fn interrupted_defragment(store: &Path) -> Option<PathBuf> {
+    let old = sibling(store, DEFRAG_OLD);
+    (!store.exists() && old.is_dir()).then_some(old)
+}
+
+/// A sibling path next to the store (`<store><suffix>`), for defragment.
+pub fn sibling(store: &Path, suffix: &str) -> PathBuf {
+    // By file name, not by string: `Path::file_name` ignores a trailing slash
+    // ("s.zarr/" -> "s.zarr"), so the sibling lands beside the store and not
+    // inside it. "." and ".." have no file name: use the absolute path.
+    if let Some(name) = store.file_name() {
+        let mut n = name.to_os_string();
+        n.push(suffix);
+        return store.with_file_name(n);
+    }
+    match std::fs::canonicalize(store) {
+        Ok(abs) if abs.file_name().is_some() => sibling(&abs, suffix),
+        _ => {
+            let mut s = store.as_os_str().to_os_string();
+            s.push(suffix);
+            PathBuf::from(s)
+        }
+    }
+}
+
+/// Bytes on disk and file count under `path`.
+pub fn disk_usage(path: &Path) -> (u64, u64) {
+    let mut bytes = 0;
+    let mut files = 0;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&p) else { continue };
+        for e in rd.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => {
+                    bytes += m.len();
+                    files += 1;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    (bytes, files)
+}

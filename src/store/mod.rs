@@ -1,0 +1,28 @@
+//! The Zarr v3 store: the on-disk layout, its write configuration, the
+//! crash-safe storage below zarrs, and the writer and reader built on them.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`format`](mod@format) | the on-disk contract: group and array paths ([`StoreGroup`]), root attributes, leftovers of interrupted writes |
+//! | [`config`] | the layered write configuration ([`ZarrWriteConfig`]) |
+//! | [`arrays`] | opening and creating zarrs arrays: codec chains, dtypes, chunk shapes |
+//! | [`durable`] | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
+//! | [`limits`] | the size limits every claim of a store's metadata is checked against before allocation |
+//! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
+//! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
+//! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
+
+pub mod arrays;
+pub mod config;
+pub mod durable;
+pub mod format;
+pub mod limits;
+mod reader;
+pub mod repair;
+mod writer;
+
+pub use config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+pub use format::StoreGroup;
+pub use reader::cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
+pub use reader::{AtomicDataZarrReader, ReaderOptions};
+pub use writer::{AppendStep, AtomicDataZarrWriter};

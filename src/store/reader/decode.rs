@@ -1,0 +1,161 @@
+//! Decoding the chunks a request needs: each once, in parallel over
+//! (array, chunk), through the decoded-chunk cache, narrowed to int32 when
+//! the request asks for it.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
+
+use super::AtomicDataZarrReader;
+use super::cache::ChunkBytes;
+use super::plan::needed_chunks;
+use super::state::{FieldArray, State};
+use crate::data::{CollateOptions, HostData};
+use crate::error::{Error, Result};
+
+/// Cache keys of an array's chunks narrowed to int32 (the array's own id
+/// with this bit set; ids count arrays opened by one reader, far below it).
+const NARROWED: u32 = 1 << 31;
+
+impl AtomicDataZarrReader {
+    /// One inner chunk of `f` from the cache, if held (a zero-width row
+    /// needs no chunk at all).
+    fn cached(&self, f: &FieldArray, chunk: u64, narrowed: bool) -> Option<ChunkBytes> {
+        if f.row_bytes == 0 {
+            // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
+            // though the stored chunk shape is at least 1 wide.
+            return Some(Arc::new(Vec::new()));
+        }
+        self.cache.get(if narrowed { f.id | NARROWED } else { f.id }, chunk)
+    }
+
+    /// Decodes one inner chunk of `f`, narrowed to int32 when `narrowed`,
+    /// and offers it to the cache. `Ok(None)`: a value did not fit int32 (the
+    /// array is then marked wide-only; the caller plans again).
+    ///
+    /// Why narrow the cached chunk rather than each batch: narrowing costs
+    /// several instructions per value at the baseline x86-64 target, and done
+    /// per batch it slowed a warm epoch by ~15%; done here it runs once per
+    /// chunk, and the cached chunk is half the size.
+    fn decode_chunk_as(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool) -> Result<Option<ChunkBytes>> {
+        if !narrowed {
+            return self.decode_chunk(st, f, chunk).map(Some);
+        }
+        let wide = self.decode_raw(f, chunk)?;
+        self.verify_neighbors(st, f, chunk, &wide);
+        match HostData::narrow_i64_bytes(&wide) {
+            Some(narrow) => {
+                let narrow = Arc::new(narrow);
+                self.cache.insert(f.id | NARROWED, chunk, narrow.clone());
+                Ok(Some(narrow))
+            }
+            None => {
+                f.wide_only.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.cache.insert(f.id, chunk, Arc::new(wide));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Decodes one inner chunk of `f` and offers it to the cache.
+    fn decode_chunk(&self, st: &State, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
+        let raw = Arc::new(self.decode_raw(f, chunk)?);
+        self.verify_neighbors(st, f, chunk, &raw);
+        self.cache.insert(f.id, chunk, raw.clone());
+        Ok(raw)
+    }
+
+    /// Decodes one inner chunk of `f`, checking its size.
+    pub(super) fn decode_raw(&self, f: &FieldArray, chunk: u64) -> Result<Vec<u8>> {
+        let mut idx = vec![0u64; f.array.dimensionality()];
+        idx[0] = chunk;
+        let expected = f.chunk_rows * f.row_bytes as u64;
+        let raw = match self.decode_direct(f, chunk, &idx, expected as usize)? {
+            Some(raw) => raw,
+            None => {
+                let bytes: ArrayBytes = f
+                    .array
+                    .retrieve_subchunk_opt(&f.shard_cache, &idx, &self.codec_options)
+                    .map_err(|e| match e {
+                        ArrayError::CodecError(e) => self.codec_error(f, chunk, e),
+                        e => self.chunk_error(f, chunk, e.to_string()),
+                    })?;
+                let raw = bytes.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
+                raw.into_owned()
+            }
+        };
+        if raw.len() as u64 != expected {
+            return Err(self.chunk_error(
+                f,
+                chunk,
+                format!("decoded {} bytes, expected {}", raw.len(), f.chunk_rows * f.row_bytes as u64),
+            ));
+        }
+        Ok(raw)
+    }
+
+    /// Decodes every chunk the physical samples need, once each, in parallel
+    /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
+    pub(super) fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
+        let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
+        let plans: Vec<Vec<u64>> = st
+            .fields
+            .iter()
+            .map(|f| needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical))
+            .collect();
+        let tasks: Vec<(usize, u64)> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c)))
+            .collect();
+        // Cache lookups first, on this thread: only decodes are worth rayon's
+        // hand-off, and a request whose chunks are all cached (a warm epoch,
+        // or `read(i)` one sample at a time) then wakes no worker at all.
+        let mut found: Vec<Option<ChunkBytes>> =
+            tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, narrowed[fi])).collect();
+        let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
+        let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);
+        let decoded: Vec<Option<ChunkBytes>> = if missing.len() > 1 {
+            missing.par_iter().map(decode).collect::<Result<_>>()?
+        } else {
+            missing.iter().map(decode).collect::<Result<_>>()?
+        };
+        if decoded.iter().any(Option::is_none) {
+            // An array turned out not to fit int32 and is now wide-only: plan
+            // again (it is read wide; everything decoded so far is cached).
+            return self.decode_needed(st, physical, opts);
+        }
+        for (i, b) in missing.into_iter().zip(decoded) {
+            found[i] = b;
+        }
+        // Every slot is filled (hits above, misses just now); a gap would be a
+        // bug here, reported rather than misaligning the split below.
+        let mut results: Vec<ChunkBytes> = found
+            .into_iter()
+            .map(|b| b.ok_or_else(|| Error::Background("read plan left a chunk undecoded".into())))
+            .collect::<Result<_>>()?;
+        let mut out = Vec::with_capacity(plans.len());
+        for (ids, &narrowed) in plans.into_iter().zip(&narrowed).rev() {
+            let bytes = results.split_off(results.len() - ids.len());
+            out.push(Decoded { ids, bytes, narrowed });
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+/// The decoded chunks of one array for one request.
+pub(super) struct Decoded {
+    ids: Vec<u64>,
+    bytes: Vec<ChunkBytes>,
+    /// The chunks of an int64 array, narrowed to int32.
+    pub(super) narrowed: bool,
+}
+
+impl Decoded {
+    #[inline]
+    pub(super) fn get(&self, chunk: u64) -> Option<&ChunkBytes> {
+        self.ids.binary_search(&chunk).ok().map(|i| &self.bytes[i])
+    }
+}

@@ -1,0 +1,173 @@
+//! [`AtomicDataZarrReader`]: the Zarr v3 backend and its batched read path.
+//!
+//! Opening reads only the root attributes, the pointer arrays and the sample
+//! mask, and checks that every array is long enough for them. A batched read
+//! then (1) maps logical to physical indices, (2) plans the inner chunks each
+//! array needs (`plan`), (3) decodes each needed chunk once, in
+//! parallel over (array, chunk) with rayon, through the shared
+//! [`ChunkCache`], and (4) copies rows straight into the output buffers.
+//!
+//! | module | owns |
+//! |---|---|
+//! | this one | [`ReaderOptions`], the reader, opening |
+//! | `state` | open-time checks; the [`State`] snapshot of pointers, mask and field arrays |
+//! | `plan` | read planning: which inner chunks a request touches |
+//! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
+//! | `decode` | decoding each needed chunk once, through the cache |
+//! | `direct` | the direct shard-index, crc32c and zstd decode |
+//! | `neighbors` | neighbor-index checks per decoded chunk, refused samples |
+//! | `rows` | row copy into samples and collated batches |
+//! | `reader_impl` | the [`Reader`] implementation |
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use zarrs::array::CodecOptions;
+
+use crate::data::{DType, Level};
+use crate::error::{Error, Result};
+use crate::source::Reader;
+use crate::store::arrays;
+use crate::store::durable::Store;
+use crate::store::format;
+use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
+pub(crate) use state::{FieldArray, State};
+
+pub(crate) mod cache;
+mod decode;
+mod direct;
+mod neighbors;
+mod plan;
+mod reader_impl;
+mod rows;
+mod state;
+
+/// Options of [`AtomicDataZarrReader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// Byte budget of the decoded-chunk cache; 0 disables it.
+    pub cache_bytes: u64,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions { cache_bytes: DEFAULT_CACHE_BYTES }
+    }
+}
+
+/// Reads an atomic-structure Zarr store (ours or the Python toolkit's).
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("demo.zarr");
+/// let samples: Vec<AtomicData> = (0..5)
+///     .map(|i| AtomicData::new(vec![1; i + 1], vec![[i as f32; 3]; i + 1]).unwrap().with_energy(i as f32))
+///     .collect();
+/// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
+/// w.write(&samples)?;
+///
+/// let r = AtomicDataZarrReader::open(&path)?;
+/// assert_eq!(r.len(), 5);
+/// let got = r.read_many(&[4, 0, -1])?;
+/// assert_eq!(got[0].data, samples[4]);
+/// assert_eq!(got[2].metadata.index, 4);
+/// assert_eq!(r.get_metadata(3)?, (4, 0));
+/// # Ok(()) }
+/// ```
+pub struct AtomicDataZarrReader {
+    path: PathBuf,
+    source: Arc<str>,
+    store: Arc<Store>,
+    state: RwLock<Arc<State>>,
+    cache: ChunkCache,
+    codec_options: CodecOptions,
+    next_id: std::sync::atomic::AtomicU32,
+}
+
+impl std::fmt::Debug for AtomicDataZarrReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtomicDataZarrReader").field("path", &self.path).field("len", &self.len()).finish()
+    }
+}
+
+impl AtomicDataZarrReader {
+    /// Opens a store with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, ReaderOptions::default())
+    }
+
+    /// Opens a store.
+    pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(kept) = format::interrupted_defragment(&path) {
+            return Err(Error::Interrupted { store: path, operation: "defragment".into(), kept });
+        }
+        if !path.exists() {
+            return Err(Error::NotFound { store: path });
+        }
+        let store = arrays::open_store(&path)?;
+        // Rayon already parallelises over chunks; codec-internal threads on
+        // top would oversubscribe the cores.
+        // Checksums are checked whatever zarrs' global config says.
+        let codec_options = CodecOptions::default().with_concurrent_target(1).with_validate_checksums(true);
+        let reader = AtomicDataZarrReader {
+            source: Arc::from(path.display().to_string()),
+            path,
+            store,
+            state: RwLock::new(Arc::new(State {
+                num_samples: 0,
+                atoms_ptr: vec![0],
+                edges_ptr: vec![0],
+                active: None,
+                fields: vec![],
+            })),
+            cache: ChunkCache::new(options.cache_bytes),
+            codec_options,
+            next_id: std::sync::atomic::AtomicU32::new(0),
+        };
+        reader.refresh()?;
+        Ok(reader)
+    }
+
+    /// The store path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Physical sample count (deleted ones included).
+    pub fn num_physical(&self) -> usize {
+        self.snapshot().num_samples
+    }
+
+    /// Cache counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// Empties the decoded-chunk cache and zeroes its counters.
+    pub fn clear_cache(&self) {
+        self.cache.clear();
+        self.cache.reset_counters();
+    }
+
+    /// Dtype and trailing shape of every field.
+    pub fn field_schema(&self) -> BTreeMap<String, (Level, DType, Vec<usize>)> {
+        self.snapshot()
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), (f.level, f.dtype, f.trailing.clone())))
+            .collect()
+    }
+
+    pub(crate) fn snapshot(&self) -> Arc<State> {
+        // The lock only guards an Arc swap; a poisoned lock still holds a valid Arc.
+        self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn chunk_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
+        Error::Chunk { store: self.path.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
+    }
+}

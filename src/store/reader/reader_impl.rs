@@ -1,0 +1,100 @@
+//! [`AtomicDataZarrReader`] as a [`Reader`]: index checks, then the decode
+//! and row-copy paths of this folder.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::AtomicDataZarrReader;
+use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
+use crate::error::{Error, Result};
+use crate::source::{Reader, SampleMetadata};
+
+impl Reader for AtomicDataZarrReader {
+    fn len(&self) -> usize {
+        self.snapshot().len()
+    }
+
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    fn field_levels(&self) -> BTreeMap<String, Level> {
+        self.snapshot().fields.iter().map(|f| (f.name.clone(), f.level)).collect()
+    }
+
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        let st = self.snapshot();
+        let physical: Vec<usize> = indices
+            .iter()
+            .map(|&i| {
+                if i >= st.len() {
+                    return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: i as i64, len: st.len() });
+                }
+                Ok(st.physical(i))
+            })
+            .collect::<Result<_>>()?;
+        let dec = self.decode_needed(&st, &physical, CollateOptions::default())?;
+        // A few samples are copied faster than rayon hands them out.
+        if physical.len() < 16 {
+            physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+        } else {
+            physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+        }
+    }
+
+    fn physical_index(&self, index: usize) -> usize {
+        let st = self.snapshot();
+        if index < st.len() { st.physical(index) } else { index }
+    }
+
+    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+        let st = self.snapshot();
+        if index >= st.len() {
+            return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: index as i64, len: st.len() });
+        }
+        let p = st.physical(index);
+        Ok((
+            (st.atoms_ptr[p + 1] - st.atoms_ptr[p]) as usize,
+            (st.edges_ptr[p + 1] - st.edges_ptr[p]) as usize,
+        ))
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let new = self.load_state()?;
+        // Appends rewrite the last partial chunk, so cached chunks may be stale.
+        self.cache.clear();
+        *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+        Ok(())
+    }
+
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.load_collated_with(batches, CollateOptions::default(), out)
+    }
+
+    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let st = self.snapshot();
+        let len = st.len();
+        if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
+            return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
+        }
+        let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
+        let dec = self.decode_needed(&st, &physical, opts)?;
+        out.resize_with(batches.len(), CollatedBatch::default);
+        out.par_iter_mut()
+            .zip(batches.par_iter())
+            .try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))
+    }
+
+    fn metadata_for(&self, i: usize) -> SampleMetadata {
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
+    }
+
+    /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
+    /// (see [`Error::NeighborIndex`]).
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        let r = IndexReport { value, num_atoms, min: span.0, max: span.1 };
+        self.range_error_in(&self.snapshot(), index, r)
+    }
+}

@@ -1,0 +1,356 @@
+//! `atomzarr repair`: finds neighbor lists that point outside their own
+//! sample and rewrites those written by nvalchemi-toolkit's append bug.
+//!
+//! The bug: the toolkit's `append` offsets the stored `neighbor_list` by each
+//! sample's atom offset *within the appended batch* instead of within the
+//! store. Stored indices are store-global (sample-local plus `atoms_ptr[p]`),
+//! so every sample of such a batch reads back (stored minus `atoms_ptr[p]`)
+//! with its indices shifted by the same `-K`, `K = atoms_ptr[q0]` of the
+//! batch's first sample `q0`. The appended half of every reference store in
+//! `assets/` shows it.
+//!
+//! A sample is *bad* when some index lies outside `[0, num_atoms)`. Its
+//! candidate shifts are the atom offsets `atoms_ptr[q]` (`1 <= q <= p`,
+//! `K > 0`) that move every one of its indices into range. Consecutive bad
+//! samples (deleted and edge-less samples in between are passed over) that
+//! share candidates form a run, which the constancy of `K` within an
+//! appended batch fixes when exactly one shared candidate remains. A sample
+//! whose own atom offset could also start a new appended batch there, a run
+//! with several shared candidates, and a sample no offset brings into range
+//! are listed as not fixed and left as they are.
+//!
+//! ```
+//! # fn main() -> atomzarr::Result<()> {
+//! use atomzarr::{AtomicData, AtomicDataZarrWriter, ZarrWriteConfig};
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("ok.zarr");
+//! let s = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, 1], [1, 0]], None)?;
+//! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
+//! let report = atomzarr::store::repair::check(&path)?;
+//! assert!(report.fixed.is_empty() && report.unfixed.is_empty());
+//! assert_eq!(report.samples_checked, 2);
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use zarrs::array::{ArrayBytes, CodecOptions};
+
+use crate::store::ZarrWriteConfig;
+use crate::data::{DType, HostData};
+use crate::error::{Error, Result};
+use crate::store::writer::AtomicDataZarrWriter;
+use crate::store::reader::{AtomicDataZarrReader, ReaderOptions, State};
+
+/// Edge rows read per store call while scanning.
+const SCAN_ROWS: u64 = 1 << 20;
+
+/// The atom offsets `K = atoms_ptr[q]`, `1 <= q <= p`, `K > 0`, that move
+/// every index of physical sample `p` (smallest `min`, largest `max`,
+/// sample-local) into `[0, n)`, ascending and distinct.
+pub(crate) fn append_shifts(atoms_ptr: &[i64], p: usize, min: i64, max: i64, n: usize) -> impl Iterator<Item = i64> + '_ {
+    let lo = min.saturating_neg().max(1);
+    let hi = (n as i64).saturating_sub(1).saturating_sub(max);
+    let bounds = atoms_ptr.get(1..=p).unwrap_or(&[]);
+    let first = bounds.partition_point(|&a| a < lo);
+    let mut last = None;
+    bounds[first..].iter().copied().take_while(move |&a| a <= hi).filter(move |&a| last.replace(a) != Some(a))
+}
+
+/// Samples fixed with one shift.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairedRun {
+    /// Physical indices of the samples, ascending.
+    pub physical: Vec<usize>,
+    /// The shift `K` added to each of their indices.
+    pub shift: i64,
+}
+
+/// A sample whose neighbor list is out of range and was not rewritten.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnfixedSample {
+    /// Logical index (the store's active samples).
+    pub index: usize,
+    /// Physical index.
+    pub physical_index: usize,
+    /// The first index outside `[0, num_atoms)`, sample-local.
+    pub value: i64,
+    /// The sample's atom count.
+    pub num_atoms: usize,
+    /// Why it was not fixed.
+    pub reason: String,
+}
+
+/// What [`check`] found, or [`repair`] found and rewrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairReport {
+    /// The store.
+    pub store: PathBuf,
+    /// Active samples with at least one edge, all checked.
+    pub samples_checked: usize,
+    /// Samples whose fix is unambiguous, grouped by shift.
+    pub fixed: Vec<RepairedRun>,
+    /// Bad samples left as they are.
+    pub unfixed: Vec<UnfixedSample>,
+    /// Whether the fixes were written (false for [`check`]).
+    pub written: bool,
+}
+
+impl RepairReport {
+    /// Number of samples in `fixed`.
+    pub fn num_fixed(&self) -> usize {
+        self.fixed.iter().map(|r| r.physical.len()).sum()
+    }
+}
+
+/// One physical sample as the scan saw it.
+#[derive(Debug, Clone, Copy)]
+enum Seen {
+    /// Deleted or without edges: never batched, passed over.
+    Skip,
+    /// Every index in range.
+    Good,
+    /// Some index out of range.
+    Bad { value: i64, min: i64, max: i64 },
+}
+
+/// Finds the out-of-range neighbor lists of the store at `path` and what
+/// [`repair`] would do with them, writing nothing.
+pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
+    let reader = AtomicDataZarrReader::open_with(path.as_ref(), ReaderOptions { cache_bytes: 0 })?;
+    plan(&reader).map(|(report, _)| report)
+}
+
+/// Rewrites the neighbor lists that [`check`] can fix (adding each run's
+/// shift to its stored indices), then checks the store again: every fixed
+/// sample must now be in range. Samples it cannot fix are listed in the
+/// report and left as they are; the store is otherwise untouched.
+///
+/// The rows from the first fixed sample to the end of `neighbor_list` are
+/// rewritten in one write (the writer's row writes set the array's length),
+/// so memory use is those rows.
+pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+    let path = path.as_ref();
+    // The writer first: opening it finishes any interrupted operation.
+    let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default())?;
+    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+    let (mut report, st) = plan(&reader)?;
+    if report.fixed.is_empty() {
+        return Ok(report);
+    }
+    let f = neighbor_field(&st).ok_or_else(|| Error::Background("repair: neighbor_list vanished".into()))?;
+    let ptrs = st.edges_ptr.as_slice();
+    let mut fixes: Vec<(usize, i64)> = report.fixed.iter().flat_map(|r| r.physical.iter().map(move |&p| (p, r.shift))).collect();
+    fixes.sort_unstable();
+    let first_row = ptrs[fixes[0].0] as u64;
+    let end_row = f.array.shape().first().copied().unwrap_or(0);
+    let mut vals = read_rows(reader.path(), f, first_row..end_row)?;
+    let per_row = f.row_elems;
+    for &(p, shift) in &fixes {
+        let (a, b) = ((ptrs[p] as u64 - first_row) as usize * per_row, (ptrs[p + 1] as u64 - first_row) as usize * per_row);
+        for v in vals.get_mut(a..b).ok_or_else(|| Error::inconsistent(path, &f.rel, "rows shorter than edges_ptr"))? {
+            *v = v.checked_add(shift).ok_or_else(|| Error::inconsistent(path, &f.rel, "index overflow while repairing"))?;
+        }
+    }
+    let bytes = to_dtype_bytes(path, &f.rel, f.dtype, &vals)?;
+    writer.overwrite_rows(&f.rel, first_row..end_row, bytes)?;
+    report.written = true;
+
+    // Trust, but verify: read the store back.
+    let after = check(path)?;
+    let still: Vec<usize> = after
+        .unfixed
+        .iter()
+        .map(|u| u.physical_index)
+        .chain(after.fixed.iter().flat_map(|r| r.physical.iter().copied()))
+        .filter(|p| fixes.binary_search_by_key(p, |&(q, _)| q).is_ok())
+        .collect();
+    if !still.is_empty() {
+        return Err(Error::inconsistent(path, &f.rel, format!("physical samples {still:?} still out of range after repair")));
+    }
+    Ok(report)
+}
+
+fn neighbor_field(st: &State) -> Option<&crate::store::reader::FieldArray> {
+    st.fields.iter().find(|f| f.name == "neighbor_list")
+}
+
+/// Rows `rows` of `f` as i64 (integer dtypes only).
+fn read_rows(store: &Path, f: &crate::store::reader::FieldArray, rows: std::ops::Range<u64>) -> Result<Vec<i64>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut subset = vec![rows];
+    subset.extend(f.trailing.iter().map(|&d| 0..d as u64));
+    let bytes: ArrayBytes = f
+        .array
+        .retrieve_array_subset_opt(&subset, &CodecOptions::default())
+        .map_err(|e| Error::zarr(store, &f.rel, e))?;
+    let raw = bytes.into_fixed().map_err(|e| Error::zarr(store, &f.rel, e))?;
+    HostData::from_bytes(f.dtype, &raw)?
+        .to_i64_vec()
+        .filter(|_| matches!(f.dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32))
+        .ok_or_else(|| Error::inconsistent(store, &f.rel, format!("dtype {} is not an index type", f.dtype)))
+}
+
+/// `vals` in `dtype`'s native-endian bytes, refusing values that do not fit.
+fn to_dtype_bytes(store: &Path, rel: &str, dtype: DType, vals: &[i64]) -> Result<Vec<u8>> {
+    let bad = |v: i64| Error::inconsistent(store, rel, format!("repaired index {v} does not fit {dtype}"));
+    macro_rules! cast {
+        ($t:ty) => {{
+            let v: Vec<$t> = vals.iter().map(|&x| <$t>::try_from(x).map_err(|_| bad(x))).collect::<Result<_>>()?;
+            bytemuck::cast_slice(&v).to_vec()
+        }};
+    }
+    Ok(match dtype {
+        DType::Int64 => bytemuck::cast_slice(vals).to_vec(),
+        DType::Int32 => cast!(i32),
+        DType::UInt64 => cast!(u64),
+        DType::UInt32 => cast!(u32),
+        other => return Err(Error::inconsistent(store, rel, format!("dtype {other} is not an index type"))),
+    })
+}
+
+/// Scans every active sample's neighbor list and plans the fixes.
+fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<State>)> {
+    let st = reader.snapshot();
+    let mut report =
+        RepairReport { store: reader.path().to_path_buf(), samples_checked: 0, fixed: vec![], unfixed: vec![], written: false };
+    let Some(f) = neighbor_field(&st) else { return Ok((report, st)) };
+    let n = st.num_samples;
+    let mut logical: Vec<Option<usize>> = vec![None; n];
+    match &st.active {
+        Some(active) => active.iter().enumerate().for_each(|(k, &p)| logical[p] = Some(k)),
+        None => logical.iter_mut().enumerate().for_each(|(k, l)| *l = Some(k)),
+    }
+
+    // Pass 1: each sample's status, reading a window of edge rows at a time.
+    let (atoms, edges) = (&st.atoms_ptr, &st.edges_ptr);
+    let mut seen = Vec::with_capacity(n);
+    let mut p = 0;
+    while p < n {
+        let mut q = p + 1;
+        while q < n && (edges[q + 1] - edges[p]) as u64 <= SCAN_ROWS {
+            q += 1;
+        }
+        let base = edges[p] as u64;
+        let vals = read_rows(reader.path(), f, base..edges[q] as u64)?;
+        for s in p..q {
+            let (e0, e1) = ((edges[s] as u64 - base) as usize * f.row_elems, (edges[s + 1] as u64 - base) as usize * f.row_elems);
+            if logical[s].is_none() || e0 == e1 {
+                seen.push(Seen::Skip);
+                continue;
+            }
+            report.samples_checked += 1;
+            let num = (atoms[s + 1] - atoms[s]) as u64;
+            let local = vals[e0..e1].iter().map(|&x| x.wrapping_sub(atoms[s]));
+            let (mut min, mut max, mut value) = (i64::MAX, i64::MIN, None);
+            for x in local {
+                min = min.min(x);
+                max = max.max(x);
+                if value.is_none() && (x < 0 || x as u64 >= num) {
+                    value = Some(x);
+                }
+            }
+            seen.push(match value {
+                Some(value) => Seen::Bad { value, min, max },
+                None => Seen::Good,
+            });
+        }
+        p = q;
+    }
+
+    // Pass 2: runs of bad samples that share a shift.
+    let mut run: Vec<usize> = Vec::new();
+    let mut shared: Vec<i64> = Vec::new();
+    let unfixed = |report: &mut RepairReport, p: usize, reason: String| {
+        if let Seen::Bad { value, .. } = seen[p] {
+            report.unfixed.push(UnfixedSample {
+                index: logical[p].unwrap_or(p),
+                physical_index: p,
+                value,
+                num_atoms: (atoms[p + 1] - atoms[p]) as usize,
+                reason,
+            });
+        }
+    };
+    let close = |report: &mut RepairReport, run: &mut Vec<usize>, shared: &mut Vec<i64>| {
+        if run.is_empty() {
+            return;
+        }
+        if let [shift] = shared[..] {
+            report.fixed.push(RepairedRun { physical: std::mem::take(run), shift });
+        } else {
+            let (a, b) = (run[0], run[run.len() - 1]);
+            for &p in run.iter() {
+                unfixed(report, p, format!("ambiguous: shifts {shared:?} all bring physical samples {a}..={b} into range"));
+            }
+            run.clear();
+        }
+        shared.clear();
+    };
+    for p in 0..n {
+        let Seen::Bad { min, max, .. } = seen[p] else {
+            if matches!(seen[p], Seen::Good) {
+                close(&mut report, &mut run, &mut shared);
+            }
+            continue;
+        };
+        let num = (atoms[p + 1] - atoms[p]) as usize;
+        let mine: Vec<i64> = append_shifts(atoms, p, min, max, num).collect();
+        if mine.is_empty() {
+            close(&mut report, &mut run, &mut shared);
+            unfixed(
+                &mut report,
+                p,
+                format!("no earlier atom offset brings its indices ({min}..={max}) into [0, {num}): not the toolkit's append bug"),
+            );
+            continue;
+        }
+        let both: Vec<i64> = shared.iter().copied().filter(|k| mine.contains(k)).collect();
+        if run.is_empty() || both.is_empty() {
+            // A new run (a new appended batch).
+            close(&mut report, &mut run, &mut shared);
+            run.push(p);
+            shared = mine;
+        } else if mine.contains(&atoms[p]) {
+            // Either the run's shift continues here, or a new appended batch
+            // starts at this sample (its own offset): the data cannot tell.
+            close(&mut report, &mut run, &mut shared);
+            unfixed(
+                &mut report,
+                p,
+                format!("ambiguous: continues the shift {both:?} of the samples before it, or starts a new appended batch (shift {})", atoms[p]),
+            );
+        } else {
+            run.push(p);
+            shared = both;
+        }
+    }
+    close(&mut report, &mut run, &mut shared);
+    report.unfixed.sort_by_key(|u| u.physical_index);
+    Ok((report, st))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::append_shifts;
+
+    #[test]
+    fn shifts_are_earlier_offsets_that_fit() {
+        // Samples of 3, 2, 4 and 5 atoms.
+        let ptr = [0, 3, 5, 9, 14];
+        // Sample 3 (5 atoms) read back shifted by -5: indices -5..=-1.
+        assert_eq!(append_shifts(&ptr, 3, -5, -1, 5).collect::<Vec<_>>(), vec![5]);
+        // Sample 3 with indices -3..=-3: 3 and 5 both fit ([0, 5)), 9 does not exist before it.
+        assert_eq!(append_shifts(&ptr, 3, -3, -3, 5).collect::<Vec<_>>(), vec![3, 5]);
+        // Only offsets up to the sample's own start count.
+        assert_eq!(append_shifts(&ptr, 1, -3, -2, 2).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(append_shifts(&ptr, 1, -5, -4, 2).count(), 0);
+        // Too large, not negative: no shift.
+        assert_eq!(append_shifts(&ptr, 3, 0, 7, 5).count(), 0);
+        // Equal offsets (an empty sample) count once.
+        assert_eq!(append_shifts(&[0, 2, 2, 6], 2, -2, -1, 4).collect::<Vec<_>>(), vec![2]);
+    }
+}
