@@ -14,7 +14,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{RandomSampler, Sampler};
-use atomzarr::{AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader, ZarrArrayConfig, ZarrWriteConfig};
+use atomzarr::{
+    AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader,
+    ZarrArrayConfig, ZarrWriteConfig,
+};
 
 const N: usize = 10_000;
 const BATCH: usize = 64;

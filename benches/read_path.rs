@@ -31,8 +31,11 @@ use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Reader
 
 const N: usize = 10_000;
 const BATCH: usize = 64;
-const ORDERS: [(ReadOrder, &str); 3] =
-    [(ReadOrder::Sequential, "sequential"), (ReadOrder::Shuffle, "shuffled"), (ReadOrder::BlockShuffle, "block_shuffled")];
+const ORDERS: [(ReadOrder, &str); 3] = [
+    (ReadOrder::Sequential, "sequential"),
+    (ReadOrder::Shuffle, "shuffled"),
+    (ReadOrder::BlockShuffle, "block_shuffled"),
+];
 /// Block size of the block-shuffled order: small enough that a 10,000-sample
 /// store has several blocks (the CLI's default, 8,192, would leave two).
 const BLOCK: usize = 1024;
@@ -56,7 +59,10 @@ fn store_with(checksum: bool) -> (tempfile::TempDir, PathBuf) {
         ..WriteOptions::default()
     };
     let samples = atomzarr::data::synth::generate(N, 10, 100, 42).expect("generate");
-    AtomicDataZarrWriter::create(&path, w.write_config().expect("config")).expect("create").write(&samples).expect("write");
+    AtomicDataZarrWriter::create(&path, w.write_config().expect("config"))
+        .expect("create")
+        .write(&samples)
+        .expect("write");
     (dir, path)
 }
 
@@ -66,10 +72,7 @@ fn open(path: &Path, cache_bytes: u64) -> AtomicDataZarrReader {
 
 /// The windows of `order`, each as batches of up to `BATCH` logical indices.
 fn windows(order: &[usize], window: usize) -> Vec<Vec<Vec<i64>>> {
-    order
-        .chunks(window)
-        .map(|w| w.chunks(BATCH).map(|b| b.iter().map(|&i| i as i64).collect()).collect())
-        .collect()
+    order.chunks(window).map(|w| w.chunks(BATCH).map(|b| b.iter().map(|&i| i as i64).collect()).collect()).collect()
 }
 
 /// Reads every window once; returns the samples delivered.

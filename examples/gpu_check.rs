@@ -6,7 +6,9 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     use std::time::Instant;
 
-    use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, ZarrArrayConfig, ZarrWriteConfig};
+    use atomzarr::{
+        AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, ZarrArrayConfig, ZarrWriteConfig,
+    };
     use burn::backend::{Cuda, Flex};
     use burn::tensor::backend::Backend;
 
@@ -20,8 +22,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ds = Dataset::new(AtomicDataZarrReader::open(&path)?).skip_validation(true);
     let gpu = burn::backend::cuda::CudaDevice::default();
 
-    let cpu_loader = DataLoader::<Flex, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).build(&Default::default())?;
-    let gpu_loader = DataLoader::<Cuda, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).pin_memory(true).use_streams(true).build(&gpu)?;
+    let cpu_loader =
+        DataLoader::<Flex, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).build(&Default::default())?;
+    let gpu_loader = DataLoader::<Cuda, _>::builder(ds.clone())
+        .batch_size(64)
+        .prefetch_factor(4)
+        .pin_memory(true)
+        .use_streams(true)
+        .build(&gpu)?;
     let mut compared = 0;
     for (c, g) in cpu_loader.iter().zip(gpu_loader.iter()) {
         let (c, g) = (c?, g?);

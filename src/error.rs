@@ -214,43 +214,22 @@ impl Error {
         array: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        Error::Zarr {
-            store: store.to_path_buf(),
-            array: array.into(),
-            source: Box::new(source),
-        }
+        Error::Zarr { store: store.to_path_buf(), array: array.into(), source: Box::new(source) }
     }
 
     pub(crate) fn format(store: &std::path::Path, reason: impl Into<String>) -> Self {
-        Error::Format {
-            store: store.to_path_buf(),
-            reason: reason.into(),
-        }
+        Error::Format { store: store.to_path_buf(), reason: reason.into() }
     }
 
-    pub(crate) fn inconsistent(
-        store: &std::path::Path,
-        array: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Error::Inconsistent {
-            store: store.to_path_buf(),
-            array: array.into(),
-            reason: reason.into(),
-        }
+    pub(crate) fn inconsistent(store: &std::path::Path, array: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Inconsistent { store: store.to_path_buf(), array: array.into(), reason: reason.into() }
     }
 
     pub(crate) fn invalid(context: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidInput {
-            context: context.into(),
-            reason: reason.into(),
-        }
+        Error::InvalidInput { context: context.into(), reason: reason.into() }
     }
 
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        Error::Io { path: path.to_path_buf(), source }
     }
 }

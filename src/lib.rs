@@ -112,19 +112,21 @@
 // zarrs takes array subsets as `&[Range<u64>]`: a one-range array is a 1-d subset, not a mistake.
 #![allow(clippy::single_range_in_vec_init)]
 
-mod error;
-mod progress;
-pub mod data;
-pub mod source;
-pub mod store;
-pub mod sampler;
-pub mod pipeline;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod data;
+mod error;
+pub mod pipeline;
+mod progress;
+pub mod sampler;
+pub mod source;
+pub mod store;
 
 pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, HostData, Level};
 pub use error::{AppendStep, Error, Result};
-pub use pipeline::{AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy, LoaderStats};
+pub use pipeline::{
+    AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy, LoaderStats,
+};
 pub use source::{InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, Sample, SampleMetadata};
 pub use store::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions};
 pub use store::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};

@@ -217,7 +217,9 @@ fn print_rows(title: &str, rows: &[atomzarr::cli::bench::ReportRow], json: bool)
     }
     // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
     match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(atomzarr::Error::Background(format!("stdout: {e}"))),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(atomzarr::Error::Background(format!("stdout: {e}")))
+        }
         _ => Ok(()),
     }
 }
@@ -267,7 +269,11 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
         println!("store {}: {} samples with edges checked", r.store.display(), r.samples_checked);
         for run in &r.fixed {
             let (a, b) = (run.physical[0], run.physical[run.physical.len() - 1]);
-            println!("{verb} {} samples (physical {a}..={b}): indices shifted by -{} (toolkit append bug)", run.physical.len(), run.shift);
+            println!(
+                "{verb} {} samples (physical {a}..={b}): indices shifted by -{} (toolkit append bug)",
+                run.physical.len(),
+                run.shift
+            );
         }
         for u in &r.unfixed {
             println!(
@@ -285,7 +291,10 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
         Err(atomzarr::Error::Inconsistent {
             store: r.store.clone(),
             array: "core/neighbor_list".into(),
-            reason: format!("{} samples with out-of-range neighbor indices could not be fixed (listed above)", r.unfixed.len()),
+            reason: format!(
+                "{} samples with out-of-range neighbor indices could not be fixed (listed above)",
+                r.unfixed.len()
+            ),
         })
     }
 }
@@ -311,8 +320,9 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 }
             };
             let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
-            let config = ZarrWriteConfig::default()
-                .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
+            let config = ZarrWriteConfig::default().with_core(
+                ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000),
+            );
             AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
             print_inspect(&path)?;
         }
@@ -350,7 +360,11 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
         }
         Cmd::Repair { store, dry_run, json } => {
-            let report = if dry_run { atomzarr::store::repair::check(&store)? } else { atomzarr::store::repair::repair(&store)? };
+            let report = if dry_run {
+                atomzarr::store::repair::check(&store)?
+            } else {
+                atomzarr::store::repair::repair(&store)?
+            };
             print_repair(&report, json)?;
         }
         Cmd::Read { path, read: a } => {

@@ -13,14 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// Layers, bottom first: a module may import only modules of a lower layer
 /// (not its own layer's). A new top-level module must be added here.
-const LAYERS: &[&[&str]] = &[
-    &["error", "progress"],
-    &["data"],
-    &["source"],
-    &["store", "sampler"],
-    &["pipeline"],
-    &["cli"],
-];
+const LAYERS: &[&[&str]] =
+    &[&["error", "progress"], &["data"], &["source"], &["store", "sampler"], &["pipeline"], &["cli"]];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
@@ -135,7 +129,8 @@ fn root_items(lib: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
         if let Some(name) = stmt.strip_prefix("mod ") {
             modules.insert(name.trim().to_string());
         } else if let Some(path) = stmt.strip_prefix("use ") {
-            let (module, rest) = path.trim().split_once("::").unwrap_or_else(|| panic!("cannot read `{stmt}` in lib.rs"));
+            let (module, rest) =
+                path.trim().split_once("::").unwrap_or_else(|| panic!("cannot read `{stmt}` in lib.rs"));
             let rest = rest.trim();
             let items: Vec<&str> = match rest.strip_prefix('{') {
                 Some(list) => list.split([',', '}']).collect(),
@@ -261,7 +256,8 @@ fn top_level_modules_import_only_downward() {
         println!("  {from:<9} -> {}", to.keys().cloned().collect::<Vec<_>>().join(", "));
     }
     if let Some(cycle) = find_cycle(&graph) {
-        let at: Vec<String> = cycle.windows(2).map(|w| format!("{} -> {} ({})", w[0], w[1], graph[&w[0]][&w[1]])).collect();
+        let at: Vec<String> =
+            cycle.windows(2).map(|w| format!("{} -> {} ({})", w[0], w[1], graph[&w[0]][&w[1]])).collect();
         panic!("import cycle between top-level modules: {}", at.join(", "));
     }
     let mut wrong = Vec::new();
@@ -283,16 +279,20 @@ fn top_level_modules_import_only_downward() {
 /// The checker itself: it must see an upward import and a cycle.
 #[test]
 fn checker_sees_imports_and_cycles() {
-    let code = code_of("use crate::{a::X, b::{Y, Z}};\n// crate::c\nlet v = crate::d::f(); /* crate::e */ super::super::g::h");
+    let code =
+        code_of("use crate::{a::X, b::{Y, Z}};\n// crate::c\nlet v = crate::d::f(); /* crate::e */ super::super::g::h");
     assert!(!code.contains("crate::c") && !code.contains("crate::e"));
     assert_eq!(first_names("{a::X, b::{Y, Z}};"), ["a", "b"]);
     assert_eq!(first_names("d::f();"), ["d"]);
-    let (modules, reexports) = root_items("mod error;\npub mod data;\n#[cfg(feature = \"cli\")]\npub mod cli;\npub use data::{AtomicData, Level};\npub use error::Result;");
+    let (modules, reexports) = root_items(
+        "mod error;\npub mod data;\n#[cfg(feature = \"cli\")]\npub mod cli;\npub use data::{AtomicData, Level};\npub use error::Result;",
+    );
     assert_eq!(modules.into_iter().collect::<Vec<_>>(), ["cli", "data", "error"]);
     assert_eq!(reexports["Level"], "data");
     assert_eq!(reexports["Result"], "error");
     let edge = |to: &str| BTreeMap::from([(to.to_string(), "f.rs".to_string())]);
-    let graph = BTreeMap::from([("a".to_string(), edge("b")), ("b".to_string(), edge("c")), ("c".to_string(), edge("a"))]);
+    let graph =
+        BTreeMap::from([("a".to_string(), edge("b")), ("b".to_string(), edge("c")), ("c".to_string(), edge("a"))]);
     assert_eq!(find_cycle(&graph).unwrap(), ["a", "b", "c", "a"]);
     let graph = BTreeMap::from([("a".to_string(), edge("b")), ("b".to_string(), BTreeMap::new())]);
     assert!(find_cycle(&graph).is_none());

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use atomzarr::store::StoreGroup;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Codec, DType, Error, Level, Reader,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DType, Error, Level, Reader,
     ReaderOptions, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
 use serde_json::{Value, json};
@@ -221,7 +221,11 @@ fn flip_every_chunk(codec: Codec) {
         for rel in read_arrays(&path) {
             let chain = zarr_json(&path, &rel)["codecs"].clone();
             let inner = if shard.is_some() { chain[0]["configuration"]["codecs"].clone() } else { chain };
-            assert_eq!(inner.as_array().unwrap().last(), Some(&json!({"name": "crc32c"})), "{what}: {rel} ends in crc32c");
+            assert_eq!(
+                inner.as_array().unwrap().last(),
+                Some(&json!({"name": "crc32c"})),
+                "{what}: {rel} ends in crc32c"
+            );
             let us = units(&path, &rel);
             assert!(!us.is_empty(), "{what}: {rel} has no chunk");
             for u in us {
@@ -399,7 +403,12 @@ fn checksum_knob_layers_and_survives_defragment() {
                 Some("sharding_indexed") => codecs[0]["configuration"]["codecs"].as_array().unwrap(),
                 _ => codecs,
             };
-            assert_eq!(inner.last() == Some(&json!({"name": "crc32c"})), want(&a.path), "{what}: {} chain {inner:?}", a.path);
+            assert_eq!(
+                inner.last() == Some(&json!({"name": "crc32c"})),
+                want(&a.path),
+                "{what}: {} chain {inner:?}",
+                a.path
+            );
             // zarr-python 3.1 refuses a codec given as a bare string.
             assert!(codecs.iter().all(Value::is_object), "{what}: {} codecs {codecs:?}", a.path);
         }
@@ -408,7 +417,8 @@ fn checksum_knob_layers_and_survives_defragment() {
     check("written");
     let (ok, stdout, stderr) = cli(&["inspect", path.to_str().unwrap()]);
     assert!(ok, "{stderr}");
-    let line = |rel: &str| stdout.lines().find(|l| l.contains(rel)).unwrap_or_else(|| panic!("{rel} in {stdout}")).to_string();
+    let line =
+        |rel: &str| stdout.lines().find(|l| l.contains(rel)).unwrap_or_else(|| panic!("{rel} in {stdout}")).to_string();
     assert!(line("core/energy").contains("crc32c") && line("core/positions").contains("none"), "{stdout}");
     let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
     w.defragment(None).unwrap();
@@ -431,7 +441,8 @@ fn append_does_not_launder_a_corrupt_tail_chunk() {
         let rows = zarr_json(&path, "core/positions")["shape"][0].as_u64().unwrap();
         assert!(!rows.is_multiple_of(4), "{what}: the tail chunk must be partial for the append to rewrite it");
         let tail = (rows - 1) / 4;
-        let unit = units(&path, "core/positions").into_iter().find(|u| u.chunk == tail && !u.what.contains("index")).unwrap();
+        let unit =
+            units(&path, "core/positions").into_iter().find(|u| u.chunk == tail && !u.what.contains("index")).unwrap();
         let mut bytes = std::fs::read(&unit.file).unwrap();
         bytes[(unit.bytes.start + unit.bytes.end) / 2] ^= 0x08;
         std::fs::write(&unit.file, &bytes).unwrap();

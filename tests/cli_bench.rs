@@ -144,7 +144,8 @@ fn checksum_of_expected(name: &str) -> String {
             .iter()
             .map(|(name, f)| {
                 let dtype = f["dtype"].as_str().expect("dtype").to_string();
-                let shape: Vec<u64> = f["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+                let shape: Vec<u64> =
+                    f["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
                 let values = f["data"].as_array().expect("data");
                 let float = |x: &Value| x.as_f64().expect("float");
                 let int = |x: &Value| x.as_i64().expect("int");
@@ -176,15 +177,40 @@ fn roundtrip_samples(n: usize) -> Vec<AtomicData> {
 }
 
 const SMALL: &[&str] = &[
-    "-n", "300", "--codec", "zstd", "--level", "3", "--chunk-size", "512", "--shard-size", "2048",
-    "--edge-chunk-size", "1024", "--edge-shard-size", "4096", "--batch-size", "16", "--prefetch-factor", "4",
+    "-n",
+    "300",
+    "--codec",
+    "zstd",
+    "--level",
+    "3",
+    "--chunk-size",
+    "512",
+    "--shard-size",
+    "2048",
+    "--edge-chunk-size",
+    "1024",
+    "--edge-shard-size",
+    "4096",
+    "--batch-size",
+    "16",
+    "--prefetch-factor",
+    "4",
 ];
 
 #[test]
 fn roundtrip_every_order_and_mode_reads_each_sample_once() {
     for order in ["sequential", "shuffle", "block-shuffle"] {
-        let mut args =
-            vec!["roundtrip", "--json", "--checksum", "--read-order", order, "--read-order-block-size", "50", "--read-seed", "7"];
+        let mut args = vec![
+            "roundtrip",
+            "--json",
+            "--checksum",
+            "--read-order",
+            order,
+            "--read-order-block-size",
+            "50",
+            "--read-seed",
+            "7",
+        ];
         args.extend_from_slice(SMALL);
         args.extend_from_slice(&["--read-mode", "batch", "--read-mode", "single", "--read-mode", "raw"]);
         let rs = rows(&args);
@@ -193,12 +219,20 @@ fn roundtrip_every_order_and_mode_reads_each_sample_once() {
         assert_eq!(paths, ["batch", "single", "raw"], "{order}");
         for r in &rs {
             check_complete(r, 300, order);
-            assert_eq!(r["content_checksum"], want.as_str(), "{order} {}: content of the written samples", r["read_path"]);
+            assert_eq!(
+                r["content_checksum"],
+                want.as_str(),
+                "{order} {}: content of the written samples",
+                r["read_path"]
+            );
             assert_eq!(r["read_order"], order);
             assert!(r["write_time"].as_f64().is_some_and(|t| t > 0.0), "{r}");
             assert!(r["write_samples_per_s"].as_f64().is_some_and(|t| t > 0.0), "{r}");
             assert!(u(r, "disk_bytes") > 0 && u(r, "num_files") > 0, "{r}");
-            assert_eq!(r["read_order_block_size"], if order == "block-shuffle" { Value::from(50) } else { Value::Null });
+            assert_eq!(
+                r["read_order_block_size"],
+                if order == "block-shuffle" { Value::from(50) } else { Value::Null }
+            );
         }
         let single = &rs[1];
         assert_eq!((u(single, "batch"), u(single, "prefetch"), u(single, "read_window")), (1, 0, 1));
@@ -213,9 +247,31 @@ fn roundtrip_several_sizes_codecs_epochs_and_no_cache() {
     // one reader, cache disabled, prefetch 0 (window = batch), blosc codecs.
     for codec in ["lz4", "blosc-zstd"] {
         let rs = rows(&[
-            "roundtrip", "--json", "--checksum", "-n", "200", "-n", "120", "--codec", codec, "--chunk-size", "256",
-            "--read-mode", "both", "--read-mode", "raw", "--epochs", "2", "--cache-bytes", "0",
-            "--prefetch-factor", "0", "--batch-size", "32", "--read-order", "shuffle",
+            "roundtrip",
+            "--json",
+            "--checksum",
+            "-n",
+            "200",
+            "-n",
+            "120",
+            "--codec",
+            codec,
+            "--chunk-size",
+            "256",
+            "--read-mode",
+            "both",
+            "--read-mode",
+            "raw",
+            "--epochs",
+            "2",
+            "--cache-bytes",
+            "0",
+            "--prefetch-factor",
+            "0",
+            "--batch-size",
+            "32",
+            "--read-order",
+            "shuffle",
         ]);
         assert_eq!(rs.len(), 2 * 3 * 2, "{codec}: 2 sizes x 3 paths x 2 epochs");
         let samples = roundtrip_samples(200);
@@ -297,7 +353,17 @@ fn read_reference_stores_every_mode_and_order() {
         let out = run(&["repair", repaired.to_str().unwrap_or_default()]);
         assert!(out.status.success(), "{name}: repair: {}", String::from_utf8_lossy(&out.stderr));
         for order in ["sequential", "shuffle", "block-shuffle"] {
-            let common = ["--json", "--read-order", order, "--read-order-block-size", "8", "--batch-size", "8", "--prefetch-factor", "2"];
+            let common = [
+                "--json",
+                "--read-order",
+                order,
+                "--read-order-block-size",
+                "8",
+                "--batch-size",
+                "8",
+                "--prefetch-factor",
+                "2",
+            ];
             let mut args = vec!["read", repaired.to_str().unwrap_or_default()];
             args.extend(common);
             args.extend(["--read-mode", "batch", "--read-mode", "raw"]);
@@ -331,7 +397,16 @@ fn reference_store_checksums_match_the_toolkit() {
         let want = checksum_of_expected(name);
         let store = assets().join(format!("{name}.zarr"));
         for order in ["sequential", "shuffle"] {
-            let rs = rows(&["read", store.to_str().unwrap_or_default(), "--json", "--checksum", "--read-order", order, "--read-mode", "single"]);
+            let rs = rows(&[
+                "read",
+                store.to_str().unwrap_or_default(),
+                "--json",
+                "--checksum",
+                "--read-order",
+                order,
+                "--read-mode",
+                "single",
+            ]);
             assert_eq!(rs[0]["content_checksum"], want.as_str(), "{name} {order}");
         }
     }
@@ -346,10 +421,33 @@ fn the_checksum_catches_wrong_content_the_counts_do_not() {
     let out = dir.path().to_str().unwrap_or_default();
     // Chunk checksums off, so the flipped byte below reaches the data (with
     // them on, the read fails first: see the end of this test).
-    let rt = rows(&["roundtrip", "--json", "-n", "40", "--codec", "none", "--no-checksum", "--read-mode", "single", "--output-dir", out]);
+    let rt = rows(&[
+        "roundtrip",
+        "--json",
+        "-n",
+        "40",
+        "--codec",
+        "none",
+        "--no-checksum",
+        "--read-mode",
+        "single",
+        "--output-dir",
+        out,
+    ]);
     assert_eq!(rt[0]["content_checksum"], Value::Null, "computed only when asked");
     let store = dir.path().join("bench_40.zarr");
-    let read = || rows(&["read", store.to_str().unwrap_or_default(), "--json", "--checksum", "--read-mode", "single", "--read-mode", "raw"]);
+    let read = || {
+        rows(&[
+            "read",
+            store.to_str().unwrap_or_default(),
+            "--json",
+            "--checksum",
+            "--read-mode",
+            "single",
+            "--read-mode",
+            "raw",
+        ])
+    };
     let want = checksum_of_samples(&roundtrip_samples(40));
     for r in read() {
         assert_eq!(r["content_checksum"], want.as_str());
@@ -386,7 +484,8 @@ fn read_our_own_store_matches_its_roundtrip() {
     let rt = rows(&args);
     let store = dir.path().join("bench_300.zarr");
     assert!(store.join("zarr.json").exists(), "--output-dir keeps the store");
-    let rd = rows(&["read", store.to_str().unwrap_or_default(), "--json", "--read-mode", "raw", "--read-order", "shuffle"]);
+    let rd =
+        rows(&["read", store.to_str().unwrap_or_default(), "--json", "--read-mode", "raw", "--read-order", "shuffle"]);
     check_complete(&rd[0], 300, "read");
     for key in ["raw_bytes", "disk_bytes", "num_files", "total_atoms", "total_edges"] {
         assert_eq!(rd[0][key], rt[0][key], "{key}");
@@ -405,8 +504,21 @@ fn table_output_has_the_reference_columns() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     for col in [
-        "systems", "read path", "read order", "batch", "prefetch", "read window", "avg atoms", "avg edges", "raw bytes",
-        "disk bytes", "ratio", "file count", "write time", "read time", "samples/s",
+        "systems",
+        "read path",
+        "read order",
+        "batch",
+        "prefetch",
+        "read window",
+        "avg atoms",
+        "avg edges",
+        "raw bytes",
+        "disk bytes",
+        "ratio",
+        "file count",
+        "write time",
+        "read time",
+        "samples/s",
     ] {
         assert!(text.contains(col), "column {col} missing:\n{text}");
     }

@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Codec, Level, Reader, ReaderOptions,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Level, Reader, ReaderOptions,
     ZarrArrayConfig, ZarrWriteConfig,
 };
 use rand::rngs::StdRng;
@@ -178,7 +178,8 @@ struct Model {
 impl Model {
     fn take(&mut self, line: &str) {
         let w: Vec<&str> = line.split_whitespace().collect();
-        let num = |i: usize| w.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| panic!("bad line {line:?}"));
+        let num =
+            |i: usize| w.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| panic!("bad line {line:?}"));
         match w.first().copied() {
             Some("A") => self.started.extend(num(1)..num(1) + num(2)),
             Some("a") => self.returned.extend(num(1)..num(1) + num(2)),
@@ -218,7 +219,8 @@ impl Model {
             assert_eq!(s.data, sample(id, customs), "{when}: sample {id} differs from what was written");
         }
         let present: BTreeSet<u64> = ids.iter().copied().collect();
-        let lost: Vec<u64> = self.returned.difference(&present).filter(|id| !self.delete_started.contains(id)).copied().collect();
+        let lost: Vec<u64> =
+            self.returned.difference(&present).filter(|id| !self.delete_started.contains(id)).copied().collect();
         assert!(lost.is_empty(), "{when}: committed samples lost: {lost:?}");
         let phantom: Vec<u64> = present.iter().filter(|id| !self.started.contains(id)).copied().collect();
         assert!(phantom.is_empty(), "{when}: samples never appended: {phantom:?}");
@@ -227,7 +229,8 @@ impl Model {
         // The collated path agrees with the model too.
         if len > 0 {
             let mut out: Vec<CollatedBatch> = Vec::new();
-            r.read_collated(std::slice::from_ref(&all), &mut out).unwrap_or_else(|e| panic!("{when}: collated read failed: {e}"));
+            r.read_collated(std::slice::from_ref(&all), &mut out)
+                .unwrap_or_else(|e| panic!("{when}: collated read failed: {e}"));
             let back = out[0].to_samples().unwrap();
             for (s, &id) in back.iter().zip(&ids) {
                 assert_eq!(*s, sample(id, customs), "{when}: collated sample {id} differs");
@@ -274,21 +277,28 @@ fn crash_during_create_and_first_write() {
         let mut w = if path.exists() {
             let r = AtomicDataZarrReader::open(&path).unwrap_or_else(|e| panic!("{when}: does not open: {e}"));
             let got = read_all(&r);
-            assert!(got.is_empty() || got.len() == 20, "{when}: {} samples, a first write is all or nothing", got.len());
+            assert!(
+                got.is_empty() || got.len() == 20,
+                "{when}: {} samples, a first write is all or nothing",
+                got.len()
+            );
             assert!(!written || got.len() == 20, "{when}: the returned write is missing");
             for (s, id) in got.iter().zip(0..) {
                 assert_eq!(*s, sample(id, 0), "{when}");
             }
             outcomes.insert(if got.is_empty() { "empty store" } else { "written store" });
-            let mut w = AtomicDataZarrWriter::open(&path, config()).unwrap_or_else(|e| panic!("{when}: writer open: {e}"));
+            let mut w =
+                AtomicDataZarrWriter::open(&path, config()).unwrap_or_else(|e| panic!("{when}: writer open: {e}"));
             if got.is_empty() {
-                w.write(&(0..20).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap_or_else(|e| panic!("{when}: write: {e}"));
+                w.write(&(0..20).map(|id| sample(id, 0)).collect::<Vec<_>>())
+                    .unwrap_or_else(|e| panic!("{when}: write: {e}"));
             }
             w
         } else {
             assert!(!created, "{when}: create returned but the store is missing");
             outcomes.insert("no store");
-            let mut w = AtomicDataZarrWriter::create(&path, config()).unwrap_or_else(|e| panic!("{when}: create again: {e}"));
+            let mut w =
+                AtomicDataZarrWriter::create(&path, config()).unwrap_or_else(|e| panic!("{when}: create again: {e}"));
             w.write(&(0..20).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap();
             w
         };
@@ -365,7 +375,11 @@ fn kill_loop(kills: usize, seed: u64) {
             model.defrags += 1;
             model.check(&path, &format!("{when}, after a defragment"));
         }
-        assert_eq!(atomzarr::store::durable::clean_temporaries(&path).unwrap(), 0, "{when}: the writer left temporaries");
+        assert_eq!(
+            atomzarr::store::durable::clean_temporaries(&path).unwrap(),
+            0,
+            "{when}: the writer left temporaries"
+        );
     }
     let r = AtomicDataZarrReader::open(&path).unwrap();
     println!(

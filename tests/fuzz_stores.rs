@@ -139,8 +139,29 @@ fn pool() -> Vec<Value> {
 }
 
 const DTYPES: &[&str] = &[
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16",
-    "float32", "float64", "complex64", "complex128", "string", "r8", "r24", "r0", "rx", "int4", "bytes", "",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "string",
+    "r8",
+    "r24",
+    "r0",
+    "rx",
+    "int4",
+    "bytes",
+    "",
 ];
 
 /// Codec chains: plausible, implausible and malformed.
@@ -202,45 +223,112 @@ impl Dims {
 
 #[derive(Debug, Clone)]
 enum Bytes {
-    Flip { at: Index, bit: u8 },
+    Flip {
+        at: Index,
+        bit: u8,
+    },
     /// A byte of the first 18 (a zstd frame header: content size, window).
-    Header { at: u8, value: u8 },
-    Set { at: Index, value: u8 },
-    Truncate { at: Index },
-    Extend { bytes: Vec<u8> },
+    Header {
+        at: u8,
+        value: u8,
+    },
+    Set {
+        at: Index,
+        value: u8,
+    },
+    Truncate {
+        at: Index,
+    },
+    Extend {
+        bytes: Vec<u8>,
+    },
     Empty,
     Zero,
-    Random { bytes: Vec<u8> },
+    Random {
+        bytes: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone)]
 enum Edit {
     /// A number anywhere in a zarr.json.
-    Number { file: Index, leaf: Index, value: Num },
+    Number {
+        file: Index,
+        leaf: Index,
+        value: Num,
+    },
     /// Any node of a zarr.json replaced by a wrong-kind value.
-    Replace { file: Index, node: Index, with: Index },
+    Replace {
+        file: Index,
+        node: Index,
+        with: Index,
+    },
     /// Any key of a zarr.json removed.
-    Remove { file: Index, node: Index },
+    Remove {
+        file: Index,
+        node: Index,
+    },
     /// One dimension of an array's shape, chunk shape or inner chunk shape.
-    Dim { file: Index, dims: Dims, dim: Index, value: Num },
+    Dim {
+        file: Index,
+        dims: Dims,
+        dim: Index,
+        value: Num,
+    },
     /// A dimension added to or removed from one of those.
-    Rank { file: Index, dims: Dims, add: bool },
-    DataType { file: Index, name: Index },
-    FillValue { file: Index, with: Index },
-    Codecs { file: Index, chain: Index },
+    Rank {
+        file: Index,
+        dims: Dims,
+        add: bool,
+    },
+    DataType {
+        file: Index,
+        name: Index,
+    },
+    FillValue {
+        file: Index,
+        with: Index,
+    },
+    Codecs {
+        file: Index,
+        chain: Index,
+    },
     /// The root's `num_samples`; with `pointers`, the pointer and mask array
     /// shapes are set to match it (so only their chunk files can tell).
-    NumSamples { value: Num, pointers: bool },
+    NumSamples {
+        value: Num,
+        pointers: bool,
+    },
     /// The root's `fields` map: a level changed, a field added or removed.
-    Fields { field: Index, change: u8 },
+    Fields {
+        field: Index,
+        change: u8,
+    },
     /// A chunk or shard file's bytes.
-    Chunk { file: Index, how: Bytes },
+    Chunk {
+        file: Index,
+        how: Bytes,
+    },
     /// An entry of a shard index, its crc32c recomputed or not.
-    ShardIndex { file: Index, entry: Index, offset: Num, size: Num, fix_crc: bool },
+    ShardIndex {
+        file: Index,
+        entry: Index,
+        offset: Num,
+        size: Num,
+        fix_crc: bool,
+    },
     /// One element of an (unsharded, zstd) chunk, re-encoded validly.
-    Value { file: Index, elem: Index, value: Num },
+    Value {
+        file: Index,
+        elem: Index,
+        value: Num,
+    },
     /// One pointer of `meta/atoms_ptr` or `meta/edges_ptr` (`at: None`: the last).
-    Pointer { edges: bool, at: Option<Index>, value: Num },
+    Pointer {
+        edges: bool,
+        at: Option<Index>,
+        value: Num,
+    },
 }
 
 fn bytes_edit() -> impl Strategy<Value = Bytes> {
@@ -342,7 +430,8 @@ impl Work {
             }
         }
         for rel in w.base.keys() {
-            let Some(array) = rel.ancestors().find(|a| a.file_name().is_some_and(|n| n == "c")).and_then(Path::parent) else {
+            let Some(array) = rel.ancestors().find(|a| a.file_name().is_some_and(|n| n == "c")).and_then(Path::parent)
+            else {
                 continue;
             };
             w.chunks.push(rel.clone());
@@ -416,12 +505,15 @@ impl Work {
             Edit::Remove { file, node } => {
                 let rel = file.get(&self.json).clone();
                 let mut v = self.read_json(&rel);
-                let nodes: Vec<Vec<Seg>> = paths(&v, false).into_iter().filter(|p| matches!(p.last(), Some(Seg::Key(_)))).collect();
+                let nodes: Vec<Vec<Seg>> =
+                    paths(&v, false).into_iter().filter(|p| matches!(p.last(), Some(Seg::Key(_)))).collect();
                 if nodes.is_empty() {
                     return;
                 }
                 let at = node.get(&nodes);
-                if let (Some(Seg::Key(k)), Some(parent)) = (at.last(), get_mut(&mut v, &at[..at.len() - 1]).as_object_mut()) {
+                if let (Some(Seg::Key(k)), Some(parent)) =
+                    (at.last(), get_mut(&mut v, &at[..at.len() - 1]).as_object_mut())
+                {
                     parent.remove(k);
                 }
                 touched.push(rel.clone());
@@ -463,7 +555,14 @@ impl Work {
                 let rel = file.get(&self.arrays).clone();
                 let mut v = self.read_json(&rel);
                 let mut choices = pool();
-                choices.extend([json!(1), json!(-1), json!(1e300), json!("Infinity"), json!("0x7fc00000"), json!(false)]);
+                choices.extend([
+                    json!(1),
+                    json!(-1),
+                    json!(1e300),
+                    json!("Infinity"),
+                    json!("0x7fc00000"),
+                    json!(false),
+                ]);
                 set(&mut v, &["fill_value"], with.get(&choices).clone());
                 touched.push(rel.clone());
                 self.write_json(&rel, &v);
@@ -483,7 +582,11 @@ impl Work {
                 touched.push(root.clone());
                 self.write_json(&root, &v);
                 if *pointers && let Some(n) = n.as_u64() {
-                    for (rel, len) in [("meta/atoms_ptr", n.saturating_add(1)), ("meta/edges_ptr", n.saturating_add(1)), ("meta/samples_mask", n)] {
+                    for (rel, len) in [
+                        ("meta/atoms_ptr", n.saturating_add(1)),
+                        ("meta/edges_ptr", n.saturating_add(1)),
+                        ("meta/samples_mask", n),
+                    ] {
                         let rel = Path::new(rel).join("zarr.json");
                         let mut a = self.read_json(&rel);
                         set(&mut a, &["shape"], json!([len]));
@@ -495,7 +598,9 @@ impl Work {
             Edit::Fields { field, change } => {
                 let root = PathBuf::from("zarr.json");
                 let mut v = self.read_json(&root);
-                let Some(core) = v.pointer_mut("/attributes/fields/core").and_then(Value::as_object_mut) else { return };
+                let Some(core) = v.pointer_mut("/attributes/fields/core").and_then(Value::as_object_mut) else {
+                    return;
+                };
                 let names: Vec<String> = core.keys().cloned().collect();
                 if names.is_empty() {
                     return;
@@ -606,7 +711,8 @@ impl Work {
                     }
                     None => {
                         // The last pointer (the total), not the chunk's padding.
-                        let meta: Value = serde_json::from_slice(&self.base[&Path::new(array).join("zarr.json")]).unwrap();
+                        let meta: Value =
+                            serde_json::from_slice(&self.base[&Path::new(array).join("zarr.json")]).unwrap();
                         let last = meta["shape"][0].as_u64().unwrap_or(1).saturating_sub(1);
                         let rows = meta["chunk_grid"]["configuration"]["chunk_shape"][0].as_u64().unwrap_or(1).max(1);
                         let rel = Path::new(array).join("c").join((last / rows).to_string());
@@ -621,7 +727,14 @@ impl Work {
 
     /// Sets one element (`pick(elements)`) of an unsharded `bytes` + `zstd`
     /// chunk, re-encoding it validly.
-    fn set_element(&self, rel: &PathBuf, size: usize, pick: impl FnOnce(usize) -> usize, value: &Num, touched: &mut Vec<PathBuf>) {
+    fn set_element(
+        &self,
+        rel: &PathBuf,
+        size: usize,
+        pick: impl FnOnce(usize) -> usize,
+        value: &Num,
+        touched: &mut Vec<PathBuf>,
+    ) {
         let Ok(mut raw) = zstd::decode_all(&self.base[rel][..]) else { return };
         let n = raw.len() / size;
         if n == 0 {
@@ -712,7 +825,12 @@ fn typed(e: &Error, store: &Path, what: &str) -> Result<(), String> {
     let msg = e.to_string();
     if std::env::var_os("FUZZ_STATS").is_some() {
         // The error's shape without numbers or paths, for a histogram.
-        let kind: String = msg.replace(&store.display().to_string(), "STORE").chars().filter(|c| !c.is_ascii_digit()).take(90).collect();
+        let kind: String = msg
+            .replace(&store.display().to_string(), "STORE")
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .take(90)
+            .collect();
         *STATS.lock().unwrap().entry(format!("{what}: {kind}")).or_default() += 1;
     }
     if msg.contains(&store.display().to_string()) {
@@ -754,7 +872,8 @@ fn exercise(store: &Path) -> Result<Outcome, String> {
             }
             // Each sample's rows agree with the pointers the reader reports.
             for (i, s) in s.iter().enumerate() {
-                let (atoms, edges) = r.get_metadata(i).map_err(|e| format!("get_metadata({i}) after a good read: {e}"))?;
+                let (atoms, edges) =
+                    r.get_metadata(i).map_err(|e| format!("get_metadata({i}) after a good read: {e}"))?;
                 for (name, f) in &s.data.fields {
                     let rows = match f.level {
                         Level::Atom => atoms,
@@ -762,7 +881,11 @@ fn exercise(store: &Path) -> Result<Outcome, String> {
                         Level::System => 1,
                     };
                     if f.shape.first() != Some(&rows) || f.data.len() != f.shape.iter().product::<usize>() {
-                        return Err(format!("sample {i} field {name}: shape {:?} with {} values, pointers say {rows} rows", f.shape, f.data.len()));
+                        return Err(format!(
+                            "sample {i} field {name}: shape {:?} with {} values, pointers say {rows} rows",
+                            f.shape,
+                            f.data.len()
+                        ));
                     }
                 }
             }
@@ -1086,10 +1209,23 @@ fn negative_and_huge_pointer_values_are_refused() {
     let (_dir, store) = copy_of("nva_default");
     let huge = 1u64 << 62;
     set_last_i64(&store, "meta/atoms_ptr", huge as i64);
-    for rel in ["meta/atoms_mask", "core/positions", "core/forces", "core/velocities", "core/atomic_numbers", "core/atomic_masses", "core/atom_categories"] {
+    for rel in [
+        "meta/atoms_mask",
+        "core/positions",
+        "core/forces",
+        "core/velocities",
+        "core/atomic_numbers",
+        "core/atomic_masses",
+        "core/atom_categories",
+    ] {
         edit_json(&store, rel, |v| v["shape"][0] = json!(huge));
     }
-    assert_inconsistent(&open_error(&store), &store, "meta/atoms_ptr", &format!("the last pointer ({huge}) claims {huge} rows"));
+    assert_inconsistent(
+        &open_error(&store),
+        &store,
+        "meta/atoms_ptr",
+        &format!("the last pointer ({huge}) claims {huge} rows"),
+    );
 
     // Edge pointers at i64::MAX.
     let (_dir, store) = copy_of("nva_default");
@@ -1146,9 +1282,15 @@ fn a_blosc_header_claiming_a_huge_size_is_an_error() {
     let dir = store_util::tmpdir();
     let store = dir.path().join("blosc.zarr");
     // No chunk checksum: it would refuse the edited header before blosc sees it.
-    let c = ZarrArrayConfig::default().codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle }).chunk_size(16).checksum(false);
+    let c = ZarrArrayConfig::default()
+        .codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle })
+        .chunk_size(16)
+        .checksum(false);
     let config = ZarrWriteConfig::default().with_core(c);
-    AtomicDataZarrWriter::create(&store, config).unwrap().write(&atomzarr::data::synth::generate(8, 3, 6, 1).unwrap()).unwrap();
+    AtomicDataZarrWriter::create(&store, config)
+        .unwrap()
+        .write(&atomzarr::data::synth::generate(8, 3, 6, 1).unwrap())
+        .unwrap();
     let chunk = store.join("core/positions/c/0/0");
     let mut b = std::fs::read(&chunk).unwrap();
     b[4..8].copy_from_slice(&u32::MAX.to_le_bytes()); // decoded size: 4 GiB

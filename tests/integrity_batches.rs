@@ -18,9 +18,9 @@ use burn::backend::Flex;
 use serde_json::Value;
 
 use atomzarr::data::CollateOptions;
-use atomzarr::store::{arrays, format};
-use atomzarr::store::repair::{self, RepairReport};
 use atomzarr::sampler::ListSampler;
+use atomzarr::store::repair::{self, RepairReport};
+use atomzarr::store::{arrays, format};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
     InMemoryDataset, Level, MultiDataset, Reader, ZarrArrayConfig, ZarrWriteConfig,
@@ -175,7 +175,12 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     // The DataLoader, fused and not, with background uploads: one Err, then the end.
     for (pf, streams) in [(0usize, false), (2, false), (3, true)] {
         let ds = Dataset::new(open()).skip_validation(true);
-        let loader = DataLoader::<B, _>::builder(ds).batch_size(4).prefetch_factor(pf).use_streams(streams).build(&Default::default()).unwrap();
+        let loader = DataLoader::<B, _>::builder(ds)
+            .batch_size(4)
+            .prefetch_factor(pf)
+            .use_streams(streams)
+            .build(&Default::default())
+            .unwrap();
         let items: Vec<_> = loader.iter().collect();
         let errs: Vec<&Error> = items.iter().filter_map(|r| r.as_ref().err()).collect();
         assert_eq!(errs.len(), 1, "pf {pf}: one error");
@@ -186,7 +191,8 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     // InMemoryDataset: refused while loading (from the store, or from samples read as stored).
     let e = InMemoryDataset::from_reader(&open()).unwrap_err();
     assert_names_bad_sample(&e, &bad, &src, "InMemoryDataset::from_reader");
-    let stored: Vec<AtomicData> = open().read_many(&(0..n as i64).collect::<Vec<_>>()).unwrap().into_iter().map(|s| s.data).collect();
+    let stored: Vec<AtomicData> =
+        open().read_many(&(0..n as i64).collect::<Vec<_>>()).unwrap().into_iter().map(|s| s.data).collect();
     match InMemoryDataset::from_samples(&stored, "mem").unwrap_err() {
         Error::NeighborIndex { source_name, index, value, num_atoms, .. } => {
             assert_eq!((source_name.as_str(), index, value, num_atoms), ("mem", BAD_LOGICAL, bad.value, bad.atoms));
@@ -202,7 +208,9 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     let dir = tmpdir();
     let good_path = dir.path().join("good.zarr");
     write(&good_path, &atomzarr::data::synth::generate(6, 3, 9, 5).unwrap());
-    let multi = Arc::new(MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&good_path).unwrap()), Arc::new(open())]).unwrap());
+    let multi = Arc::new(
+        MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&good_path).unwrap()), Arc::new(open())]).unwrap(),
+    );
     for lists in [vec![vec![0, 6 + BAD_LOGICAL, 1]], vec![vec![6 + BAD_LOGICAL, 7]]] {
         let e = multi.load_collated(&lists, &mut Vec::new()).unwrap_err();
         assert_names_bad_sample(&e, &bad, &src, &format!("MultiDataset {lists:?}"));
@@ -214,7 +222,10 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     let plain = Plain(open(), "plain".into());
     match plain.load_collated(&lists, &mut Vec::new()).unwrap_err() {
         Error::NeighborIndex { source_name, index, physical_index, value, .. } => {
-            assert_eq!((source_name.as_str(), index, physical_index, value), ("plain", BAD_LOGICAL, BAD_PHYSICAL, bad.value));
+            assert_eq!(
+                (source_name.as_str(), index, physical_index, value),
+                ("plain", BAD_LOGICAL, BAD_PHYSICAL, bad.value)
+            );
         }
         other => panic!("default load_collated: {other:?}"),
     }
@@ -236,7 +247,12 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     let (ok, stdout, stderr) = cli(&["dump", bad.path.to_str().unwrap()]);
     assert!(ok, "dump: {stderr}");
     let doc: Value = serde_json::from_str(&stdout).unwrap();
-    let nl: Vec<i64> = doc["samples"][BAD_LOGICAL]["neighbor_list"]["data"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    let nl: Vec<i64> = doc["samples"][BAD_LOGICAL]["neighbor_list"]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
     assert_eq!(nl, want, "dump keeps the stored value");
 }
 
@@ -313,7 +329,10 @@ fn burn_traits_fail_loudly_or_substitute_never_truncate() {
     let n = 39;
     let panic_message = |f: &dyn Fn()| -> String {
         let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("should panic");
-        e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
     };
     for validate in [true, false] {
         // Fail (the default): Dataset::get panics with the typed message.
@@ -322,7 +341,10 @@ fn burn_traits_fail_loudly_or_substitute_never_truncate() {
         let msg = panic_message(&|| {
             BurnDataset::get(&ds, BAD_LOGICAL);
         });
-        assert!(msg.contains(&format!("sample {BAD_LOGICAL} (physical {BAD_PHYSICAL}): neighbor_list index {}", bad.value)), "{msg}");
+        assert!(
+            msg.contains(&format!("sample {BAD_LOGICAL} (physical {BAD_PHYSICAL}): neighbor_list index {}", bad.value)),
+            "{msg}"
+        );
         assert!(BurnDataset::get(&ds, n).is_none(), "past the end is None");
         // Skip: the next good sample stands in, so the epoch keeps its length.
         let ds = ds.error_policy(ErrorPolicy::Skip);
@@ -366,9 +388,15 @@ fn layout(path: &Path) -> Layout {
     let root = json(&path.join("zarr.json"));
     let n = root["attributes"]["num_samples"].as_u64().unwrap() as usize;
     let store = arrays::open_store(path).unwrap();
-    let mask: Vec<bool> = arrays::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
+    let mask: Vec<bool> =
+        arrays::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
     let ptr = |rel: &str| -> Vec<i64> { raw_i64(path, rel)[..=n].to_vec() };
-    Layout { atoms_ptr: ptr(format::ATOMS_PTR), edges_ptr: ptr(format::EDGES_PTR), physical: (0..n).filter(|&p| mask[p]).collect(), half: n / 2 }
+    Layout {
+        atoms_ptr: ptr(format::ATOMS_PTR),
+        edges_ptr: ptr(format::EDGES_PTR),
+        physical: (0..n).filter(|&p| mask[p]).collect(),
+        half: n / 2,
+    }
 }
 
 /// expected.json's samples with the neighbor lists the toolkit should have
@@ -406,21 +434,33 @@ fn reference_stores_give_the_toolkit_bug_message_in_batch_paths() {
                     assert!(physical_index >= l.half, "{name} {what}: sample {index} is in the appended half");
                     let s = &want["samples"][index];
                     assert_eq!(num_atoms as i64, s["atomic_numbers"]["shape"][0].as_i64().unwrap(), "{name} {what}");
-                    let first = s["neighbor_list"]["data"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).find(|&x| x < 0 || x >= num_atoms as i64);
+                    let first = s["neighbor_list"]["data"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_i64().unwrap())
+                        .find(|&x| x < 0 || x >= num_atoms as i64);
                     assert_eq!(Some(value), first, "{name} {what}: value");
                     assert_eq!(append_shift, Some(k), "{name} {what}: shift");
                 }
                 other => panic!("{name} {what}: {other:?}"),
             }
-            assert!(msg.contains(&format!("looks like nvalchemi-toolkit's append bug (indices shifted by -{k})")), "{name} {what}: {msg}");
+            assert!(
+                msg.contains(&format!("looks like nvalchemi-toolkit's append bug (indices shifted by -{k})")),
+                "{name} {what}: {msg}"
+            );
             assert!(msg.contains(&format!("run `atomzarr repair {}`", path.display())), "{name} {what}: {msg}");
         };
         check(r.load_collated(&lists, &mut Vec::new()).unwrap_err(), "load_collated");
-        check(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).load_batches(&lists).unwrap_err(), "validated Dataset");
-        let loader = DataLoader::<B, _>::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true))
-            .batch_size(7)
-            .build(&Default::default())
-            .unwrap();
+        check(
+            Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).load_batches(&lists).unwrap_err(),
+            "validated Dataset",
+        );
+        let loader =
+            DataLoader::<B, _>::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true))
+                .batch_size(7)
+                .build(&Default::default())
+                .unwrap();
         check(loader.iter().find_map(Result::err).unwrap(), "DataLoader");
         // The toolkit's first write batches fine.
         let first: Vec<usize> = (0..n).filter(|&i| l.physical[i] < l.half).collect();
@@ -429,7 +469,11 @@ fn reference_stores_give_the_toolkit_bug_message_in_batch_paths() {
         assert_eq!(out[0].indices, first);
         // And the same reader still reads every sample as the toolkit does.
         for (i, s) in read_all(&r).iter().enumerate() {
-            assert_sample_matches_json(s, &want["samples"][i], &format!("{name} read after a refused batch, sample {i}"));
+            assert_sample_matches_json(
+                s,
+                &want["samples"][i],
+                &format!("{name} read after a refused batch, sample {i}"),
+            );
         }
         // The CLI says so too.
         let (ok, _, stderr) = cli(&["read", path.to_str().unwrap(), "--read-mode", "batch"]);
@@ -449,12 +493,8 @@ fn repair_fixes_the_reference_stores_appended_halves() {
         let fixed_want = corrected(&want, &l);
 
         // Which samples the repair must touch: appended, active, with edges.
-        let appended: Vec<usize> = l
-            .physical
-            .iter()
-            .copied()
-            .filter(|&p| p >= l.half && l.edges_ptr[p + 1] > l.edges_ptr[p])
-            .collect();
+        let appended: Vec<usize> =
+            l.physical.iter().copied().filter(|&p| p >= l.half && l.edges_ptr[p + 1] > l.edges_ptr[p]).collect();
         let dry = repair::check(&path).unwrap();
         assert!(!dry.written);
         let report = repair::repair(&path).unwrap();
@@ -483,18 +523,21 @@ fn repair_fixes_the_reference_stores_appended_halves() {
                 let mut base = 0;
                 for &i in list {
                     let s = &fixed_want[i];
-                    nl.extend(s["neighbor_list"]["data"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap() + base));
+                    nl.extend(
+                        s["neighbor_list"]["data"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap() + base),
+                    );
                     base += s["atomic_numbers"]["shape"][0].as_i64().unwrap();
                 }
                 assert_eq!(b.fields["neighbor_list"].data.to_i64_vec().unwrap(), nl, "{name} {opts:?} batch {list:?}");
             }
         }
         // The DataLoader reads a whole epoch, and the CLI every mode.
-        let loader = DataLoader::<B, _>::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true))
-            .batch_size(8)
-            .shuffle(true)
-            .build(&Default::default())
-            .unwrap();
+        let loader =
+            DataLoader::<B, _>::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true))
+                .batch_size(8)
+                .shuffle(true)
+                .build(&Default::default())
+                .unwrap();
         assert_eq!(loader.iter().map(|b| b.unwrap().num_graphs).sum::<usize>(), n);
         let (ok, _, stderr) = cli(&["read", path.to_str().unwrap(), "--read-mode", "both", "--read-mode", "raw"]);
         assert!(ok, "{name}: {stderr}");
@@ -588,9 +631,24 @@ fn repair_lists_what_it_cannot_fix_and_leaves_it() {
     assert!(u.reason.contains("not the toolkit's append bug"), "{}", u.reason);
     let (ok, stdout, stderr) = cli(&["repair", bad.path.to_str().unwrap()]);
     assert!(!ok, "unfixed samples: exit status 1");
-    assert!(stdout.contains(&format!("not fixed: sample {BAD_LOGICAL} (physical {BAD_PHYSICAL}): index {}", bad.value)), "{stdout}");
+    assert!(
+        stdout.contains(&format!("not fixed: sample {BAD_LOGICAL} (physical {BAD_PHYSICAL}): index {}", bad.value)),
+        "{stdout}"
+    );
     assert!(stderr.contains("could not be fixed"), "{stderr}");
-    assert_eq!(AtomicDataZarrReader::open(&bad.path).unwrap().read(BAD_LOGICAL as i64).unwrap().data.field("neighbor_list").unwrap().data.to_i64_vec().unwrap()[1], bad.value);
+    assert_eq!(
+        AtomicDataZarrReader::open(&bad.path)
+            .unwrap()
+            .read(BAD_LOGICAL as i64)
+            .unwrap()
+            .data
+            .field("neighbor_list")
+            .unwrap()
+            .data
+            .to_i64_vec()
+            .unwrap()[1],
+        bad.value
+    );
 
     // Ambiguous: one appended sample whose only edge fits two atom offsets.
     // Samples of 3, 2, 4 and 5 atoms; the last is appended with the bug and
@@ -598,13 +656,22 @@ fn repair_lists_what_it_cannot_fix_and_leaves_it() {
     // bring it into [0, 5).
     let dir = tmpdir();
     let path = dir.path().join("amb.zarr");
-    let mk = |n: usize, nl: Vec<[i64; 2]>| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap().with_neighbor_list(nl, None).unwrap();
-    toolkit_like_store(&path, &[vec![mk(3, vec![[0, 1]]), mk(2, vec![[1, 0]]), mk(4, vec![[2, 3]])], vec![mk(5, vec![[3, 3]])]]);
+    let mk = |n: usize, nl: Vec<[i64; 2]>| {
+        AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap().with_neighbor_list(nl, None).unwrap()
+    };
+    toolkit_like_store(
+        &path,
+        &[vec![mk(3, vec![[0, 1]]), mk(2, vec![[1, 0]]), mk(4, vec![[2, 3]])], vec![mk(5, vec![[3, 3]])]],
+    );
     // The toolkit bug with K = atoms_ptr[3] = 9 would read back -6; make the
     // stored value the ambiguous one instead (read-back -2).
     set_neighbor_rows(&path, 3, vec![9 - 2, 9 - 2]);
     let report = repair::repair(&path).unwrap();
     assert!(report.fixed.is_empty());
     assert_eq!(report.unfixed.len(), 1);
-    assert!(report.unfixed[0].reason.contains("ambiguous") && report.unfixed[0].reason.contains("[3, 5]"), "{:?}", report.unfixed);
+    assert!(
+        report.unfixed[0].reason.contains("ambiguous") && report.unfixed[0].reason.contains("[3, 5]"),
+        "{:?}",
+        report.unfixed
+    );
 }

@@ -18,7 +18,8 @@ type B = Flex;
 
 fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 9, 42).unwrap();
-    let config = ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(chunk));
+    let config = ZarrWriteConfig::default()
+        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(chunk));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
 }
@@ -55,7 +56,8 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
                 for batch in loader.iter() {
                     let batch = batch.unwrap();
                     let idx: Vec<i64> = batch.indices.iter().map(|&i| i as i64).collect();
-                    let samples: Vec<AtomicData> = reader.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect();
+                    let samples: Vec<AtomicData> =
+                        reader.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect();
                     let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
                     assert_eq!(batch.to_host_f64(), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
                     assert_eq!(batch.num_graphs, batch.indices.len());
@@ -72,18 +74,27 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
 
 #[test]
 fn hand_checked_offsets_and_graph_index() {
-    let a = AtomicData::new(vec![1, 1], vec![[0.0; 3], [1.0, 0.0, 0.0]]).unwrap()
-        .with_neighbor_list(vec![[0, 1], [1, 0]], Some(vec![[0.0; 3]; 2])).unwrap()
+    let a = AtomicData::new(vec![1, 1], vec![[0.0; 3], [1.0, 0.0, 0.0]])
+        .unwrap()
+        .with_neighbor_list(vec![[0, 1], [1, 0]], Some(vec![[0.0; 3]; 2]))
+        .unwrap()
         .with_energy(-1.0);
-    let b = AtomicData::new(vec![8, 1, 1], vec![[0.0; 3], [0.9, 0.0, 0.0], [0.0, 0.9, 0.0]]).unwrap()
-        .with_neighbor_list(vec![[0, 1], [0, 2], [2, 1]], Some(vec![[0.0; 3]; 3])).unwrap()
+    let b = AtomicData::new(vec![8, 1, 1], vec![[0.0; 3], [0.9, 0.0, 0.0], [0.0, 0.9, 0.0]])
+        .unwrap()
+        .with_neighbor_list(vec![[0, 1], [0, 2], [2, 1]], Some(vec![[0.0; 3]; 3]))
+        .unwrap()
         .with_energy(-2.0);
-    let c = AtomicData::new(vec![6], vec![[5.0; 3]]).unwrap()
-        .with_neighbor_list(vec![[0, 0]], Some(vec![[1.0, 0.0, 0.0]])).unwrap()
+    let c = AtomicData::new(vec![6], vec![[5.0; 3]])
+        .unwrap()
+        .with_neighbor_list(vec![[0, 0]], Some(vec![[1.0, 0.0, 0.0]]))
+        .unwrap()
         .with_energy(-3.0);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.zarr");
-    AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&[a.clone(), b.clone(), c.clone()]).unwrap();
+    AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())
+        .unwrap()
+        .write(&[a.clone(), b.clone(), c.clone()])
+        .unwrap();
     // Through the loader (collated path) and through Burn's Batcher (sample path).
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
     let loader = DataLoader::<B, _>::builder(ds).batch_size(3).build(&Default::default()).unwrap();
@@ -109,7 +120,14 @@ fn dropping_an_iterator_early_returns_promptly() {
     let path = dir.path().join("d.zarr");
     write_store(&path, 400, 64);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).batch_size(8).shuffle(true).prefetch_factor(4).use_streams(true).num_streams(2).build(&Default::default()).unwrap();
+    let loader = DataLoader::<B, _>::builder(ds)
+        .batch_size(8)
+        .shuffle(true)
+        .prefetch_factor(4)
+        .use_streams(true)
+        .num_streams(2)
+        .build(&Default::default())
+        .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut it = loader.iter();
@@ -147,8 +165,11 @@ fn corrupt_chunk_mid_epoch_yields_err_then_ends() {
     let chunk = path.join(format!("core/positions/c/{last}/0"));
     std::fs::write(&chunk, b"definitely not zstd").unwrap();
     for pf in [0usize, 2] {
-        let ds = Dataset::new(AtomicDataZarrReader::open_with(&path, atomzarr::ReaderOptions { cache_bytes: 0 }).unwrap()).skip_validation(true);
-        let loader = DataLoader::<B, _>::builder(ds).batch_size(5).prefetch_factor(pf).build(&Default::default()).unwrap();
+        let ds =
+            Dataset::new(AtomicDataZarrReader::open_with(&path, atomzarr::ReaderOptions { cache_bytes: 0 }).unwrap())
+                .skip_validation(true);
+        let loader =
+            DataLoader::<B, _>::builder(ds).batch_size(5).prefetch_factor(pf).build(&Default::default()).unwrap();
         let results: Vec<_> = loader.iter().collect();
         assert!(results[0].is_ok(), "first batch should read");
         let errs: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -209,7 +230,10 @@ fn validation_on_by_default_and_skippable() {
     // or off: the typed range error, not a validation failure.
     for ds in [Dataset::new(Broken), Dataset::new(Broken).skip_validation(true)] {
         let err = ds.load_batches(&[vec![0, 1]]).unwrap_err();
-        assert!(matches!(err, Error::NeighborIndex { index: 1, physical_index: 1, value: 5, num_atoms: 2, .. }), "{err}");
+        assert!(
+            matches!(err, Error::NeighborIndex { index: 1, physical_index: 1, value: 5, num_atoms: 2, .. }),
+            "{err}"
+        );
         assert!(err.to_string().starts_with("broken, sample 1 (physical 1): neighbor_list index 5 outside"), "{err}");
     }
     // Burn's Dataset trait: the sample, a panic with the message for a bad
@@ -258,7 +282,14 @@ fn epochs_steps_and_options() {
     let path = dir.path().join("e.zarr");
     write_store(&path, 20, 8);
     let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
-    let mk = || DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone())).batch_size(3).shuffle(true).seed(5).build(&Default::default()).unwrap();
+    let mk = || {
+        DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+            .batch_size(3)
+            .shuffle(true)
+            .seed(5)
+            .build(&Default::default())
+            .unwrap()
+    };
     let l = mk();
     let e0: Vec<_> = l.iter().map(|b| b.unwrap().indices).collect();
     let e1: Vec<_> = l.iter().map(|b| b.unwrap().indices).collect();
@@ -283,7 +314,9 @@ fn epochs_steps_and_options() {
     assert_eq!(bs.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![1, 1, 0], vec![19]]);
     // Bad options are errors.
     let err = |r: atomzarr::Result<DataLoader<B, AtomicDataZarrReader>>| matches!(r, Err(Error::Config(_)));
-    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone())).batch_size(0).build(&Default::default())));
+    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        .batch_size(0)
+        .build(&Default::default())));
     assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
         .batch_sampler(ListBatchSampler::new(vec![]))
         .shuffle(true)
@@ -300,7 +333,9 @@ fn epochs_steps_and_options() {
         other => panic!("num_streams without use_streams: expected a Config error, got {:?}", other.err()),
     }
     assert!(err(streams(true, 0)), "num_streams(0)");
-    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone())).num_workers(0).build(&Default::default())));
+    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        .num_workers(0)
+        .build(&Default::default())));
     // With use_streams, 1 and 4 streams deliver the same batches.
     let by = |n: usize| -> Vec<Vec<f64>> {
         let l = streams(true, n).unwrap();
@@ -327,7 +362,8 @@ fn burn_traits_dataloader_and_batcher() {
     let path = dir.path().join("b.zarr");
     write_store(&path, 23, 8);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds.clone()).batch_size(5).prefetch_factor(2).build(&Default::default()).unwrap();
+    let loader =
+        DataLoader::<B, _>::builder(ds.clone()).batch_size(5).prefetch_factor(2).build(&Default::default()).unwrap();
     let dl: Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> = Arc::new(loader);
     assert_eq!(dl.num_items(), 23);
     let mut it = dl.iter();
@@ -352,7 +388,8 @@ fn burn_traits_dataloader_and_batcher() {
         }
     }
     let uneven = vec![vec![0, 1, 2], vec![3], vec![4, 5, 6, 7], vec![8, 9]];
-    let loader = DataLoader::<B, _>::builder(ds.clone()).batch_sampler(Fixed(uneven)).build(&Default::default()).unwrap();
+    let loader =
+        DataLoader::<B, _>::builder(ds.clone()).batch_sampler(Fixed(uneven)).build(&Default::default()).unwrap();
     let sliced = BurnDataLoader::slice(&loader, 2, 7);
     assert_eq!(sliced.num_items(), 5);
     let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.indices).collect();

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::backend::Flex;
 
-use atomzarr::sampler::{BatchSampler, EpochPolicy, MultiDatasetBatchSampler, MultiDatasetSampler, SizeAwareOptions, SizeAwareSampler};
+use atomzarr::sampler::{
+    BatchSampler, EpochPolicy, MultiDatasetBatchSampler, MultiDatasetSampler, SizeAwareOptions, SizeAwareSampler,
+};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DataLoader, Dataset, Error,
     InMemoryDataset, InMemoryOptions, Level, MultiDataset, MultiDatasetOptions, Reader, ZarrArrayConfig,
@@ -19,7 +21,8 @@ type B = Flex;
 
 fn write_store(path: &Path, n: usize, seed: u64) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 12, seed).unwrap();
-    let config = ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(16));
+    let config =
+        ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(16));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
 }
@@ -82,7 +85,11 @@ fn fixture(na: usize, nb: usize) -> Fixture {
     let b_path = dir.path().join("b.zarr");
     let a = write_store(&a_path, na, 1);
     let b = write_store(&b_path, nb, 2);
-    let mem = InMemoryDataset::from_reader_with(&AtomicDataZarrReader::open(&b_path).unwrap(), InMemoryOptions::default().chunk_size(7)).unwrap();
+    let mem = InMemoryDataset::from_reader_with(
+        &AtomicDataZarrReader::open(&b_path).unwrap(),
+        InMemoryOptions::default().chunk_size(7),
+    )
+    .unwrap();
     Fixture { _dir: dir, a_path, a, b, mem: Arc::new(mem) }
 }
 
@@ -115,7 +122,13 @@ fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() 
             let samples: Vec<AtomicData> = batch
                 .indices
                 .iter()
-                .map(|&g| if g < 37 { child_a.reader().read(g as i64).unwrap().data } else { f.mem.read((g - 37) as i64).unwrap().data })
+                .map(|&g| {
+                    if g < 37 {
+                        child_a.reader().read(g as i64).unwrap().data
+                    } else {
+                        f.mem.read((g - 37) as i64).unwrap().data
+                    }
+                })
                 .collect();
             let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
             assert_eq!(batch.to_host_f64(), host(&want), "pf {pf} skip {skip}");
@@ -144,7 +157,8 @@ fn load_collated_routes_once_per_child_and_restores_request_order() {
     assert_eq!(out.len(), batches.len());
     for (got, want_idx) in out.iter().zip(&batches) {
         assert_eq!(&got.indices, want_idx, "global indices in request order");
-        let samples: Vec<AtomicData> = want_idx.iter().map(|&g| if g < 20 { f.a[g].clone() } else { f.b[g - 20].clone() }).collect();
+        let samples: Vec<AtomicData> =
+            want_idx.iter().map(|&g| if g < 20 { f.a[g].clone() } else { f.b[g - 20].clone() }).collect();
         let want = CollatedBatch::from_samples(want_idx, &samples).unwrap();
         assert_eq!(got.atoms_ptr, want.atoms_ptr);
         assert_eq!(got.edges_ptr, want.edges_ptr);
@@ -227,7 +241,8 @@ fn output_strict_requires_shared_field_names() {
     assert!(MultiDataset::new(vec![a.clone(), empty.clone()]).is_ok());
     assert!(MultiDataset::new(vec![empty, a.clone(), a.clone()]).is_ok());
     // Non-strict: allowed; per-child batches work, a mixed batch is an error.
-    let loose = MultiDataset::with_options(vec![a.clone(), b], MultiDatasetOptions::default().output_strict(false)).unwrap();
+    let loose =
+        MultiDataset::with_options(vec![a.clone(), b], MultiDatasetOptions::default().output_strict(false)).unwrap();
     assert!(!loose.output_strict());
     let mut out = Vec::new();
     loose.load_collated(&[vec![0, 1], vec![4, 5]], &mut out).unwrap();
@@ -260,7 +275,8 @@ fn in_memory_dataset_equals_the_store() {
         let mem = InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().chunk_size(chunk)).unwrap();
         assert_eq!(mem.len(), 41);
         assert_eq!(mem.collated().indices, (0..41).collect::<Vec<_>>());
-        let all: Vec<AtomicData> = mem.read_many(&(0..41).collect::<Vec<i64>>()).unwrap().into_iter().map(|s| s.data).collect();
+        let all: Vec<AtomicData> =
+            mem.read_many(&(0..41).collect::<Vec<i64>>()).unwrap().into_iter().map(|s| s.data).collect();
         assert_eq!(all, samples, "chunk {chunk}");
         let lists = vec![vec![40, 0, 13, 13], vec![5], vec![]];
         let mut from_store = Vec::new();
@@ -276,7 +292,10 @@ fn in_memory_dataset_equals_the_store() {
     assert!(matches!(mem.read(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.load_batches(&[vec![41]]), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.get_metadata(41), Err(Error::IndexOutOfRange { .. })));
-    assert!(matches!(InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().chunk_size(0)), Err(Error::Config(_))));
+    assert!(matches!(
+        InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().chunk_size(0)),
+        Err(Error::Config(_))
+    ));
     // Same batch API through a Dataset, validated or not.
     let ds = Dataset::new(mem.clone());
     assert_eq!(ds.load_batches(&[vec![3, 2]]).unwrap(), reader_batches(&reader, &[vec![3, 2]]));
@@ -318,7 +337,12 @@ impl Reader for Broken {
         "broken"
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {
-        [("atomic_numbers".to_string(), Level::Atom), ("positions".into(), Level::Atom), ("neighbor_list".into(), Level::Edge)].into()
+        [
+            ("atomic_numbers".to_string(), Level::Atom),
+            ("positions".into(), Level::Atom),
+            ("neighbor_list".into(), Level::Edge),
+        ]
+        .into()
     }
     fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
         let x = if i == 1 { f32::NAN } else { 0.0 };
@@ -329,8 +353,9 @@ impl Reader for Broken {
 #[test]
 fn dataset_is_a_reader_and_validates_as_a_child() {
     // A transform that keeps the field set (field_levels is the reader's).
-    let ds = Dataset::new(Broken)
-        .with_transform(|s| Ok(s.with_field("atomic_numbers", atomzarr::Field::new(Level::Atom, vec![2], vec![7i64, 7])?)));
+    let ds = Dataset::new(Broken).with_transform(|s| {
+        Ok(s.with_field("atomic_numbers", atomzarr::Field::new(Level::Atom, vec![2], vec![7i64, 7])?))
+    });
     // load_many: validated and transformed.
     let ok = Reader::load_many(&ds, &[0, 2]).unwrap();
     assert!(ok.iter().all(|s| s.field("atomic_numbers").unwrap().data.to_f64_vec() == vec![7.0, 7.0]));
@@ -366,8 +391,7 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
     // Size-aware batches over the global index space, sizes from both children.
     let o = SizeAwareOptions::default().max_atoms(40).seed(1);
     let sa = SizeAwareSampler::from_reader(multi.as_ref(), o).unwrap();
-    let want: Vec<(usize, usize)> =
-        f.a.iter().chain(&f.b).map(|s| (s.num_atoms(), s.num_edges())).collect();
+    let want: Vec<(usize, usize)> = f.a.iter().chain(&f.b).map(|s| (s.num_atoms(), s.num_edges())).collect();
     assert_eq!(sa.sizes(), want.as_slice());
     let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).skip_validation(true))
         .batch_sampler(sa.clone())
@@ -385,7 +409,15 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
     // Per-sample mixing, sharded: two ranks' loaders see disjoint halves.
     let mut halves = Vec::new();
     for rank in 0..2 {
-        let s = MultiDatasetSampler::builder(&multi).balanced().num_samples(24).replacement(false).seed(3).num_replicas(2).rank(rank).build().unwrap();
+        let s = MultiDatasetSampler::builder(&multi)
+            .balanced()
+            .num_samples(24)
+            .replacement(false)
+            .seed(3)
+            .num_replicas(2)
+            .rank(rank)
+            .build()
+            .unwrap();
         let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()))
             .sampler(s)
             .batch_size(5)
@@ -409,7 +441,8 @@ fn refresh_picks_up_appends_in_children() {
     let p = dir.path().join("r.zarr");
     let first = write_store(&p, 5, 1);
     let other = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 5, 9).unwrap(), "other").unwrap();
-    let multi = MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&p).unwrap()), Arc::new(other.clone())]).unwrap();
+    let multi =
+        MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&p).unwrap()), Arc::new(other.clone())]).unwrap();
     assert_eq!(multi.offsets(), vec![0, 5, 8]);
     let more = atomzarr::data::synth::generate(4, 2, 12, 5).unwrap();
     AtomicDataZarrWriter::open(&p, ZarrWriteConfig::default()).unwrap().append(&more).unwrap();

@@ -13,8 +13,8 @@ use atomzarr::data::CollateOptions;
 
 use atomzarr::cli::bench::{ReadOrder, read_order};
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Codec, Error, Field, Level,
-    Reader, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level, Reader,
+    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 /// Structures whose `tag` custom field (one int32 per atom) is all zeros for
@@ -72,7 +72,8 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
             for (window, batch) in [(1, 1), (13, 5), (64, 16), (120, 32)] {
                 let (mut out, mut narrowed) = (Vec::new(), Vec::new());
                 for w in o.chunks(window) {
-                    let batches: Vec<Vec<i64>> = w.chunks(batch).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
+                    let batches: Vec<Vec<i64>> =
+                        w.chunks(batch).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
                     reader.read_collated(&batches, &mut out).expect("read_collated");
                     let what = format!("{order:?} window {window} cache {cache_bytes}");
                     assert_eq!(out, collate(&reader, &batches), "{what}");
@@ -162,10 +163,13 @@ fn damaged_shard_indexes_are_errors_not_panics() {
     let cases: Vec<(&str, Damage)> = vec![
         ("crc", Box::new(|f: &Path| clobber_tail(f, 2, &[0xAB]))),
         ("entry", Box::new(|f: &Path| clobber_tail(f, 4 + 16 * 4, &u64::MAX.to_le_bytes()[..7]))),
-        ("truncated", Box::new(|f: &Path| {
-            let len = std::fs::metadata(f).expect("len").len();
-            std::fs::OpenOptions::new().write(true).open(f).expect("open").set_len(len.min(40)).expect("truncate");
-        })),
+        (
+            "truncated",
+            Box::new(|f: &Path| {
+                let len = std::fs::metadata(f).expect("len").len();
+                std::fs::OpenOptions::new().write(true).open(f).expect("open").set_len(len.min(40)).expect("truncate");
+            }),
+        ),
     ];
     for (name, damage) in cases {
         let path = dir.path().join(format!("{name}.zarr"));

@@ -137,7 +137,11 @@ fn check_size_aware(batches: &[Vec<usize>], sizes: &[(usize, usize)], o: &SizeAw
         let edges: usize = b.iter().map(|&i| sizes[i].1).sum();
         let within = o.max_atoms.is_none_or(|m| atoms <= m) && o.max_edges.is_none_or(|m| edges <= m);
         if !within {
-            assert_eq!(b.len(), 1, "only a lone oversize sample may exceed a limit: {b:?} ({atoms} atoms, {edges} edges)");
+            assert_eq!(
+                b.len(),
+                1,
+                "only a lone oversize sample may exceed a limit: {b:?} ({atoms} atoms, {edges} edges)"
+            );
             oversize += 1;
         }
         assert!(o.max_batch_size.is_none_or(|m| b.len() <= m));
@@ -289,7 +293,11 @@ fn per_child(lengths: &[usize], b: &[usize]) -> Vec<usize> {
 #[test]
 fn batch_sampler_exact_allocation_in_every_batch() {
     let lengths = vec![7, 20, 13];
-    let s = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 6).samples_per_dataset(vec![1usize, 3, 2]).seed(1).build().unwrap();
+    let s = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 6)
+        .samples_per_dataset(vec![1usize, 3, 2])
+        .seed(1)
+        .build()
+        .unwrap();
     assert_eq!(s.samples_per_dataset(), &[1, 3, 2]);
     for epoch in 0..3 {
         let b = s.batches(epoch);
@@ -299,7 +307,10 @@ fn batch_sampler_exact_allocation_in_every_batch() {
         }
     }
     // Ratios (floats) are allocated over the batch size by largest remainder.
-    let r = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 8).samples_per_dataset(vec![0.5, 0.25, 0.25]).build().unwrap();
+    let r = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 8)
+        .samples_per_dataset(vec![0.5, 0.25, 0.25])
+        .build()
+        .unwrap();
     assert_eq!(r.samples_per_dataset(), &[4, 2, 2]);
     assert!(r.batches(0).iter().all(|b| per_child(&lengths, b) == vec![4, 2, 2]));
     // Default: proportional to length.
@@ -312,7 +323,8 @@ fn batch_sampler_exact_allocation_in_every_batch() {
     assert_eq!(b.samples_per_dataset(), &[2, 1, 1]);
     assert!(b.batches(2).iter().all(|x| per_child(&[10, 30, 5], x) == vec![2, 1, 1]));
     // A dataset with count 0 never appears.
-    let z = MultiDatasetBatchSampler::for_lengths(vec![10, 30], 3).samples_per_dataset(vec![0usize, 3]).build().unwrap();
+    let z =
+        MultiDatasetBatchSampler::for_lengths(vec![10, 30], 3).samples_per_dataset(vec![0usize, 3]).build().unwrap();
     assert!(z.batches(0).concat().iter().all(|&g| g >= 10));
 }
 
@@ -361,7 +373,11 @@ fn batch_sampler_epoch_lengths_under_each_policy() {
         .unwrap();
     assert_eq!(even.len(), 10);
     // num_batches overrides the policy.
-    let n = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4).samples_per_dataset(vec![2usize, 2]).num_batches(7).build().unwrap();
+    let n = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4)
+        .samples_per_dataset(vec![2usize, 2])
+        .num_batches(7)
+        .build()
+        .unwrap();
     assert_eq!((n.len(), n.batches(0).len()), (7, 7));
 }
 
@@ -463,7 +479,12 @@ fn batch_sampler_errors() {
     assert!(matches!(&e, Error::Config(m) if m.contains("mutually exclusive")), "{e}");
     assert!(is_config(b().balanced().samples_per_dataset(vec![0.5, 0.5]).build()));
     // max_size without replacement needing oversampling.
-    let e = b().samples_per_dataset(vec![2usize, 2]).epoch_policy(EpochPolicy::MaxSize).replacement(false).build().unwrap_err();
+    let e = b()
+        .samples_per_dataset(vec![2usize, 2])
+        .epoch_policy(EpochPolicy::MaxSize)
+        .replacement(false)
+        .build()
+        .unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("MaxSize")), "{e}");
     // Too many batches without replacement.
     assert!(is_config(b().samples_per_dataset(vec![2usize, 2]).replacement(false).num_batches(6).build()));
@@ -480,9 +501,16 @@ fn batch_sampler_errors() {
     assert!(is_config(b().weights(vec![f64::NAN, 1.0]).build()));
     assert!(is_config(b().num_batches(0).build()));
     assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![10, 30], 0).build()));
-    assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).samples_per_dataset(vec![1usize, 3]).build()));
+    assert!(is_config(
+        MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).samples_per_dataset(vec![1usize, 3]).build()
+    ));
     assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).balanced().build()));
-    assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![1, 30], 4).samples_per_dataset(vec![2usize, 2]).replacement(false).build()));
+    assert!(is_config(
+        MultiDatasetBatchSampler::for_lengths(vec![1, 30], 4)
+            .samples_per_dataset(vec![2usize, 2])
+            .replacement(false)
+            .build()
+    ));
 }
 
 // ------------------------------------------------------ multi-dataset samples
@@ -490,7 +518,12 @@ fn batch_sampler_errors() {
 #[test]
 fn sampler_mixes_by_rates_exactly() {
     let lengths = vec![10, 50, 40];
-    let s = MultiDatasetSampler::for_lengths(lengths.clone()).weights(vec![2.0, 1.0, 1.0]).num_samples(80).seed(3).build().unwrap();
+    let s = MultiDatasetSampler::for_lengths(lengths.clone())
+        .weights(vec![2.0, 1.0, 1.0])
+        .num_samples(80)
+        .seed(3)
+        .build()
+        .unwrap();
     assert_eq!(s.counts(), &[40, 20, 20]);
     assert_eq!(s.len(), 80);
     for epoch in 0..3 {
@@ -513,7 +546,12 @@ fn sampler_mixes_by_rates_exactly() {
     let seq = MultiDatasetSampler::for_lengths(vec![3, 2]).balanced().num_samples(4).shuffle(false).build().unwrap();
     assert_eq!(seq.indices(5), vec![0, 1, 3, 4]);
     // Balanced without replacement within the smallest child.
-    let b = MultiDatasetSampler::for_lengths(lengths.clone()).balanced().num_samples(30).replacement(false).build().unwrap();
+    let b = MultiDatasetSampler::for_lengths(lengths.clone())
+        .balanced()
+        .num_samples(30)
+        .replacement(false)
+        .build()
+        .unwrap();
     assert_eq!(per_child(&lengths, &b.indices(0)), vec![10, 10, 10]);
     assert_eq!(counts(b.indices(0)).values().max().copied(), Some(1));
 }
@@ -533,7 +571,8 @@ fn sampler_rank_shards_and_errors() {
             assert_eq!(sorted(shards.concat()), (0..24).collect::<Vec<_>>());
         }
     }
-    let d = MultiDatasetSampler::for_lengths(vec![8, 16]).seed(4).num_replicas(5).rank(1).drop_last(true).build().unwrap();
+    let d =
+        MultiDatasetSampler::for_lengths(vec![8, 16]).seed(4).num_replicas(5).rank(1).drop_last(true).build().unwrap();
     assert_eq!((d.len(), d.indices(2).len()), (4, 4));
     let b = || MultiDatasetSampler::for_lengths(vec![8, 16]);
     assert!(is_config(b().num_replicas(3).rank(3).build()));

@@ -203,7 +203,10 @@ fn mismatches(good: &AtomicData) -> Vec<(&'static str, AtomicData)> {
     s.fields.insert("tag".into(), Field::new(Level::Atom, vec![n], vec![3i32; n]).unwrap());
     out.push(("different level", s));
     let mut s = good.clone();
-    s.fields.insert("bond_order".into(), Field::new(Level::Edge, vec![e + 1], HostData::zeros(DType::Float16, e + 1)).unwrap());
+    s.fields.insert(
+        "bond_order".into(),
+        Field::new(Level::Edge, vec![e + 1], HostData::zeros(DType::Float16, e + 1)).unwrap(),
+    );
     out.push(("edge rows disagree", s));
     let mut s = good.clone();
     let nl = s.fields.get_mut("neighbor_list").unwrap();
@@ -296,11 +299,17 @@ fn write_on_a_non_empty_store_and_create_on_an_existing_path_are_refused() {
     assert_same_snapshot(&before, &snapshot(&path), "create on an existing store");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    assert!(matches!(AtomicDataZarrWriter::create(&empty, ZarrWriteConfig::default()), Err(Error::AlreadyExists { .. })));
+    assert!(matches!(
+        AtomicDataZarrWriter::create(&empty, ZarrWriteConfig::default()),
+        Err(Error::AlreadyExists { .. })
+    ));
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
-    assert!(matches!(AtomicDataZarrWriter::create(&file, ZarrWriteConfig::default()), Err(Error::AlreadyExists { .. })));
+    assert!(matches!(
+        AtomicDataZarrWriter::create(&file, ZarrWriteConfig::default()),
+        Err(Error::AlreadyExists { .. })
+    ));
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
     assert_reads(&path, &a, "store intact");
 }

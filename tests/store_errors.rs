@@ -7,12 +7,12 @@ mod store_util;
 
 use std::path::{Path, PathBuf};
 
+use atomzarr::store::StoreGroup;
 use atomzarr::store::{arrays, format};
 use atomzarr::{
-    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle,
-    ZarrArrayConfig, ZarrWriteConfig,
+    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle, ZarrArrayConfig,
+    ZarrWriteConfig,
 };
-use atomzarr::store::StoreGroup;
 use serde_json::{Value, json};
 use store_util::*;
 
@@ -258,8 +258,11 @@ fn paths_that_are_not_zarr_v3_groups_are_format_errors() {
             "a zarr v3 group without meta/ and core/",
             Box::new(|p: &Path| {
                 std::fs::create_dir(p).unwrap();
-                std::fs::write(p.join("zarr.json"), r#"{"zarr_format": 3, "node_type": "group", "attributes": {"num_samples": 0}}"#)
-                    .unwrap();
+                std::fs::write(
+                    p.join("zarr.json"),
+                    r#"{"zarr_format": 3, "node_type": "group", "attributes": {"num_samples": 0}}"#,
+                )
+                .unwrap();
             }),
         ),
     ];
@@ -433,7 +436,10 @@ fn odd_array_shapes_and_dtypes_are_errors_not_panics() {
         v["chunk_grid"]["configuration"]["chunk_shape"] = json!([]);
     });
     let e = reader_err(&path);
-    assert!(matches!(&e, Error::Inconsistent { array, .. } | Error::Zarr { array, .. } if array == "custom/tag"), "{e:?}");
+    assert!(
+        matches!(&e, Error::Inconsistent { array, .. } | Error::Zarr { array, .. } if array == "custom/tag"),
+        "{e:?}"
+    );
     writer_calls_do_not_panic(&path);
 
     // An unsupported data type.
@@ -443,7 +449,10 @@ fn odd_array_shapes_and_dtypes_are_errors_not_panics() {
         v["fill_value"] = json!([0.0, 0.0]);
     });
     let e = reader_err(&path);
-    assert!(matches!(&e, Error::Inconsistent { array, .. } | Error::Zarr { array, .. } if array == "custom/tag"), "{e:?}");
+    assert!(
+        matches!(&e, Error::Inconsistent { array, .. } | Error::Zarr { array, .. } if array == "custom/tag"),
+        "{e:?}"
+    );
     writer_calls_do_not_panic(&path);
 }
 
@@ -595,18 +604,20 @@ fn invalid_write_configs_are_config_errors_and_create_nothing() {
         ("gzip level 10", ZarrWriteConfig::default().with_custom(base.codec(Codec::Gzip { level: 10 }))),
         (
             "blosc clevel 10",
-            ZarrWriteConfig::default().with_core(base.codec(Codec::BloscZstd { clevel: 10, shuffle: Shuffle::Shuffle })),
+            ZarrWriteConfig::default()
+                .with_core(base.codec(Codec::BloscZstd { clevel: 10, shuffle: Shuffle::Shuffle })),
         ),
         ("chunk 0", ZarrWriteConfig::default().with_core(base.chunk_size(0))),
         ("shard 0", ZarrWriteConfig::default().with_core(base.chunk_size(4).shard_size(0))),
         ("shard without chunk", ZarrWriteConfig::default().with_core(base.shard_size(64))),
         (
             "bad override",
-            ZarrWriteConfig::default()
-                .with_core(base.chunk_size(64))
-                .with_override("positions", base.shard_size(96)),
+            ZarrWriteConfig::default().with_core(base.chunk_size(64)).with_override("positions", base.shard_size(96)),
         ),
-        ("bad override codec", ZarrWriteConfig::default().with_override("energy", base.codec(Codec::Zstd { level: 23 }))),
+        (
+            "bad override codec",
+            ZarrWriteConfig::default().with_override("energy", base.codec(Codec::Zstd { level: 23 })),
+        ),
     ];
     let existing = good_store(dir.path(), "existing.zarr", config(Codec::None, None));
     for (i, (what, c)) in bad.into_iter().enumerate() {

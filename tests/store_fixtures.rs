@@ -19,16 +19,16 @@ fn expected(name: &str) -> (String, Value) {
 
 fn check_against_expected(r: &AtomicDataZarrReader, want: &Value, what: &str) {
     let samples = want["samples"].as_array().unwrap();
-    assert_eq!(want["num_samples"].as_u64().unwrap() as usize, samples.len(), "{what}: expected.json is self-consistent");
+    assert_eq!(
+        want["num_samples"].as_u64().unwrap() as usize,
+        samples.len(),
+        "{what}: expected.json is self-consistent"
+    );
     assert_eq!(r.len(), samples.len(), "{what}: logical sample count");
     let levels: BTreeMap<String, String> =
         r.field_levels().into_iter().map(|(k, v)| (k, v.as_str().to_string())).collect();
-    let want_levels: BTreeMap<String, String> = want["fields"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-        .collect();
+    let want_levels: BTreeMap<String, String> =
+        want["fields"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
     assert_eq!(levels, want_levels, "{what}: fields map");
     for (k, s) in read_all(r).iter().enumerate() {
         assert_sample_matches_json(s, &samples[k], &format!("{what}, sample {k}"));
@@ -87,7 +87,9 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
         let fixed = atomzarr::store::repair::repair(&repaired).unwrap();
         assert!(fixed.num_fixed() > 0 && fixed.unfixed.is_empty(), "{name}: {fixed:?}");
         for cache_bytes in [0, 1 << 12, 64 << 20] {
-            let r = AtomicDataZarrReader::open_with(assets().join(format!("{name}.zarr")), ReaderOptions { cache_bytes }).unwrap();
+            let r =
+                AtomicDataZarrReader::open_with(assets().join(format!("{name}.zarr")), ReaderOptions { cache_bytes })
+                    .unwrap();
             // Shuffled, with duplicates and negative indices.
             let mut rng = SplitMix(n as u64 * 7 + cache_bytes);
             let idx: Vec<i64> = (0..2 * n)
@@ -103,11 +105,16 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
                 for (s, &i) in got.iter().zip(&idx) {
                     let k = i.rem_euclid(n) as usize;
                     assert_eq!(s.metadata.index, k);
-                    assert_sample_matches_json(&s.data, &samples[k], &format!("{name} cache {cache_bytes} pass {pass} index {i}"));
+                    assert_sample_matches_json(
+                        &s.data,
+                        &samples[k],
+                        &format!("{name} cache {cache_bytes} pass {pass} index {i}"),
+                    );
                 }
             }
             let half = r.num_physical() / 2; // FIXTURES.md: write of the first half, append of the rest
-            let first: Vec<i64> = idx.iter().copied().filter(|&i| r.physical_index(i.rem_euclid(n) as usize) < half).collect();
+            let first: Vec<i64> =
+                idx.iter().copied().filter(|&i| r.physical_index(i.rem_euclid(n) as usize) < half).collect();
             check_collated(&r, &first, &format!("{name} first half, cache {cache_bytes}"));
             let fixed = AtomicDataZarrReader::open_with(&repaired, ReaderOptions { cache_bytes }).unwrap();
             check_collated(&fixed, &idx, &format!("{name} repaired, cache {cache_bytes}"));
@@ -116,7 +123,11 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
                 let kk = k.rem_euclid(n) as usize;
                 let s = r.read(k).unwrap();
                 assert_sample_matches_json(&s.data, &samples[kk], &format!("{name} read({k})"));
-                assert_eq!(r.get_metadata(kk).unwrap(), (s.data.num_atoms(), s.data.num_edges()), "{name} get_metadata({kk})");
+                assert_eq!(
+                    r.get_metadata(kk).unwrap(),
+                    (s.data.num_atoms(), s.data.num_edges()),
+                    "{name} get_metadata({kk})"
+                );
             }
         }
     }
@@ -297,7 +308,11 @@ fn fixture_copies_defragment_and_append() {
         atomzarr::cli::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim(), "{name}: dump after defragment differs");
         for (rel, codecs) in &before {
-            assert_eq!(&normalized_codecs(&zarr_json(&path, rel)), codecs, "{name}: defragment(None) kept {rel}'s codecs");
+            assert_eq!(
+                &normalized_codecs(&zarr_json(&path, rel)),
+                codecs,
+                "{name}: defragment(None) kept {rel}'s codecs"
+            );
         }
         assert!(!format::sibling(&path, ".defrag-tmp").exists());
         assert!(!format::sibling(&path, ".defrag-old").exists());
@@ -433,11 +448,12 @@ fn defragment_none_keeps_settings_whatever_the_writers_config() {
     let path = dir.path().join("k.zarr");
     copy_dir(&assets().join("nva_custom_deleted.zarr"), &path);
     let root = format::read_root(&path).unwrap();
-    let rels: Vec<String> = [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(root.fields.iter().map(|(n, i)| format::field_path(i.group, n)))
-        .collect();
+    let rels: Vec<String> =
+        [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(root.fields.iter().map(|(n, i)| format::field_path(i.group, n)))
+            .collect();
     let before: Vec<(Value, Value)> = rels
         .iter()
         .map(|rel| {
@@ -445,10 +461,8 @@ fn defragment_none_keeps_settings_whatever_the_writers_config() {
             (m["chunk_grid"].clone(), normalized_codecs(&m))
         })
         .collect();
-    let sharded = atomzarr::ZarrArrayConfig::default()
-        .codec(atomzarr::Codec::Gzip { level: 1 })
-        .chunk_size(64)
-        .shard_size(256);
+    let sharded =
+        atomzarr::ZarrArrayConfig::default().codec(atomzarr::Codec::Gzip { level: 1 }).chunk_size(64).shard_size(256);
     let config = ZarrWriteConfig::default().with_meta(sharded).with_core(sharded).with_custom(sharded);
     let mut w = AtomicDataZarrWriter::open(&path, config).unwrap();
     w.defragment(None).unwrap();

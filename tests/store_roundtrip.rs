@@ -53,7 +53,15 @@ impl Model {
 
     /// Adds a custom field to the model and the store (data for every
     /// physical sample, deleted ones included, as `add_custom` requires).
-    fn add_custom(&mut self, w: &mut AtomicDataZarrWriter, name: &str, level: Level, dtype: DType, trailing: &[usize], rng: &mut SplitMix) {
+    fn add_custom(
+        &mut self,
+        w: &mut AtomicDataZarrWriter,
+        name: &str,
+        level: Level,
+        dtype: DType,
+        trailing: &[usize],
+        rng: &mut SplitMix,
+    ) {
         let row: usize = trailing.iter().product();
         let mut all = HostData::with_capacity(dtype, 0);
         for s in &mut self.samples {
@@ -129,7 +137,12 @@ fn custom_extras(dtype: DType) -> Extras {
 }
 
 /// Writes `first` with `write`, then `rest` with `append`.
-fn write_store(path: &Path, config: ZarrWriteConfig, first: &[AtomicData], rest: &[AtomicData]) -> AtomicDataZarrWriter {
+fn write_store(
+    path: &Path,
+    config: ZarrWriteConfig,
+    first: &[AtomicData],
+    rest: &[AtomicData],
+) -> AtomicDataZarrWriter {
     let mut w = AtomicDataZarrWriter::create(path, config).unwrap();
     w.write(first).unwrap();
     w.append(rest).unwrap();
@@ -172,9 +185,18 @@ fn every_codec_with_and_without_sharding_custom_fields_deletes_defragment() {
             let mut rng = SplitMix(5);
             for s in &mut more {
                 let (v, e) = (s.num_atoms(), s.num_edges());
-                s.fields.insert("c_atom".into(), Field::new(Level::Atom, vec![v, 2], host_data(DType::Int16, v * 2, &mut rng)).unwrap());
-                s.fields.insert("c_edge".into(), Field::new(Level::Edge, vec![e], host_data(DType::Float64, e, &mut rng)).unwrap());
-                s.fields.insert("c_sys".into(), Field::new(Level::System, vec![1, 3], host_data(DType::UInt8, 3, &mut rng)).unwrap());
+                s.fields.insert(
+                    "c_atom".into(),
+                    Field::new(Level::Atom, vec![v, 2], host_data(DType::Int16, v * 2, &mut rng)).unwrap(),
+                );
+                s.fields.insert(
+                    "c_edge".into(),
+                    Field::new(Level::Edge, vec![e], host_data(DType::Float64, e, &mut rng)).unwrap(),
+                );
+                s.fields.insert(
+                    "c_sys".into(),
+                    Field::new(Level::System, vec![1, 3], host_data(DType::UInt8, 3, &mut rng)).unwrap(),
+                );
             }
             w.append(&more).unwrap();
             m.samples.extend(more);
@@ -247,7 +269,11 @@ fn check_array_codecs(path: &Path, rel: &str, codec: Codec, chunk: u64, shard: O
         Codec::None => assert_eq!(inner_codecs.len(), 1, "{rel}: {inner_codecs:?}"),
         Codec::Zstd { level } => {
             assert_eq!(inner_codecs.len(), 2, "{rel}");
-            assert_eq!(inner_codecs[1], json!({"name": "zstd", "configuration": {"level": level, "checksum": false}}), "{rel}");
+            assert_eq!(
+                inner_codecs[1],
+                json!({"name": "zstd", "configuration": {"level": level, "checksum": false}}),
+                "{rel}"
+            );
         }
         Codec::Gzip { level } => {
             assert_eq!(inner_codecs.len(), 2, "{rel}");
@@ -340,7 +366,9 @@ fn layout_matches_the_store_format() {
     };
     let data = samples(11, 23, 7, 12, &extras);
     let config = ZarrWriteConfig::default()
-        .with_meta(ZarrArrayConfig::default().codec(Codec::BloscLz4 { clevel: 4, shuffle: Shuffle::NoShuffle }).chunk_size(16))
+        .with_meta(
+            ZarrArrayConfig::default().codec(Codec::BloscLz4 { clevel: 4, shuffle: Shuffle::NoShuffle }).chunk_size(16),
+        )
         .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(4).shard_size(8))
         .with_custom(ZarrArrayConfig::default().codec(Codec::Gzip { level: 6 }).chunk_size(5))
         .with_override("neighbor_list", ZarrArrayConfig::default().chunk_size(2).shard_size(6));
@@ -443,14 +471,23 @@ fn layout_matches_the_store_format() {
     let report = atomzarr::cli::inspect::inspect(&path).unwrap();
     assert_eq!((report.num_samples, report.active), (n as usize, n as usize));
     let cfg = |rel: &str| report.arrays.iter().find(|a| a.path == rel).unwrap_or_else(|| panic!("{rel}")).config;
-    let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig { codec: Some(codec), chunk_size: Some(chunk), shard_size: shard, write_empty_chunks: None, checksum: Some(true) };
+    let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig {
+        codec: Some(codec),
+        chunk_size: Some(chunk),
+        shard_size: shard,
+        write_empty_chunks: None,
+        checksum: Some(true),
+    };
     assert_eq!(cfg("meta/atoms_ptr"), want_cfg(blosc, 16, None));
     assert_eq!(cfg("core/positions"), want_cfg(Codec::Zstd { level: 3 }, 4, Some(8)));
     assert_eq!(cfg("core/neighbor_list"), want_cfg(Codec::Zstd { level: 3 }, 2, Some(6)));
     assert_eq!(cfg("custom/label"), want_cfg(Codec::Gzip { level: 6 }, 5, None));
     let (ok, stdout, stderr) = cli(&["inspect", path.to_str().unwrap()]);
     assert!(ok, "{stderr}");
-    assert!(stdout.contains("core/positions") && stdout.contains("zstd(3)") && stdout.contains("blosc-lz4(4)"), "{stdout}");
+    assert!(
+        stdout.contains("core/positions") && stdout.contains("zstd(3)") && stdout.contains("blosc-lz4(4)"),
+        "{stdout}"
+    );
     let r = AtomicDataZarrReader::open(&path).unwrap();
     check_reader(&r, &Model { samples: data, ..Default::default() }, "layout store");
 }
@@ -504,7 +541,10 @@ fn dump_escapes_field_names_as_python_json_does() {
     let dir = tmpdir();
     let path = dir.path().join("names.zarr");
     let name = "q\"uo\tte é 𝛼";
-    let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_custom(name, Level::System, vec![1], vec![7i32]).unwrap();
+    let s = AtomicData::new(vec![1], vec![[0.0; 3]])
+        .unwrap()
+        .with_custom(name, Level::System, vec![1], vec![7i32])
+        .unwrap();
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&[s]).unwrap();
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert!(r.field_levels().contains_key(name));
@@ -577,7 +617,12 @@ fn int32_neighbor_lists_and_stores_without_edges() {
     let p = dir.path().join("noedges.zarr");
     let data = samples(2, 6, 4, 0, &Extras::default());
     assert!(data.iter().all(|s| s.num_edges() == 0));
-    let mut w = write_store(&p, uniform(Codec::BloscZstd { clevel: 1, shuffle: Shuffle::Shuffle }, 2, Some(4)), &data[..1], &data[1..]);
+    let mut w = write_store(
+        &p,
+        uniform(Codec::BloscZstd { clevel: 1, shuffle: Shuffle::Shuffle }, 2, Some(4)),
+        &data[..1],
+        &data[1..],
+    );
     assert_eq!(zarr_json(&p, "core/neighbor_list")["shape"], json!([0, 2]));
     let mut m = Model { samples: data, ..Default::default() };
     let r = AtomicDataZarrReader::open(&p).unwrap();

@@ -92,7 +92,11 @@ fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let start = Instant::now();
     let store = args.store.clone().unwrap_or_else(|| {
-        PathBuf::from(if args.tiny { "target/train_mlip/lj_ar_kr_tiny.zarr" } else { "target/train_mlip/lj_ar_kr.zarr" })
+        PathBuf::from(if args.tiny {
+            "target/train_mlip/lj_ar_kr_tiny.zarr"
+        } else {
+            "target/train_mlip/lj_ar_kr.zarr"
+        })
     });
     let epochs = args.epochs.unwrap_or(if args.tiny { 2 } else { 12 });
     let batch_size = args.batch_size.unwrap_or(if args.tiny { 8 } else { 32 });

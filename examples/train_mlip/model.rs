@@ -178,8 +178,9 @@ impl<B: Backend> GraphBatch<B> {
     pub fn from_collated(b: &CollatedBatch, device: &B::Device) -> GraphBatch<B> {
         let field = |name: &str| &b.fields.get(name).unwrap_or_else(|| panic!("batch has no `{name}`")).data;
         let (v, e, g) = (b.num_atoms(), b.num_edges(), b.num_graphs());
-        let graph_index: Vec<i64> =
-            (0..g).flat_map(|k| std::iter::repeat_n(k as i64, (b.atoms_ptr[k + 1] - b.atoms_ptr[k]) as usize)).collect();
+        let graph_index: Vec<i64> = (0..g)
+            .flat_map(|k| std::iter::repeat_n(k as i64, (b.atoms_ptr[k + 1] - b.atoms_ptr[k]) as usize))
+            .collect();
         let counts: Vec<f32> = b.atoms_ptr.windows(2).map(|w| (w[1] - w[0]) as f32).collect();
         GraphBatch {
             num_graphs: g,
@@ -196,7 +197,9 @@ impl<B: Backend> GraphBatch<B> {
 
     /// The model's view of a DataLoader batch (tensors are moved, not copied).
     pub fn from_atomic(b: AtomicBatch<B>) -> Result<GraphBatch<B>, String> {
-        let need = |name: &str| format!("batch has no `{name}` field (the store must hold energies, forces, neighbor lists and shifts)");
+        let need = |name: &str| {
+            format!("batch has no `{name}` field (the store must hold energies, forces, neighbor lists and shifts)")
+        };
         Ok(GraphBatch {
             num_graphs: b.num_graphs,
             positions: b.positions().ok_or_else(|| need("positions"))?,
@@ -294,7 +297,8 @@ impl<B: Backend> Mlip<B> {
         let forces = scatter_sum(unit * f, src.clone(), v) * self.force_scale;
         // Energy head: per-atom energy = pair terms over the atom's edges + an atom term.
         let pair_e = self.pair_out.forward(g) * env; // [E,1]
-        let atom_e = scatter_sum(pair_e, src, v) / self.avg_neighbors + self.atom_out.forward(silu(self.atom1.forward(h)));
+        let atom_e =
+            scatter_sum(pair_e, src, v) / self.avg_neighbors + self.atom_out.forward(silu(self.atom1.forward(h)));
         let atom_e = atom_e * self.energy_scale + self.energy_per_atom;
         let energy = scatter_sum(atom_e, batch.graph_index.clone(), batch.num_graphs);
         Prediction { energy, forces }
@@ -337,9 +341,8 @@ pub struct Trainer<B: AutodiffBackend> {
 impl<B: AutodiffBackend> Trainer<B> {
     /// A trainer for a fresh model from `config`.
     pub fn new(config: &MlipConfig, device: &B::Device) -> Trainer<B> {
-        let optim = AdamConfig::new()
-            .with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(10.0)))
-            .init();
+        let optim =
+            AdamConfig::new().with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(10.0))).init();
         Trainer { model: config.init(device), optim, weights: LossWeights::default() }
     }
 
@@ -504,7 +507,8 @@ mod model_tests {
         let batch = toy_batch(&device);
         let p = model.forward(&batch);
         let (c, s) = (0.6f32, 0.8f32);
-        let rot = Tensor::<B, 2>::from_data(TensorData::new(vec![c, -s, 0.0, s, c, 0.0, 0.0, 0.0, 1.0], [3, 3]), &device);
+        let rot =
+            Tensor::<B, 2>::from_data(TensorData::new(vec![c, -s, 0.0, s, c, 0.0, 0.0, 0.0, 1.0], [3, 3]), &device);
         let mut rotated = batch.clone();
         rotated.positions = batch.positions.clone().matmul(rot.clone());
         rotated.shifts = batch.shifts.clone().matmul(rot.clone());

@@ -121,11 +121,7 @@ fn norm(a: [f64; 3]) -> f64 {
 fn fractional(cell: &[[f64; 3]; 3], p: [f64; 3]) -> [f64; 3] {
     // p = f · cell  =>  f_k = p · (a_l × a_m) / V
     let v = dot(cell[0], cross(cell[1], cell[2]));
-    [
-        dot(p, cross(cell[1], cell[2])) / v,
-        dot(p, cross(cell[2], cell[0])) / v,
-        dot(p, cross(cell[0], cell[1])) / v,
-    ]
+    [dot(p, cross(cell[1], cell[2])) / v, dot(p, cross(cell[2], cell[0])) / v, dot(p, cross(cell[0], cell[1])) / v]
 }
 
 impl Structure {
@@ -195,7 +191,9 @@ impl Structure {
                                 continue;
                             }
                             let s = [0, 1, 2].map(|x| {
-                                f64::from(a) * self.cell[0][x] + f64::from(b) * self.cell[1][x] + f64::from(c) * self.cell[2][x]
+                                f64::from(a) * self.cell[0][x]
+                                    + f64::from(b) * self.cell[1][x]
+                                    + f64::from(c) * self.cell[2][x]
                             });
                             let d = [d0[0] + s[0], d0[1] + s[1], d0[2] + s[2]];
                             if dot(d, d) < c2 {
@@ -471,8 +469,8 @@ pub fn build_store(path: &Path, spec: DatasetSpec, seed: u64) -> atomzarr::Resul
     let samples: Vec<AtomicData> = labelled.iter().map(Labelled::to_atomic_data).collect::<atomzarr::Result<_>>()?;
     // Chunks of a few hundred structures' rows: shuffled reads then touch a few
     // chunks per fused prefetch window, each decoded once.
-    let config = ZarrWriteConfig::default()
-        .with_core(ZarrArrayConfig::default().codec(atomzarr::Codec::Zstd { level: 3 }));
+    let config =
+        ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(atomzarr::Codec::Zstd { level: 3 }));
     let mut writer = AtomicDataZarrWriter::create(path, config)?;
     writer.write(&samples)?;
     Ok(samples.len())

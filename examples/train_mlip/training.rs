@@ -53,7 +53,12 @@ pub struct Split<B: AutodiffBackend> {
 
 impl<B: AutodiffBackend> Split<B> {
     /// Opens `store` and builds both loaders.
-    pub fn open(store: &Path, val_fraction: f64, opts: LoaderOptions, device: &B::Device) -> Result<Split<B>, BoxError> {
+    pub fn open(
+        store: &Path,
+        val_fraction: f64,
+        opts: LoaderOptions,
+        device: &B::Device,
+    ) -> Result<Split<B>, BoxError> {
         let reader = Arc::new(AtomicDataZarrReader::open(store)?);
         let n = reader.len();
         let n_val = ((n as f64 * val_fraction).round() as usize).clamp(1, n.saturating_sub(1).max(1));

@@ -180,7 +180,13 @@ pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
                     out.push_str(", ");
                 }
                 let shape: Vec<String> = f.shape.iter().map(ToString::to_string).collect();
-                let _ = write!(out, "{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": ", py_json_str(name), f.dtype(), shape.join(", "));
+                let _ = write!(
+                    out,
+                    "{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": ",
+                    py_json_str(name),
+                    f.dtype(),
+                    shape.join(", ")
+                );
                 write_data(&mut out, &f.data);
                 out.push('}');
             }

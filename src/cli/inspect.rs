@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use crate::store::format::StoreGroup;
 use crate::data::{DType, Level};
 use crate::error::Result;
+use crate::store::format::StoreGroup;
 use crate::store::{arrays, format};
 
 /// One array of a store.

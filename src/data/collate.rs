@@ -124,7 +124,11 @@ impl CollatedBatch {
             } else {
                 self.fields.insert(
                     name.clone(),
-                    CollatedField { level: *level, trailing_shape: trailing.clone(), data: HostData::with_capacity(*dtype, 0) },
+                    CollatedField {
+                        level: *level,
+                        trailing_shape: trailing.clone(),
+                        data: HostData::with_capacity(*dtype, 0),
+                    },
                 );
             }
         }
@@ -178,10 +182,7 @@ impl CollatedBatch {
         let layout: Vec<_> = samples
             .first()
             .map(|s| {
-                s.fields
-                    .iter()
-                    .map(|(n, f)| (n.clone(), f.level, f.dtype(), f.trailing_shape().to_vec()))
-                    .collect()
+                s.fields.iter().map(|(n, f)| (n.clone(), f.level, f.dtype(), f.trailing_shape().to_vec())).collect()
             })
             .unwrap_or_default();
         self.reset(&layout);
@@ -202,7 +203,12 @@ impl CollatedBatch {
                         format!("batch sample {k}, field {name}"),
                         format!(
                             "{} {} {:?} differs from the first sample's {} {} {:?}",
-                            f.level, f.dtype(), f.trailing_shape(), dst.level, dst.data.dtype(), dst.trailing_shape
+                            f.level,
+                            f.dtype(),
+                            f.trailing_shape(),
+                            dst.level,
+                            dst.data.dtype(),
+                            dst.trailing_shape
                         ),
                     ));
                 }
@@ -210,7 +216,10 @@ impl CollatedBatch {
                     // Moved to batch-local and range-checked in one copy.
                     let n = s.num_atoms() as u64;
                     let start = dst.data.len();
-                    if !dst.data.extend_indices_checked(f.data.as_bytes(), IndexRange { lo: 0, n, offset: atom_base })? {
+                    if !dst
+                        .data
+                        .extend_indices_checked(f.data.as_bytes(), IndexRange { lo: 0, n, offset: atom_base })?
+                    {
                         return Err(bad_indices(&dst.data, start, atom_base, n, |r| range_error(k, r)));
                     }
                 } else {
@@ -277,7 +286,13 @@ impl CollatedBatch {
 
 /// The error for indices `start..` of `data` (one sample whose atoms are
 /// `base..base + n` there) after a checked copy found one out of range.
-pub(crate) fn bad_indices(data: &HostData, start: usize, base: i64, n: u64, err: impl FnOnce(IndexReport) -> Error) -> Error {
+pub(crate) fn bad_indices(
+    data: &HostData,
+    start: usize,
+    base: i64,
+    n: u64,
+    err: impl FnOnce(IndexReport) -> Error,
+) -> Error {
     match data.index_report(start..data.len(), base, n) {
         Some(r) => err(r),
         // The copy's int32 offset did not fit (see `extend_indices_checked`).

@@ -192,10 +192,7 @@ impl HostData {
     /// Appends `other`'s elements; errors when dtypes differ.
     pub fn extend_from(&mut self, other: &HostData) -> Result<()> {
         if self.dtype() != other.dtype() {
-            return Err(Error::invalid(
-                "concatenate",
-                format!("dtype {} vs {}", self.dtype(), other.dtype()),
-            ));
+            return Err(Error::invalid("concatenate", format!("dtype {} vs {}", self.dtype(), other.dtype())));
         }
         match (self, other) {
             (HostData::Bool(a), HostData::Bool(b)) => a.extend_from_slice(b),

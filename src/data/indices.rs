@@ -100,7 +100,9 @@ impl HostData {
 
     /// As [`HostData::add_offset`], for elements `start..` only.
     pub(crate) fn add_offset_from(&mut self, start: usize, offset: i64) -> Result<()> {
-        if offset == 0 && matches!(self, HostData::Int64(_) | HostData::Int32(_) | HostData::UInt64(_) | HostData::UInt32(_)) {
+        if offset == 0
+            && matches!(self, HostData::Int64(_) | HostData::Int32(_) | HostData::UInt64(_) | HostData::UInt32(_))
+        {
             return Ok(());
         }
         // Wrapping: stored values come from disk and may be anything; a bad

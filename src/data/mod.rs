@@ -23,9 +23,9 @@ mod indices;
 mod sample;
 pub mod synth;
 
+pub(crate) use collate::bad_indices;
 pub use collate::{CollateOptions, CollatedBatch, CollatedField};
 pub use dtype::{DType, Level};
 pub use host::HostData;
-pub use sample::{AtomicData, Field};
-pub(crate) use collate::bad_indices;
 pub(crate) use indices::{IndexRange, IndexReport, fold_index, narrow_i64};
+pub use sample::{AtomicData, Field};

@@ -173,11 +173,7 @@ impl AtomicData {
     /// Neighbor list `[n_edges, 2]` of sample-local atom indices (int64) and,
     /// optionally, periodic `shifts` `[n_edges, 3]` (Å, so that
     /// `r_ij = r_j - r_i + shift_ij`).
-    pub fn with_neighbor_list(
-        self,
-        pairs: Vec<[i64; 2]>,
-        shifts: Option<Vec<[f32; 3]>>,
-    ) -> Result<AtomicData> {
+    pub fn with_neighbor_list(self, pairs: Vec<[i64; 2]>, shifts: Option<Vec<[f32; 3]>>) -> Result<AtomicData> {
         let e = pairs.len();
         let mut d = self.with_field(
             "neighbor_list",
@@ -214,10 +210,9 @@ impl AtomicData {
             Level::System => Some(1),
         };
         match have {
-            Some(h) if h != n => Err(Error::invalid(
-                name,
-                format!("{n} rows but the sample has {h} on the {level} axis"),
-            )),
+            Some(h) if h != n => {
+                Err(Error::invalid(name, format!("{n} rows but the sample has {h} on the {level} axis")))
+            }
             _ => Ok(()),
         }
     }

@@ -34,7 +34,9 @@ pub fn generate_with_progress(
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<AtomicData>> {
     if min_atoms == 0 || min_atoms > max_atoms {
-        return Err(Error::Config(format!("atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more")));
+        return Err(Error::Config(format!(
+            "atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more"
+        )));
     }
     let mut rng = SynthRng::seed_from_u64(seed);
     let mut out = Vec::with_capacity(n);
@@ -56,9 +58,8 @@ fn one(rng: &mut SynthRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicD
     let pos: Vec<[f32; 3]> = (0..n).map(|_| std::array::from_fn(|_| rng.random::<f32>() * box_len)).collect();
     let forces: Vec<[f32; 3]> = (0..n).map(|_| std::array::from_fn(|_| rng.random::<f32>() * 2.0 - 1.0)).collect();
     let pairs: Vec<[i64; 2]> = (0..e).map(|_| [rng.random_range(0..n as i64), rng.random_range(0..n as i64)]).collect();
-    let shifts: Vec<[f32; 3]> = (0..e)
-        .map(|_| std::array::from_fn(|_| f32::from(rng.random_range(-1i8..=1)) * box_len))
-        .collect();
+    let shifts: Vec<[f32; 3]> =
+        (0..e).map(|_| std::array::from_fn(|_| f32::from(rng.random_range(-1i8..=1)) * box_len)).collect();
     AtomicData::new(z, pos)?
         .with_forces(forces)?
         .with_energy(rng.random::<f32>() * -10.0)

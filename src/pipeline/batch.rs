@@ -169,7 +169,16 @@ impl<B: Backend> AtomicBatch<B> {
             };
             fields.insert(name, BatchField { level, shape, data });
         }
-        AtomicBatch { num_graphs, num_atoms, num_edges, graph_index, atoms_ptr, edges_ptr, fields, indices: batch.indices }
+        AtomicBatch {
+            num_graphs,
+            num_atoms,
+            num_edges,
+            graph_index,
+            atoms_ptr,
+            edges_ptr,
+            fields,
+            indices: batch.indices,
+        }
     }
 
     /// A field's data and its shape as a rank-`D` array (`None` if absent or
@@ -213,9 +222,13 @@ impl<B: Backend> AtomicBatch<B> {
                 let v: Vec<f64> = match &f.data {
                     BatchData::Float(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap_or_default(),
                     BatchData::Int(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap_or_default(),
-                    BatchData::Bool(t) => {
-                        t.to_data().to_vec::<bool>().unwrap_or_default().into_iter().map(|x| f64::from(u8::from(x))).collect()
-                    }
+                    BatchData::Bool(t) => t
+                        .to_data()
+                        .to_vec::<bool>()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|x| f64::from(u8::from(x)))
+                        .collect(),
                 };
                 (name.clone(), (f.shape.clone(), v))
             })

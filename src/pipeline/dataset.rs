@@ -29,8 +29,8 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
-use crate::data::{CollateOptions, CollatedBatch};
 use crate::data::AtomicData;
+use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::source::{Reader, range_error};
 
@@ -88,21 +88,19 @@ impl WorkerPool {
         let threads = (0..n.max(1))
             .map(|i| {
                 let rx = rx.clone();
-                std::thread::Builder::new()
-                    .name(format!("atomzarr-prefetch-{i}"))
-                    .spawn(move || {
-                        loop {
-                            // Take one job, release the lock, run it.
-                            let job = match rx.lock() {
-                                Ok(g) => g.recv(),
-                                Err(_) => return,
-                            };
-                            match job {
-                                Ok(job) => job(),
-                                Err(_) => return, // pool dropped
-                            }
+                std::thread::Builder::new().name(format!("atomzarr-prefetch-{i}")).spawn(move || {
+                    loop {
+                        // Take one job, release the lock, run it.
+                        let job = match rx.lock() {
+                            Ok(g) => g.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return, // pool dropped
                         }
-                    })
+                    }
+                })
             })
             .filter_map(std::result::Result::ok)
             .collect();
@@ -145,9 +143,7 @@ pub type FusedHandle = Pending<Vec<CollatedBatch>>;
 impl<T> Pending<T> {
     /// Waits for the result.
     pub fn wait(self) -> Result<T> {
-        self.rx
-            .recv()
-            .map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
+        self.rx.recv().map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
     }
 }
 
@@ -172,7 +168,9 @@ impl<R: Reader> ReadCtx<R> {
     fn check(&self, lists: &[Vec<usize>]) -> Result<()> {
         let len = self.reader.len();
         match lists.iter().flatten().find(|&&i| i >= len) {
-            Some(&bad) => Err(Error::IndexOutOfRange { source_name: self.reader.source().to_string(), index: bad as i64, len }),
+            Some(&bad) => {
+                Err(Error::IndexOutOfRange { source_name: self.reader.source().to_string(), index: bad as i64, len })
+            }
             None => Ok(()),
         }
     }
@@ -240,7 +238,8 @@ impl<R: Reader> ReadCtx<R> {
             // The failure did not reproduce sample by sample: report it.
             return Err(first);
         }
-        let kept: Vec<Vec<usize>> = lists.iter().map(|b| b.iter().copied().filter(|i| !bad.contains(i)).collect()).collect();
+        let kept: Vec<Vec<usize>> =
+            lists.iter().map(|b| b.iter().copied().filter(|i| !bad.contains(i)).collect()).collect();
         let dropped = lists.iter().map(Vec::len).sum::<usize>() - kept.iter().map(Vec::len).sum::<usize>();
         self.skipped.fetch_add(dropped as u64, Ordering::Relaxed);
         self.load_strict(&kept)
@@ -653,7 +652,12 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         Ok(())
     }
 
-    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         *out = ReadCtx { collate: opts, ..self.ctx() }.load_batches(batches)?;
         Ok(())
     }

@@ -36,18 +36,18 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::tensor::backend::Backend;
 
-use crate::pipeline::AtomicBatch;
 use crate::data::{CollateOptions, CollatedBatch};
-use crate::pipeline::{Dataset, ErrorPolicy, Pending};
 use crate::error::{Error, Result};
-use crate::source::Reader;
+use crate::pipeline::AtomicBatch;
+use crate::pipeline::{Dataset, ErrorPolicy, Pending};
 use crate::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches, SequentialSampler, epoch_rng};
+use crate::source::Reader;
 
 /// A transform applied to each device batch, in order, before it is yielded.
 pub type BatchTransform<B> = Arc<dyn Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync>;
@@ -158,7 +158,10 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     }
 
     /// Adds a per-batch transform.
-    pub fn batch_transform(mut self, f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static) -> Self {
+    pub fn batch_transform(
+        mut self,
+        f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static,
+    ) -> Self {
         self.batch_transforms.push(Arc::new(f));
         self
     }
@@ -197,7 +200,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
         let int32 = crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
-        let mut dataset = self.dataset.collate_options(CollateOptions::default().narrow_int64(int32)).with_own_skip_count();
+        let mut dataset =
+            self.dataset.collate_options(CollateOptions::default().narrow_int64(int32)).with_own_skip_count();
         if let Some(p) = self.error_policy {
             dataset = dataset.error_policy(p);
         }
@@ -403,7 +407,12 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     }
 }
 
-fn to_device<B: Backend>(c: CollatedBatch, device: &B::Device, pin: bool, transforms: &[BatchTransform<B>]) -> Result<AtomicBatch<B>> {
+fn to_device<B: Backend>(
+    c: CollatedBatch,
+    device: &B::Device,
+    pin: bool,
+    transforms: &[BatchTransform<B>],
+) -> Result<AtomicBatch<B>> {
     let b = AtomicBatch::from_collated(c, device, pin);
     transforms.iter().try_fold(b, |b, t| t(b))
 }
@@ -493,7 +502,9 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
                     window_to_device(drop_emptied(batches, &asked), &device, pin, &transforms, streams)
                 })
             } else {
-                self.dataset.spawn_fused_with(w, move |batches| Ok(drop_emptied(batches, &asked).into_iter().map(Item::Host).collect()))
+                self.dataset.spawn_fused_with(w, move |batches| {
+                    Ok(drop_emptied(batches, &asked).into_iter().map(Item::Host).collect())
+                })
             };
             self.inflight.push_back(h);
         }

@@ -13,8 +13,8 @@ pub mod batch;
 pub mod dataset;
 pub mod loader;
 
+pub(crate) use batch::device_int_dtype;
 pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
+pub(crate) use dataset::Pending;
 pub use dataset::{Dataset, ErrorPolicy};
 pub use loader::{DataLoader, DataLoaderBuilder, LoaderStats};
-pub(crate) use batch::device_int_dtype;
-pub(crate) use dataset::Pending;

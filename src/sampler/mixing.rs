@@ -10,7 +10,6 @@
 //! Without `replacement`, a request that would need a second pass is a
 //! configuration error.
 
-
 use crate::error::{Error, Result};
 use crate::source::MultiDataset;
 
@@ -294,7 +293,8 @@ impl MultiDatasetSampler {
     /// The whole epoch before sharding (what all ranks agree on).
     pub fn global_indices(&self, epoch: u64) -> Vec<usize> {
         let mut rng = epoch_rng(self.seed, epoch);
-        let mut choices: Vec<usize> = self.counts.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
+        let mut choices: Vec<usize> =
+            self.counts.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
         if self.shuffle {
             super::shuffle(&mut choices, &mut rng);
         }

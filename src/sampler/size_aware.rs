@@ -1,7 +1,6 @@
 //! [`SizeAwareSampler`]: batches bounded by atoms, edges and graphs instead
 //! of a fixed sample count, bin-packed by atom count.
 
-
 use crate::error::{Error, Result};
 use crate::source::Reader;
 
@@ -37,7 +36,14 @@ pub struct SizeAwareOptions {
 
 impl Default for SizeAwareOptions {
     fn default() -> Self {
-        SizeAwareOptions { max_atoms: None, max_edges: None, max_batch_size: None, shuffle: true, seed: 0, pool_size: 2048 }
+        SizeAwareOptions {
+            max_atoms: None,
+            max_edges: None,
+            max_batch_size: None,
+            shuffle: true,
+            seed: 0,
+            pool_size: 2048,
+        }
     }
 }
 
@@ -131,9 +137,12 @@ impl SizeAwareSampler {
     pub fn new(sizes: Vec<(usize, usize)>, options: SizeAwareOptions) -> Result<Self> {
         let o = &options;
         if o.max_atoms.is_none() && o.max_edges.is_none() && o.max_batch_size.is_none() {
-            return Err(Error::Config("SizeAwareSampler needs at least one of max_atoms, max_edges, max_batch_size".into()));
+            return Err(Error::Config(
+                "SizeAwareSampler needs at least one of max_atoms, max_edges, max_batch_size".into(),
+            ));
         }
-        for (name, v) in [("max_atoms", o.max_atoms), ("max_edges", o.max_edges), ("max_batch_size", o.max_batch_size)] {
+        for (name, v) in [("max_atoms", o.max_atoms), ("max_edges", o.max_edges), ("max_batch_size", o.max_batch_size)]
+        {
             if v == Some(0) {
                 return Err(Error::Config(format!("SizeAwareSampler: {name} must be at least 1")));
             }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use crate::data::{CollatedBatch, bad_indices};
 use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
+use crate::data::{CollatedBatch, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::source::Reader;
@@ -31,7 +31,8 @@ fn layout_diff(want: &Layout, got: &Layout) -> Option<String> {
     let g: BTreeMap<&String, _> = got.iter().map(|(n, l, d, t)| (n, (l, d, t))).collect();
     let missing: Vec<&str> = w.keys().filter(|n| !g.contains_key(*n)).map(|n| n.as_str()).collect();
     let extra: Vec<&str> = g.keys().filter(|n| !w.contains_key(*n)).map(|n| n.as_str()).collect();
-    let differ: Vec<&str> = w.iter().filter(|(n, v)| g.get(*n).is_some_and(|x| x != *v)).map(|(n, _)| n.as_str()).collect();
+    let differ: Vec<&str> =
+        w.iter().filter(|(n, v)| g.get(*n).is_some_and(|x| x != *v)).map(|(n, _)| n.as_str()).collect();
     if missing.is_empty() && extra.is_empty() && differ.is_empty() {
         return None;
     }
@@ -55,7 +56,12 @@ pub(crate) type RangeError<'a> = Option<&'a (dyn Fn(usize, IndexReport) -> Error
 /// Rebuilds `dst` as the graphs `picks` (`(source, graph)` pairs, in order)
 /// of `sources`, which must share one field layout (an empty batch takes the
 /// first source's, with zero rows). Indices are left for the caller to set.
-pub(crate) fn gather(dst: &mut CollatedBatch, sources: &[&CollatedBatch], picks: &[(usize, usize)], range_error: RangeError) -> Result<()> {
+pub(crate) fn gather(
+    dst: &mut CollatedBatch,
+    sources: &[&CollatedBatch],
+    picks: &[(usize, usize)],
+    range_error: RangeError,
+) -> Result<()> {
     let first = picks.first().map_or(0, |p| p.0);
     let layout = sources.get(first).map(|s| layout_of(s)).unwrap_or_default();
     dst.reset(&layout);
@@ -91,8 +97,10 @@ pub(crate) fn gather_append(
     let mut bases = Vec::with_capacity(picks.len());
     for &(s, k) in picks {
         let src = sources[s];
-        let (a0, a1) = level_rows(src, Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
-        let (e0, e1) = level_rows(src, Level::Edge, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+        let (a0, a1) = level_rows(src, Level::Atom, k)
+            .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+        let (e0, e1) = level_rows(src, Level::Edge, k)
+            .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
         let atoms = *dst.atoms_ptr.last().unwrap_or(&0);
         let edges = *dst.edges_ptr.last().unwrap_or(&0);
         bases.push(atoms - a0 as i64);
@@ -103,8 +111,12 @@ pub(crate) fn gather_append(
         let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
         let is_nl = name == "neighbor_list";
         for (pos, (&(s, k), &base)) in picks.iter().zip(&bases).enumerate() {
-            let sf = sources[s].fields.get(name).ok_or_else(|| Error::Background(format!("gather: field {name} vanished")))?;
-            let (lo, hi) = level_rows(sources[s], f.level, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+            let sf = sources[s]
+                .fields
+                .get(name)
+                .ok_or_else(|| Error::Background(format!("gather: field {name} vanished")))?;
+            let (lo, hi) = level_rows(sources[s], f.level, k)
+                .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
             let bytes = sf
                 .data
                 .as_bytes()
@@ -114,8 +126,8 @@ pub(crate) fn gather_append(
             match range_error {
                 Some(range_error) if is_nl => {
                     // The graph's atoms are a0..a1 in its source and start at a0 + base here.
-                    let (a0, a1) =
-                        level_rows(sources[s], Level::Atom, k).ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+                    let (a0, a1) = level_rows(sources[s], Level::Atom, k)
+                        .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
                     let (a0, n) = (a0 as i64, (a1 - a0) as u64);
                     if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
                         return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
@@ -231,7 +243,9 @@ impl InMemoryDataset {
         while start < n {
             let end = (start + options.chunk_size).min(n);
             reader.load_collated(&[(start..end).collect()], &mut chunk)?;
-            let part = chunk.first().ok_or_else(|| Error::Background(format!("{}: load_collated returned nothing", reader.source())))?;
+            let part = chunk
+                .first()
+                .ok_or_else(|| Error::Background(format!("{}: load_collated returned nothing", reader.source())))?;
             if part.num_graphs() != end - start {
                 return Err(Error::Background(format!(
                     "{}: load_collated returned {} samples for {}",
@@ -315,7 +329,8 @@ impl InMemoryDataset {
     fn sample(&self, k: usize) -> Result<AtomicData> {
         let mut s = AtomicData::default();
         for (name, f) in &self.data.fields {
-            let (lo, hi) = level_rows(&self.data, f.level, k).ok_or_else(|| Error::Background(format!("sample {k} out of range")))?;
+            let (lo, hi) = level_rows(&self.data, f.level, k)
+                .ok_or_else(|| Error::Background(format!("sample {k} out of range")))?;
             let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
             let bytes = f
                 .data
@@ -360,7 +375,10 @@ impl Reader for InMemoryDataset {
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         self.check(&[index])?;
         let d = &self.data;
-        Ok(((d.atoms_ptr[index + 1] - d.atoms_ptr[index]) as usize, (d.edges_ptr[index + 1] - d.edges_ptr[index]) as usize))
+        Ok((
+            (d.atoms_ptr[index + 1] - d.atoms_ptr[index]) as usize,
+            (d.edges_ptr[index + 1] - d.edges_ptr[index]) as usize,
+        ))
     }
 
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {

@@ -14,8 +14,8 @@ pub mod memory;
 pub mod multi;
 pub mod reader;
 
+pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};
 pub use multi::{MultiDataset, MultiDatasetOptions};
-pub use reader::{Reader, Sample, SampleMetadata};
-pub(crate) use memory::gather;
 pub(crate) use reader::range_error;
+pub use reader::{Reader, Sample, SampleMetadata};

@@ -108,7 +108,8 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
         if &levels != want {
             let missing: Vec<&String> = want.keys().filter(|n| !levels.contains_key(*n)).collect();
             let extra: Vec<&String> = levels.keys().filter(|n| !want.contains_key(*n)).collect();
-            let level: Vec<&String> = want.iter().filter(|(n, l)| levels.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n).collect();
+            let level: Vec<&String> =
+                want.iter().filter(|(n, l)| levels.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n).collect();
             return Err(Error::Config(format!(
                 "MultiDataset output_strict: dataset {d} ({}) differs from dataset {r} ({}): \
                  missing fields {missing:?}, extra fields {extra:?}, different level {level:?}",
@@ -255,7 +256,9 @@ impl Reader for MultiDataset {
             }
         }
         // Every position was filled by exactly one child above.
-        out.into_iter().map(|s| s.ok_or_else(|| Error::Background("MultiDataset: a sample went missing".into()))).collect()
+        out.into_iter()
+            .map(|s| s.ok_or_else(|| Error::Background("MultiDataset: a sample went missing".into())))
+            .collect()
     }
 
     fn physical_index(&self, index: usize) -> usize {

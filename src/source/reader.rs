@@ -34,8 +34,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::data::{CollateOptions, CollatedBatch};
 use crate::data::{AtomicData, Level};
+use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 
 /// Where a sample came from.
@@ -117,7 +117,9 @@ pub trait Reader: Send + Sync {
         out.resize_with(batches.len(), CollatedBatch::default);
         let mut start = 0;
         for (b, dst) in batches.iter().zip(out.iter_mut()) {
-            dst.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, report| range_error(self, b[k], report))?;
+            dst.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, report| {
+                range_error(self, b[k], report)
+            })?;
             start += b.len();
         }
         Ok(())
@@ -126,7 +128,12 @@ pub trait Reader: Send + Sync {
     /// As [`Reader::load_collated`], laid out as `opts` says. Default:
     /// `load_collated`, then a host pass that applies `opts`; the Zarr reader
     /// applies them while it copies rows.
-    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         self.load_collated(batches, out)?;
         if opts.narrows_int64() {
             out.iter_mut().for_each(CollatedBatch::narrow_int64);
@@ -150,11 +157,7 @@ pub trait Reader: Send + Sync {
     fn read_many(&self, indices: &[i64]) -> Result<Vec<Sample>> {
         let idx = check_all(self, indices, self.len())?;
         let data = self.load_many(&idx)?;
-        Ok(data
-            .into_iter()
-            .zip(&idx)
-            .map(|(data, &i)| Sample { data, metadata: self.metadata_for(i) })
-            .collect())
+        Ok(data.into_iter().zip(&idx).map(|(data, &i)| Sample { data, metadata: self.metadata_for(i) }).collect())
     }
 
     /// Collated batches for logical (possibly negative) indices; see
@@ -180,7 +183,12 @@ pub trait Reader: Send + Sync {
     /// assert_eq!(out[0].fields["neighbor_list"].data, HostData::Int32(vec![0, 1, 2, 3]));
     /// # Ok(()) }
     /// ```
-    fn read_collated_with(&self, batches: &[Vec<i64>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn read_collated_with(
+        &self,
+        batches: &[Vec<i64>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         let len = self.len();
         let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
         self.load_collated_with(&checked, opts, out)
@@ -268,7 +276,12 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
         (**self).load_collated(batches, out)
     }
-    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         (**self).load_collated_with(batches, opts, out)
     }
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {

@@ -16,9 +16,7 @@ use crate::store::durable::Store;
 
 /// Opens a filesystem store handle.
 pub fn open_store(path: &Path) -> Result<Arc<Store>> {
-    Store::new(path)
-        .map(Arc::new)
-        .map_err(|e| Error::zarr(path, "/", e))
+    Store::new(path).map(Arc::new).map_err(|e| Error::zarr(path, "/", e))
 }
 
 /// Opens an array of the store (with zarrs' zstd and blosc decoders
@@ -69,17 +67,13 @@ pub fn array_dtype(store_path: &Path, rel: &str, array: &Array<Store>) -> Result
         ArrayMetadata::V3(m) => m.data_type.name().to_string(),
         ArrayMetadata::V2(_) => return Err(Error::format(store_path, format!("{rel} is a Zarr v2 array"))),
     };
-    DType::from_name(&name).ok_or_else(|| {
-        Error::inconsistent(store_path, rel, format!("unsupported data type {name}"))
-    })
+    DType::from_name(&name).ok_or_else(|| Error::inconsistent(store_path, rel, format!("unsupported data type {name}")))
 }
 
 /// Rows per (inner) chunk along dimension 0: the read granularity.
 pub fn chunk_rows(store_path: &Path, rel: &str, array: &Array<Store>) -> Result<u64> {
     use zarrs::array::ArrayShardedExt;
-    let shape = array
-        .effective_subchunk_shape()
-        .or_else(|| array.chunk_shape(&vec![0; array.dimensionality()]).ok());
+    let shape = array.effective_subchunk_shape().or_else(|| array.chunk_shape(&vec![0; array.dimensionality()]).ok());
     shape
         .and_then(|s| s.first().map(|n| n.get()))
         .ok_or_else(|| Error::format(store_path, format!("{rel}: cannot determine the chunk shape")))
@@ -108,13 +102,11 @@ pub fn create_array(
     let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
         Codec::None => vec![],
         Codec::Zstd { level } => vec![Arc::new(ZstdCodec::new(level, false))],
-        Codec::Gzip { level } => vec![Arc::new(
-            GzipCodec::new(level).map_err(|e| Error::Config(format!("{rel}: {e}")))?,
-        )],
+        Codec::Gzip { level } => {
+            vec![Arc::new(GzipCodec::new(level).map_err(|e| Error::Config(format!("{rel}: {e}")))?)]
+        }
         Codec::BloscLz4 { clevel, shuffle } | Codec::BloscZstd { clevel, shuffle } => {
-            use zarrs::array::codec::{
-                BloscCompressionLevel, BloscCompressor, BloscShuffleMode,
-            };
+            use zarrs::array::codec::{BloscCompressionLevel, BloscCompressor, BloscShuffleMode};
             let cname = if matches!(config.codec, Codec::BloscLz4 { .. }) {
                 BloscCompressor::LZ4
             } else {
@@ -146,9 +138,7 @@ pub fn create_array(
         inner.extend(chunk_shape.iter().skip(1));
         builder.subchunk_shape(inner);
     }
-    let array = builder
-        .build(store.clone(), &format!("/{rel}"))
-        .map_err(|e| Error::zarr(store_path, rel, e))?;
+    let array = builder.build(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))?;
     array.store_metadata().map_err(|e| Error::zarr(store_path, rel, e))?;
     Ok(array)
 }
@@ -158,9 +148,7 @@ pub fn create_array(
 /// checksum. Used by `inspect` and to keep settings on defragment.
 pub fn infer_config(array: &Array<Store>) -> ZarrArrayConfig {
     let meta = serde_json::to_value(array.metadata()).unwrap_or(Value::Null);
-    let outer = meta
-        .pointer("/chunk_grid/configuration/chunk_shape/0")
-        .and_then(Value::as_u64);
+    let outer = meta.pointer("/chunk_grid/configuration/chunk_shape/0").and_then(Value::as_u64);
     let mut codecs = meta.get("codecs").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut cfg = ZarrArrayConfig { chunk_size: outer, ..Default::default() };
     if let Some(shard) = codecs.iter().find(|c| c["name"] == "sharding_indexed").cloned() {

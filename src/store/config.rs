@@ -77,9 +77,7 @@ impl Codec {
             Codec::BloscLz4 { clevel, .. } | Codec::BloscZstd { clevel, .. } if clevel > 9 => {
                 Err(Error::Config(format!("blosc clevel {clevel} outside 0..=9")))
             }
-            Codec::Gzip { level } if level > 9 => {
-                Err(Error::Config(format!("gzip level {level} outside 0..=9")))
-            }
+            Codec::Gzip { level } if level > 9 => Err(Error::Config(format!("gzip level {level} outside 0..=9"))),
             _ => Ok(()),
         }
     }
@@ -210,8 +208,7 @@ impl ResolvedArrayConfig {
     /// The chunk row count for an array whose rows are `row_bytes` bytes.
     pub fn chunk_rows(&self, row_bytes: usize) -> u64 {
         const TARGET: usize = 1 << 20;
-        self.chunk_size
-            .unwrap_or_else(|| (TARGET / row_bytes.max(1)).max(1) as u64)
+        self.chunk_size.unwrap_or_else(|| (TARGET / row_bytes.max(1)).max(1) as u64)
     }
 
     /// Checks chunk and shard sizes and the codec.
@@ -221,9 +218,9 @@ impl ResolvedArrayConfig {
             return Err(Error::Config(format!("{what}: chunk_size must be positive")));
         }
         if let Some(shard) = self.shard_size {
-            let chunk = self.chunk_size.ok_or_else(|| {
-                Error::Config(format!("{what}: shard_size {shard} needs an explicit chunk_size"))
-            })?;
+            let chunk = self
+                .chunk_size
+                .ok_or_else(|| Error::Config(format!("{what}: shard_size {shard} needs an explicit chunk_size")))?;
             if shard == 0 || shard % chunk != 0 {
                 return Err(Error::Config(format!(
                     "{what}: shard_size {shard} is not a positive multiple of chunk_size {chunk}"
@@ -280,12 +277,7 @@ impl ZarrWriteConfig {
             StoreGroup::Core => self.core,
             StoreGroup::Custom => self.custom,
         };
-        let layered = self
-            .field_overrides
-            .get(name)
-            .copied()
-            .unwrap_or_default()
-            .or(group_default);
+        let layered = self.field_overrides.get(name).copied().unwrap_or_default().or(group_default);
         let lib = ZarrArrayConfig::library_default();
         ResolvedArrayConfig {
             codec: layered.codec.unwrap_or(lib.codec),
@@ -309,13 +301,8 @@ impl ZarrWriteConfig {
         // elsewhere (add_custom with a core name) is still checked when its
         // array is created.
         for name in self.field_overrides.keys() {
-            let meta_names = [
-                format::ATOMS_PTR,
-                format::EDGES_PTR,
-                format::SAMPLES_MASK,
-                format::ATOMS_MASK,
-                format::EDGES_MASK,
-            ];
+            let meta_names =
+                [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK];
             let group = if meta_names.iter().any(|m| m.strip_prefix("meta/") == Some(name.as_str())) {
                 StoreGroup::Meta
             } else {

@@ -38,8 +38,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
-    Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits,
-    StorageError, StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
+    Bytes, ListableStorageTraits, MaybeBytesIterator, OffsetBytesIterator, ReadableStorageTraits, StorageError,
+    StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
 };
 
 /// Marker in the name of every temporary file this module writes.
@@ -145,9 +145,8 @@ pub fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
         let cb = CString::new(b.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
         // SAFETY: both pointers are valid NUL-terminated strings that live
         // across the call; AT_FDCWD resolves relative paths as std::fs does.
-        let rc = unsafe {
-            libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE)
-        };
+        let rc =
+            unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             return match e.raw_os_error() {
@@ -197,7 +196,11 @@ pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
 
 /// Runs `f` on every item from up to `threads` scoped threads; first error
 /// (in item order) wins. For blocking syscalls (fsync), not for CPU work.
-fn parallel_io<T: Sync>(items: &[T], threads: usize, f: impl Fn(&T) -> std::io::Result<()> + Sync) -> std::io::Result<()> {
+fn parallel_io<T: Sync>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> std::io::Result<()> + Sync,
+) -> std::io::Result<()> {
     if items.len() <= 1 {
         return items.iter().try_for_each(f);
     }
@@ -468,7 +471,9 @@ impl ReadableStorageTraits for DurableStore {
                     .map(|r: ByteRange| {
                         let (s, e) = (r.start(len), r.end(len));
                         if s > e || e > len {
-                            return Err(StorageError::Other(format!("byte range {r} outside {len} staged bytes of {key}")));
+                            return Err(StorageError::Other(format!(
+                                "byte range {r} outside {len} staged bytes of {key}"
+                            )));
                         }
                         Ok(bytes.slice(s as usize..e as usize))
                     })
@@ -503,7 +508,8 @@ impl WritableStorageTraits for DurableStore {
     fn set_partial_many(&self, key: &StoreKey, offset_values: OffsetBytesIterator) -> Result<(), StorageError> {
         let mut buf: Vec<u8> = self.get(key)?.map(|b| b.to_vec()).unwrap_or_default();
         for (offset, value) in offset_values {
-            let start = usize::try_from(offset).map_err(|_| StorageError::Other(format!("offset {offset} too large")))?;
+            let start =
+                usize::try_from(offset).map_err(|_| StorageError::Other(format!("offset {offset} too large")))?;
             let end = start
                 .checked_add(value.len())
                 .ok_or_else(|| StorageError::Other(format!("offset {offset} + {} overflows", value.len())))?;

@@ -78,8 +78,9 @@ impl StoreGroup {
 pub fn default_level(name: &str) -> Level {
     match name {
         "shifts" | "neighbor_list_shifts" | "neighbor_list" | "edge_embeddings" => Level::Edge,
-        "energy" | "stress" | "virial" | "dipole" | "charge" | "graph_embeddings" | "cell"
-        | "pbc" | "spin" => Level::System,
+        "energy" | "stress" | "virial" | "dipole" | "charge" | "graph_embeddings" | "cell" | "pbc" | "spin" => {
+            Level::System
+        }
         _ => Level::Atom,
     }
 }
@@ -105,11 +106,7 @@ pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
 
 /// The group a new field goes to.
 pub fn group_for_new_field(name: &str) -> StoreGroup {
-    if CORE_FIELDS.contains(&name) {
-        StoreGroup::Core
-    } else {
-        StoreGroup::Custom
-    }
+    if CORE_FIELDS.contains(&name) { StoreGroup::Core } else { StoreGroup::Custom }
 }
 
 /// A field as the store knows it.
@@ -152,8 +149,8 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
     if !store.is_dir() {
         return Err(Error::format(store, "not a directory (a Zarr v3 store is a directory)"));
     }
-    let root = read_json(store, ".")?
-        .ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
+    let root =
+        read_json(store, ".")?.ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
     if root.get("zarr_format").and_then(Value::as_u64) != Some(3) {
         return Err(Error::format(store, "root zarr.json is not Zarr format 3"));
     }
@@ -243,7 +240,8 @@ pub fn root_lists_fields(store: &Path) -> Result<bool> {
 pub fn write_group(store: &Path, rel: &str) -> Result<()> {
     let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
     let p = store.join(rel).join("zarr.json");
-    crate::store::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice()).map_err(|e| Error::io(&p, e))
+    crate::store::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice())
+        .map_err(|e| Error::io(&p, e))
 }
 
 /// The array path of field `name` in `group`.

@@ -39,8 +39,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use zarrs::array::{
-    Array, ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, CodecError, CodecMetadataOptions,
-    CodecOptions, CodecTraits, RecommendedConcurrency,
+    Array, ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, CodecError, CodecMetadataOptions, CodecOptions,
+    CodecTraits, RecommendedConcurrency,
 };
 use zarrs::plugin::{ExtensionName, ZarrVersion};
 
@@ -134,12 +134,15 @@ pub(crate) fn geometry(store: &Path, rel: &str, array: &Array<Store>, dtype: DTy
     }
     if outer != inner {
         // Sharded: 16 index bytes per inner chunk (zarrs sizes the index so).
-        let per_shard = outer.iter().zip(&inner).try_fold(1u64, |acc, (o, i)| acc.checked_mul(o.get().div_ceil(i.get())));
+        let per_shard =
+            outer.iter().zip(&inner).try_fold(1u64, |acc, (o, i)| acc.checked_mul(o.get().div_ceil(i.get())));
         if per_shard.and_then(|k| k.checked_mul(16)).is_none_or(|b| b > MAX_CHUNK_BYTES) {
             return Err(bad(
                 store,
                 rel,
-                format!("a shard of shape {outer:?} in inner chunks of {inner:?} needs an index over the {MAX_CHUNK_BYTES}-byte limit"),
+                format!(
+                    "a shard of shape {outer:?} in inner chunks of {inner:?} needs an index over the {MAX_CHUNK_BYTES}-byte limit"
+                ),
             ));
         }
     }
@@ -196,7 +199,13 @@ pub(crate) fn backed_bytes(store: &Path, rel: &str, g: &Geometry, enough: u64) -
 /// Checks that `rows` rows of one axis are backed by some array's chunk
 /// files: `arrays` are the axis's arrays (path, geometry), `what` names the
 /// claim for the error (which names `claimed_by`).
-pub(crate) fn check_rows(store: &Path, claimed_by: &str, what: &str, rows: u64, arrays: &[(&str, Geometry)]) -> Result<()> {
+pub(crate) fn check_rows(
+    store: &Path,
+    claimed_by: &str,
+    what: &str,
+    rows: u64,
+    arrays: &[(&str, Geometry)],
+) -> Result<()> {
     if rows <= UNBACKED_ROWS {
         return Ok(());
     }
@@ -290,7 +299,11 @@ impl CodecTraits for Bounded {
         self.inner.as_any()
     }
 
-    fn configuration(&self, version: ZarrVersion, options: &CodecMetadataOptions) -> Option<zarrs::metadata::Configuration> {
+    fn configuration(
+        &self,
+        version: ZarrVersion,
+        options: &CodecMetadataOptions,
+    ) -> Option<zarrs::metadata::Configuration> {
         self.inner.configuration(version, options)
     }
 
@@ -331,7 +344,8 @@ impl BytesToBytesCodecTraits for Bounded {
             Kind::Zstd => {
                 // Into a buffer of the chunk's size: zstd fails with
                 // "destination buffer is too small" rather than grow it.
-                let cap = usize::try_from(cap).map_err(|_| CodecError::Other(format!("zstd: output bound {cap} too large")))?;
+                let cap = usize::try_from(cap)
+                    .map_err(|_| CodecError::Other(format!("zstd: output bound {cap} too large")))?;
                 let mut out = Vec::with_capacity(cap);
                 zstd::bulk::Decompressor::new()
                     .and_then(|mut d| d.decompress_to_buffer(&encoded, &mut out))
@@ -344,8 +358,12 @@ impl BytesToBytesCodecTraits for Bounded {
                 let claimed = encoded.get(4..8).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
                 match claimed {
                     Some(n) if u64::from(n) <= cap => self.inner.decode(encoded, decoded, options),
-                    Some(n) => Err(CodecError::Other(format!("blosc: header claims {n} bytes, at most {cap} expected"))),
-                    None => Err(CodecError::Other(format!("blosc: {} bytes is shorter than its header", encoded.len()))),
+                    Some(n) => {
+                        Err(CodecError::Other(format!("blosc: header claims {n} bytes, at most {cap} expected")))
+                    }
+                    None => {
+                        Err(CodecError::Other(format!("blosc: {} bytes is shorter than its header", encoded.len())))
+                    }
                 }
             }
         }
@@ -357,9 +375,9 @@ impl BytesToBytesCodecTraits for Bounded {
 /// Encoding and metadata are zarrs' own, unchanged.
 pub fn install_bounded_codecs() {
     use zarrs::array::Codec;
+    use zarrs::array::CodecTraitsV3;
     use zarrs::array::codec::api::{CodecRuntimePluginV3, register_codec_v3};
     use zarrs::array::codec::{BloscCodec, ZstdCodec};
-    use zarrs::array::CodecTraitsV3;
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for (name, kind) in [("zstd", Kind::Zstd), ("blosc", Kind::Blosc)] {

@@ -37,11 +37,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use zarrs::array::{ArrayBytes, CodecOptions};
 
-use crate::store::ZarrWriteConfig;
 use crate::data::{DType, HostData};
 use crate::error::{Error, Result};
-use crate::store::writer::AtomicDataZarrWriter;
+use crate::store::ZarrWriteConfig;
 use crate::store::reader::{AtomicDataZarrReader, ReaderOptions, State};
+use crate::store::writer::AtomicDataZarrWriter;
 
 /// Edge rows read per store call while scanning.
 const SCAN_ROWS: u64 = 1 << 20;
@@ -49,7 +49,13 @@ const SCAN_ROWS: u64 = 1 << 20;
 /// The atom offsets `K = atoms_ptr[q]`, `1 <= q <= p`, `K > 0`, that move
 /// every index of physical sample `p` (smallest `min`, largest `max`,
 /// sample-local) into `[0, n)`, ascending and distinct.
-pub(crate) fn append_shifts(atoms_ptr: &[i64], p: usize, min: i64, max: i64, n: usize) -> impl Iterator<Item = i64> + '_ {
+pub(crate) fn append_shifts(
+    atoms_ptr: &[i64],
+    p: usize,
+    min: i64,
+    max: i64,
+    n: usize,
+) -> impl Iterator<Item = i64> + '_ {
     let lo = min.saturating_neg().max(1);
     let hi = (n as i64).saturating_sub(1).saturating_sub(max);
     let bounds = atoms_ptr.get(1..=p).unwrap_or(&[]);
@@ -141,16 +147,20 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
     }
     let f = neighbor_field(&st).ok_or_else(|| Error::Background("repair: neighbor_list vanished".into()))?;
     let ptrs = st.edges_ptr.as_slice();
-    let mut fixes: Vec<(usize, i64)> = report.fixed.iter().flat_map(|r| r.physical.iter().map(move |&p| (p, r.shift))).collect();
+    let mut fixes: Vec<(usize, i64)> =
+        report.fixed.iter().flat_map(|r| r.physical.iter().map(move |&p| (p, r.shift))).collect();
     fixes.sort_unstable();
     let first_row = ptrs[fixes[0].0] as u64;
     let end_row = f.array.shape().first().copied().unwrap_or(0);
     let mut vals = read_rows(reader.path(), f, first_row..end_row)?;
     let per_row = f.row_elems;
     for &(p, shift) in &fixes {
-        let (a, b) = ((ptrs[p] as u64 - first_row) as usize * per_row, (ptrs[p + 1] as u64 - first_row) as usize * per_row);
+        let (a, b) =
+            ((ptrs[p] as u64 - first_row) as usize * per_row, (ptrs[p + 1] as u64 - first_row) as usize * per_row);
         for v in vals.get_mut(a..b).ok_or_else(|| Error::inconsistent(path, &f.rel, "rows shorter than edges_ptr"))? {
-            *v = v.checked_add(shift).ok_or_else(|| Error::inconsistent(path, &f.rel, "index overflow while repairing"))?;
+            *v = v
+                .checked_add(shift)
+                .ok_or_else(|| Error::inconsistent(path, &f.rel, "index overflow while repairing"))?;
         }
     }
     let bytes = to_dtype_bytes(path, &f.rel, f.dtype, &vals)?;
@@ -167,7 +177,11 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
         .filter(|p| fixes.binary_search_by_key(p, |&(q, _)| q).is_ok())
         .collect();
     if !still.is_empty() {
-        return Err(Error::inconsistent(path, &f.rel, format!("physical samples {still:?} still out of range after repair")));
+        return Err(Error::inconsistent(
+            path,
+            &f.rel,
+            format!("physical samples {still:?} still out of range after repair"),
+        ));
     }
     Ok(report)
 }
@@ -215,8 +229,13 @@ fn to_dtype_bytes(store: &Path, rel: &str, dtype: DType, vals: &[i64]) -> Result
 /// Scans every active sample's neighbor list and plans the fixes.
 fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<State>)> {
     let st = reader.snapshot();
-    let mut report =
-        RepairReport { store: reader.path().to_path_buf(), samples_checked: 0, fixed: vec![], unfixed: vec![], written: false };
+    let mut report = RepairReport {
+        store: reader.path().to_path_buf(),
+        samples_checked: 0,
+        fixed: vec![],
+        unfixed: vec![],
+        written: false,
+    };
     let Some(f) = neighbor_field(&st) else { return Ok((report, st)) };
     let n = st.num_samples;
     let mut logical: Vec<Option<usize>> = vec![None; n];
@@ -237,7 +256,8 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
         let base = edges[p] as u64;
         let vals = read_rows(reader.path(), f, base..edges[q] as u64)?;
         for s in p..q {
-            let (e0, e1) = ((edges[s] as u64 - base) as usize * f.row_elems, (edges[s + 1] as u64 - base) as usize * f.row_elems);
+            let (e0, e1) =
+                ((edges[s] as u64 - base) as usize * f.row_elems, (edges[s + 1] as u64 - base) as usize * f.row_elems);
             if logical[s].is_none() || e0 == e1 {
                 seen.push(Seen::Skip);
                 continue;
@@ -284,7 +304,11 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
         } else {
             let (a, b) = (run[0], run[run.len() - 1]);
             for &p in run.iter() {
-                unfixed(report, p, format!("ambiguous: shifts {shared:?} all bring physical samples {a}..={b} into range"));
+                unfixed(
+                    report,
+                    p,
+                    format!("ambiguous: shifts {shared:?} all bring physical samples {a}..={b} into range"),
+                );
             }
             run.clear();
         }
@@ -304,7 +328,9 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
             unfixed(
                 &mut report,
                 p,
-                format!("no earlier atom offset brings its indices ({min}..={max}) into [0, {num}): not the toolkit's append bug"),
+                format!(
+                    "no earlier atom offset brings its indices ({min}..={max}) into [0, {num}): not the toolkit's append bug"
+                ),
             );
             continue;
         }
@@ -321,7 +347,10 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
             unfixed(
                 &mut report,
                 p,
-                format!("ambiguous: continues the shift {both:?} of the samples before it, or starts a new appended batch (shift {})", atoms[p]),
+                format!(
+                    "ambiguous: continues the shift {both:?} of the samples before it, or starts a new appended batch (shift {})",
+                    atoms[p]
+                ),
             );
         } else {
             run.push(p);

@@ -19,7 +19,9 @@ pub fn assets() -> PathBuf {
 /// check store logic, not durability; on a disk the fsyncs dominate.
 pub fn tmpdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if let Some(d) = shm.is_dir().then(|| tempfile::Builder::new().prefix("atomzarr-test-").tempdir_in(shm).ok()).flatten() {
+    if let Some(d) =
+        shm.is_dir().then(|| tempfile::Builder::new().prefix("atomzarr-test-").tempdir_in(shm).ok()).flatten()
+    {
         return d;
     }
     tempfile::tempdir().unwrap()
@@ -168,9 +170,8 @@ pub fn sample(rng: &mut SplitMix, atoms: usize, edges: usize, extras: &Extras) -
     let z: Vec<i64> = (0..atoms).map(|_| 1 + rng.below(100) as i64).collect();
     let pos: Vec<[f32; 3]> = (0..atoms).map(|_| [rng.f32(), rng.f32(), rng.f32()]).collect();
     let mut s = AtomicData::new(z, pos).unwrap();
-    let pairs: Vec<[i64; 2]> = (0..edges)
-        .map(|_| [rng.below(atoms as u64) as i64, rng.below(atoms as u64) as i64])
-        .collect();
+    let pairs: Vec<[i64; 2]> =
+        (0..edges).map(|_| [rng.below(atoms as u64) as i64, rng.below(atoms as u64) as i64]).collect();
     if extras.full_core {
         let shifts: Vec<[f32; 3]> = (0..edges).map(|_| [rng.f32(), 0.0, -rng.f32()]).collect();
         s = s
@@ -221,7 +222,12 @@ pub fn assert_sample_eq(got: &AtomicData, want: &AtomicData, what: &str) {
         assert_eq!(g.level, w.level, "{what}: {name} level");
         assert_eq!(g.dtype(), w.dtype(), "{what}: {name} dtype");
         assert_eq!(g.shape, w.shape, "{what}: {name} shape");
-        assert!(g.data.as_bytes() == w.data.as_bytes(), "{what}: {name} data differ:\n got {:?}\nwant {:?}", g.data, w.data);
+        assert!(
+            g.data.as_bytes() == w.data.as_bytes(),
+            "{what}: {name} data differ:\n got {:?}\nwant {:?}",
+            g.data,
+            w.data
+        );
     }
 }
 
@@ -293,7 +299,12 @@ pub fn read_all(r: &dyn Reader) -> Vec<AtomicData> {
 /// `narrow` is `wide` read with `CollateOptions::narrow_int64`: the same
 /// batch, except that each int64 field listed in `narrowed` is int32 with
 /// the same values, and every other field is unchanged.
-pub fn assert_narrowed_eq(narrow: &atomzarr::CollatedBatch, wide: &atomzarr::CollatedBatch, narrowed: &[&str], what: &str) {
+pub fn assert_narrowed_eq(
+    narrow: &atomzarr::CollatedBatch,
+    wide: &atomzarr::CollatedBatch,
+    narrowed: &[&str],
+    what: &str,
+) {
     assert_eq!(narrow.indices, wide.indices, "{what}: indices");
     assert_eq!(narrow.atoms_ptr, wide.atoms_ptr, "{what}: atoms_ptr");
     assert_eq!(narrow.edges_ptr, wide.edges_ptr, "{what}: edges_ptr");

@@ -69,7 +69,12 @@ pub(super) fn bar(progress: bool, len: u64, msg: String) -> ProgressBar {
 /// Reads every active sample of the store at `path` once per epoch through
 /// `path_kind`; one result per epoch. `expected` (if given) must equal the
 /// store's active sample count.
-pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected: Option<usize>) -> Result<Vec<ReadResult>> {
+pub fn time_reads(
+    path: &Path,
+    path_kind: ReadPath,
+    opts: &ReadOptions,
+    expected: Option<usize>,
+) -> Result<Vec<ReadResult>> {
     opts.validate()?;
     let t0 = Instant::now();
     let reader = Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: opts.cache_bytes })?);
@@ -86,7 +91,11 @@ pub fn time_reads(path: &Path, path_kind: ReadPath, opts: &ReadOptions, expected
         let pb = bar(
             opts.progress,
             n as u64,
-            format!("read {path_kind} {}{}", opts.order, if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }),
+            format!(
+                "read {path_kind} {}{}",
+                opts.order,
+                if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }
+            ),
         );
         let before = reader.cache_stats();
         let t = Instant::now();
@@ -155,13 +164,19 @@ fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOption
 
 /// The batch path: the public DataLoader (fixed-order sampler, validation
 /// skipped) on the CPU device, as the reference's batch mode does.
-fn read_loader(reader: &Arc<AtomicDataZarrReader>, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+fn read_loader(
+    reader: &Arc<AtomicDataZarrReader>,
+    order: &[usize],
+    opts: &ReadOptions,
+    pb: &ProgressBar,
+) -> Result<Tally> {
     type B = burn::backend::Flex;
     // Delivered bytes are counted in the store's dtypes (element count times
     // the stored element size), so they compare with raw_bytes whatever
     // element types the backend's tensors use.
     let schema = reader.field_schema();
-    let sizes: BTreeMap<String, usize> = schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
+    let sizes: BTreeMap<String, usize> =
+        schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
     let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
     let device = burn::backend::flex::FlexDevice;
     let loader = DataLoader::<B, _>::builder(ds)
@@ -197,10 +212,11 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
     schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
 ) -> Result<CollatedBatch> {
     use crate::DType;
-    use crate::pipeline::BatchData;
     use crate::data::CollatedField;
+    use crate::pipeline::BatchData;
     use half::{bf16, f16};
-    let bad = |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));
+    let bad =
+        |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));
     let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
         t.to_data().convert::<i64>().to_vec::<i64>().map_err(|e| bad(what, e))
     };
@@ -211,7 +227,10 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
         fields: BTreeMap::new(),
     };
     for (name, f) in &batch.fields {
-        let dtype = schema.get(name).map(|s| s.1).ok_or_else(|| Error::Background(format!("batch field {name} not in the store")))?;
+        let dtype = schema
+            .get(name)
+            .map(|s| s.1)
+            .ok_or_else(|| Error::Background(format!("batch field {name} not in the store")))?;
         let data = match &f.data {
             BatchData::Bool(t) => HostData::Bool(t.to_data().to_vec::<bool>().map_err(|e| bad(name, e))?),
             BatchData::Int(t) => {

@@ -95,7 +95,13 @@ impl WriteOptions {
             }
         };
         let checksum = Some(self.checksum);
-        let core = ZarrArrayConfig { codec, chunk_size: self.chunk_size, shard_size: self.shard_size, write_empty_chunks: None, checksum };
+        let core = ZarrArrayConfig {
+            codec,
+            chunk_size: self.chunk_size,
+            shard_size: self.shard_size,
+            write_empty_chunks: None,
+            checksum,
+        };
         let mut config = ZarrWriteConfig::default()
             .with_core(core)
             .with_meta(ZarrArrayConfig { checksum, ..Default::default() })
@@ -168,7 +174,9 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
     // One generated set; smaller counts use its prefix (the generator is
     // sequential, so a prefix equals a smaller generation with the same seed).
     let pb = bar(opts.progress, max as u64, "generate".into());
-    let samples = crate::data::synth::generate_with_progress(max, w.min_atoms, w.max_atoms, w.seed, |k| pb.set_position(k as u64))?;
+    let samples = crate::data::synth::generate_with_progress(max, w.min_atoms, w.max_atoms, w.seed, |k| {
+        pb.set_position(k as u64)
+    })?;
     pb.finish();
 
     let mut rows = Vec::new();

@@ -74,10 +74,8 @@ impl AtomicDataZarrReader {
         let raw = match self.decode_direct(f, chunk, &idx, expected as usize)? {
             Some(raw) => raw,
             None => {
-                let bytes: ArrayBytes = f
-                    .array
-                    .retrieve_subchunk_opt(&f.shard_cache, &idx, &self.codec_options)
-                    .map_err(|e| match e {
+                let bytes: ArrayBytes =
+                    f.array.retrieve_subchunk_opt(&f.shard_cache, &idx, &self.codec_options).map_err(|e| match e {
                         ArrayError::CodecError(e) => self.codec_error(f, chunk, e),
                         e => self.chunk_error(f, chunk, e.to_string()),
                     })?;
@@ -99,16 +97,10 @@ impl AtomicDataZarrReader {
     /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
     pub(super) fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
         let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
-        let plans: Vec<Vec<u64>> = st
-            .fields
-            .iter()
-            .map(|f| needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical))
-            .collect();
-        let tasks: Vec<(usize, u64)> = plans
-            .iter()
-            .enumerate()
-            .flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c)))
-            .collect();
+        let plans: Vec<Vec<u64>> =
+            st.fields.iter().map(|f| needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical)).collect();
+        let tasks: Vec<(usize, u64)> =
+            plans.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
         // Cache lookups first, on this thread: only decodes are worth rayon's
         // hand-off, and a request whose chunks are all cached (a warm epoch,
         // or `read(i)` one sample at a time) then wakes no worker at all.

@@ -191,7 +191,13 @@ fn zstd_decode(encoded: &[u8], expected: usize) -> std::io::Result<Vec<u8>> {
 impl AtomicDataZarrReader {
     /// The [`DirectDecode`] path: `None` when `f` does not qualify or the
     /// chunk is not stored (zarrs then supplies the fill value).
-    pub(super) fn decode_direct(&self, f: &FieldArray, chunk: u64, idx: &[u64], expected: usize) -> Result<Option<Vec<u8>>> {
+    pub(super) fn decode_direct(
+        &self,
+        f: &FieldArray,
+        chunk: u64,
+        idx: &[u64],
+        expected: usize,
+    ) -> Result<Option<Vec<u8>>> {
         use zarrs::storage::ReadableStorageTraits;
         let Some(plan) = &f.direct else { return Ok(None) };
         let err = |e: zarrs::storage::StorageError| self.chunk_error(f, chunk, e.to_string());
@@ -200,14 +206,17 @@ impl AtomicDataZarrReader {
             Some(layout) => {
                 let shard = chunk / layout.inner_per_shard;
                 let Some(index) = self.shard_index(f, shard, layout)? else { return Ok(None) };
-                let (offset, size) = index.get((chunk % layout.inner_per_shard) as usize).copied().unwrap_or((u64::MAX, u64::MAX));
+                let (offset, size) =
+                    index.get((chunk % layout.inner_per_shard) as usize).copied().unwrap_or((u64::MAX, u64::MAX));
                 if offset == u64::MAX && size == u64::MAX {
                     return Ok(None);
                 }
                 let mut shard_idx = vec![0u64; idx.len()];
                 shard_idx[0] = shard;
                 let key = f.array.chunk_key(&shard_idx);
-                self.store.get_partial(&key, zarrs::storage::byte_range::ByteRange::FromStart(offset, Some(size))).map_err(err)?
+                self.store
+                    .get_partial(&key, zarrs::storage::byte_range::ByteRange::FromStart(offset, Some(size)))
+                    .map_err(err)?
             }
         };
         let Some(encoded) = encoded else { return Ok(None) };
@@ -230,7 +239,13 @@ impl AtomicDataZarrReader {
             }
             InnerDecode::Chain { codecs, shape } => {
                 let decoded = codecs
-                    .decode(std::borrow::Cow::Borrowed(&encoded[..]), shape, f.array.data_type(), f.array.fill_value(), &self.codec_options)
+                    .decode(
+                        std::borrow::Cow::Borrowed(&encoded[..]),
+                        shape,
+                        f.array.data_type(),
+                        f.array.fill_value(),
+                        &self.codec_options,
+                    )
                     .map_err(|e| self.codec_error(f, chunk, e))?;
                 let raw = decoded.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
                 Ok(Some(raw.into_owned()))
@@ -242,7 +257,11 @@ impl AtomicDataZarrReader {
     /// the checksum matches it.
     fn check_crc32c<'a>(&self, f: &FieldArray, chunk: u64, encoded: &'a [u8]) -> Result<&'a [u8]> {
         let Some((payload, tail)) = encoded.split_last_chunk::<4>() else {
-            return Err(self.chunk_error(f, chunk, format!("encoded chunk of {} bytes is shorter than its crc32c checksum", encoded.len())));
+            return Err(self.chunk_error(
+                f,
+                chunk,
+                format!("encoded chunk of {} bytes is shorter than its crc32c checksum", encoded.len()),
+            ));
         };
         let (stored, computed) = (u32::from_le_bytes(*tail), crc32c::crc32c(payload));
         if stored != computed {
@@ -263,7 +282,9 @@ impl AtomicDataZarrReader {
     /// checksum codec of the chain (crc32c) failed.
     pub(super) fn codec_error(&self, f: &FieldArray, chunk: u64, e: CodecError) -> Error {
         match e {
-            CodecError::InvalidChecksum => self.checksum_error(f, chunk, "the chain's checksum codec (crc32c) does not match the encoded bytes"),
+            CodecError::InvalidChecksum => {
+                self.checksum_error(f, chunk, "the chain's checksum codec (crc32c) does not match the encoded bytes")
+            }
             e => self.chunk_error(f, chunk, e.to_string()),
         }
     }
@@ -286,9 +307,15 @@ impl AtomicDataZarrReader {
             Some(file_len) => {
                 let index_len = layout.index_len();
                 if file_len < index_len {
-                    return Err(bad(format!("shard file of {file_len} bytes is shorter than its {index_len}-byte index")));
+                    return Err(bad(format!(
+                        "shard file of {file_len} bytes is shorter than its {index_len}-byte index"
+                    )));
                 }
-                let range = if layout.index_at_end { ByteRange::Suffix(index_len) } else { ByteRange::FromStart(0, Some(index_len)) };
+                let range = if layout.index_at_end {
+                    ByteRange::Suffix(index_len)
+                } else {
+                    ByteRange::FromStart(0, Some(index_len))
+                };
                 let raw = self
                     .store
                     .get_partial(&key, range)
@@ -322,7 +349,9 @@ impl AtomicDataZarrReader {
                     let (offset, size) = (word(&e[..8]), word(&e[8..]));
                     let missing = offset == u64::MAX && size == u64::MAX;
                     if !missing && (offset < data_start || offset.checked_add(size).is_none_or(|end| end > data_end)) {
-                        return Err(bad(format!("inner chunk at {offset}+{size} outside the shard's data (bytes {data_start}..{data_end})")));
+                        return Err(bad(format!(
+                            "inner chunk at {offset}+{size} outside the shard's data (bytes {data_start}..{data_end})"
+                        )));
                     }
                     pairs.push((offset, size));
                 }

@@ -155,11 +155,7 @@ impl AtomicDataZarrReader {
 
     /// Dtype and trailing shape of every field.
     pub fn field_schema(&self) -> BTreeMap<String, (Level, DType, Vec<usize>)> {
-        self.snapshot()
-            .fields
-            .iter()
-            .map(|f| (f.name.clone(), (f.level, f.dtype, f.trailing.clone())))
-            .collect()
+        self.snapshot().fields.iter().map(|f| (f.name.clone(), (f.level, f.dtype, f.trailing.clone()))).collect()
     }
 
     pub(crate) fn snapshot(&self) -> Arc<State> {

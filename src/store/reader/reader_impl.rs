@@ -30,7 +30,11 @@ impl Reader for AtomicDataZarrReader {
             .iter()
             .map(|&i| {
                 if i >= st.len() {
-                    return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: i as i64, len: st.len() });
+                    return Err(Error::IndexOutOfRange {
+                        source_name: self.source.to_string(),
+                        index: i as i64,
+                        len: st.len(),
+                    });
                 }
                 Ok(st.physical(i))
             })
@@ -52,13 +56,14 @@ impl Reader for AtomicDataZarrReader {
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         let st = self.snapshot();
         if index >= st.len() {
-            return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: index as i64, len: st.len() });
+            return Err(Error::IndexOutOfRange {
+                source_name: self.source.to_string(),
+                index: index as i64,
+                len: st.len(),
+            });
         }
         let p = st.physical(index);
-        Ok((
-            (st.atoms_ptr[p + 1] - st.atoms_ptr[p]) as usize,
-            (st.edges_ptr[p + 1] - st.edges_ptr[p]) as usize,
-        ))
+        Ok(((st.atoms_ptr[p + 1] - st.atoms_ptr[p]) as usize, (st.edges_ptr[p + 1] - st.edges_ptr[p]) as usize))
     }
 
     fn refresh(&self) -> Result<()> {
@@ -73,7 +78,12 @@ impl Reader for AtomicDataZarrReader {
         self.load_collated_with(batches, CollateOptions::default(), out)
     }
 
-    fn load_collated_with(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         let st = self.snapshot();
         let len = st.len();
         if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
@@ -82,9 +92,7 @@ impl Reader for AtomicDataZarrReader {
         let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
         let dec = self.decode_needed(&st, &physical, opts)?;
         out.resize_with(batches.len(), CollatedBatch::default);
-        out.par_iter_mut()
-            .zip(batches.par_iter())
-            .try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))
+        out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))
     }
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {

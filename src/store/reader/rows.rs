@@ -11,7 +11,13 @@ use crate::error::Result;
 
 impl AtomicDataZarrReader {
     /// Hands `sink` the bytes of `rows` of field `f`, one chunk's run at a time.
-    pub(super) fn for_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, mut sink: impl FnMut(&[u8])) -> Result<()> {
+    pub(super) fn for_rows(
+        &self,
+        f: &FieldArray,
+        dec: &Decoded,
+        rows: std::ops::Range<u64>,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<()> {
         let c_rows = f.chunk_rows;
         let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
         for c in chunks_of(&rows, c_rows) {
@@ -26,12 +32,25 @@ impl AtomicDataZarrReader {
     }
 
     /// Appends the rows `rows` of `f` from the decoded chunks to `dst`.
-    pub(super) fn copy_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>, dst: &mut HostData) -> Result<()> {
+    pub(super) fn copy_rows(
+        &self,
+        f: &FieldArray,
+        dec: &Decoded,
+        rows: std::ops::Range<u64>,
+        dst: &mut HostData,
+    ) -> Result<()> {
         self.for_rows(f, dec, rows, |src| dst.extend_from_bytes(src))
     }
 
     /// Appends field `f`'s rows of the samples `physical` (in order) to `dst`.
-    fn fill_field(&self, f: &FieldArray, dec: &Decoded, ptrs: &Pointers, physical: &[usize], dst: &mut HostData) -> Result<()> {
+    fn fill_field(
+        &self,
+        f: &FieldArray,
+        dec: &Decoded,
+        ptrs: &Pointers,
+        physical: &[usize],
+        dst: &mut HostData,
+    ) -> Result<()> {
         for &p in physical {
             self.copy_rows(f, dec, ptrs.rows(f.level, p), dst)?;
         }
@@ -56,12 +75,20 @@ impl AtomicDataZarrReader {
         Ok(s)
     }
 
-    pub(super) fn collate_into(&self, st: &State, dec: &[Decoded], batch: &[usize], out: &mut CollatedBatch) -> Result<()> {
+    pub(super) fn collate_into(
+        &self,
+        st: &State,
+        dec: &[Decoded],
+        batch: &[usize],
+        out: &mut CollatedBatch,
+    ) -> Result<()> {
         let layout: Vec<_> = st
             .fields
             .iter()
             .zip(dec)
-            .map(|(f, d)| (f.name.clone(), f.level, if d.narrowed { DType::Int32 } else { f.dtype }, f.trailing.clone()))
+            .map(|(f, d)| {
+                (f.name.clone(), f.level, if d.narrowed { DType::Int32 } else { f.dtype }, f.trailing.clone())
+            })
             .collect();
         out.reset(&layout);
         let ptrs = st.ptrs();

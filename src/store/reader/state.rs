@@ -163,7 +163,11 @@ impl AtomicDataZarrReader {
 
         let mask = self.read_rows(mask_arr, format::SAMPLES_MASK, mask_dt, 0..n as u64)?;
         if mask.len() != n {
-            return Err(Error::inconsistent(p, format::SAMPLES_MASK, format!("{} flags decoded for {n} samples", mask.len())));
+            return Err(Error::inconsistent(
+                p,
+                format::SAMPLES_MASK,
+                format!("{} flags decoded for {n} samples", mask.len()),
+            ));
         }
         let active = if mask.iter().all(|&b| b != 0) {
             None
@@ -173,7 +177,9 @@ impl AtomicDataZarrReader {
         // Every array on the atom (edge) axis can back the pointers' totals.
         let mut atom_axis: Vec<(String, limits::Geometry)> = Vec::new();
         let mut edge_axis: Vec<(String, limits::Geometry)> = Vec::new();
-        for (rel, need, axis) in [(format::ATOMS_MASK, total_atoms, &mut atom_axis), (format::EDGES_MASK, total_edges, &mut edge_axis)] {
+        for (rel, need, axis) in
+            [(format::ATOMS_MASK, total_atoms, &mut atom_axis), (format::EDGES_MASK, total_edges, &mut edge_axis)]
+        {
             if p.join(rel).join("zarr.json").exists() {
                 let (a, _, g) = open(rel)?;
                 let len = a.shape().first().copied().unwrap_or(0);
@@ -194,11 +200,20 @@ impl AtomicDataZarrReader {
             let (array, dtype, g) = open(&rel)?;
             // Its values are shifted by atom offsets on every read, and
             // checked per sample against the edge pointers.
-            if name == "neighbor_list" && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
-                return Err(Error::inconsistent(p, &rel, format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)")));
+            if name == "neighbor_list" && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32)
+            {
+                return Err(Error::inconsistent(
+                    p,
+                    &rel,
+                    format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)"),
+                ));
             }
             if name == "neighbor_list" && info.level != Level::Edge {
-                return Err(Error::inconsistent(p, &rel, format!("listed at {} level; neighbor lists are edge-level", info.level)));
+                return Err(Error::inconsistent(
+                    p,
+                    &rel,
+                    format!("listed at {} level; neighbor lists are edge-level", info.level),
+                ));
             }
             let need = match info.level {
                 Level::Atom => total_atoms,
@@ -257,7 +272,14 @@ impl AtomicDataZarrReader {
     }
 
     /// Opens field `name` (array `rel`) for reading.
-    fn field_array(&self, name: &str, rel: &str, level: Level, dtype: DType, array: Array<Store>) -> Result<FieldArray> {
+    fn field_array(
+        &self,
+        name: &str,
+        rel: &str,
+        level: Level,
+        dtype: DType,
+        array: Array<Store>,
+    ) -> Result<FieldArray> {
         let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
         let row_elems: usize = trailing.iter().product();
         let chunk_rows = arrays::chunk_rows(&self.path, rel, &array)?;

@@ -84,7 +84,14 @@ impl AtomicDataZarrWriter {
                 let rel = format::field_path(sc.group, name);
                 let mut shape = vec![0u64];
                 shape.extend(&sc.trailing);
-                arrays::create_array(&self.path, &self.store, &rel, sc.dtype, shape, &self.config.resolve(sc.group, name))?;
+                arrays::create_array(
+                    &self.path,
+                    &self.store,
+                    &rel,
+                    sc.dtype,
+                    shape,
+                    &self.config.resolve(sc.group, name),
+                )?;
                 Ok(())
             })?;
             for (name, sc) in &schema {
@@ -138,17 +145,17 @@ impl AtomicDataZarrWriter {
         self.checkpoint(AppendStep::FieldData)?;
 
         // Masks (independent arrays: in parallel, as above).
-        let masks = [
-            (format::SAMPLES_MASK, n as u64..n1),
-            (format::ATOMS_MASK, v0..v1),
-            (format::EDGES_MASK, e0..e1),
-        ];
-        for_each_io(&masks, |(rel, range)| self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize]))?;
+        let masks = [(format::SAMPLES_MASK, n as u64..n1), (format::ATOMS_MASK, v0..v1), (format::EDGES_MASK, e0..e1)];
+        for_each_io(&masks, |(rel, range)| {
+            self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize])
+        })?;
         self.checkpoint(AppendStep::Masks)?;
 
         // Pointers (in parallel, as above).
         let ptrs = [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)];
-        for_each_io(&ptrs, |(rel, vals)| self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec()))?;
+        for_each_io(&ptrs, |(rel, vals)| {
+            self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec())
+        })?;
         self.checkpoint(AppendStep::Pointers)?;
 
         // Make the staged files durable and visible, then commit: readers
@@ -217,12 +224,20 @@ impl AtomicDataZarrWriter {
                         ctx(i),
                         format!(
                             "field {name} is {} {} {:?}, the store has {} {} {:?}",
-                            f.level, f.dtype(), trailing, sc.level, sc.dtype, sc.trailing
+                            f.level,
+                            f.dtype(),
+                            trailing,
+                            sc.level,
+                            sc.dtype,
+                            sc.trailing
                         ),
                     ));
                 }
                 if f.data.len() != f.shape.iter().product::<usize>() {
-                    return Err(Error::invalid(ctx(i), format!("field {name}: shape {:?} vs {} elements", f.shape, f.data.len())));
+                    return Err(Error::invalid(
+                        ctx(i),
+                        format!("field {name}: shape {:?} vs {} elements", f.shape, f.data.len()),
+                    ));
                 }
                 // Stored neighbor lists are offset by the atom count; refuse a
                 // dtype that cannot take the offset now, before the first
@@ -248,7 +263,10 @@ impl AtomicDataZarrWriter {
                         Level::System => 1,
                     };
                     if f.rows() != want {
-                        return Err(Error::invalid(ctx(i), format!("{name}: {} rows, expected {want} ({} level)", f.rows(), f.level)));
+                        return Err(Error::invalid(
+                            ctx(i),
+                            format!("{name}: {} rows, expected {want} ({} level)", f.rows(), f.level),
+                        ));
                     }
                 }
             }

@@ -7,10 +7,10 @@ use super::{AtomicDataZarrWriter, sync_parent};
 use crate::data::AtomicData;
 use crate::error::{Error, Result};
 use crate::source::Reader;
+use crate::store::ZarrWriteConfig;
 use crate::store::arrays;
 use crate::store::format::{self, FieldInfo, RootAttrs, StoreGroup};
 use crate::store::reader::{AtomicDataZarrReader, ReaderOptions};
-use crate::store::ZarrWriteConfig;
 
 impl AtomicDataZarrWriter {
     /// Rewrites the store without its deleted samples (every mask reset).
@@ -95,7 +95,14 @@ impl AtomicDataZarrWriter {
                 let rel = format::field_path(group, name);
                 let mut shape = vec![0u64];
                 shape.extend(f.trailing_shape().iter().map(|&d| d as u64));
-                arrays::create_array(&self.path, &self.store, &rel, f.dtype(), shape, &self.config.resolve(group, name))?;
+                arrays::create_array(
+                    &self.path,
+                    &self.store,
+                    &rel,
+                    f.dtype(),
+                    shape,
+                    &self.config.resolve(group, name),
+                )?;
                 attrs.fields.insert(name.clone(), FieldInfo { group, level: f.level });
             }
             format::write_root(&self.path, &attrs)?;
@@ -108,7 +115,8 @@ impl AtomicDataZarrWriter {
         // Not layered over `self.config`: an inferred "no shard_size" means
         // unsharded, and must not inherit the writer's group default.
         let mut c = ZarrWriteConfig::default();
-        for rel in [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK] {
+        for rel in [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK]
+        {
             let a = self.open_array(rel)?;
             c.field_overrides.insert(rel.trim_start_matches("meta/").to_string(), arrays::infer_config(&a));
         }

@@ -18,9 +18,13 @@ impl AtomicDataZarrWriter {
     pub fn add_custom(&mut self, name: &str, level: Level, shape: &[usize], data: impl Into<HostData>) -> Result<()> {
         let field = Field::new(level, shape.to_vec(), data)?;
         let mut root = format::read_root(&self.path)?;
-        format::check_field_name(name).map_err(|r| Error::invalid(format!("{}: add_custom", self.path.display()), r))?;
+        format::check_field_name(name)
+            .map_err(|r| Error::invalid(format!("{}: add_custom", self.path.display()), r))?;
         if root.fields.contains_key(name) {
-            return Err(Error::invalid(format!("{}: add_custom", self.path.display()), format!("field {name} already exists")));
+            return Err(Error::invalid(
+                format!("{}: add_custom", self.path.display()),
+                format!("field {name} already exists"),
+            ));
         }
         let n = root.num_samples;
         let need = match level {
@@ -75,7 +79,11 @@ impl AtomicDataZarrWriter {
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
         if let Some(&bad) = physical.iter().find(|&&i| i >= n) {
-            return Err(Error::IndexOutOfRange { source_name: self.path.display().to_string(), index: bad as i64, len: n });
+            return Err(Error::IndexOutOfRange {
+                source_name: self.path.display().to_string(),
+                index: bad as i64,
+                len: n,
+            });
         }
         let atoms = self.pointers(format::ATOMS_PTR, n)?;
         let edges = self.pointers(format::EDGES_PTR, n)?;

@@ -310,8 +310,9 @@ impl AtomicDataZarrWriter {
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
             let mut idx = vec![0u64; shape.len()];
             idx[0] = c;
-            let subset: Vec<Range<u64>> =
-                std::iter::once(lo - c * chunk_rows..hi - c * chunk_rows).chain(shape[1..].iter().map(|&d| 0..d)).collect();
+            let subset: Vec<Range<u64>> = std::iter::once(lo - c * chunk_rows..hi - c * chunk_rows)
+                .chain(shape[1..].iter().map(|&d| 0..d))
+                .collect();
             // A new shard that the rows fill only from its start (the tail
             // shard of a write): the full read-modify-write would build the
             // whole shard of fill values (500,000 rows in the reference
@@ -323,7 +324,8 @@ impl AtomicDataZarrWriter {
             let mut options = CodecOptions::default().with_store_empty_chunks(store_empty);
             if sharded && lo == c * chunk_rows && hi < (c + 1) * chunk_rows {
                 use zarrs::storage::ReadableStorageTraits;
-                let absent = self.store.size_key(&a.chunk_key(&idx)).map_err(|e| Error::zarr(&self.path, rel, e))?.is_none();
+                let absent =
+                    self.store.size_key(&a.chunk_key(&idx)).map_err(|e| Error::zarr(&self.path, rel, e))?.is_none();
                 options = options.with_experimental_partial_encoding(absent);
             }
             let subset = zarrs::array::ArraySubset::new_with_ranges(&subset);
