@@ -51,7 +51,13 @@ impl AtomicDataZarrReader {
                 Ok(Some(narrow))
             }
             None => {
-                f.wide_only.store(true, std::sync::atomic::Ordering::Relaxed);
+                if !f.wide_only.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    log::info!(
+                        "{}, array {}: chunk {chunk} holds a value outside int32; the array is read as int64 from now on",
+                        self.path.display(),
+                        f.rel
+                    );
+                }
                 self.cache.insert(f.id, chunk, Arc::new(wide));
                 Ok(None)
             }

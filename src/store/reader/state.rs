@@ -246,32 +246,13 @@ impl AtomicDataZarrReader {
         let mut fields = Vec::with_capacity(opened.len());
         for (name, info, rel, array, dtype, g, need) in opened {
             limits::check_field_bytes(p, &rel, need, &g)?;
-            let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
-            let shard_cache = ArrayShardedReadableExtCache::new(&array);
-            let direct = DirectDecode::plan(&array, dtype);
-            fields.push(FieldArray {
-                name: name.clone(),
-                rel,
-                level: info.level,
-                dtype,
-                trailing,
-                row_elems: g.row_elems,
-                row_bytes: g.row_bytes,
-                chunk_rows: g.chunk_rows,
-                array,
-                shard_cache,
-                id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                direct,
-                shard_indexes: Default::default(),
-                wide_only: Default::default(),
-                bad_samples: Default::default(),
-                any_bad: Default::default(),
-            });
+            fields.push(self.field_array(name, &rel, info.level, dtype, array, g));
         }
         Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
     }
 
-    /// Opens field `name` (array `rel`) for reading.
+    /// Field `name` (array `rel`) ready for reading, with its checked
+    /// geometry ([`limits::geometry`]).
     fn field_array(
         &self,
         name: &str,
@@ -279,21 +260,20 @@ impl AtomicDataZarrReader {
         level: Level,
         dtype: DType,
         array: Array<Store>,
-    ) -> Result<FieldArray> {
+        g: limits::Geometry,
+    ) -> FieldArray {
         let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
-        let row_elems: usize = trailing.iter().product();
-        let chunk_rows = arrays::chunk_rows(&self.path, rel, &array)?;
         let shard_cache = ArrayShardedReadableExtCache::new(&array);
         let direct = DirectDecode::plan(&array, dtype);
-        Ok(FieldArray {
+        FieldArray {
             name: name.to_string(),
             rel: rel.to_string(),
             level,
             dtype,
             trailing,
-            row_elems,
-            row_bytes: row_elems * dtype.size(),
-            chunk_rows,
+            row_elems: g.row_elems,
+            row_bytes: g.row_bytes,
+            chunk_rows: g.chunk_rows,
             array,
             shard_cache,
             id: self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -302,7 +282,7 @@ impl AtomicDataZarrReader {
             wide_only: Default::default(),
             bad_samples: Default::default(),
             any_bad: Default::default(),
-        })
+        }
     }
 
     /// Rows `rows` of a 1-d array (pointers, mask), chunk by chunk through
@@ -310,7 +290,8 @@ impl AtomicDataZarrReader {
     /// zarrs' `retrieve_array_subset` decodes a partly read chunk with
     /// partial decoders, and its crc32c partial decoder skips the check.
     fn read_rows(&self, array: Array<Store>, rel: &str, dtype: DType, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
-        let f = self.field_array(rel, rel, Level::System, dtype, array)?;
+        let g = limits::geometry(&self.path, rel, &array, dtype)?;
+        let f = self.field_array(rel, rel, Level::System, dtype, array, g);
         let mut out = Vec::new();
         for c in chunks_of(&rows, f.chunk_rows) {
             let raw = self.decode_raw(&f, c)?;
