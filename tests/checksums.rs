@@ -9,7 +9,7 @@
 //! samples written (and with `CollatedBatch::from_samples` of them).
 #![allow(clippy::single_range_in_vec_init)] // zarrs subsets are `&[Range]`
 
-mod store_util;
+mod common;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -19,8 +19,8 @@ use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DType, Error, Level, Reader,
     ReaderOptions, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
+use common::*;
 use serde_json::{Value, json};
-use store_util::*;
 
 const N: usize = 12;
 

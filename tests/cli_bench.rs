@@ -7,6 +7,8 @@
 //! re-implementation of the hash, not by the library.
 //! Timings are printed, never asserted.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -344,7 +346,7 @@ fn read_reference_stores_every_mode_and_order() {
     // samples (its append bug), which batch paths refuse: the batch and raw
     // paths read a repaired copy (same samples, same bytes), the single
     // path (`read`, as the toolkit returns samples) the store itself.
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     for name in ["nva_custom_deleted", "nva_sharded_zstd", "nva_default"] {
         let (active, bytes) = expected_bytes(name);
         let store = assets().join(format!("{name}.zarr"));
@@ -417,7 +419,7 @@ fn reference_store_checksums_match_the_toolkit() {
 /// is none.
 #[test]
 fn the_checksum_catches_wrong_content_the_counts_do_not() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     let out = dir.path().to_str().unwrap_or_default();
     // Chunk checksums off, so the flipped byte below reaches the data (with
     // them on, the read fails first: see the end of this test).
@@ -461,7 +463,7 @@ fn the_checksum_catches_wrong_content_the_counts_do_not() {
         assert_ne!(r["content_checksum"], want.as_str(), "{}: a flipped byte went unnoticed", r["read_path"]);
     }
     // The same flip in a checksummed store (the default) is refused outright.
-    let dir2 = tempfile::tempdir().expect("tempdir");
+    let dir2 = common::tmpdir();
     let out2 = dir2.path().to_str().unwrap_or_default();
     rows(&["roundtrip", "--json", "-n", "40", "--codec", "none", "--read-mode", "single", "--output-dir", out2]);
     let store2 = dir2.path().join("bench_40.zarr");
@@ -477,7 +479,7 @@ fn the_checksum_catches_wrong_content_the_counts_do_not() {
 
 #[test]
 fn read_our_own_store_matches_its_roundtrip() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     let out = dir.path().to_str().unwrap_or_default();
     let mut args = vec!["roundtrip", "--json", "--read-mode", "raw", "--output-dir", out];
     args.extend_from_slice(SMALL);
@@ -528,7 +530,7 @@ fn table_output_has_the_reference_columns() {
 fn bad_options_fail_with_a_message() {
     let store = assets().join("nva_default.zarr");
     let store = store.to_str().unwrap_or_default();
-    let not_a_store = tempfile::tempdir().expect("tempdir");
+    let not_a_store = common::tmpdir();
     let missing = not_a_store.path().join("missing.zarr");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["read", store, "--prefetch-factor", "-1"], "prefetch_factor must be >= 0"),

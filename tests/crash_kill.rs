@@ -17,9 +17,11 @@
 //! `crash_kills_leave_every_store_openable` runs 36 kills (each CI run);
 //! `crash_soak` runs `ATOMZARR_CRASH_KILLS` (default 400) and is `--ignored`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -259,7 +261,7 @@ fn child_command(path: &Path) -> Command {
 /// half-made one. Then create/open and write work.
 #[test]
 fn crash_during_create_and_first_write() {
-    let dir = disk_dir();
+    let dir = common::disk_tmpdir();
     let mut rng = StdRng::seed_from_u64(99);
     let mut outcomes = BTreeSet::new();
     for kill in 0..12 {
@@ -313,17 +315,8 @@ fn read_all(r: &AtomicDataZarrReader) -> Vec<AtomicData> {
     r.read_many(&(0..r.len() as i64).collect::<Vec<_>>()).unwrap().into_iter().map(|s| s.data).collect()
 }
 
-/// Creates a store on disk (not /dev/shm: syncs and renames must be real).
-fn disk_dir() -> tempfile::TempDir {
-    // Cargo's scratch folder for integration tests, inside target/: on the
-    // same disk as the build, never a tmpfs.
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&base).unwrap();
-    tempfile::Builder::new().prefix("atomzarr-crash-").tempdir_in(base).unwrap()
-}
-
 fn kill_loop(kills: usize, seed: u64) {
-    let dir = disk_dir();
+    let dir = common::disk_tmpdir();
     let path = dir.path().join("crash.zarr");
     let mut w = AtomicDataZarrWriter::create(&path, config()).unwrap();
     w.write(&(0..3).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap();

@@ -13,7 +13,7 @@
 //! A case mutates a working copy of the store and restores the files it
 //! touched afterwards, so no case pays for a full copy.
 
-mod store_util;
+mod common;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -406,10 +406,10 @@ fn dtype_size(name: &str) -> usize {
 
 impl Work {
     fn new(name: &str) -> Work {
-        let dir = store_util::tmpdir();
+        let dir = common::tmpdir();
         let path = dir.path().join(format!("{name}.zarr"));
-        store_util::copy_dir(&store_util::assets().join(format!("{name}.zarr")), &path);
-        let base = store_util::snapshot(&path);
+        common::copy_dir(&common::assets().join(format!("{name}.zarr")), &path);
+        let base = common::snapshot(&path);
         let mut w = Work {
             _dir: dir,
             path,
@@ -1041,9 +1041,9 @@ fn hostile_nva_custom_deleted() {
 
 /// A writable copy of reference store `name`.
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = store_util::tmpdir();
+    let dir = common::tmpdir();
     let path = dir.path().join(format!("{name}.zarr"));
-    store_util::copy_dir(&store_util::assets().join(format!("{name}.zarr")), &path);
+    common::copy_dir(&common::assets().join(format!("{name}.zarr")), &path);
     (dir, path)
 }
 
@@ -1279,7 +1279,7 @@ fn a_zstd_header_claiming_a_huge_size_is_an_error_not_an_abort() {
 #[test]
 fn a_blosc_header_claiming_a_huge_size_is_an_error() {
     use atomzarr::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
-    let dir = store_util::tmpdir();
+    let dir = common::tmpdir();
     let store = dir.path().join("blosc.zarr");
     // No chunk checksum: it would refuse the edited header before blosc sees it.
     let c = ZarrArrayConfig::default()

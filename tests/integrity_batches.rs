@@ -8,7 +8,7 @@
 //! code under test.
 #![allow(clippy::single_range_in_vec_init)] // zarrs subsets are `&[Range]`
 
-mod store_util;
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
     InMemoryDataset, Level, MultiDataset, Reader, ZarrArrayConfig, ZarrWriteConfig,
 };
-use store_util::*;
+use common::*;
 
 type B = Flex;
 

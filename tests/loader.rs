@@ -1,5 +1,7 @@
 //! DataLoader, Dataset and Batcher semantics (issue: Burn integration).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,7 +32,7 @@ fn collated_to_host(c: &CollatedBatch) -> BTreeMap<String, (Vec<usize>, Vec<f64>
 
 #[test]
 fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("s.zarr");
     write_store(&path, 37, 16);
     let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
@@ -89,7 +91,7 @@ fn hand_checked_offsets_and_graph_index() {
         .with_neighbor_list(vec![[0, 0]], Some(vec![[1.0, 0.0, 0.0]]))
         .unwrap()
         .with_energy(-3.0);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("h.zarr");
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())
         .unwrap()
@@ -116,7 +118,7 @@ fn hand_checked_offsets_and_graph_index() {
 
 #[test]
 fn dropping_an_iterator_early_returns_promptly() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("d.zarr");
     write_store(&path, 400, 64);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
@@ -156,7 +158,7 @@ fn dropping_an_iterator_early_returns_promptly() {
 
 #[test]
 fn corrupt_chunk_mid_epoch_yields_err_then_ends() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("c.zarr");
     let samples = write_store(&path, 60, 16);
     // Corrupt the last positions chunk: early batches read fine, a later one fails.
@@ -256,7 +258,7 @@ fn validation_on_by_default_and_skippable() {
 
 #[test]
 fn fused_prefetch_queue_and_cancel() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("p.zarr");
     write_store(&path, 30, 8);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).num_workers(2);
@@ -278,7 +280,7 @@ fn fused_prefetch_queue_and_cancel() {
 
 #[test]
 fn epochs_steps_and_options() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("e.zarr");
     write_store(&path, 20, 8);
     let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
@@ -358,7 +360,7 @@ fn epochs_steps_and_options() {
 #[test]
 fn burn_traits_dataloader_and_batcher() {
     use burn::data::dataloader::DataLoader as BurnDataLoader;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("b.zarr");
     write_store(&path, 23, 8);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
@@ -410,7 +412,7 @@ fn burn_traits_dataloader_and_batcher() {
 fn num_workers_after_the_pool_started_takes_effect() {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("w.zarr");
     write_store(&path, 6, 8);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);

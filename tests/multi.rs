@@ -1,6 +1,8 @@
 //! MultiDataset, InMemoryDataset and Dataset-as-Reader (issue: samplers,
 //! InMemoryDataset and MultiDataset).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -80,7 +82,7 @@ struct Fixture {
 
 /// Store A (read through a Dataset) and store B (held in memory).
 fn fixture(na: usize, nb: usize) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let a_path = dir.path().join("a.zarr");
     let b_path = dir.path().join("b.zarr");
     let a = write_store(&a_path, na, 1);
@@ -267,7 +269,7 @@ fn output_strict_requires_shared_field_names() {
 
 #[test]
 fn in_memory_dataset_equals_the_store() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("m.zarr");
     let samples = write_store(&path, 41, 7);
     let reader = AtomicDataZarrReader::open(&path).unwrap();
@@ -314,7 +316,7 @@ fn reader_batches(r: &AtomicDataZarrReader, lists: &[Vec<usize>]) -> Vec<Collate
 
 #[test]
 fn in_memory_keeps_physical_indices_of_a_store_with_deletes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("d.zarr");
     let samples = write_store(&path, 10, 3);
     AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap().delete(&[2, 5]).unwrap();
@@ -437,7 +439,7 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
 
 #[test]
 fn refresh_picks_up_appends_in_children() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let p = dir.path().join("r.zarr");
     let first = write_store(&p, 5, 1);
     let other = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 5, 9).unwrap(), "other").unwrap();

@@ -5,7 +5,7 @@
 //! int64 fields narrowed to int32 keep their values, and an array with a
 //! value beyond int32 stays int64.
 
-mod store_util;
+mod common;
 
 use std::path::Path;
 
@@ -53,7 +53,7 @@ fn collate(reader: &AtomicDataZarrReader, batches: &[Vec<i64>]) -> Vec<CollatedB
 
 #[test]
 fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     let path = dir.path().join("s.zarr");
     let data = samples();
     write(&path, &data);
@@ -79,7 +79,7 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
                     assert_eq!(out, collate(&reader, &batches), "{what}");
                     reader.read_collated_with(&batches, narrow(), &mut narrowed).expect("read_collated narrowed");
                     for (n, w) in narrowed.iter().zip(&out) {
-                        store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &what);
+                        common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &what);
                     }
                 }
             }
@@ -93,7 +93,7 @@ fn narrow() -> CollateOptions {
 
 #[test]
 fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     let path = dir.path().join("big.zarr");
     // `big` (int64, one per atom) fits int32 for samples 0..60 and holds
     // values near 2^40 from sample 100 on: its early chunks narrow, the late
@@ -118,21 +118,21 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
         reader.read_collated(&early, &mut wide).expect("wide");
         reader.read_collated_with(&early, narrow(), &mut out).expect("early");
         for (n, w) in out.iter().zip(&wide) {
-            store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list", "big"], &format!("{what} early"));
+            common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list", "big"], &format!("{what} early"));
         }
         // The first batch touching a value beyond int32 reads `big` wide,
         // exactly; the other int64 fields stay narrowed.
         reader.read_collated(&mixed, &mut wide).expect("wide");
         reader.read_collated_with(&mixed, narrow(), &mut out).expect("mixed");
         for (n, w) in out.iter().zip(&wide) {
-            store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} mixed"));
+            common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} mixed"));
         }
         assert_eq!(out[1].fields["big"].data.to_i64_vec().expect("ints")[0], (1i64 << 40) + 110);
         // From then on the array is read wide, so an epoch's batches agree.
         reader.read_collated(&early, &mut wide).expect("wide");
         reader.read_collated_with(&early, narrow(), &mut out).expect("early again");
         for (n, w) in out.iter().zip(&wide) {
-            store_util::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} early again"));
+            common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} early again"));
         }
     }
     // Readers without a fused path narrow in a host pass, by the same rule
@@ -142,8 +142,8 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
     let mixed: Vec<Vec<usize>> = vec![(0..10).collect(), vec![110, 3, 119]];
     mem.load_collated(&mixed, &mut wide).expect("wide");
     mem.load_collated_with(&mixed, narrow(), &mut out).expect("narrow");
-    store_util::assert_narrowed_eq(&out[0], &wide[0], &["atomic_numbers", "neighbor_list", "big"], "in memory, fits");
-    store_util::assert_narrowed_eq(&out[1], &wide[1], &["atomic_numbers", "neighbor_list"], "in memory, beyond int32");
+    common::assert_narrowed_eq(&out[0], &wide[0], &["atomic_numbers", "neighbor_list", "big"], "in memory, fits");
+    common::assert_narrowed_eq(&out[1], &wide[1], &["atomic_numbers", "neighbor_list"], "in memory, beyond int32");
 }
 
 /// Overwrites bytes of `file` starting `from_end` bytes before its end.
@@ -156,7 +156,7 @@ fn clobber_tail(file: &Path, from_end: u64, bytes: &[u8]) {
 
 #[test]
 fn damaged_shard_indexes_are_errors_not_panics() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     let data = samples();
     // 4 inner chunks per shard: the index is 4 * 16 bytes + a 4-byte crc32c.
     type Damage = Box<dyn Fn(&Path)>;
@@ -190,7 +190,7 @@ fn damaged_shard_indexes_are_errors_not_panics() {
 
 #[test]
 fn cache_counts_each_chunk_decode_once_and_hits_after() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::tmpdir();
     let path = dir.path().join("c.zarr");
     let data = samples();
     write(&path, &data);

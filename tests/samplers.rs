@@ -1,6 +1,8 @@
 //! Samplers: size-aware packing, rank sharding, multi-dataset mixing
 //! (issue: samplers, InMemoryDataset and MultiDataset).
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use atomzarr::sampler::{
@@ -224,7 +226,7 @@ fn size_aware_is_seeded_per_epoch() {
 
 #[test]
 fn size_aware_sizes_come_from_metadata_and_shard_across_ranks() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let path = dir.path().join("s.zarr");
     let samples = atomzarr::data::synth::generate(90, 2, 30, 3).unwrap();
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&samples).unwrap();

@@ -3,7 +3,7 @@
 //! write/create guards.
 #![allow(clippy::single_range_in_vec_init, clippy::type_complexity)] // zarrs subsets are `&[Range]`; table-driven cases
 
-mod store_util;
+mod common;
 
 use std::path::Path;
 
@@ -11,7 +11,7 @@ use atomzarr::{
     AppendStep, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, Field, HostData, Level,
     Reader, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
-use store_util::*;
+use common::*;
 
 const STEPS: [AppendStep; 4] = [AppendStep::Schema, AppendStep::FieldData, AppendStep::Masks, AppendStep::Pointers];
 

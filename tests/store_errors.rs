@@ -3,7 +3,7 @@
 //! corrupt chunks, out-of-range indices, invalid configurations and calls.
 #![allow(clippy::single_range_in_vec_init, clippy::type_complexity)] // zarrs subsets are `&[Range]`; table-driven cases
 
-mod store_util;
+mod common;
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +13,8 @@ use atomzarr::{
     AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle, ZarrArrayConfig,
     ZarrWriteConfig,
 };
+use common::*;
 use serde_json::{Value, json};
-use store_util::*;
 
 const N: usize = 12;
 

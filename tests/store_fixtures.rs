@@ -2,14 +2,14 @@
 //! exactly as `assets/*.expected.json` says, through the library and the CLI.
 #![allow(clippy::single_range_in_vec_init, clippy::type_complexity)] // zarrs subsets are `&[Range]`; table-driven cases
 
-mod store_util;
+mod common;
 
 use std::collections::BTreeMap;
 
 use atomzarr::store::{arrays, format};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Level, Reader, ReaderOptions, ZarrWriteConfig};
+use common::*;
 use serde_json::Value;
-use store_util::*;
 
 fn expected(name: &str) -> (String, Value) {
     let text = std::fs::read_to_string(assets().join(format!("{name}.expected.json"))).unwrap();

@@ -4,7 +4,7 @@
 //! store-global neighbor lists, zeroed deleted rows) and the CLI dump.
 #![allow(clippy::single_range_in_vec_init, clippy::type_complexity)] // zarrs subsets are `&[Range]`; table-driven cases
 
-mod store_util;
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -14,9 +14,9 @@ use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, Shuffle,
     ZarrArrayConfig, ZarrWriteConfig,
 };
+use common::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use store_util::*;
 
 const META: [&str; 5] = ["atoms_ptr", "edges_ptr", "samples_mask", "atoms_mask", "edges_mask"];
 

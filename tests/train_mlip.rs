@@ -10,6 +10,8 @@ mod physics;
 #[path = "../examples/train_mlip/training.rs"]
 mod training;
 
+mod common;
+
 use atomzarr::{AtomicDataZarrReader, Reader};
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::Backend;
@@ -31,7 +33,7 @@ fn opts() -> LoaderOptions {
 
 #[test]
 fn two_epochs_on_a_tiny_store_lower_the_loss() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 48);
     let device = Default::default();
     let split = Split::<Train>::open(&store, 0.25, opts(), &device).unwrap();
@@ -78,7 +80,7 @@ fn two_epochs_on_a_tiny_store_lower_the_loss() {
 /// cutoff with r_ij = r_j - r_i + shift_ij.
 #[test]
 fn stored_labels_match_the_potential() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 16);
     let reader = AtomicDataZarrReader::open(&store).unwrap();
     let mut periodic = 0;
@@ -127,7 +129,7 @@ fn stored_labels_match_the_potential() {
 /// model seeds 1-3 the ratios were 0.08-0.12 (energy) and 0.39-0.49 (forces).
 #[test]
 fn training_beats_the_predict_the_mean_baseline() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 160);
     let device = Default::default();
     let opts = LoaderOptions { batch_size: 8, prefetch_factor: 2, seed: 0, pin_memory: false };

@@ -1,5 +1,7 @@
-//! Helpers shared by the `tests/store_*.rs` integration tests (store format,
-//! writer, reader). Each test binary uses a subset, hence the allow.
+//! Helpers shared by every integration test: the fixtures, the one place
+//! temporary stores are made ([`tmpdir`], [`disk_tmpdir`]), sample
+//! generators and comparisons. Each test binary uses a subset, hence the
+//! allow.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -14,9 +16,16 @@ pub fn assets() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets")
 }
 
-/// A fresh temporary directory. On tmpfs (`/dev/shm`) where there is one:
-/// zarrs' filesystem store fsyncs every chunk it writes, and these tests
-/// check store logic, not durability; on a disk the fsyncs dominate.
+/// A temporary folder on disk (Cargo's `target/tmp`), never a tmpfs: for
+/// tests whose syncs and renames must be real (the crash tests).
+pub fn disk_tmpdir() -> tempfile::TempDir {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::Builder::new().prefix("atomzarr-disk-").tempdir_in(base).unwrap()
+}
+
+/// A temporary folder for a test's stores: in `/dev/shm` where it exists
+/// (every commit syncs; memory makes that free), else the system's.
 pub fn tmpdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if let Some(d) =
