@@ -48,9 +48,8 @@ pub fn inspect(path: &Path) -> Result<StoreReport> {
     let root = format::read_root(path)?;
     let store = arrays::open_store(path)?;
     let mut arrays = Vec::new();
-    let meta = [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK];
     let fields = root.fields.iter().map(|(n, i)| (format::field_path(i.group, n), Some(i.level)));
-    for (rel, level) in meta.iter().map(|r| (r.to_string(), None)).chain(fields) {
+    for (rel, level) in format::META_ARRAYS.iter().map(|(r, _)| (r.to_string(), None)).chain(fields) {
         if !path.join(&rel).join("zarr.json").exists() && rel.starts_with(StoreGroup::Meta.name()) {
             continue;
         }

@@ -301,9 +301,7 @@ impl ZarrWriteConfig {
         // elsewhere (add_custom with a core name) is still checked when its
         // array is created.
         for name in self.field_overrides.keys() {
-            let meta_names =
-                [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK];
-            let group = if meta_names.iter().any(|m| m.strip_prefix("meta/") == Some(name.as_str())) {
+            let group = if format::META_ARRAYS.iter().any(|(rel, _)| format::meta_name(rel) == name) {
                 StoreGroup::Meta
             } else {
                 format::group_for_new_field(name)

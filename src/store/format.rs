@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::data::Level;
+use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 
 /// `meta/atoms_ptr`
@@ -24,6 +24,24 @@ pub const SAMPLES_MASK: &str = "meta/samples_mask";
 pub const ATOMS_MASK: &str = "meta/atoms_mask";
 /// `meta/edges_mask`
 pub const EDGES_MASK: &str = "meta/edges_mask";
+
+/// Every array of `meta/` with its dtype: the one list that creating,
+/// inspecting, validating and defragmenting a store iterate. Pointers are
+/// int64 with `num_samples + 1` entries; masks are bool, one per row of their
+/// axis.
+pub const META_ARRAYS: [(&str, DType); 5] = [
+    (ATOMS_PTR, DType::Int64),
+    (EDGES_PTR, DType::Int64),
+    (SAMPLES_MASK, DType::Bool),
+    (ATOMS_MASK, DType::Bool),
+    (EDGES_MASK, DType::Bool),
+];
+
+/// A `meta/` array's name inside its group (`meta/atoms_ptr` -> `atoms_ptr`),
+/// the key its write configuration goes by.
+pub fn meta_name(rel: &str) -> &str {
+    rel.strip_prefix("meta/").unwrap_or(rel)
+}
 
 /// Field names the writer places in `core/` (everything else goes to `custom/`).
 /// The reference toolkit's `AtomicData` model fields.

@@ -115,10 +115,9 @@ impl AtomicDataZarrWriter {
         // Not layered over `self.config`: an inferred "no shard_size" means
         // unsharded, and must not inherit the writer's group default.
         let mut c = ZarrWriteConfig::default();
-        for rel in [format::ATOMS_PTR, format::EDGES_PTR, format::SAMPLES_MASK, format::ATOMS_MASK, format::EDGES_MASK]
-        {
+        for (rel, _) in format::META_ARRAYS {
             let a = self.open_array(rel)?;
-            c.field_overrides.insert(rel.trim_start_matches("meta/").to_string(), arrays::infer_config(&a));
+            c.field_overrides.insert(format::meta_name(rel).to_string(), arrays::infer_config(&a));
         }
         for (name, info) in &root.fields {
             let a = self.open_array(&format::field_path(info.group, name))?;

@@ -156,16 +156,9 @@ impl AtomicDataZarrWriter {
             progress: false,
         };
         let txn = w.store.transaction();
-        let meta = [
-            (format::ATOMS_PTR, DType::Int64),
-            (format::EDGES_PTR, DType::Int64),
-            (format::SAMPLES_MASK, DType::Bool),
-            (format::ATOMS_MASK, DType::Bool),
-            (format::EDGES_MASK, DType::Bool),
-        ];
-        for (rel, dtype) in meta {
+        for (rel, dtype) in format::META_ARRAYS {
             let is_ptr = dtype == DType::Int64;
-            let name = rel.trim_start_matches("meta/");
+            let name = format::meta_name(rel);
             let a = arrays::create_array(
                 &w.path,
                 &w.store,
