@@ -263,13 +263,16 @@ impl CollatedBatch {
             let mut s = AtomicData::default();
             for (name, f) in &self.fields {
                 let per_row: usize = f.trailing_shape.iter().product();
-                let (lo, hi) = match f.level {
-                    Level::Atom => (self.atoms_ptr[k] as usize, self.atoms_ptr[k + 1] as usize),
-                    Level::Edge => (self.edges_ptr[k] as usize, self.edges_ptr[k + 1] as usize),
-                    Level::System => (k, k + 1),
-                };
+                let ptrs = super::Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr };
+                let rows = ptrs.rows(f.level, k);
+                let (lo, hi) = (rows.start as usize, rows.end as usize);
                 let size = f.data.dtype().size();
-                let bytes = &f.data.as_bytes()[lo * per_row * size..hi * per_row * size];
+                let bytes = f.data.as_bytes().get(lo * per_row * size..hi * per_row * size).ok_or_else(|| {
+                    Error::invalid(
+                        format!("batch sample {k}, field {name}"),
+                        format!("rows {lo}..{hi} beyond the field's {} rows", f.rows()),
+                    )
+                })?;
                 let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
                 if name == "neighbor_list" {
                     data.add_offset(-self.atoms_ptr[k])?;

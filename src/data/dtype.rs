@@ -17,6 +17,24 @@ pub enum Level {
 }
 
 impl Level {
+    /// Of three per-axis values (atoms, edges, samples), the one of this
+    /// level's axis: the single rule behind "how many rows" and "which
+    /// rows" a field has (see also [`Pointers`](crate::data::Pointers)).
+    ///
+    /// ```
+    /// use atomzarr::Level;
+    /// assert_eq!(Level::Edge.pick(10, 25, 3), 25);
+    /// assert_eq!(Level::System.pick(10, 25, 3), 3);
+    /// ```
+    #[inline]
+    pub fn pick<T>(self, atoms: T, edges: T, samples: T) -> T {
+        match self {
+            Level::Atom => atoms,
+            Level::Edge => edges,
+            Level::System => samples,
+        }
+    }
+
     /// The name used in the store's `fields` attribute.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -13,6 +13,7 @@
 //! | `host` | [`HostData`], the typed host buffer |
 //! | `indices` | neighbor-index arithmetic: offsets, fused range checks, int32 narrowing |
 //! | `sample` | [`AtomicData`] and its [`Field`]s |
+//! | `pointers` | [`Pointers`]: the rows a sample owns on each axis |
 //! | [`collate`] | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
 //! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
 
@@ -20,6 +21,7 @@ pub mod collate;
 mod dtype;
 mod host;
 mod indices;
+mod pointers;
 mod sample;
 pub mod synth;
 
@@ -28,4 +30,5 @@ pub use collate::{CollateOptions, CollatedBatch, CollatedField};
 pub use dtype::{DType, Level};
 pub use host::HostData;
 pub(crate) use indices::{IndexRange, IndexReport, fold_index, narrow_i64};
+pub use pointers::Pointers;
 pub use sample::{AtomicData, Field};

@@ -42,11 +42,7 @@ pub fn store_facts(path: &Path) -> Result<StoreFacts> {
     let mut raw = 0u64;
     for (level, dtype, trailing) in schema.values() {
         let row = (trailing.iter().product::<usize>() * dtype.size()) as u64;
-        let rows = match level {
-            crate::Level::Atom => atoms,
-            crate::Level::Edge => edges,
-            crate::Level::System => n as u64,
-        };
+        let rows = level.pick(atoms, edges, n as u64);
         raw += row * rows;
     }
     let (disk_bytes, num_files) = crate::store::format::disk_usage(path);

@@ -9,26 +9,7 @@ use std::ops::Range;
 
 use crate::data::Level;
 
-/// Row ranges of a physical sample on each axis.
-#[derive(Debug, Clone, Copy)]
-pub struct Pointers<'a> {
-    /// `[N+1]` atom offsets.
-    pub atoms: &'a [i64],
-    /// `[N+1]` edge offsets.
-    pub edges: &'a [i64],
-}
-
-impl Pointers<'_> {
-    /// Rows of physical sample `p` on `level`'s axis.
-    #[inline]
-    pub fn rows(&self, level: Level, p: usize) -> Range<u64> {
-        match level {
-            Level::Atom => self.atoms[p] as u64..self.atoms[p + 1] as u64,
-            Level::Edge => self.edges[p] as u64..self.edges[p + 1] as u64,
-            Level::System => p as u64..p as u64 + 1,
-        }
-    }
-}
+pub use crate::data::Pointers;
 
 /// Chunk ids `[first, last]` covering `rows` with `chunk_rows` rows per chunk
 /// (empty for an empty range).

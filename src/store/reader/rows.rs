@@ -6,7 +6,7 @@ use super::AtomicDataZarrReader;
 use super::decode::Decoded;
 use super::plan::{Pointers, chunks_of};
 use super::state::{FieldArray, State};
-use crate::data::{AtomicData, CollatedBatch, DType, Field, HostData, Level};
+use crate::data::{AtomicData, CollatedBatch, DType, Field, HostData};
 use crate::error::Result;
 
 impl AtomicDataZarrReader {
@@ -105,11 +105,7 @@ impl AtomicDataZarrReader {
                 Some(dst) => &mut dst.data,
                 None => continue, // reset() created every layout entry
             };
-            let rows_total = match f.level {
-                Level::Atom => atoms as usize,
-                Level::Edge => edges as usize,
-                Level::System => physical.len(),
-            };
+            let rows_total = f.level.pick(atoms as usize, edges as usize, physical.len());
             dst.reserve(rows_total * f.row_elems);
             if f.name == "neighbor_list" {
                 // Stored indices are store-global (see STORE_FORMAT.md).

@@ -215,11 +215,7 @@ impl AtomicDataZarrReader {
                     format!("listed at {} level; neighbor lists are edge-level", info.level),
                 ));
             }
-            let need = match info.level {
-                Level::Atom => total_atoms,
-                Level::Edge => total_edges,
-                Level::System => n as u64,
-            };
+            let need = info.level.pick(total_atoms, total_edges, n as u64);
             let len = array.shape().first().copied().unwrap_or(0);
             if len < need {
                 return Err(Error::inconsistent(

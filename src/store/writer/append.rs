@@ -257,11 +257,7 @@ impl AtomicDataZarrWriter {
                 // Row counts must still agree per axis, or the pointers would lie.
                 let (v, e) = (s.num_atoms(), s.num_edges());
                 for (name, f) in &s.fields {
-                    let want = match f.level {
-                        Level::Atom => v,
-                        Level::Edge => e,
-                        Level::System => 1,
-                    };
+                    let want = f.level.pick(v, e, 1);
                     if f.rows() != want {
                         return Err(Error::invalid(
                             ctx(i),

@@ -7,7 +7,7 @@ use std::ops::Range;
 use zarrs::array::{ArrayBytes, CodecOptions};
 
 use super::{AtomicDataZarrWriter, arr_err, sync_parent};
-use crate::data::{Field, HostData, Level};
+use crate::data::{Field, HostData, Level, Pointers};
 use crate::error::{Error, Result};
 use crate::store::arrays;
 use crate::store::format::{self, FieldInfo, StoreGroup};
@@ -27,11 +27,8 @@ impl AtomicDataZarrWriter {
             ));
         }
         let n = root.num_samples;
-        let need = match level {
-            Level::System => n as u64,
-            Level::Atom => self.pointers(format::ATOMS_PTR, n)?[n] as u64,
-            Level::Edge => self.pointers(format::EDGES_PTR, n)?[n] as u64,
-        };
+        let (atoms, edges) = (self.pointers(format::ATOMS_PTR, n)?, self.pointers(format::EDGES_PTR, n)?);
+        let need = Pointers { atoms: &atoms, edges: &edges }.total(level, n);
         if field.rows() as u64 != need {
             return Err(Error::invalid(
                 format!("{}: add_custom {name}", self.path.display()),
@@ -93,11 +90,7 @@ impl AtomicDataZarrWriter {
         let ranges = |level: Level| -> Vec<Range<u64>> {
             let mut out: Vec<Range<u64>> = Vec::new();
             for &p in &idx {
-                let r = match level {
-                    Level::Atom => atoms[p] as u64..atoms[p + 1] as u64,
-                    Level::Edge => edges[p] as u64..edges[p + 1] as u64,
-                    Level::System => p as u64..p as u64 + 1,
-                };
+                let r = Pointers { atoms: &atoms, edges: &edges }.rows(level, p);
                 match out.last_mut() {
                     Some(last) if last.end == r.start => last.end = r.end,
                     _ if r.is_empty() => {}
