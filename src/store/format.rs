@@ -37,6 +37,31 @@ pub const META_ARRAYS: [(&str, DType); 5] = [
     (EDGES_MASK, DType::Bool),
 ];
 
+/// The checks every reader of `meta/*_ptr` applies to the `n + 1` values
+/// it read (the writer before an append, the reader when it opens): exactly
+/// `n + 1` of them, starting at 0, never decreasing. Appends, deletes and
+/// reads all turn these into row ranges, so a bad one is refused here, once.
+pub fn check_pointers(store: &Path, rel: &str, v: &[i64], n: usize) -> Result<()> {
+    if v.len() != n + 1 {
+        return Err(Error::inconsistent(
+            store,
+            rel,
+            format!("{} pointers read, expected num_samples {n} + 1", v.len()),
+        ));
+    }
+    if v.first() != Some(&0) {
+        return Err(Error::inconsistent(store, rel, format!("first pointer is {:?}, expected 0", v.first())));
+    }
+    if let Some(i) = v.windows(2).position(|w| w[1] < w[0]) {
+        return Err(Error::inconsistent(
+            store,
+            rel,
+            format!("pointers decrease at sample {i}: {} then {}", v[i], v[i + 1]),
+        ));
+    }
+    Ok(())
+}
+
 /// A `meta/` array's name inside its group (`meta/atoms_ptr` -> `atoms_ptr`),
 /// the key its write configuration goes by.
 pub fn meta_name(rel: &str) -> &str {

@@ -140,19 +140,7 @@ impl AtomicDataZarrReader {
             let raw = self.read_rows(a, rel, dt, 0..n1)?;
             let data = HostData::from_bytes(dt, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
             let v = data.to_i64_vec().unwrap_or_default();
-            if v.len() as u64 != n1 {
-                return Err(Error::inconsistent(p, rel, format!("{} pointers decoded, expected {n1}", v.len())));
-            }
-            if v.first() != Some(&0) {
-                return Err(Error::inconsistent(p, rel, format!("first pointer is {:?}, expected 0", v.first())));
-            }
-            if let Some(i) = v.windows(2).position(|w| w[1] < w[0]) {
-                return Err(Error::inconsistent(
-                    p,
-                    rel,
-                    format!("pointers decrease at sample {i}: {} then {}", v[i], v[i + 1]),
-                ));
-            }
+            format::check_pointers(p, rel, &v, n)?;
             Ok(v)
         };
         let atoms_ptr = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt)?;

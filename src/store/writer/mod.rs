@@ -250,18 +250,13 @@ impl AtomicDataZarrWriter {
         if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
             return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
         }
+        // Readers take any integer pointer dtype; appending writes int64.
+        let dtype = arrays::array_dtype(&self.path, rel, &a)?;
+        if dtype != DType::Int64 {
+            return Err(Error::inconsistent(&self.path, rel, format!("dtype {dtype}: appends need int64 pointers")));
+        }
         let v = a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))?;
-        // The reader's checks: appends and deletes turn these into row ranges.
-        if v.first() != Some(&0) {
-            return Err(Error::inconsistent(&self.path, rel, format!("first pointer is {:?}, expected 0", v.first())));
-        }
-        if let Some(i) = v.windows(2).position(|w| w[1] < w[0]) {
-            return Err(Error::inconsistent(
-                &self.path,
-                rel,
-                format!("pointers decrease at sample {i}: {} then {}", v[i], v[i + 1]),
-            ));
-        }
+        format::check_pointers(&self.path, rel, &v, n)?;
         Ok(v)
     }
 
