@@ -122,7 +122,7 @@ pub mod sampler;
 pub mod source;
 pub mod store;
 
-pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, HostData, Level};
+pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, FieldLayout, HostData, Level};
 pub use error::{AppendStep, Error, Result};
 pub use pipeline::{
     AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy, LoaderStats,

@@ -45,6 +45,20 @@ impl CollateOptions {
     }
 }
 
+/// What a batch holds for one field: its name, level, dtype and the shape
+/// of one row (what [`CollatedBatch::reset`] lays buffers out by).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldLayout {
+    /// The field's name.
+    pub name: String,
+    /// Atom, edge or system.
+    pub level: Level,
+    /// Element type as the batch holds it.
+    pub dtype: DType,
+    /// Shape of one row.
+    pub trailing: Vec<usize>,
+}
+
 /// One field of a collated batch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollatedField {
@@ -104,15 +118,15 @@ impl CollatedBatch {
     }
 
     /// Empties the batch, keeping every buffer's allocation, and makes sure a
-    /// buffer exists for each `(name, level, dtype, trailing shape)` given.
-    pub fn reset(&mut self, layout: &[(String, Level, DType, Vec<usize>)]) {
+    /// buffer exists for each field of `layout`.
+    pub fn reset(&mut self, layout: &[FieldLayout]) {
         self.indices.clear();
         self.atoms_ptr.clear();
         self.atoms_ptr.push(0);
         self.edges_ptr.clear();
         self.edges_ptr.push(0);
-        self.fields.retain(|name, _| layout.iter().any(|(n, ..)| n == name));
-        for (name, level, dtype, trailing) in layout {
+        self.fields.retain(|name, _| layout.iter().any(|l| &l.name == name));
+        for FieldLayout { name, level, dtype, trailing } in layout {
             let keep = self
                 .fields
                 .get(name)
@@ -179,10 +193,18 @@ impl CollatedBatch {
         samples: &[AtomicData],
         range_error: &dyn Fn(usize, IndexReport) -> Error,
     ) -> Result<()> {
-        let layout: Vec<_> = samples
+        let layout: Vec<FieldLayout> = samples
             .first()
             .map(|s| {
-                s.fields.iter().map(|(n, f)| (n.clone(), f.level, f.dtype(), f.trailing_shape().to_vec())).collect()
+                s.fields
+                    .iter()
+                    .map(|(n, f)| FieldLayout {
+                        name: n.clone(),
+                        level: f.level,
+                        dtype: f.dtype(),
+                        trailing: f.trailing_shape().to_vec(),
+                    })
+                    .collect()
             })
             .unwrap_or_default();
         self.reset(&layout);

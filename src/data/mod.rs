@@ -26,7 +26,7 @@ mod sample;
 pub mod synth;
 
 pub(crate) use collate::bad_indices;
-pub use collate::{CollateOptions, CollatedBatch, CollatedField};
+pub use collate::{CollateOptions, CollatedBatch, CollatedField, FieldLayout};
 pub use dtype::{DType, Level};
 pub use host::HostData;
 pub(crate) use indices::{IndexRange, IndexReport, fold_index, narrow_i64};

@@ -12,23 +12,31 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use crate::data::{AtomicData, DType, Field, HostData, IndexRange, IndexReport, Level};
-use crate::data::{CollatedBatch, bad_indices};
+use crate::data::{AtomicData, Field, HostData, IndexRange, IndexReport, Level};
+use crate::data::{CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::source::Reader;
 
-type Layout = Vec<(String, Level, DType, Vec<usize>)>;
+type Layout = Vec<FieldLayout>;
 
 fn layout_of(b: &CollatedBatch) -> Layout {
-    b.fields.iter().map(|(n, f)| (n.clone(), f.level, f.data.dtype(), f.trailing_shape.clone())).collect()
+    b.fields
+        .iter()
+        .map(|(n, f)| FieldLayout {
+            name: n.clone(),
+            level: f.level,
+            dtype: f.data.dtype(),
+            trailing: f.trailing_shape.clone(),
+        })
+        .collect()
 }
 
 /// Names the fields in which two layouts differ (missing, extra, or of a
 /// different level, dtype or row shape).
 fn layout_diff(want: &Layout, got: &Layout) -> Option<String> {
-    let w: BTreeMap<&String, _> = want.iter().map(|(n, l, d, t)| (n, (l, d, t))).collect();
-    let g: BTreeMap<&String, _> = got.iter().map(|(n, l, d, t)| (n, (l, d, t))).collect();
+    let w: BTreeMap<&String, &FieldLayout> = want.iter().map(|l| (&l.name, l)).collect();
+    let g: BTreeMap<&String, &FieldLayout> = got.iter().map(|l| (&l.name, l)).collect();
     let missing: Vec<&str> = w.keys().filter(|n| !g.contains_key(*n)).map(|n| n.as_str()).collect();
     let extra: Vec<&str> = g.keys().filter(|n| !w.contains_key(*n)).map(|n| n.as_str()).collect();
     let differ: Vec<&str> =

@@ -6,7 +6,7 @@ use super::AtomicDataZarrReader;
 use super::decode::Decoded;
 use super::plan::{Pointers, chunks_of};
 use super::state::{FieldArray, State};
-use crate::data::{AtomicData, CollatedBatch, DType, Field, HostData};
+use crate::data::{AtomicData, CollatedBatch, DType, Field, FieldLayout, HostData};
 use crate::error::Result;
 
 impl AtomicDataZarrReader {
@@ -82,12 +82,15 @@ impl AtomicDataZarrReader {
         batch: &[usize],
         out: &mut CollatedBatch,
     ) -> Result<()> {
-        let layout: Vec<_> = st
+        let layout: Vec<FieldLayout> = st
             .fields
             .iter()
             .zip(dec)
-            .map(|(f, d)| {
-                (f.name.clone(), f.level, if d.narrowed { DType::Int32 } else { f.dtype }, f.trailing.clone())
+            .map(|(f, d)| FieldLayout {
+                name: f.name.clone(),
+                level: f.level,
+                dtype: if d.narrowed { DType::Int32 } else { f.dtype },
+                trailing: f.trailing.clone(),
             })
             .collect();
         out.reset(&layout);
