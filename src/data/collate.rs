@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level};
 use crate::error::{Error, Result};
 
@@ -234,7 +235,7 @@ impl CollatedBatch {
                         ),
                     ));
                 }
-                if name == "neighbor_list" {
+                if name == NEIGHBOR_LIST {
                     // Moved to batch-local and range-checked in one copy.
                     let n = s.num_atoms() as u64;
                     let start = dst.data.len();
@@ -296,7 +297,7 @@ impl CollatedBatch {
                     )
                 })?;
                 let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
-                if name == "neighbor_list" {
+                if name == NEIGHBOR_LIST {
                     data.add_offset(-self.atoms_ptr[k])?;
                 }
                 let mut shape = vec![hi - lo];
@@ -321,6 +322,6 @@ pub(crate) fn bad_indices(
     match data.index_report(start..data.len(), base, n) {
         Some(r) => err(r),
         // The copy's int32 offset did not fit (see `extend_indices_checked`).
-        None => Error::invalid("neighbor_list", format!("atom offset of a sample beyond int32 (base {base})")),
+        None => Error::invalid(NEIGHBOR_LIST, format!("atom offset of a sample beyond int32 (base {base})")),
     }
 }

@@ -3,6 +3,7 @@
 //! copies, and int64 to int32 narrowing.
 
 use crate::data::HostData;
+use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
 
 impl HostData {
@@ -55,7 +56,7 @@ impl HostData {
             }
             other => {
                 return Err(Error::invalid(
-                    "neighbor_list",
+                    NEIGHBOR_LIST,
                     format!("dtype {} is not an index type (int32/int64/uint32/uint64)", other.dtype()),
                 ));
             }
@@ -109,7 +110,7 @@ impl HostData {
         // value must come out as a bad index (which validation reports), not
         // as an overflow panic.
         if start > self.len() {
-            return Err(Error::invalid("neighbor_list", format!("offset start {start} past {} elements", self.len())));
+            return Err(Error::invalid(NEIGHBOR_LIST, format!("offset start {start} past {} elements", self.len())));
         }
         match self {
             HostData::Int64(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add(offset)),
@@ -118,7 +119,7 @@ impl HostData {
             HostData::UInt32(v) => v[start..].iter_mut().for_each(|x| *x = x.wrapping_add_signed(offset as i32)),
             other => {
                 return Err(Error::invalid(
-                    "neighbor_list",
+                    NEIGHBOR_LIST,
                     format!("dtype {} is not an index type (int32/int64/uint32/uint64)", other.dtype()),
                 ));
             }

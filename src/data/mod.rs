@@ -31,4 +31,4 @@ pub use dtype::{DType, Level};
 pub use host::HostData;
 pub(crate) use indices::{IndexRange, IndexReport, fold_index, narrow_i64};
 pub use pointers::Pointers;
-pub use sample::{AtomicData, Field};
+pub use sample::{AtomicData, Field, NEIGHBOR_LIST};

@@ -6,6 +6,12 @@ use std::collections::BTreeMap;
 use crate::data::{DType, HostData, IndexReport, Level};
 use crate::error::{Error, Result};
 
+/// The field whose values are atom indices (`[n_edges, 2]`, sender and
+/// receiver): the one field every layer rebases by atom offsets, checks
+/// against its sample's atoms, and the toolkit's append bug corrupts. Code
+/// names it through this constant only.
+pub const NEIGHBOR_LIST: &str = "neighbor_list";
+
 /// One named array of a sample: level, shape and data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Field {
@@ -176,7 +182,7 @@ impl AtomicData {
     pub fn with_neighbor_list(self, pairs: Vec<[i64; 2]>, shifts: Option<Vec<[f32; 3]>>) -> Result<AtomicData> {
         let e = pairs.len();
         let mut d = self.with_field(
-            "neighbor_list",
+            NEIGHBOR_LIST,
             Field::new(Level::Edge, vec![e, 2], pairs.into_iter().flatten().collect::<Vec<_>>())?,
         );
         if let Some(s) = shifts {
@@ -236,7 +242,7 @@ impl AtomicData {
     /// smallest and largest index (`None` also when there is no integer
     /// neighbor list: [`AtomicData::validate`] reports that).
     pub(crate) fn neighbor_report(&self) -> Option<IndexReport> {
-        let nl = &self.fields.get("neighbor_list")?.data;
+        let nl = &self.fields.get(NEIGHBOR_LIST)?.data;
         nl.index_report(0..nl.len(), 0, self.num_atoms() as u64)
     }
 
@@ -263,7 +269,7 @@ impl AtomicData {
                 _ => {}
             }
         }
-        if let Some(nl) = self.fields.get("neighbor_list") {
+        if let Some(nl) = self.fields.get(NEIGHBOR_LIST) {
             let idx = nl
                 .data
                 .to_i64_vec()

@@ -26,6 +26,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 
 use crate::data::CollatedBatch;
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, HostData, Level};
 use crate::error::Result;
 
@@ -245,7 +246,7 @@ impl<B: Backend> AtomicBatch<B> {
     }
     /// `neighbor_list` `[E, 2]`, batch-local atom indices.
     pub fn neighbor_list(&self) -> Option<Tensor<B, 2, Int>> {
-        self.int("neighbor_list")
+        self.int(NEIGHBOR_LIST)
     }
     /// `shifts` `[E, 3]`.
     pub fn shifts(&self) -> Option<Tensor<B, 2>> {

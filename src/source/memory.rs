@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, Field, HostData, IndexRange, IndexReport, Level};
 use crate::data::{CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
@@ -117,7 +118,7 @@ pub(crate) fn gather_append(
     }
     for (name, f) in dst.fields.iter_mut() {
         let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
-        let is_nl = name == "neighbor_list";
+        let is_nl = name == NEIGHBOR_LIST;
         for (pos, (&(s, k), &base)) in picks.iter().zip(&bases).enumerate() {
             let sf = sources[s]
                 .fields
@@ -155,7 +156,7 @@ pub(crate) fn gather_append(
 
 /// Checks every graph's neighbor indices in `b` against its own atoms.
 fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error) -> Result<()> {
-    let Some(nl) = b.fields.get("neighbor_list") else { return Ok(()) };
+    let Some(nl) = b.fields.get(NEIGHBOR_LIST) else { return Ok(()) };
     let per_row: usize = nl.trailing_shape.iter().product();
     for k in 0..b.num_graphs() {
         let ((a0, a1), (e0, e1)) = match (level_rows(b, Level::Atom, k), level_rows(b, Level::Edge, k)) {
@@ -346,7 +347,7 @@ impl InMemoryDataset {
                 .get(lo * row_bytes..hi * row_bytes)
                 .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
             let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
-            if name == "neighbor_list" {
+            if name == NEIGHBOR_LIST {
                 data.add_offset(-self.data.atoms_ptr[k])?;
             }
             let mut shape = Vec::with_capacity(1 + f.trailing_shape.len());

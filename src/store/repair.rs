@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use zarrs::array::{ArrayBytes, CodecOptions};
 
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{DType, HostData};
 use crate::error::{Error, Result};
 use crate::store::ZarrWriteConfig;
@@ -187,7 +188,7 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
 }
 
 fn neighbor_field(st: &State) -> Option<&crate::store::reader::FieldArray> {
-    st.fields.iter().find(|f| f.name == "neighbor_list")
+    st.fields.iter().find(|f| f.name == NEIGHBOR_LIST)
 }
 
 /// Rows `rows` of `f` as i64 (integer dtypes only).

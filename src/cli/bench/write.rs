@@ -8,6 +8,7 @@ use super::content::sample_bytes;
 use super::options::ReadOptions;
 use super::read::{bar, time_reads};
 use super::report::{ReportRow, rows_for, store_facts};
+use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
 use crate::store::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 
@@ -114,7 +115,7 @@ impl WriteOptions {
                 write_empty_chunks: None,
                 checksum,
             };
-            config = config.with_override("neighbor_list", edge).with_override("shifts", edge);
+            config = config.with_override(NEIGHBOR_LIST, edge).with_override("shifts", edge);
         }
         config.validate()?;
         Ok(config)

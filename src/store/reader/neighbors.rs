@@ -5,6 +5,7 @@
 use super::AtomicDataZarrReader;
 use super::decode::Decoded;
 use super::state::{FieldArray, State};
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{DType, HostData, IndexReport, bad_indices};
 use crate::error::{Error, Result};
 
@@ -17,7 +18,7 @@ impl AtomicDataZarrReader {
     /// reference layout (the neighbor list is a third of its bytes), this
     /// one well under 1% (a pass over a freshly decoded chunk, beside zstd).
     pub(super) fn verify_neighbors(&self, st: &State, f: &FieldArray, chunk: u64, wide: &[u8]) {
-        if f.name != "neighbor_list" || f.row_elems == 0 {
+        if f.name != NEIGHBOR_LIST || f.row_elems == 0 {
             return;
         }
         let n = st.num_samples;

@@ -6,6 +6,7 @@ use super::AtomicDataZarrReader;
 use super::decode::Decoded;
 use super::plan::{Pointers, chunks_of};
 use super::state::{FieldArray, State};
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, CollatedBatch, DType, Field, FieldLayout, HostData};
 use crate::error::Result;
 
@@ -64,7 +65,7 @@ impl AtomicDataZarrReader {
             let n = (rows.end - rows.start) as usize;
             let mut data = HostData::with_capacity(f.dtype, n * f.row_elems);
             self.copy_rows(f, d, rows, &mut data)?;
-            if f.name == "neighbor_list" {
+            if f.name == NEIGHBOR_LIST {
                 data.add_offset(-st.atoms_ptr[p])?;
             }
             let mut shape = Vec::with_capacity(1 + f.trailing.len());
@@ -110,7 +111,7 @@ impl AtomicDataZarrReader {
             };
             let rows_total = f.level.pick(atoms as usize, edges as usize, physical.len());
             dst.reserve(rows_total * f.row_elems);
-            if f.name == "neighbor_list" {
+            if f.name == NEIGHBOR_LIST {
                 // Stored indices are store-global (see STORE_FORMAT.md).
                 self.fill_neighbors(st, f, d, &physical, batch, &out.atoms_ptr, dst)?;
             } else {

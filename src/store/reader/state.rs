@@ -10,6 +10,7 @@ use zarrs::array::{Array, ArrayShardedReadableExtCache};
 use super::AtomicDataZarrReader;
 use super::direct::{DirectDecode, ShardIndex};
 use super::plan::{Pointers, chunks_of};
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{CollateOptions, DType, HostData, Level};
 use crate::error::{Error, Result};
 use crate::store::arrays;
@@ -188,15 +189,14 @@ impl AtomicDataZarrReader {
             let (array, dtype, g) = open(&rel)?;
             // Its values are shifted by atom offsets on every read, and
             // checked per sample against the edge pointers.
-            if name == "neighbor_list" && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32)
-            {
+            if name == NEIGHBOR_LIST && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
                 return Err(Error::inconsistent(
                     p,
                     &rel,
                     format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)"),
                 ));
             }
-            if name == "neighbor_list" && info.level != Level::Edge {
+            if name == NEIGHBOR_LIST && info.level != Level::Edge {
                 return Err(Error::inconsistent(
                     p,
                     &rel,

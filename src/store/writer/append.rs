@@ -8,6 +8,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use super::{AtomicDataZarrWriter, Schema, for_each_io};
+use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, DType, Field, Level};
 use crate::error::{AppendStep, Error, Result};
 use crate::store::arrays;
@@ -128,7 +129,7 @@ impl AtomicDataZarrWriter {
             let mut bytes = Vec::with_capacity(total * sc.dtype.size());
             for (i, s) in samples.iter().enumerate() {
                 let f = field(s)?;
-                if name == "neighbor_list" {
+                if name == NEIGHBOR_LIST {
                     let mut shifted = f.data.clone();
                     let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
                     shifted.add_offset(base)?;
@@ -242,7 +243,7 @@ impl AtomicDataZarrWriter {
                 // Stored neighbor lists are offset by the atom count; refuse a
                 // dtype that cannot take the offset now, before the first
                 // write creates a schema that could never be appended to.
-                if name == "neighbor_list"
+                if name == NEIGHBOR_LIST
                     && !matches!(f.dtype(), DType::Int32 | DType::Int64 | DType::UInt32 | DType::UInt64)
                 {
                     return Err(Error::invalid(
