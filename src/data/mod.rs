@@ -29,6 +29,6 @@ pub(crate) use collate::bad_indices;
 pub use collate::{CollateOptions, CollatedBatch, CollatedField, FieldLayout};
 pub use dtype::{DType, Level};
 pub use host::HostData;
-pub(crate) use indices::{IndexRange, IndexReport, fold_index, narrow_i64};
+pub(crate) use indices::{IndexRange, IndexReport, append_shifts, fold_index, narrow_i64};
 pub use pointers::Pointers;
 pub use sample::{AtomicData, Field, NEIGHBOR_LIST};

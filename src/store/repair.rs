@@ -37,8 +37,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use zarrs::array::{ArrayBytes, CodecOptions};
 
-use crate::data::NEIGHBOR_LIST;
 use crate::data::{DType, HostData};
+use crate::data::{NEIGHBOR_LIST, append_shifts};
 use crate::error::{Error, Result};
 use crate::store::ZarrWriteConfig;
 use crate::store::reader::{AtomicDataZarrReader, ReaderOptions, State};
@@ -46,24 +46,6 @@ use crate::store::writer::AtomicDataZarrWriter;
 
 /// Edge rows read per store call while scanning.
 const SCAN_ROWS: u64 = 1 << 20;
-
-/// The atom offsets `K = atoms_ptr[q]`, `1 <= q <= p`, `K > 0`, that move
-/// every index of physical sample `p` (smallest `min`, largest `max`,
-/// sample-local) into `[0, n)`, ascending and distinct.
-pub(crate) fn append_shifts(
-    atoms_ptr: &[i64],
-    p: usize,
-    min: i64,
-    max: i64,
-    n: usize,
-) -> impl Iterator<Item = i64> + '_ {
-    let lo = min.saturating_neg().max(1);
-    let hi = (n as i64).saturating_sub(1).saturating_sub(max);
-    let bounds = atoms_ptr.get(1..=p).unwrap_or(&[]);
-    let first = bounds.partition_point(|&a| a < lo);
-    let mut last = None;
-    bounds[first..].iter().copied().take_while(move |&a| a <= hi).filter(move |&a| last.replace(a) != Some(a))
-}
 
 /// Samples fixed with one shift.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -361,26 +343,4 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
     close(&mut report, &mut run, &mut shared);
     report.unfixed.sort_by_key(|u| u.physical_index);
     Ok((report, st))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::append_shifts;
-
-    #[test]
-    fn shifts_are_earlier_offsets_that_fit() {
-        // Samples of 3, 2, 4 and 5 atoms.
-        let ptr = [0, 3, 5, 9, 14];
-        // Sample 3 (5 atoms) read back shifted by -5: indices -5..=-1.
-        assert_eq!(append_shifts(&ptr, 3, -5, -1, 5).collect::<Vec<_>>(), vec![5]);
-        // Sample 3 with indices -3..=-3: 3 and 5 both fit ([0, 5)), 9 does not exist before it.
-        assert_eq!(append_shifts(&ptr, 3, -3, -3, 5).collect::<Vec<_>>(), vec![3, 5]);
-        // Only offsets up to the sample's own start count.
-        assert_eq!(append_shifts(&ptr, 1, -3, -2, 2).collect::<Vec<_>>(), vec![3]);
-        assert_eq!(append_shifts(&ptr, 1, -5, -4, 2).count(), 0);
-        // Too large, not negative: no shift.
-        assert_eq!(append_shifts(&ptr, 3, 0, 7, 5).count(), 0);
-        // Equal offsets (an empty sample) count once.
-        assert_eq!(append_shifts(&[0, 2, 2, 6], 2, -2, -1, 4).collect::<Vec<_>>(), vec![2]);
-    }
 }

@@ -112,9 +112,7 @@ impl AtomicDataZarrReader {
     pub(super) fn range_error_in(&self, st: &State, index: usize, r: IndexReport) -> Error {
         let physical_index = if index < st.len() { st.physical(index) } else { index };
         let append_shift = (physical_index < st.num_samples)
-            .then(|| {
-                crate::store::repair::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next()
-            })
+            .then(|| crate::data::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next())
             .flatten();
         Error::NeighborIndex {
             source_name: self.source.to_string(),
