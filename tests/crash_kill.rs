@@ -278,7 +278,7 @@ fn crash_during_create_and_first_write() {
         let when = format!("first-write kill {kill} (created={created}, written={written})");
         let mut w = if path.exists() {
             let r = AtomicDataZarrReader::open(&path).unwrap_or_else(|e| panic!("{when}: does not open: {e}"));
-            let got = read_all(&r);
+            let got = common::read_all(&r);
             assert!(
                 got.is_empty() || got.len() == 20,
                 "{when}: {} samples, a first write is all or nothing",
@@ -305,14 +305,10 @@ fn crash_during_create_and_first_write() {
             w
         };
         w.append(&[sample(20, 0)]).unwrap_or_else(|e| panic!("{when}: the next append: {e}"));
-        let got = read_all(&AtomicDataZarrReader::open(&path).unwrap());
+        let got = common::read_all(&AtomicDataZarrReader::open(&path).unwrap());
         assert_eq!(got, (0..21).map(|id| sample(id, 0)).collect::<Vec<_>>(), "{when}");
     }
     println!("first-write kills: outcomes seen {outcomes:?}");
-}
-
-fn read_all(r: &AtomicDataZarrReader) -> Vec<AtomicData> {
-    r.read_many(&(0..r.len() as i64).collect::<Vec<_>>()).unwrap().into_iter().map(|s| s.data).collect()
 }
 
 fn kill_loop(kills: usize, seed: u64) {

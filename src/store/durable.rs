@@ -61,6 +61,15 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// `fsync` of the directory holding `path` (the current directory for a
+/// bare name), which makes a rename or creation of `path` durable.
+pub fn sync_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => sync_dir(p),
+        _ => sync_dir(Path::new(".")),
+    }
+}
+
 /// Creates `dir` and its missing ancestors, returning the ones it created
 /// (outermost first): their parents need an `fsync` for the new entries to
 /// survive a power loss.
@@ -154,9 +163,9 @@ pub fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
                 _ => Err(e),
             };
         }
-        let parents: BTreeSet<&Path> = [a, b].into_iter().filter_map(Path::parent).collect();
-        for p in parents {
-            sync_dir(if p.as_os_str().is_empty() { Path::new(".") } else { p })?;
+        sync_parent(a)?;
+        if a.parent() != b.parent() {
+            sync_parent(b)?;
         }
         Ok(true)
     }

@@ -116,10 +116,7 @@ fn for_each_io<T: Sync>(items: &[T], f: impl Fn(&T) -> Result<()> + Sync) -> Res
 /// Syncs the directory holding `path`, making a rename or creation of
 /// `path` durable.
 fn sync_parent(path: &Path) -> Result<()> {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => crate::store::durable::sync_dir(p).map_err(|e| Error::io(p, e)),
-        _ => crate::store::durable::sync_dir(Path::new(".")).map_err(|e| Error::io(path, e)),
-    }
+    crate::store::durable::sync_parent(path).map_err(|e| Error::io(path, e))
 }
 
 fn arr_err<'a>(path: &'a Path, rel: &str) -> impl Fn(zarrs::array::ArrayError) -> Error + 'a {

@@ -32,7 +32,9 @@ impl AtomicDataZarrWriter {
             sync_parent(&path)?;
         }
         // Nothing is cleaned or moved below unless `path` is a store.
-        format::read_root(&path)?;
+        // (Temporaries are files, never the array folders this lists, so the
+        // cleanup below does not change it.)
+        let mut root = format::read_root(&path)?;
         for leftover in [format::DEFRAG_TMP, format::CREATING] {
             let tmp = format::sibling(&path, leftover);
             if tmp.exists() {
@@ -44,7 +46,6 @@ impl AtomicDataZarrWriter {
         if cleaned > 0 {
             log::info!("{}: removed {cleaned} temporary files left by an interrupted write", path.display());
         }
-        let root = format::read_root(&path)?;
         if root.num_samples == 0 && !format::root_lists_fields(&path)? {
             // No committed sample and no listed field: any array in core/ or
             // custom/ is what a first write staged before a crash stopped it
@@ -60,8 +61,9 @@ impl AtomicDataZarrWriter {
                     }
                 }
             }
+            // The dropped arrays were in it as unlisted fields.
+            root = format::read_root(&path)?;
         }
-        let root = format::read_root(&path)?;
         // An add_custom that listed its field but had not moved the finished
         // array into place: move it. Anything else pending never got listed
         // (an attempt that stopped earlier) and is dropped.
