@@ -27,8 +27,12 @@ fn store() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bench.zarr");
     let samples = atomzarr::data::synth::generate(N, 10, 100, 0).expect("generate");
-    let config = ZarrWriteConfig::default()
-        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
+    let config = ZarrWriteConfig::default().with_core(
+        ZarrArrayConfig::default()
+            .with_codec(Codec::Zstd { level: 3 })
+            .with_chunk_size(10_000)
+            .with_shard_size(500_000),
+    );
     AtomicDataZarrWriter::create(&path, config).expect("create").write(&samples).expect("write");
     (dir, path)
 }
@@ -46,7 +50,7 @@ fn bench(c: &mut Criterion) {
     // compared with both.
     for (name, opts) in [
         ("raw_read_collated_window1024", CollateOptions::default()),
-        ("raw_read_collated_int32_window1024", CollateOptions::default().narrow_int64(true)),
+        ("raw_read_collated_int32_window1024", CollateOptions::default().with_narrow_int64(true)),
     ] {
         g.bench_function(name, |b| {
             let mut out = Vec::new();
@@ -64,11 +68,11 @@ fn bench(c: &mut Criterion) {
         });
     }
 
-    let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
+    let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
     let loader = DataLoader::<Flex, _>::builder(ds.clone())
-        .batch_size(BATCH)
-        .shuffle(true)
-        .prefetch_factor(PF)
+        .with_batch_size(BATCH)
+        .with_shuffle(true)
+        .with_prefetch_factor(PF)
         .build(&device)
         .expect("loader");
     // use_streams off: the CPU default.
@@ -80,10 +84,10 @@ fn bench(c: &mut Criterion) {
     });
 
     let sync_upload = DataLoader::<Flex, _>::builder(ds.clone())
-        .batch_size(BATCH)
-        .shuffle(true)
-        .prefetch_factor(PF)
-        .use_streams(true)
+        .with_batch_size(BATCH)
+        .with_shuffle(true)
+        .with_prefetch_factor(PF)
+        .with_use_streams(true)
         .build(&device)
         .expect("loader");
     g.bench_function("atomzarr_dataloader_pf16_streams_on", |b| {

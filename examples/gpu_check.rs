@@ -16,19 +16,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("gpu.zarr");
     let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
-    let config = ZarrWriteConfig::default()
-        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000));
+    let config = ZarrWriteConfig::default().with_core(
+        ZarrArrayConfig::default()
+            .with_codec(Codec::Zstd { level: 3 })
+            .with_chunk_size(10_000)
+            .with_shard_size(500_000),
+    );
     AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path)?).skip_validation(true);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path)?).with_skip_validation(true);
     let gpu = burn::backend::cuda::CudaDevice::default();
 
-    let cpu_loader =
-        DataLoader::<Flex, _>::builder(ds.clone()).batch_size(64).prefetch_factor(4).build(&Default::default())?;
+    let cpu_loader = DataLoader::<Flex, _>::builder(ds.clone())
+        .with_batch_size(64)
+        .with_prefetch_factor(4)
+        .build(&Default::default())?;
     let gpu_loader = DataLoader::<Cuda, _>::builder(ds.clone())
-        .batch_size(64)
-        .prefetch_factor(4)
-        .pin_memory(true)
-        .use_streams(true)
+        .with_batch_size(64)
+        .with_prefetch_factor(4)
+        .with_pin_memory(true)
+        .with_use_streams(true)
         .build(&gpu)?;
     let mut compared = 0;
     for (c, g) in cpu_loader.iter().zip(gpu_loader.iter()) {
@@ -43,12 +49,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let raw_bytes: usize = samples.iter().flat_map(|s| s.fields.values()).map(|f| f.data.as_bytes().len()).sum();
     for pin in [false, true] {
         let loader = DataLoader::<Cuda, _>::builder(ds.clone())
-            .batch_size(64)
-            .shuffle(true)
-            .prefetch_factor(16)
-            .pin_memory(pin)
-            .use_streams(true)
-            .num_streams(2)
+            .with_batch_size(64)
+            .with_shuffle(true)
+            .with_prefetch_factor(16)
+            .with_pin_memory(pin)
+            .with_use_streams(true)
+            .with_num_streams(2)
             .build(&gpu)?;
         for epoch in 0..3 {
             let t = Instant::now();

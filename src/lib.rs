@@ -79,12 +79,29 @@
 //! cli      → data, error, pipeline, sampler, source, store
 //! ```
 //!
+//! ## Configuration
+//!
+//! One convention everywhere, zarrs' own: every knob is set by a consuming
+//! `with_<knob>(value)` and read back by `<knob>()`; fields are private and
+//! each type has a `Default`. Options structs ([`ReaderOptions`],
+//! [`InMemoryOptions`], [`MultiDatasetOptions`], [`data::CollateOptions`],
+//! [`ZarrArrayConfig`], [`ZarrWriteConfig`], [`sampler::SizeAwareOptions`]),
+//! builders ([`DataLoaderBuilder`], the multi-dataset sampler builders) and
+//! the [`Dataset`] read the same:
+//!
+//! ```
+//! use atomzarr::{Codec, ReaderOptions, ZarrArrayConfig};
+//! let reader = ReaderOptions::default().with_cache_bytes(512 << 20);
+//! let core = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(10_000);
+//! assert_eq!((reader.cache_bytes(), core.chunk_size()), (512 << 20, Some(10_000)));
+//! ```
+//!
 //! ## Features
 //!
 //! | feature | default | brings |
 //! |---|---|---|
 //! | `cli` | on | the `atomzarr` binary and `atomzarr::cli` (clap, comfy-table, tempfile, Burn's Flex backend); turns on `progress` |
-//! | `progress` | with `cli` | progress bars on stderr for `with_progress(true)` and [`InMemoryOptions::progress`]; without it those calls log (`log::info!`) |
+//! | `progress` | with `cli` | progress bars on stderr for `with_progress(true)` (the writer, [`InMemoryOptions`]); without it those calls log (`log::info!`) |
 //! | `cuda` | off | Burn's CUDA backend |
 //!
 //! With `default-features = false` the crate is the library alone: burn

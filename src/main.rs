@@ -244,10 +244,10 @@ fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
             a.level.map_or("meta".into(), |l| l.to_string()),
             a.dtype.to_string(),
             format!("{:?}", a.shape),
-            a.config.codec.map_or("-".into(), |c| c.to_string()),
-            opt(a.config.chunk_size),
-            opt(a.config.shard_size),
-            match a.config.checksum {
+            a.config.codec().map_or("-".into(), |c| c.to_string()),
+            opt(a.config.chunk_size()),
+            opt(a.config.shard_size()),
+            match a.config.checksum() {
                 Some(true) => "crc32c".into(),
                 Some(false) => "none".into(),
                 None => "-".into(),
@@ -321,7 +321,10 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             };
             let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
             let config = ZarrWriteConfig::default().with_core(
-                ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000),
+                ZarrArrayConfig::default()
+                    .with_codec(Codec::Zstd { level: 3 })
+                    .with_chunk_size(10_000)
+                    .with_shard_size(500_000),
             );
             AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
             print_inspect(&path)?;

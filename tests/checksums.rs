@@ -45,9 +45,9 @@ fn data() -> Vec<AtomicData> {
 
 /// `codec` with 4-row chunks (and `shard`-row shards) on every group.
 fn config(codec: Codec, shard: Option<u64>) -> ZarrWriteConfig {
-    let mut c = ZarrArrayConfig::default().codec(codec).chunk_size(4);
+    let mut c = ZarrArrayConfig::default().with_codec(codec).with_chunk_size(4);
     if let Some(s) = shard {
-        c = c.shard_size(s);
+        c = c.with_shard_size(s);
     }
     ZarrWriteConfig::default().with_meta(c).with_core(c).with_custom(c)
 }
@@ -61,7 +61,7 @@ fn write(path: &Path, config: ZarrWriteConfig, data: &[AtomicData]) {
 }
 
 fn open(path: &Path) -> AtomicDataZarrReader {
-    AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 }).unwrap()
+    AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0)).unwrap()
 }
 
 /// Batches of up to 5 logical indices covering every sample.
@@ -167,7 +167,7 @@ fn assert_checksum_error(e: &Error, path: &Path, rel: &str, chunk: u64, what: &s
 /// Reading every sample of `path` (open, `read_many`, then `load_collated`
 /// with a fresh reader) fails with the checksum error of `rel` chunk `chunk`.
 fn assert_reads_fail(path: &Path, rel: &str, chunk: u64, what: &str) {
-    let r = match AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 }) {
+    let r = match AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0)) {
         Err(e) => {
             // Pointers and the sample mask are read when the store opens.
             assert!(rel.starts_with("meta/"), "{what}: open failed: {e}");
@@ -293,7 +293,10 @@ fn without_checksums_flipped_zstd_bytes_read_as_wrong_data_with_them_never() {
     let dir = tmpdir();
     let data = data();
     let one_chunk = |checksum: bool| {
-        let c = ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(1024).checksum(checksum);
+        let c = ZarrArrayConfig::default()
+            .with_codec(Codec::Zstd { level: 3 })
+            .with_chunk_size(1024)
+            .with_checksum(checksum);
         ZarrWriteConfig::default().with_meta(c).with_core(c).with_custom(c)
     };
     let mut outcomes = Vec::new();
@@ -340,7 +343,7 @@ fn zstd_frame_checksum_mismatch_is_a_checksum_error() {
     let dir = tmpdir();
     let data = data();
     let path = dir.path().join("zstd_frame.zarr");
-    let c = ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(1024).checksum(false);
+    let c = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(1024).with_checksum(false);
     write(&path, ZarrWriteConfig::default().with_meta(c).with_core(c).with_custom(c), &data);
     // Re-encode positions' chunk with a frame checksum, as the metadata now says.
     let file = path.join("core/positions/c/0/0");
@@ -384,9 +387,9 @@ fn checksum_knob_layers_and_survives_defragment() {
     let data = data();
     let path = dir.path().join("knob.zarr");
     let config = ZarrWriteConfig::default()
-        .with_core(ZarrArrayConfig::default().chunk_size(4).shard_size(8).checksum(false))
-        .with_override("energy", ZarrArrayConfig::default().checksum(true))
-        .with_custom(ZarrArrayConfig::default().codec(Codec::None).checksum(false));
+        .with_core(ZarrArrayConfig::default().with_chunk_size(4).with_shard_size(8).with_checksum(false))
+        .with_override("energy", ZarrArrayConfig::default().with_checksum(true))
+        .with_custom(ZarrArrayConfig::default().with_codec(Codec::None).with_checksum(false));
     assert!(!config.resolve(StoreGroup::Core, "positions").checksum);
     assert!(config.resolve(StoreGroup::Core, "energy").checksum);
     assert!(config.resolve(StoreGroup::Meta, "atoms_ptr").checksum);
@@ -396,7 +399,7 @@ fn checksum_knob_layers_and_survives_defragment() {
         let report = atomzarr::cli::inspect::inspect(&path).unwrap();
         assert!(report.arrays.len() > 10, "{what}");
         for a in &report.arrays {
-            assert_eq!(a.config.checksum, Some(want(&a.path)), "{what}: {} as inspect reports it", a.path);
+            assert_eq!(a.config.checksum(), Some(want(&a.path)), "{what}: {} as inspect reports it", a.path);
             let meta = zarr_json(&path, &a.path);
             let codecs = meta["codecs"].as_array().unwrap();
             let inner = match codecs[0]["name"].as_str() {

@@ -39,12 +39,12 @@ const TAG: &str = "@@";
 /// Small chunks and shards, so every append rewrites existing chunks and
 /// shards of every array (the case that used to tear files).
 fn config() -> ZarrWriteConfig {
-    let small = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(4).shard_size(16);
+    let small = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(4).with_shard_size(16);
     ZarrWriteConfig::default()
-        .with_meta(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(8))
+        .with_meta(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(8))
         .with_core(small)
         .with_custom(small)
-        .with_override("neighbor_list", ZarrArrayConfig::default().chunk_size(8).shard_size(32))
+        .with_override("neighbor_list", ZarrArrayConfig::default().with_chunk_size(8).with_shard_size(32))
 }
 
 /// The custom fields' values for sample `id`.
@@ -99,7 +99,7 @@ fn child(path: &Path, seed: u64) -> atomzarr::Result<()> {
     let mut w = AtomicDataZarrWriter::open(path, config())?;
     say("ready".into());
     loop {
-        let r = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+        let r = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
         let len = r.len();
         let customs = customs_in(&r);
         let last = if len == 0 { None } else { r.read(len as i64 - 1).map(|s| id_of(&s.data)).ok() };
@@ -203,7 +203,7 @@ impl Model {
 
     /// Checks the store against the model; returns the next free id.
     fn check(&self, path: &Path, when: &str) -> u64 {
-        let r = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })
+        let r = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))
             .unwrap_or_else(|e| panic!("{when}: the store does not open: {e}"));
         let customs = customs_in(&r);
         assert!(

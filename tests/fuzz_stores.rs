@@ -1283,9 +1283,9 @@ fn a_blosc_header_claiming_a_huge_size_is_an_error() {
     let store = dir.path().join("blosc.zarr");
     // No chunk checksum: it would refuse the edited header before blosc sees it.
     let c = ZarrArrayConfig::default()
-        .codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle })
-        .chunk_size(16)
-        .checksum(false);
+        .with_codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle })
+        .with_chunk_size(16)
+        .with_checksum(false);
     let config = ZarrWriteConfig::default().with_core(c);
     AtomicDataZarrWriter::create(&store, config)
         .unwrap()

@@ -32,7 +32,7 @@ type B = Flex;
 /// Small chunks, so batches span several chunks and the checks meet
 /// samples split across chunk boundaries.
 fn config() -> ZarrWriteConfig {
-    ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().chunk_size(8))
+    ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().with_chunk_size(8))
 }
 
 fn write(path: &Path, samples: &[AtomicData]) {
@@ -143,7 +143,7 @@ fn every_batch_path_refuses_an_out_of_range_index() {
 
     // The reader's collated path, wide and narrowed, cold and warm (cached chunks).
     let r = open();
-    for opts in [CollateOptions::default(), CollateOptions::default().narrow_int64(true)] {
+    for opts in [CollateOptions::default(), CollateOptions::default().with_narrow_int64(true)] {
         for pass in 0..2 {
             let e = r.read_collated_with(&lists_i64, opts, &mut Vec::new()).unwrap_err();
             assert_names_bad_sample(&e, &bad, &src, &format!("read_collated {opts:?} pass {pass}"));
@@ -158,8 +158,8 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     // The Dataset: validation on, off, with a transform (the sample path).
     for (what, ds) in [
         ("validated", Dataset::new(open())),
-        ("unvalidated", Dataset::new(open()).skip_validation(true)),
-        ("transformed", Dataset::new(open()).skip_validation(true).with_transform(|s| Ok(s.with_energy(1.0)))),
+        ("unvalidated", Dataset::new(open()).with_skip_validation(true)),
+        ("transformed", Dataset::new(open()).with_skip_validation(true).with_transform(|s| Ok(s.with_energy(1.0)))),
     ] {
         let e = ds.load_batches(&lists).unwrap_err();
         assert_names_bad_sample(&e, &bad, &src, &format!("Dataset {what}"));
@@ -174,11 +174,11 @@ fn every_batch_path_refuses_an_out_of_range_index() {
 
     // The DataLoader, fused and not, with background uploads: one Err, then the end.
     for (pf, streams) in [(0usize, false), (2, false), (3, true)] {
-        let ds = Dataset::new(open()).skip_validation(true);
+        let ds = Dataset::new(open()).with_skip_validation(true);
         let loader = DataLoader::<B, _>::builder(ds)
-            .batch_size(4)
-            .prefetch_factor(pf)
-            .use_streams(streams)
+            .with_batch_size(4)
+            .with_prefetch_factor(pf)
+            .with_use_streams(streams)
             .build(&Default::default())
             .unwrap();
         let items: Vec<_> = loader.iter().collect();
@@ -278,13 +278,13 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
     let bad = bad_store();
     let n = 39;
     for (pf, shuffle, validate) in [(0usize, false, false), (2, true, false), (4, true, true)] {
-        let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).skip_validation(!validate);
+        let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(!validate);
         let loader = DataLoader::<B, _>::builder(ds)
-            .batch_size(3)
-            .shuffle(shuffle)
-            .seed(9)
-            .prefetch_factor(pf)
-            .error_policy(ErrorPolicy::Skip)
+            .with_batch_size(3)
+            .with_shuffle(shuffle)
+            .with_seed(9)
+            .with_prefetch_factor(pf)
+            .with_error_policy(ErrorPolicy::Skip)
             .build(&Default::default())
             .unwrap();
         for epoch in 0..2 {
@@ -301,18 +301,18 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
         }
     }
     // A batch made only of the bad sample is not yielded at all.
-    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).skip_validation(true);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(true);
     let loader = DataLoader::<B, _>::builder(ds)
-        .batch_size(1)
-        .sampler(ListSampler::new(vec![0, BAD_LOGICAL, 1]))
-        .error_policy(ErrorPolicy::Skip)
+        .with_batch_size(1)
+        .with_sampler(ListSampler::new(vec![0, BAD_LOGICAL, 1]))
+        .with_error_policy(ErrorPolicy::Skip)
         .build(&Default::default())
         .unwrap();
     let got: Vec<Vec<usize>> = loader.iter().map(|b| b.unwrap().indices).collect();
     assert_eq!(got, vec![vec![0], vec![1]]);
     assert_eq!(loader.stats().skipped_samples, 1);
     // Other errors are not skipped: an index past the dataset is still an error.
-    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).error_policy(ErrorPolicy::Skip);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_error_policy(ErrorPolicy::Skip);
     assert!(matches!(ds.load_batches(&[vec![0, 99]]), Err(Error::IndexOutOfRange { .. })));
     // Dataset::load_batches keeps one batch per list, the bad sample dropped.
     let b = ds.load_batches(&[vec![BAD_LOGICAL - 1, BAD_LOGICAL, BAD_LOGICAL + 1], vec![BAD_LOGICAL]]).unwrap();
@@ -336,7 +336,7 @@ fn burn_traits_fail_loudly_or_substitute_never_truncate() {
     };
     for validate in [true, false] {
         // Fail (the default): Dataset::get panics with the typed message.
-        let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).skip_validation(!validate);
+        let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(!validate);
         assert!(BurnDataset::get(&ds, BAD_LOGICAL - 1).is_some());
         let msg = panic_message(&|| {
             BurnDataset::get(&ds, BAD_LOGICAL);
@@ -347,7 +347,7 @@ fn burn_traits_fail_loudly_or_substitute_never_truncate() {
         );
         assert!(BurnDataset::get(&ds, n).is_none(), "past the end is None");
         // Skip: the next good sample stands in, so the epoch keeps its length.
-        let ds = ds.error_policy(ErrorPolicy::Skip);
+        let ds = ds.with_error_policy(ErrorPolicy::Skip);
         let sub = BurnDataset::get(&ds, BAD_LOGICAL).unwrap();
         assert_eq!(sub, AtomicDataZarrReader::open(&bad.path).unwrap().read(BAD_LOGICAL as i64 + 1).unwrap().data);
         assert_eq!(ds.skipped_samples(), 1);
@@ -359,8 +359,8 @@ fn burn_traits_fail_loudly_or_substitute_never_truncate() {
         assert_eq!(total, n, "Burn's epoch is not truncated");
     }
     // The loader's Burn iterator under Fail panics with the message.
-    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).batch_size(5).build(&Default::default()).unwrap();
+    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds).with_batch_size(5).build(&Default::default()).unwrap();
     let msg = panic_message(&|| {
         for _ in BurnDataLoader::iter(&loader) {}
     });
@@ -456,11 +456,12 @@ fn reference_stores_give_the_toolkit_bug_message_in_batch_paths() {
             Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).load_batches(&lists).unwrap_err(),
             "validated Dataset",
         );
-        let loader =
-            DataLoader::<B, _>::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true))
-                .batch_size(7)
-                .build(&Default::default())
-                .unwrap();
+        let loader = DataLoader::<B, _>::builder(
+            Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true),
+        )
+        .with_batch_size(7)
+        .build(&Default::default())
+        .unwrap();
         check(loader.iter().find_map(Result::err).unwrap(), "DataLoader");
         // The toolkit's first write batches fine.
         let first: Vec<usize> = (0..n).filter(|&i| l.physical[i] < l.half).collect();
@@ -515,7 +516,7 @@ fn repair_fixes_the_reference_stores_appended_halves() {
         let n = r.len();
         let order: Vec<usize> = (0..n).rev().collect();
         let lists: Vec<Vec<usize>> = order.chunks(9).map(<[usize]>::to_vec).collect();
-        for opts in [CollateOptions::default(), CollateOptions::default().narrow_int64(true)] {
+        for opts in [CollateOptions::default(), CollateOptions::default().with_narrow_int64(true)] {
             let mut out = Vec::new();
             r.load_collated_with(&lists, opts, &mut out).unwrap();
             for (b, list) in out.iter().zip(&lists) {
@@ -532,12 +533,13 @@ fn repair_fixes_the_reference_stores_appended_halves() {
             }
         }
         // The DataLoader reads a whole epoch, and the CLI every mode.
-        let loader =
-            DataLoader::<B, _>::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true))
-                .batch_size(8)
-                .shuffle(true)
-                .build(&Default::default())
-                .unwrap();
+        let loader = DataLoader::<B, _>::builder(
+            Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true),
+        )
+        .with_batch_size(8)
+        .with_shuffle(true)
+        .build(&Default::default())
+        .unwrap();
         assert_eq!(loader.iter().map(|b| b.unwrap().num_graphs).sum::<usize>(), n);
         let (ok, _, stderr) = cli(&["read", path.to_str().unwrap(), "--read-mode", "both", "--read-mode", "raw"]);
         assert!(ok, "{name}: {stderr}");

@@ -21,7 +21,7 @@ type B = Flex;
 fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 9, 42).unwrap();
     let config = ZarrWriteConfig::default()
-        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(chunk));
+        .with_core(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(chunk));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
 }
@@ -39,15 +39,15 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
     for pf in [0usize, 1, 3, 16] {
         for drop_last in [false, true] {
             for streams in [0usize, 2] {
-                let ds = Dataset::from_arc(reader.clone()).skip_validation(pf % 2 == 1);
+                let ds = Dataset::from_arc(reader.clone()).with_skip_validation(pf % 2 == 1);
                 let mut builder = DataLoader::<B, _>::builder(ds)
-                    .batch_size(4)
-                    .shuffle(true)
-                    .seed(9)
-                    .drop_last(drop_last)
-                    .prefetch_factor(pf);
+                    .with_batch_size(4)
+                    .with_shuffle(true)
+                    .with_seed(9)
+                    .with_drop_last(drop_last)
+                    .with_prefetch_factor(pf);
                 if streams > 0 {
-                    builder = builder.use_streams(true).num_streams(streams);
+                    builder = builder.with_use_streams(true).with_num_streams(streams);
                 }
                 let loader = builder.build(&Default::default()).unwrap();
                 loader.set_epoch(3);
@@ -98,8 +98,8 @@ fn hand_checked_offsets_and_graph_index() {
         .write(&[a.clone(), b.clone(), c.clone()])
         .unwrap();
     // Through the loader (collated path) and through Burn's Batcher (sample path).
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).batch_size(3).build(&Default::default()).unwrap();
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds).with_batch_size(3).build(&Default::default()).unwrap();
     let from_loader = loader.iter().next().unwrap().unwrap();
     let from_batcher: AtomicBatch<B> = AtomicBatcher::default().batch(vec![a, b, c], &Default::default());
     for batch in [from_loader, from_batcher] {
@@ -121,13 +121,13 @@ fn dropping_an_iterator_early_returns_promptly() {
     let dir = common::tmpdir();
     let path = dir.path().join("d.zarr");
     write_store(&path, 400, 64);
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
     let loader = DataLoader::<B, _>::builder(ds)
-        .batch_size(8)
-        .shuffle(true)
-        .prefetch_factor(4)
-        .use_streams(true)
-        .num_streams(2)
+        .with_batch_size(8)
+        .with_shuffle(true)
+        .with_prefetch_factor(4)
+        .with_use_streams(true)
+        .with_num_streams(2)
         .build(&Default::default())
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -144,8 +144,9 @@ fn dropping_an_iterator_early_returns_promptly() {
     assert_eq!(n, 50);
 
     // The drop itself: measured as a bound on a hang, not a speed figure.
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).batch_size(8).prefetch_factor(16).build(&Default::default()).unwrap();
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
+    let loader =
+        DataLoader::<B, _>::builder(ds).with_batch_size(8).with_prefetch_factor(16).build(&Default::default()).unwrap();
     let mut it = loader.iter();
     it.next().unwrap().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -167,11 +168,15 @@ fn corrupt_chunk_mid_epoch_yields_err_then_ends() {
     let chunk = path.join(format!("core/positions/c/{last}/0"));
     std::fs::write(&chunk, b"definitely not zstd").unwrap();
     for pf in [0usize, 2] {
-        let ds =
-            Dataset::new(AtomicDataZarrReader::open_with(&path, atomzarr::ReaderOptions { cache_bytes: 0 }).unwrap())
-                .skip_validation(true);
-        let loader =
-            DataLoader::<B, _>::builder(ds).batch_size(5).prefetch_factor(pf).build(&Default::default()).unwrap();
+        let ds = Dataset::new(
+            AtomicDataZarrReader::open_with(&path, atomzarr::ReaderOptions::default().with_cache_bytes(0)).unwrap(),
+        )
+        .with_skip_validation(true);
+        let loader = DataLoader::<B, _>::builder(ds)
+            .with_batch_size(5)
+            .with_prefetch_factor(pf)
+            .build(&Default::default())
+            .unwrap();
         let results: Vec<_> = loader.iter().collect();
         assert!(results[0].is_ok(), "first batch should read");
         let errs: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -227,10 +232,10 @@ fn validation_on_by_default_and_skippable() {
     let err = ds.load_batches(&[vec![0, 1]]).unwrap_err();
     assert!(matches!(err, Error::Validation { index: 1, .. }), "{err}");
     assert!(err.to_string().contains("positions"));
-    assert!(Dataset::new(NanAt1).skip_validation(true).load_batches(&[vec![0, 1]]).is_ok());
+    assert!(Dataset::new(NanAt1).with_skip_validation(true).load_batches(&[vec![0, 1]]).is_ok());
     // An index outside its sample is refused by batches with validation on
     // or off: the typed range error, not a validation failure.
-    for ds in [Dataset::new(Broken), Dataset::new(Broken).skip_validation(true)] {
+    for ds in [Dataset::new(Broken), Dataset::new(Broken).with_skip_validation(true)] {
         let err = ds.load_batches(&[vec![0, 1]]).unwrap_err();
         assert!(
             matches!(err, Error::NeighborIndex { index: 1, physical_index: 1, value: 5, num_atoms: 2, .. }),
@@ -261,7 +266,7 @@ fn fused_prefetch_queue_and_cancel() {
     let dir = common::tmpdir();
     let path = dir.path().join("p.zarr");
     write_store(&path, 30, 8);
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).num_workers(2);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_num_workers(2);
     assert!(!ds.has_pending_fused_batches());
     ds.prefetch_fused_batches(vec![vec![3, 1], vec![2]]);
     ds.prefetch_fused_batches(vec![vec![29]]);
@@ -286,9 +291,9 @@ fn epochs_steps_and_options() {
     let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
     let mk = || {
         DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-            .batch_size(3)
-            .shuffle(true)
-            .seed(5)
+            .with_batch_size(3)
+            .with_shuffle(true)
+            .with_seed(5)
             .build(&Default::default())
             .unwrap()
     };
@@ -304,39 +309,39 @@ fn epochs_steps_and_options() {
     assert_eq!(resumed, e0[4..].to_vec());
     // A sampler restricts and orders; shuffle on top permutes it per epoch.
     let sub = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .batch_size(2)
-        .sampler(ListSampler::new(vec![7, 3, 11]))
+        .with_batch_size(2)
+        .with_sampler(ListSampler::new(vec![7, 3, 11]))
         .build(&Default::default())
         .unwrap();
     assert_eq!(sub.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![7, 3], vec![11]]);
     let bs = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .batch_sampler(ListBatchSampler::new(vec![vec![1, 1, 0], vec![19]]))
+        .with_batch_sampler(ListBatchSampler::new(vec![vec![1, 1, 0], vec![19]]))
         .build(&Default::default())
         .unwrap();
     assert_eq!(bs.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![1, 1, 0], vec![19]]);
     // Bad options are errors.
     let err = |r: atomzarr::Result<DataLoader<B, AtomicDataZarrReader>>| matches!(r, Err(Error::Config(_)));
     assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .batch_size(0)
+        .with_batch_size(0)
         .build(&Default::default())));
     assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .batch_sampler(ListBatchSampler::new(vec![]))
-        .shuffle(true)
+        .with_batch_sampler(ListBatchSampler::new(vec![]))
+        .with_shuffle(true)
         .build(&Default::default())));
     // Knobs that would do nothing are refused, not ignored.
     let streams = |use_streams: bool, n: usize| {
         DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-            .use_streams(use_streams)
-            .num_streams(n)
+            .with_use_streams(use_streams)
+            .with_num_streams(n)
             .build(&Default::default())
     };
     match streams(false, 2) {
-        Err(Error::Config(msg)) => assert!(msg.contains("num_streams(2) needs use_streams(true)"), "{msg}"),
+        Err(Error::Config(msg)) => assert!(msg.contains("with_num_streams(2) needs with_use_streams(true)"), "{msg}"),
         other => panic!("num_streams without use_streams: expected a Config error, got {:?}", other.err()),
     }
     assert!(err(streams(true, 0)), "num_streams(0)");
     assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .num_workers(0)
+        .with_num_workers(0)
         .build(&Default::default())));
     // With use_streams, 1 and 4 streams deliver the same batches.
     let by = |n: usize| -> Vec<Vec<f64>> {
@@ -346,8 +351,8 @@ fn epochs_steps_and_options() {
     assert_eq!(by(1), by(4));
     // Batch transforms apply to every batch.
     let t = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .batch_size(4)
-        .batch_transform(|mut b| {
+        .with_batch_size(4)
+        .with_batch_transform(|mut b| {
             b.fields.remove("forces");
             Ok(b)
         })
@@ -363,9 +368,12 @@ fn burn_traits_dataloader_and_batcher() {
     let dir = common::tmpdir();
     let path = dir.path().join("b.zarr");
     write_store(&path, 23, 8);
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
-    let loader =
-        DataLoader::<B, _>::builder(ds.clone()).batch_size(5).prefetch_factor(2).build(&Default::default()).unwrap();
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
+    let loader = DataLoader::<B, _>::builder(ds.clone())
+        .with_batch_size(5)
+        .with_prefetch_factor(2)
+        .build(&Default::default())
+        .unwrap();
     let dl: Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> = Arc::new(loader);
     assert_eq!(dl.num_items(), 23);
     let mut it = dl.iter();
@@ -391,7 +399,7 @@ fn burn_traits_dataloader_and_batcher() {
     }
     let uneven = vec![vec![0, 1, 2], vec![3], vec![4, 5, 6, 7], vec![8, 9]];
     let loader =
-        DataLoader::<B, _>::builder(ds.clone()).batch_sampler(Fixed(uneven)).build(&Default::default()).unwrap();
+        DataLoader::<B, _>::builder(ds.clone()).with_batch_sampler(Fixed(uneven)).build(&Default::default()).unwrap();
     let sliced = BurnDataLoader::slice(&loader, 2, 7);
     assert_eq!(sliced.num_items(), 5);
     let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.indices).collect();
@@ -415,7 +423,7 @@ fn num_workers_after_the_pool_started_takes_effect() {
     let dir = common::tmpdir();
     let path = dir.path().join("w.zarr");
     write_store(&path, 6, 8);
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).skip_validation(true);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
     // Starts the pool with the default single worker.
     ds.spawn_fused(vec![vec![0]]).wait().unwrap();
 
@@ -450,7 +458,7 @@ fn num_workers_after_the_pool_started_takes_effect() {
         (peak.load(Ordering::SeqCst), names)
     };
     let old = ds.clone();
-    let ds = ds.num_workers(3);
+    let ds = ds.with_num_workers(3);
     let (peak, names) = probe(&ds, 3, Duration::from_secs(10));
     assert_eq!(peak, 3, "3 workers run 3 reads at once");
     assert_eq!(names.len(), 3, "{names:?}");
@@ -458,6 +466,6 @@ fn num_workers_after_the_pool_started_takes_effect() {
     let (peak, names) = probe(&old, 2, Duration::from_millis(300));
     assert_eq!((peak, names.len()), (1, 1), "{names:?}");
     // The same count again keeps the running pool.
-    let same = ds.clone().num_workers(3);
+    let same = ds.clone().with_num_workers(3);
     assert_eq!(probe(&same, 3, Duration::from_secs(10)).0, 3);
 }

@@ -23,8 +23,8 @@ type B = Flex;
 
 fn write_store(path: &Path, n: usize, seed: u64) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 12, seed).unwrap();
-    let config =
-        ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(16));
+    let config = ZarrWriteConfig::default()
+        .with_core(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(16));
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
 }
@@ -89,7 +89,7 @@ fn fixture(na: usize, nb: usize) -> Fixture {
     let b = write_store(&b_path, nb, 2);
     let mem = InMemoryDataset::from_reader_with(
         &AtomicDataZarrReader::open(&b_path).unwrap(),
-        InMemoryOptions::default().chunk_size(7),
+        InMemoryOptions::default().with_chunk_size(7),
     )
     .unwrap();
     Fixture { _dir: dir, a_path, a, b, mem: Arc::new(mem) }
@@ -102,16 +102,16 @@ fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() 
     let multi = Arc::new(MultiDataset::new(vec![Arc::new(child_a.clone()), f.mem.clone()]).unwrap());
     assert_eq!((multi.len(), multi.offsets()), (60, vec![0, 37, 60]));
     let sampler = MultiDatasetBatchSampler::builder(&multi, 5)
-        .samples_per_dataset(vec![3usize, 2])
-        .epoch_policy(EpochPolicy::MaxSize)
-        .seed(4)
+        .with_samples_per_dataset(vec![3usize, 2])
+        .with_epoch_policy(EpochPolicy::MaxSize)
+        .with_seed(4)
         .build()
         .unwrap();
     for (pf, skip, streams) in [(3usize, true, true), (2, false, false), (16, true, false), (0, false, true)] {
-        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).skip_validation(skip))
-            .batch_sampler(sampler.clone())
-            .prefetch_factor(pf)
-            .use_streams(streams)
+        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).with_skip_validation(skip))
+            .with_batch_sampler(sampler.clone())
+            .with_prefetch_factor(pf)
+            .with_use_streams(streams)
             .build(&Default::default())
             .unwrap();
         loader.set_epoch(2);
@@ -148,7 +148,9 @@ fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() 
 #[test]
 fn load_collated_routes_once_per_child_and_restores_request_order() {
     let f = fixture(20, 15);
-    let a = Arc::new(Counting::new(Dataset::new(AtomicDataZarrReader::open(&f.a_path).unwrap()).skip_validation(true)));
+    let a = Arc::new(Counting::new(
+        Dataset::new(AtomicDataZarrReader::open(&f.a_path).unwrap()).with_skip_validation(true),
+    ));
     let b = Arc::new(Counting::new(f.mem.clone()));
     let multi = MultiDataset::new(vec![a.clone(), b.clone()]).unwrap();
     let batches = vec![vec![3, 25, 0, 34, 3], vec![21, 20], vec![], vec![19, 1], vec![30]];
@@ -212,7 +214,10 @@ fn empty_children_are_skipped_in_the_index_space() {
     let got: Vec<AtomicData> = multi.read_many(&[9, 0, 5, 6]).unwrap().into_iter().map(|s| s.data).collect();
     assert_eq!(got, vec![f.b[3].clone(), f.a[0].clone(), f.a[5].clone(), f.b[0].clone()]);
     // A sampler over it never asks the empty children.
-    let s = MultiDatasetBatchSampler::builder(&multi, 2).samples_per_dataset(vec![0usize, 1, 0, 1, 0]).build().unwrap();
+    let s = MultiDatasetBatchSampler::builder(&multi, 2)
+        .with_samples_per_dataset(vec![0usize, 1, 0, 1, 0])
+        .build()
+        .unwrap();
     let mut out = Vec::new();
     multi.load_collated(&s.batches(0), &mut out).unwrap();
     assert!(out.iter().all(|b| b.num_graphs() == 2));
@@ -244,7 +249,8 @@ fn output_strict_requires_shared_field_names() {
     assert!(MultiDataset::new(vec![empty, a.clone(), a.clone()]).is_ok());
     // Non-strict: allowed; per-child batches work, a mixed batch is an error.
     let loose =
-        MultiDataset::with_options(vec![a.clone(), b], MultiDatasetOptions::default().output_strict(false)).unwrap();
+        MultiDataset::with_options(vec![a.clone(), b], MultiDatasetOptions::default().with_output_strict(false))
+            .unwrap();
     assert!(!loose.output_strict());
     let mut out = Vec::new();
     loose.load_collated(&[vec![0, 1], vec![4, 5]], &mut out).unwrap();
@@ -274,7 +280,8 @@ fn in_memory_dataset_equals_the_store() {
     let samples = write_store(&path, 41, 7);
     let reader = AtomicDataZarrReader::open(&path).unwrap();
     for chunk in [1usize, 7, 1000] {
-        let mem = InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().chunk_size(chunk)).unwrap();
+        let mem =
+            InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().with_chunk_size(chunk)).unwrap();
         assert_eq!(mem.len(), 41);
         assert_eq!(mem.collated().indices, (0..41).collect::<Vec<_>>());
         let all: Vec<AtomicData> =
@@ -295,13 +302,16 @@ fn in_memory_dataset_equals_the_store() {
     assert!(matches!(mem.load_batches(&[vec![41]]), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.get_metadata(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(
-        InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().chunk_size(0)),
+        InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().with_chunk_size(0)),
         Err(Error::Config(_))
     ));
     // Same batch API through a Dataset, validated or not.
     let ds = Dataset::new(mem.clone());
     assert_eq!(ds.load_batches(&[vec![3, 2]]).unwrap(), reader_batches(&reader, &[vec![3, 2]]));
-    assert_eq!(ds.skip_validation(true).load_batches(&[vec![3, 2]]).unwrap(), reader_batches(&reader, &[vec![3, 2]]));
+    assert_eq!(
+        ds.with_skip_validation(true).load_batches(&[vec![3, 2]]).unwrap(),
+        reader_batches(&reader, &[vec![3, 2]])
+    );
     // From a Dataset: transforms applied on the way in.
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_transform(|s| Ok(s.with_energy(9.0)));
     let mem = InMemoryDataset::from_reader(&ds).unwrap();
@@ -373,7 +383,7 @@ fn dataset_is_a_reader_and_validates_as_a_child() {
     // even when the outer Dataset skips validation.
     let mem = InMemoryDataset::from_samples(&[Broken.load_sample(0).unwrap()], "mem").unwrap();
     let multi = Arc::new(MultiDataset::new(vec![Arc::new(ds), Arc::new(mem)]).unwrap());
-    let outer = Dataset::from_arc(multi.clone()).skip_validation(true);
+    let outer = Dataset::from_arc(multi.clone()).with_skip_validation(true);
     assert!(matches!(outer.load_batches(&[vec![3, 1]]), Err(Error::Validation { index: 1, .. })));
     let b = outer.load_batches(&[vec![3, 2, 0]]).unwrap();
     assert_eq!(b[0].indices, vec![3, 2, 0]);
@@ -391,13 +401,13 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
     let child_a: Arc<dyn Reader> = Arc::new(Dataset::new(AtomicDataZarrReader::open(&f.a_path).unwrap()));
     let multi = Arc::new(MultiDataset::new(vec![child_a.clone(), f.mem.clone()]).unwrap());
     // Size-aware batches over the global index space, sizes from both children.
-    let o = SizeAwareOptions::default().max_atoms(40).seed(1);
+    let o = SizeAwareOptions::default().with_max_atoms(40).with_seed(1);
     let sa = SizeAwareSampler::from_reader(multi.as_ref(), o).unwrap();
     let want: Vec<(usize, usize)> = f.a.iter().chain(&f.b).map(|s| (s.num_atoms(), s.num_edges())).collect();
     assert_eq!(sa.sizes(), want.as_slice());
-    let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).skip_validation(true))
-        .batch_sampler(sa.clone())
-        .prefetch_factor(4)
+    let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).with_skip_validation(true))
+        .with_batch_sampler(sa.clone())
+        .with_prefetch_factor(4)
         .build(&Default::default())
         .unwrap();
     let mut seen = Vec::new();
@@ -412,18 +422,18 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
     let mut halves = Vec::new();
     for rank in 0..2 {
         let s = MultiDatasetSampler::builder(&multi)
-            .balanced()
-            .num_samples(24)
-            .replacement(false)
-            .seed(3)
-            .num_replicas(2)
-            .rank(rank)
+            .with_balanced_weights()
+            .with_num_samples(24)
+            .with_replacement(false)
+            .with_seed(3)
+            .with_num_replicas(2)
+            .with_rank(rank)
             .build()
             .unwrap();
         let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()))
-            .sampler(s)
-            .batch_size(5)
-            .prefetch_factor(2)
+            .with_sampler(s)
+            .with_batch_size(5)
+            .with_prefetch_factor(2)
             .build(&Default::default())
             .unwrap();
         let idx: Vec<usize> = loader.iter().flat_map(|b| b.unwrap().indices).collect();

@@ -34,7 +34,8 @@ fn samples() -> Vec<AtomicData> {
 }
 
 fn write(path: &Path, samples: &[AtomicData]) {
-    let sharded = ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(16).shard_size(64);
+    let sharded =
+        ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(16).with_shard_size(64);
     let config = ZarrWriteConfig::default().with_core(sharded).with_custom(sharded);
     AtomicDataZarrWriter::create(path, config).expect("create").write(samples).expect("write");
 }
@@ -63,7 +64,8 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
     assert!(tag_shard < atom_shard, "tag shard {tag_shard} bytes vs {atom_shard}: zero chunks should be skipped");
 
     for cache_bytes in [0, 1 << 12, atomzarr::DEFAULT_CACHE_BYTES] {
-        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions { cache_bytes }).expect("open");
+        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions::default().with_cache_bytes(cache_bytes))
+            .expect("open");
         for s in reader.read_many(&(0..data.len() as i64).collect::<Vec<_>>()).expect("read all") {
             assert_eq!(s.data, data[s.metadata.index], "sample {} (cache {cache_bytes})", s.metadata.index);
         }
@@ -88,7 +90,7 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
 }
 
 fn narrow() -> CollateOptions {
-    CollateOptions::default().narrow_int64(true)
+    CollateOptions::default().with_narrow_int64(true)
 }
 
 #[test]
@@ -109,7 +111,8 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
         .collect();
     write(&path, &data);
     for cache_bytes in [0, atomzarr::DEFAULT_CACHE_BYTES] {
-        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions { cache_bytes }).expect("open");
+        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions::default().with_cache_bytes(cache_bytes))
+            .expect("open");
         let early: Vec<Vec<i64>> = vec![(0..10).collect(), (50..60).collect()];
         let mixed: Vec<Vec<i64>> = vec![(0..10).collect(), vec![110, 3, 119]];
         let (mut wide, mut out) = (Vec::new(), Vec::new());
@@ -175,7 +178,8 @@ fn damaged_shard_indexes_are_errors_not_panics() {
         let path = dir.path().join(format!("{name}.zarr"));
         write(&path, &data);
         damage(&path.join("core/positions/c/0/0"));
-        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions { cache_bytes: 0 }).expect("open");
+        let reader =
+            AtomicDataZarrReader::open_with(&path, ReaderOptions::default().with_cache_bytes(0)).expect("open");
         let all: Vec<Vec<i64>> = vec![(0..data.len() as i64).collect()];
         match reader.read_collated(&all, &mut Vec::new()) {
             // An index that no longer matches its crc32c is a checksum error.

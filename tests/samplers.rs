@@ -58,7 +58,7 @@ fn distributed_sampler_shards_are_disjoint_and_cover_the_epoch() {
                 }
                 // drop_last: disjoint, n / r each, the tail of the epoch dropped.
                 let dropped: Vec<Vec<usize>> = (0..r)
-                    .map(|k| DistributedSampler::new(inner, r, k).unwrap().drop_last(true).indices(epoch))
+                    .map(|k| DistributedSampler::new(inner, r, k).unwrap().with_drop_last(true).indices(epoch))
                     .collect();
                 assert!(dropped.iter().all(|s| s.len() == n / r));
                 let flat = dropped.concat();
@@ -79,7 +79,7 @@ fn distributed_sampler_is_deterministic_per_epoch_and_changes_across_epochs() {
     // A fixed list keeps its order and is only dealt out.
     let l = DistributedSampler::new(ListSampler::new(vec![9, 8, 7, 6, 5]), 2, 1).unwrap();
     assert_eq!(l.indices(0), vec![8, 6, 9]);
-    assert_eq!(l.drop_last(true).indices(0), vec![8, 6]);
+    assert_eq!(l.with_drop_last(true).indices(0), vec![8, 6]);
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn distributed_batch_sampler_shards_whole_batches() {
             assert_eq!(sorted(all.concat()), (0..40).collect::<Vec<_>>(), "disjoint and covering");
         }
         let dropped: Vec<Vec<Vec<usize>>> = (0..r)
-            .map(|k| DistributedBatchSampler::new(inner.clone(), r, k).unwrap().drop_last(true).batches(1))
+            .map(|k| DistributedBatchSampler::new(inner.clone(), r, k).unwrap().with_drop_last(true).batches(1))
             .collect();
         assert!(dropped.iter().all(|s| s.len() == 10 / r));
         let flat: Vec<usize> = dropped.concat().concat();
@@ -137,7 +137,7 @@ fn check_size_aware(batches: &[Vec<usize>], sizes: &[(usize, usize)], o: &SizeAw
         assert!(!b.is_empty());
         let atoms: usize = b.iter().map(|&i| sizes[i].0).sum();
         let edges: usize = b.iter().map(|&i| sizes[i].1).sum();
-        let within = o.max_atoms.is_none_or(|m| atoms <= m) && o.max_edges.is_none_or(|m| edges <= m);
+        let within = o.max_atoms().is_none_or(|m| atoms <= m) && o.max_edges().is_none_or(|m| edges <= m);
         if !within {
             assert_eq!(
                 b.len(),
@@ -146,7 +146,7 @@ fn check_size_aware(batches: &[Vec<usize>], sizes: &[(usize, usize)], o: &SizeAw
             );
             oversize += 1;
         }
-        assert!(o.max_batch_size.is_none_or(|m| b.len() <= m));
+        assert!(o.max_batch_size().is_none_or(|m| b.len() <= m));
     }
     assert_eq!(sorted(batches.concat()), (0..sizes.len()).collect::<Vec<_>>(), "every sample exactly once");
     oversize
@@ -156,10 +156,10 @@ fn check_size_aware(batches: &[Vec<usize>], sizes: &[(usize, usize)], o: &SizeAw
 fn size_aware_batches_respect_limits_and_use_every_sample_once() {
     let sizes = random_sizes(700, 5);
     let options = [
-        SizeAwareOptions::default().max_atoms(200).seed(1),
-        SizeAwareOptions::default().max_edges(300).max_batch_size(9).seed(2),
-        SizeAwareOptions::default().max_atoms(150).max_edges(400).max_batch_size(6).pool_size(64),
-        SizeAwareOptions::default().max_batch_size(16).shuffle(false),
+        SizeAwareOptions::default().with_max_atoms(200).with_seed(1),
+        SizeAwareOptions::default().with_max_edges(300).with_max_batch_size(9).with_seed(2),
+        SizeAwareOptions::default().with_max_atoms(150).with_max_edges(400).with_max_batch_size(6).with_pool_size(64),
+        SizeAwareOptions::default().with_max_batch_size(16).with_shuffle(false),
     ];
     for o in options {
         let s = SizeAwareSampler::new(sizes.clone(), o).unwrap();
@@ -171,7 +171,7 @@ fn size_aware_batches_respect_limits_and_use_every_sample_once() {
         assert_eq!(s.len(), s.batches(0).len());
     }
     // Packing is real: never more batches than filling greedily in order.
-    let o = SizeAwareOptions::default().max_atoms(200).shuffle(false).pool_size(100_000);
+    let o = SizeAwareOptions::default().with_max_atoms(200).with_shuffle(false).with_pool_size(100_000);
     let s = SizeAwareSampler::new(sizes.clone(), o).unwrap();
     let mut greedy = 1;
     let mut acc = 0;
@@ -192,12 +192,12 @@ fn size_aware_batches_respect_limits_and_use_every_sample_once() {
 fn size_aware_hand_checked_packing_and_oversize() {
     // First-fit decreasing by atoms: 6 | 5 | 4 -> first | 3 -> second | 2 -> second.
     let sizes = vec![(6, 0), (5, 0), (4, 0), (3, 0), (2, 0)];
-    let s = SizeAwareSampler::new(sizes, SizeAwareOptions::default().max_atoms(10).shuffle(false)).unwrap();
+    let s = SizeAwareSampler::new(sizes, SizeAwareOptions::default().with_max_atoms(10).with_shuffle(false)).unwrap();
     assert_eq!(s.batches(0), vec![vec![0, 2], vec![1, 3, 4]]);
     assert_eq!(s.batches(9), s.batches(0), "no shuffle: epoch-independent");
     // Oversize samples ride alone; everything else stays within the limit.
     let sizes = vec![(3, 1), (25, 1), (4, 1), (2, 40), (5, 1), (30, 1)];
-    let o = SizeAwareOptions::default().max_atoms(10).max_edges(20).seed(4);
+    let o = SizeAwareOptions::default().with_max_atoms(10).with_max_edges(20).with_seed(4);
     let s = SizeAwareSampler::new(sizes.clone(), o).unwrap();
     assert_eq!(s.oversize(), vec![1, 3, 5]);
     for epoch in 0..5 {
@@ -208,7 +208,7 @@ fn size_aware_hand_checked_packing_and_oversize() {
         }
     }
     // max_batch_size alone.
-    let s = SizeAwareSampler::new(vec![(1, 1); 10], SizeAwareOptions::default().max_batch_size(4)).unwrap();
+    let s = SizeAwareSampler::new(vec![(1, 1); 10], SizeAwareOptions::default().with_max_batch_size(4)).unwrap();
     assert_eq!(s.batches(0).iter().map(Vec::len).collect::<Vec<_>>().iter().sum::<usize>(), 10);
     assert_eq!(s.len(), 3);
 }
@@ -216,12 +216,12 @@ fn size_aware_hand_checked_packing_and_oversize() {
 #[test]
 fn size_aware_is_seeded_per_epoch() {
     let sizes = random_sizes(300, 8);
-    let o = SizeAwareOptions::default().max_atoms(180).seed(21);
+    let o = SizeAwareOptions::default().with_max_atoms(180).with_seed(21);
     let s = SizeAwareSampler::new(sizes.clone(), o).unwrap();
     assert_eq!(s.batches(3), s.batches(3));
     assert_eq!(s.batches(3), SizeAwareSampler::new(sizes.clone(), o).unwrap().batches(3));
     assert_ne!(s.batches(3), s.batches(4));
-    assert_ne!(s.batches(3), SizeAwareSampler::new(sizes, o.seed(22)).unwrap().batches(3));
+    assert_ne!(s.batches(3), SizeAwareSampler::new(sizes, o.with_seed(22)).unwrap().batches(3));
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn size_aware_sizes_come_from_metadata_and_shard_across_ranks() {
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&samples).unwrap();
     let reader = AtomicDataZarrReader::open(&path).unwrap();
     reader.clear_cache();
-    let o = SizeAwareOptions::default().max_atoms(100).max_edges(300).seed(6);
+    let o = SizeAwareOptions::default().with_max_atoms(100).with_max_edges(300).with_seed(6);
     let s = SizeAwareSampler::from_reader(&reader, o).unwrap();
     let want: Vec<(usize, usize)> = samples.iter().map(|x| (x.num_atoms(), x.num_edges())).collect();
     assert_eq!(s.sizes(), want.as_slice());
@@ -261,11 +261,14 @@ fn size_aware_sizes_come_from_metadata_and_shard_across_ranks() {
 #[test]
 fn size_aware_errors() {
     assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default())));
-    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().max_atoms(0))));
-    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().max_edges(0))));
-    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().max_batch_size(0))));
-    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().max_atoms(5).pool_size(0))));
-    let empty = SizeAwareSampler::new(vec![], SizeAwareOptions::default().max_atoms(5)).unwrap();
+    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().with_max_atoms(0))));
+    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().with_max_edges(0))));
+    assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().with_max_batch_size(0))));
+    assert!(is_config(SizeAwareSampler::new(
+        vec![(1, 1)],
+        SizeAwareOptions::default().with_max_atoms(5).with_pool_size(0)
+    )));
+    let empty = SizeAwareSampler::new(vec![], SizeAwareOptions::default().with_max_atoms(5)).unwrap();
     assert!(empty.batches(0).is_empty());
     assert!(empty.is_empty());
 }
@@ -296,8 +299,8 @@ fn per_child(lengths: &[usize], b: &[usize]) -> Vec<usize> {
 fn batch_sampler_exact_allocation_in_every_batch() {
     let lengths = vec![7, 20, 13];
     let s = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 6)
-        .samples_per_dataset(vec![1usize, 3, 2])
-        .seed(1)
+        .with_samples_per_dataset(vec![1usize, 3, 2])
+        .with_seed(1)
         .build()
         .unwrap();
     assert_eq!(s.samples_per_dataset(), &[1, 3, 2]);
@@ -310,7 +313,7 @@ fn batch_sampler_exact_allocation_in_every_batch() {
     }
     // Ratios (floats) are allocated over the batch size by largest remainder.
     let r = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 8)
-        .samples_per_dataset(vec![0.5, 0.25, 0.25])
+        .with_samples_per_dataset(vec![0.5, 0.25, 0.25])
         .build()
         .unwrap();
     assert_eq!(r.samples_per_dataset(), &[4, 2, 2]);
@@ -319,14 +322,16 @@ fn batch_sampler_exact_allocation_in_every_batch() {
     let p = MultiDatasetBatchSampler::for_lengths(vec![10, 30], 4).build().unwrap();
     assert_eq!(p.samples_per_dataset(), &[1, 3]);
     // Explicit weights and balanced.
-    let w = MultiDatasetBatchSampler::for_lengths(vec![10, 30], 10).weights(vec![3.0, 2.0]).build().unwrap();
+    let w = MultiDatasetBatchSampler::for_lengths(vec![10, 30], 10).with_weights(vec![3.0, 2.0]).build().unwrap();
     assert_eq!(w.samples_per_dataset(), &[6, 4]);
-    let b = MultiDatasetBatchSampler::for_lengths(vec![10, 30, 5], 4).balanced().build().unwrap();
+    let b = MultiDatasetBatchSampler::for_lengths(vec![10, 30, 5], 4).with_balanced_weights().build().unwrap();
     assert_eq!(b.samples_per_dataset(), &[2, 1, 1]);
     assert!(b.batches(2).iter().all(|x| per_child(&[10, 30, 5], x) == vec![2, 1, 1]));
     // A dataset with count 0 never appears.
-    let z =
-        MultiDatasetBatchSampler::for_lengths(vec![10, 30], 3).samples_per_dataset(vec![0usize, 3]).build().unwrap();
+    let z = MultiDatasetBatchSampler::for_lengths(vec![10, 30], 3)
+        .with_samples_per_dataset(vec![0usize, 3])
+        .build()
+        .unwrap();
     assert!(z.batches(0).concat().iter().all(|&g| g >= 10));
 }
 
@@ -335,9 +340,9 @@ fn batch_sampler_epoch_lengths_under_each_policy() {
     let lengths = vec![10, 30];
     let mk = |policy, replacement| {
         MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4)
-            .samples_per_dataset(vec![2usize, 2])
-            .epoch_policy(policy)
-            .replacement(replacement)
+            .with_samples_per_dataset(vec![2usize, 2])
+            .with_epoch_policy(policy)
+            .with_replacement(replacement)
             .build()
     };
     // With replacement: ceil(40 / 4), min(ceil(10/2), ceil(30/2)), max(...).
@@ -358,9 +363,9 @@ fn batch_sampler_epoch_lengths_under_each_policy() {
     // Rounding: 11 samples, 2 per batch -> 6 with replacement, 5 without.
     let odd = |replacement| {
         MultiDatasetBatchSampler::for_lengths(vec![11, 40], 4)
-            .samples_per_dataset(vec![2usize, 2])
-            .epoch_policy(EpochPolicy::MinSize)
-            .replacement(replacement)
+            .with_samples_per_dataset(vec![2usize, 2])
+            .with_epoch_policy(EpochPolicy::MinSize)
+            .with_replacement(replacement)
             .build()
             .unwrap()
             .len()
@@ -368,16 +373,16 @@ fn batch_sampler_epoch_lengths_under_each_policy() {
     assert_eq!((odd(true), odd(false)), (6, 5));
     // MaxSize without replacement is fine when nothing needs oversampling.
     let even = MultiDatasetBatchSampler::for_lengths(vec![10, 30], 4)
-        .samples_per_dataset(vec![1usize, 3])
-        .epoch_policy(EpochPolicy::MaxSize)
-        .replacement(false)
+        .with_samples_per_dataset(vec![1usize, 3])
+        .with_epoch_policy(EpochPolicy::MaxSize)
+        .with_replacement(false)
         .build()
         .unwrap();
     assert_eq!(even.len(), 10);
     // num_batches overrides the policy.
     let n = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4)
-        .samples_per_dataset(vec![2usize, 2])
-        .num_batches(7)
+        .with_samples_per_dataset(vec![2usize, 2])
+        .with_num_batches(7)
         .build()
         .unwrap();
     assert_eq!((n.len(), n.batches(0).len()), (7, 7));
@@ -388,9 +393,9 @@ fn batch_sampler_replacement_semantics() {
     let lengths = vec![10, 30];
     // Without replacement: no sample twice; MinSize uses the small child exactly once.
     let s = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4)
-        .samples_per_dataset(vec![2usize, 2])
-        .replacement(false)
-        .seed(5)
+        .with_samples_per_dataset(vec![2usize, 2])
+        .with_replacement(false)
+        .with_seed(5)
         .build()
         .unwrap();
     let flat = s.batches(1).concat();
@@ -398,9 +403,9 @@ fn batch_sampler_replacement_semantics() {
     assert_eq!(sorted(flat.into_iter().filter(|&g| g < 10).collect()), (0..10).collect::<Vec<_>>());
     // With replacement, MaxSize: the small child is walked three whole times.
     let s = MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4)
-        .samples_per_dataset(vec![2usize, 2])
-        .epoch_policy(EpochPolicy::MaxSize)
-        .seed(5)
+        .with_samples_per_dataset(vec![2usize, 2])
+        .with_epoch_policy(EpochPolicy::MaxSize)
+        .with_seed(5)
         .build()
         .unwrap();
     let flat = s.batches(1).concat();
@@ -409,9 +414,9 @@ fn batch_sampler_replacement_semantics() {
     assert!((10..40).all(|g| c[&g] == 1));
     // No shuffle: children walked in order, batch layout child by child.
     let seq = MultiDatasetBatchSampler::for_lengths(lengths, 4)
-        .samples_per_dataset(vec![2usize, 2])
-        .shuffle(false)
-        .epoch_policy(EpochPolicy::MaxSize)
+        .with_samples_per_dataset(vec![2usize, 2])
+        .with_shuffle(false)
+        .with_epoch_policy(EpochPolicy::MaxSize)
         .build()
         .unwrap();
     let b = seq.batches(0);
@@ -422,7 +427,7 @@ fn batch_sampler_replacement_semantics() {
 
 #[test]
 fn batch_sampler_is_seeded_per_epoch() {
-    let mk = |seed| MultiDatasetBatchSampler::for_lengths(vec![17, 23], 5).seed(seed).build().unwrap();
+    let mk = |seed| MultiDatasetBatchSampler::for_lengths(vec![17, 23], 5).with_seed(seed).build().unwrap();
     let s = mk(9);
     assert_eq!(s.batches(2), s.batches(2));
     assert_eq!(s.batches(2), mk(9).batches(2));
@@ -435,12 +440,12 @@ fn batch_sampler_rank_shards_are_disjoint_and_cover() {
     let lengths = vec![12, 36];
     let mk = |r, k, drop_last| {
         MultiDatasetBatchSampler::for_lengths(lengths.clone(), 4)
-            .samples_per_dataset(vec![1usize, 3])
-            .replacement(false)
-            .seed(2)
-            .num_replicas(r)
-            .rank(k)
-            .drop_last(drop_last)
+            .with_samples_per_dataset(vec![1usize, 3])
+            .with_replacement(false)
+            .with_seed(2)
+            .with_num_replicas(r)
+            .with_rank(k)
+            .with_drop_last(drop_last)
             .build()
             .unwrap()
     };
@@ -473,44 +478,46 @@ fn batch_sampler_rank_shards_are_disjoint_and_cover() {
 fn batch_sampler_errors() {
     let b = || MultiDatasetBatchSampler::for_lengths(vec![10, 30], 4);
     // Counts must sum to the batch size.
-    let e = b().samples_per_dataset(vec![1usize, 2]).build().unwrap_err();
+    let e = b().with_samples_per_dataset(vec![1usize, 2]).build().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("sum to 3")), "{e}");
-    assert!(is_config(b().samples_per_dataset(vec![2usize, 3]).build()));
+    assert!(is_config(b().with_samples_per_dataset(vec![2usize, 3]).build()));
     // Weights and counts both given.
-    let e = b().weights(vec![1.0, 1.0]).samples_per_dataset(vec![2usize, 2]).build().unwrap_err();
+    let e = b().with_weights(vec![1.0, 1.0]).with_samples_per_dataset(vec![2usize, 2]).build().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("mutually exclusive")), "{e}");
-    assert!(is_config(b().balanced().samples_per_dataset(vec![0.5, 0.5]).build()));
+    assert!(is_config(b().with_balanced_weights().with_samples_per_dataset(vec![0.5, 0.5]).build()));
     // max_size without replacement needing oversampling.
     let e = b()
-        .samples_per_dataset(vec![2usize, 2])
-        .epoch_policy(EpochPolicy::MaxSize)
-        .replacement(false)
+        .with_samples_per_dataset(vec![2usize, 2])
+        .with_epoch_policy(EpochPolicy::MaxSize)
+        .with_replacement(false)
         .build()
         .unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("MaxSize")), "{e}");
     // Too many batches without replacement.
-    assert!(is_config(b().samples_per_dataset(vec![2usize, 2]).replacement(false).num_batches(6).build()));
-    assert!(b().samples_per_dataset(vec![2usize, 2]).replacement(false).num_batches(5).build().is_ok());
+    assert!(is_config(
+        b().with_samples_per_dataset(vec![2usize, 2]).with_replacement(false).with_num_batches(6).build()
+    ));
+    assert!(b().with_samples_per_dataset(vec![2usize, 2]).with_replacement(false).with_num_batches(5).build().is_ok());
     // Rank out of range, no replicas.
-    let e = b().num_replicas(2).rank(2).build().unwrap_err();
+    let e = b().with_num_replicas(2).with_rank(2).build().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("rank 2")), "{e}");
-    assert!(is_config(b().num_replicas(0).build()));
+    assert!(is_config(b().with_num_replicas(0).build()));
     // Shape and domain errors.
-    assert!(is_config(b().samples_per_dataset(vec![4usize]).build()));
-    assert!(is_config(b().weights(vec![1.0]).build()));
-    assert!(is_config(b().weights(vec![-1.0, 2.0]).build()));
-    assert!(is_config(b().weights(vec![0.0, 0.0]).build()));
-    assert!(is_config(b().weights(vec![f64::NAN, 1.0]).build()));
-    assert!(is_config(b().num_batches(0).build()));
+    assert!(is_config(b().with_samples_per_dataset(vec![4usize]).build()));
+    assert!(is_config(b().with_weights(vec![1.0]).build()));
+    assert!(is_config(b().with_weights(vec![-1.0, 2.0]).build()));
+    assert!(is_config(b().with_weights(vec![0.0, 0.0]).build()));
+    assert!(is_config(b().with_weights(vec![f64::NAN, 1.0]).build()));
+    assert!(is_config(b().with_num_batches(0).build()));
     assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![10, 30], 0).build()));
     assert!(is_config(
-        MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).samples_per_dataset(vec![1usize, 3]).build()
+        MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).with_samples_per_dataset(vec![1usize, 3]).build()
     ));
-    assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).balanced().build()));
+    assert!(is_config(MultiDatasetBatchSampler::for_lengths(vec![0, 30], 4).with_balanced_weights().build()));
     assert!(is_config(
         MultiDatasetBatchSampler::for_lengths(vec![1, 30], 4)
-            .samples_per_dataset(vec![2usize, 2])
-            .replacement(false)
+            .with_samples_per_dataset(vec![2usize, 2])
+            .with_replacement(false)
             .build()
     ));
 }
@@ -521,9 +528,9 @@ fn batch_sampler_errors() {
 fn sampler_mixes_by_rates_exactly() {
     let lengths = vec![10, 50, 40];
     let s = MultiDatasetSampler::for_lengths(lengths.clone())
-        .weights(vec![2.0, 1.0, 1.0])
-        .num_samples(80)
-        .seed(3)
+        .with_weights(vec![2.0, 1.0, 1.0])
+        .with_num_samples(80)
+        .with_seed(3)
         .build()
         .unwrap();
     assert_eq!(s.counts(), &[40, 20, 20]);
@@ -537,21 +544,29 @@ fn sampler_mixes_by_rates_exactly() {
         assert!((0..10).all(|g| c[&g] == 4));
     }
     // Defaults: proportional to length, the whole index space, each sample once.
-    let d = MultiDatasetSampler::for_lengths(lengths.clone()).seed(1).build().unwrap();
+    let d = MultiDatasetSampler::for_lengths(lengths.clone()).with_seed(1).build().unwrap();
     assert_eq!(sorted(d.indices(0)), (0..100).collect::<Vec<_>>());
     assert_eq!(d.indices(0), d.indices(0));
     assert_ne!(d.indices(0), d.indices(1));
-    assert_ne!(d.indices(0), MultiDatasetSampler::for_lengths(lengths.clone()).seed(2).build().unwrap().indices(0));
+    assert_ne!(
+        d.indices(0),
+        MultiDatasetSampler::for_lengths(lengths.clone()).with_seed(2).build().unwrap().indices(0)
+    );
     // Interleaved when shuffled: not child by child.
     assert_ne!(d.indices(0)[..10].iter().map(|&g| child_of(&lengths, g)).collect::<Vec<_>>(), vec![0; 10]);
     // No shuffle: child by child, in order.
-    let seq = MultiDatasetSampler::for_lengths(vec![3, 2]).balanced().num_samples(4).shuffle(false).build().unwrap();
+    let seq = MultiDatasetSampler::for_lengths(vec![3, 2])
+        .with_balanced_weights()
+        .with_num_samples(4)
+        .with_shuffle(false)
+        .build()
+        .unwrap();
     assert_eq!(seq.indices(5), vec![0, 1, 3, 4]);
     // Balanced without replacement within the smallest child.
     let b = MultiDatasetSampler::for_lengths(lengths.clone())
-        .balanced()
-        .num_samples(30)
-        .replacement(false)
+        .with_balanced_weights()
+        .with_num_samples(30)
+        .with_replacement(false)
         .build()
         .unwrap();
     assert_eq!(per_child(&lengths, &b.indices(0)), vec![10, 10, 10]);
@@ -560,7 +575,9 @@ fn sampler_mixes_by_rates_exactly() {
 
 #[test]
 fn sampler_rank_shards_and_errors() {
-    let mk = |r, k| MultiDatasetSampler::for_lengths(vec![8, 16]).seed(4).num_replicas(r).rank(k).build().unwrap();
+    let mk = |r, k| {
+        MultiDatasetSampler::for_lengths(vec![8, 16]).with_seed(4).with_num_replicas(r).with_rank(k).build().unwrap()
+    };
     let global = mk(1, 0).indices(2);
     assert_eq!(mk(1, 0).global_indices(2), global);
     for r in [2usize, 3, 4, 5] {
@@ -573,17 +590,22 @@ fn sampler_rank_shards_and_errors() {
             assert_eq!(sorted(shards.concat()), (0..24).collect::<Vec<_>>());
         }
     }
-    let d =
-        MultiDatasetSampler::for_lengths(vec![8, 16]).seed(4).num_replicas(5).rank(1).drop_last(true).build().unwrap();
+    let d = MultiDatasetSampler::for_lengths(vec![8, 16])
+        .with_seed(4)
+        .with_num_replicas(5)
+        .with_rank(1)
+        .with_drop_last(true)
+        .build()
+        .unwrap();
     assert_eq!((d.len(), d.indices(2).len()), (4, 4));
     let b = || MultiDatasetSampler::for_lengths(vec![8, 16]);
-    assert!(is_config(b().num_replicas(3).rank(3).build()));
-    assert!(is_config(b().num_replicas(0).build()));
-    let e = b().balanced().num_samples(20).replacement(false).build().unwrap_err();
+    assert!(is_config(b().with_num_replicas(3).with_rank(3).build()));
+    assert!(is_config(b().with_num_replicas(0).build()));
+    let e = b().with_balanced_weights().with_num_samples(20).with_replacement(false).build().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("dataset 0")), "{e}");
-    assert!(is_config(b().num_samples(0).build()));
-    assert!(is_config(b().weights(vec![1.0, 2.0, 3.0]).build()));
-    assert!(is_config(MultiDatasetSampler::for_lengths(vec![0, 16]).balanced().build()));
+    assert!(is_config(b().with_num_samples(0).build()));
+    assert!(is_config(b().with_weights(vec![1.0, 2.0, 3.0]).build()));
+    assert!(is_config(MultiDatasetSampler::for_lengths(vec![0, 16]).with_balanced_weights().build()));
 }
 
 /// One epoch's order is pinned: it depends only on atomzarr's own shuffle

@@ -16,11 +16,11 @@ use common::*;
 const STEPS: [AppendStep; 4] = [AppendStep::Schema, AppendStep::FieldData, AppendStep::Masks, AppendStep::Pointers];
 
 fn configs() -> Vec<(&'static str, ZarrWriteConfig)> {
-    let plain = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(4);
+    let plain = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(4);
     let sharded = ZarrArrayConfig::default()
-        .codec(Codec::BloscLz4 { clevel: 3, shuffle: Shuffle::Shuffle })
-        .chunk_size(3)
-        .shard_size(9);
+        .with_codec(Codec::BloscLz4 { clevel: 3, shuffle: Shuffle::Shuffle })
+        .with_chunk_size(3)
+        .with_shard_size(9);
     vec![
         ("chunked", ZarrWriteConfig::default().with_meta(plain).with_core(plain).with_custom(plain)),
         ("sharded", ZarrWriteConfig::default().with_meta(sharded).with_core(sharded).with_custom(sharded)),

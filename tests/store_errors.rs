@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 const N: usize = 12;
 
 fn config(codec: Codec, shard: Option<u64>) -> ZarrWriteConfig {
-    let mut c = ZarrArrayConfig::default().codec(codec).chunk_size(4);
+    let mut c = ZarrArrayConfig::default().with_codec(codec).with_chunk_size(4);
     if let Some(s) = shard {
-        c = c.shard_size(s);
+        c = c.with_shard_size(s);
     }
     ZarrWriteConfig::default().with_meta(c).with_core(c).with_custom(c)
 }
@@ -598,25 +598,30 @@ fn invalid_write_configs_are_config_errors_and_create_nothing() {
     let dir = tmpdir();
     let base = ZarrArrayConfig::default();
     let bad: Vec<(&str, ZarrWriteConfig)> = vec![
-        ("shard not a multiple of chunk", ZarrWriteConfig::default().with_core(base.chunk_size(64).shard_size(100))),
-        ("zstd level 99", ZarrWriteConfig::default().with_core(base.codec(Codec::Zstd { level: 99 }))),
-        ("zstd level -99", ZarrWriteConfig::default().with_meta(base.codec(Codec::Zstd { level: -99 }))),
-        ("gzip level 10", ZarrWriteConfig::default().with_custom(base.codec(Codec::Gzip { level: 10 }))),
+        (
+            "shard not a multiple of chunk",
+            ZarrWriteConfig::default().with_core(base.with_chunk_size(64).with_shard_size(100)),
+        ),
+        ("zstd level 99", ZarrWriteConfig::default().with_core(base.with_codec(Codec::Zstd { level: 99 }))),
+        ("zstd level -99", ZarrWriteConfig::default().with_meta(base.with_codec(Codec::Zstd { level: -99 }))),
+        ("gzip level 10", ZarrWriteConfig::default().with_custom(base.with_codec(Codec::Gzip { level: 10 }))),
         (
             "blosc clevel 10",
             ZarrWriteConfig::default()
-                .with_core(base.codec(Codec::BloscZstd { clevel: 10, shuffle: Shuffle::Shuffle })),
+                .with_core(base.with_codec(Codec::BloscZstd { clevel: 10, shuffle: Shuffle::Shuffle })),
         ),
-        ("chunk 0", ZarrWriteConfig::default().with_core(base.chunk_size(0))),
-        ("shard 0", ZarrWriteConfig::default().with_core(base.chunk_size(4).shard_size(0))),
-        ("shard without chunk", ZarrWriteConfig::default().with_core(base.shard_size(64))),
+        ("chunk 0", ZarrWriteConfig::default().with_core(base.with_chunk_size(0))),
+        ("shard 0", ZarrWriteConfig::default().with_core(base.with_chunk_size(4).with_shard_size(0))),
+        ("shard without chunk", ZarrWriteConfig::default().with_core(base.with_shard_size(64))),
         (
             "bad override",
-            ZarrWriteConfig::default().with_core(base.chunk_size(64)).with_override("positions", base.shard_size(96)),
+            ZarrWriteConfig::default()
+                .with_core(base.with_chunk_size(64))
+                .with_override("positions", base.with_shard_size(96)),
         ),
         (
             "bad override codec",
-            ZarrWriteConfig::default().with_override("energy", base.codec(Codec::Zstd { level: 23 })),
+            ZarrWriteConfig::default().with_override("energy", base.with_codec(Codec::Zstd { level: 23 })),
         ),
     ];
     let existing = good_store(dir.path(), "existing.zarr", config(Codec::None, None));
@@ -640,11 +645,11 @@ fn layered_configs_that_resolve_validly_are_accepted() {
     // field never goes to (meta has no chunk_size here).
     let dir = tmpdir();
     let c = ZarrWriteConfig::default()
-        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(4))
-        .with_override("positions", ZarrArrayConfig::default().shard_size(12))
-        .with_override("atoms_ptr", ZarrArrayConfig::default().chunk_size(8))
-        .with_custom(ZarrArrayConfig::default().chunk_size(2))
-        .with_override("tag", ZarrArrayConfig::default().shard_size(6));
+        .with_core(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(4))
+        .with_override("positions", ZarrArrayConfig::default().with_shard_size(12))
+        .with_override("atoms_ptr", ZarrArrayConfig::default().with_chunk_size(8))
+        .with_custom(ZarrArrayConfig::default().with_chunk_size(2))
+        .with_override("tag", ZarrArrayConfig::default().with_shard_size(6));
     c.validate().unwrap();
     let path = good_store(dir.path(), "ok.zarr", c);
     let pos = zarr_json(&path, "core/positions");

@@ -50,7 +50,7 @@ fn every_fixture_reads_exactly_as_expected() {
 fn check_collated(r: &AtomicDataZarrReader, idx: &[i64], what: &str) {
     let batches: Vec<Vec<i64>> = idx.chunks(5).map(<[i64]>::to_vec).collect();
     let (mut wide, mut narrow) = (Vec::new(), Vec::new());
-    let opts = atomzarr::data::CollateOptions::default().narrow_int64(true);
+    let opts = atomzarr::data::CollateOptions::default().with_narrow_int64(true);
     for pass in 0..2 {
         r.read_collated_with(&batches, opts, &mut narrow).unwrap();
         r.read_collated(&batches, &mut wide).unwrap();
@@ -87,9 +87,11 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
         let fixed = atomzarr::store::repair::repair(&repaired).unwrap();
         assert!(fixed.num_fixed() > 0 && fixed.unfixed.is_empty(), "{name}: {fixed:?}");
         for cache_bytes in [0, 1 << 12, 64 << 20] {
-            let r =
-                AtomicDataZarrReader::open_with(assets().join(format!("{name}.zarr")), ReaderOptions { cache_bytes })
-                    .unwrap();
+            let r = AtomicDataZarrReader::open_with(
+                assets().join(format!("{name}.zarr")),
+                ReaderOptions::default().with_cache_bytes(cache_bytes),
+            )
+            .unwrap();
             // Shuffled, with duplicates and negative indices.
             let mut rng = SplitMix(n as u64 * 7 + cache_bytes);
             let idx: Vec<i64> = (0..2 * n)
@@ -116,7 +118,9 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
             let first: Vec<i64> =
                 idx.iter().copied().filter(|&i| r.physical_index(i.rem_euclid(n) as usize) < half).collect();
             check_collated(&r, &first, &format!("{name} first half, cache {cache_bytes}"));
-            let fixed = AtomicDataZarrReader::open_with(&repaired, ReaderOptions { cache_bytes }).unwrap();
+            let fixed =
+                AtomicDataZarrReader::open_with(&repaired, ReaderOptions::default().with_cache_bytes(cache_bytes))
+                    .unwrap();
             check_collated(&fixed, &idx, &format!("{name} repaired, cache {cache_bytes}"));
             // Single reads and metadata agree with the batch path.
             for k in [0, n / 2, n - 1, -1, -n] {
@@ -461,8 +465,10 @@ fn defragment_none_keeps_settings_whatever_the_writers_config() {
             (m["chunk_grid"].clone(), normalized_codecs(&m))
         })
         .collect();
-    let sharded =
-        atomzarr::ZarrArrayConfig::default().codec(atomzarr::Codec::Gzip { level: 1 }).chunk_size(64).shard_size(256);
+    let sharded = atomzarr::ZarrArrayConfig::default()
+        .with_codec(atomzarr::Codec::Gzip { level: 1 })
+        .with_chunk_size(64)
+        .with_shard_size(256);
     let config = ZarrWriteConfig::default().with_meta(sharded).with_core(sharded).with_custom(sharded);
     let mut w = AtomicDataZarrWriter::open(&path, config).unwrap();
     w.defragment(None).unwrap();

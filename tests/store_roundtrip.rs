@@ -32,9 +32,9 @@ fn all_codecs() -> Vec<Codec> {
 
 /// The same settings for every group.
 fn uniform(codec: Codec, chunk: u64, shard: Option<u64>) -> ZarrWriteConfig {
-    let mut c = ZarrArrayConfig::default().codec(codec).chunk_size(chunk);
+    let mut c = ZarrArrayConfig::default().with_codec(codec).with_chunk_size(chunk);
     if let Some(s) = shard {
-        c = c.shard_size(s);
+        c = c.with_shard_size(s);
     }
     ZarrWriteConfig::default().with_meta(c).with_core(c).with_custom(c)
 }
@@ -367,11 +367,15 @@ fn layout_matches_the_store_format() {
     let data = samples(11, 23, 7, 12, &extras);
     let config = ZarrWriteConfig::default()
         .with_meta(
-            ZarrArrayConfig::default().codec(Codec::BloscLz4 { clevel: 4, shuffle: Shuffle::NoShuffle }).chunk_size(16),
+            ZarrArrayConfig::default()
+                .with_codec(Codec::BloscLz4 { clevel: 4, shuffle: Shuffle::NoShuffle })
+                .with_chunk_size(16),
         )
-        .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(4).shard_size(8))
-        .with_custom(ZarrArrayConfig::default().codec(Codec::Gzip { level: 6 }).chunk_size(5))
-        .with_override("neighbor_list", ZarrArrayConfig::default().chunk_size(2).shard_size(6));
+        .with_core(
+            ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(4).with_shard_size(8),
+        )
+        .with_custom(ZarrArrayConfig::default().with_codec(Codec::Gzip { level: 6 }).with_chunk_size(5))
+        .with_override("neighbor_list", ZarrArrayConfig::default().with_chunk_size(2).with_shard_size(6));
     write_store(&path, config, &data[..5], &data[5..]);
     let n = data.len() as u64;
     let v: u64 = data.iter().map(|s| s.num_atoms() as u64).sum();
@@ -471,12 +475,12 @@ fn layout_matches_the_store_format() {
     let report = atomzarr::cli::inspect::inspect(&path).unwrap();
     assert_eq!((report.num_samples, report.active), (n as usize, n as usize));
     let cfg = |rel: &str| report.arrays.iter().find(|a| a.path == rel).unwrap_or_else(|| panic!("{rel}")).config;
-    let want_cfg = |codec, chunk, shard: Option<u64>| ZarrArrayConfig {
-        codec: Some(codec),
-        chunk_size: Some(chunk),
-        shard_size: shard,
-        write_empty_chunks: None,
-        checksum: Some(true),
+    let want_cfg = |codec, chunk, shard: Option<u64>| {
+        let c = ZarrArrayConfig::default().with_codec(codec).with_chunk_size(chunk).with_checksum(true);
+        match shard {
+            Some(rows) => c.with_shard_size(rows),
+            None => c,
+        }
     };
     assert_eq!(cfg("meta/atoms_ptr"), want_cfg(blosc, 16, None));
     assert_eq!(cfg("core/positions"), want_cfg(Codec::Zstd { level: 3 }, 4, Some(8)));
@@ -869,9 +873,12 @@ fn write_empty_chunks_decides_whether_all_fill_chunks_are_stored() {
         })
         .collect();
     for (keep, sharded) in [(false, false), (true, false), (false, true), (true, true)] {
-        let mut c = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(4).write_empty_chunks(keep);
+        let mut c = ZarrArrayConfig::default()
+            .with_codec(Codec::Zstd { level: 1 })
+            .with_chunk_size(4)
+            .with_write_empty_chunks(keep);
         if sharded {
-            c = c.shard_size(8);
+            c = c.with_shard_size(8);
         }
         let path = dir.path().join(format!("empty-{keep}-{sharded}.zarr"));
         let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default().with_core(c)).unwrap();

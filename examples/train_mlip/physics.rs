@@ -470,7 +470,7 @@ pub fn build_store(path: &Path, spec: DatasetSpec, seed: u64) -> atomzarr::Resul
     // Chunks of a few hundred structures' rows: shuffled reads then touch a few
     // chunks per fused prefetch window, each decoded once.
     let config =
-        ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().codec(atomzarr::Codec::Zstd { level: 3 }));
+        ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().with_codec(atomzarr::Codec::Zstd { level: 3 }));
     let mut writer = AtomicDataZarrWriter::create(path, config)?;
     writer.write(&samples)?;
     Ok(samples.len())

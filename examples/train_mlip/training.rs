@@ -76,18 +76,18 @@ impl<B: AutodiffBackend> Split<B> {
         // Validation stays on (the default): each sample's shapes, neighbor
         // indices and positions are checked as it is loaded.
         let train = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-            .batch_size(opts.batch_size)
-            .shuffle(true)
-            .seed(opts.seed)
-            .prefetch_factor(opts.prefetch_factor)
-            .pin_memory(opts.pin_memory)
-            .sampler(ListSampler::new(train_indices.clone()))
+            .with_batch_size(opts.batch_size)
+            .with_shuffle(true)
+            .with_seed(opts.seed)
+            .with_prefetch_factor(opts.prefetch_factor)
+            .with_pin_memory(opts.pin_memory)
+            .with_sampler(ListSampler::new(train_indices.clone()))
             .build(device)?;
         let val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(reader))
-            .batch_size(opts.batch_size)
-            .prefetch_factor(opts.prefetch_factor)
-            .pin_memory(opts.pin_memory)
-            .sampler(ListSampler::new(val_indices.clone()))
+            .with_batch_size(opts.batch_size)
+            .with_prefetch_factor(opts.prefetch_factor)
+            .with_pin_memory(opts.pin_memory)
+            .with_sampler(ListSampler::new(val_indices.clone()))
             .build(device)?;
         Ok(Split { train, val, train_indices, val_indices, stats })
     }

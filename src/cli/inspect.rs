@@ -44,7 +44,7 @@ pub struct StoreReport {
 
 /// Inspects the store at `path`.
 pub fn inspect(path: &Path) -> Result<StoreReport> {
-    let reader = crate::AtomicDataZarrReader::open_with(path, crate::ReaderOptions { cache_bytes: 0 })?;
+    let reader = crate::AtomicDataZarrReader::open_with(path, crate::ReaderOptions::default().with_cache_bytes(0))?;
     let root = format::read_root(path)?;
     let store = arrays::open_store(path)?;
     let mut arrays = Vec::new();

@@ -15,9 +15,9 @@ use crate::error::{Error, Result};
 ///
 /// ```
 /// use atomzarr::data::CollateOptions;
-/// let opts = CollateOptions::default().narrow_int64(true);
-/// assert!(opts.narrows_int64());
-/// assert!(!CollateOptions::default().narrows_int64());
+/// let opts = CollateOptions::default().with_narrow_int64(true);
+/// assert!(opts.narrow_int64());
+/// assert!(!CollateOptions::default().narrow_int64());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CollateOptions {
@@ -35,13 +35,13 @@ impl CollateOptions {
     /// [`DataLoader`](crate::DataLoader) turns it on for devices whose int
     /// tensors are int32 (Flex, CUDA), so building device batches converts
     /// nothing.
-    pub fn narrow_int64(mut self, yes: bool) -> Self {
+    pub fn with_narrow_int64(mut self, yes: bool) -> Self {
         self.narrow_int64 = yes;
         self
     }
 
     /// Whether int64 fields are narrowed to int32.
-    pub fn narrows_int64(&self) -> bool {
+    pub fn narrow_int64(&self) -> bool {
         self.narrow_int64
     }
 }
@@ -279,34 +279,61 @@ impl CollatedBatch {
         }
     }
 
+    /// Rows of graph `k` on `level`'s axis, `None` when `k` is out of range
+    /// or the batch's pointers are inconsistent.
+    pub fn graph_rows(&self, level: Level, k: usize) -> Option<std::ops::Range<usize>> {
+        super::Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr }.checked_rows(level, k)
+    }
+
+    /// Graph `k` as a sample, its neighbor list made sample-local: the one
+    /// place a collated batch (or an [`InMemoryDataset`](crate::InMemoryDataset)'s
+    /// resident buffers) is split into samples.
+    ///
+    /// ```
+    /// use atomzarr::{AtomicData, CollatedBatch};
+    /// let a = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_neighbor_list(vec![[0, 1]], None).unwrap();
+    /// let b = AtomicData::new(vec![8], vec![[1.0; 3]]).unwrap().with_neighbor_list(vec![[0, 0]], None).unwrap();
+    /// let batch = CollatedBatch::from_samples(&[0, 1], &[a.clone(), b.clone()]).unwrap();
+    /// assert_eq!(batch.fields["neighbor_list"].data.to_i64_vec(), Some(vec![0, 1, 2, 2])); // batch-local
+    /// assert_eq!(batch.sample(1).unwrap(), b);
+    /// assert!(batch.sample(2).is_err());
+    /// ```
+    pub fn sample(&self, k: usize) -> Result<AtomicData> {
+        let mut s = AtomicData::default();
+        for (name, f) in &self.fields {
+            let rows = self.graph_rows(f.level, k).ok_or_else(|| {
+                Error::invalid(
+                    format!("batch sample {k}"),
+                    format!("out of range of the batch's {} graphs", self.num_graphs()),
+                )
+            })?;
+            let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
+            let bytes = f.data.as_bytes().get(rows.start * row_bytes..rows.end * row_bytes).ok_or_else(|| {
+                Error::invalid(
+                    format!("batch sample {k}, field {name}"),
+                    format!("rows {}..{} beyond the field's {} rows", rows.start, rows.end, f.rows()),
+                )
+            })?;
+            let data = if name == NEIGHBOR_LIST {
+                let mut data =
+                    HostData::with_capacity(f.data.dtype(), rows.len() * f.trailing_shape.iter().product::<usize>());
+                // graph_rows checked k < num_graphs, so atoms_ptr[k] exists.
+                data.extend_rebased(bytes, -self.atoms_ptr[k])?;
+                data
+            } else {
+                HostData::from_bytes(f.data.dtype(), bytes)?
+            };
+            let mut shape = Vec::with_capacity(1 + f.trailing_shape.len());
+            shape.push(rows.len());
+            shape.extend(&f.trailing_shape);
+            s.fields.insert(name.clone(), crate::data::Field { level: f.level, shape, data });
+        }
+        Ok(s)
+    }
+
     /// Splits the batch back into samples (neighbor lists made sample-local).
     pub fn to_samples(&self) -> Result<Vec<AtomicData>> {
-        let mut out = Vec::with_capacity(self.num_graphs());
-        for k in 0..self.num_graphs() {
-            let mut s = AtomicData::default();
-            for (name, f) in &self.fields {
-                let per_row: usize = f.trailing_shape.iter().product();
-                let ptrs = super::Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr };
-                let rows = ptrs.rows(f.level, k);
-                let (lo, hi) = (rows.start as usize, rows.end as usize);
-                let size = f.data.dtype().size();
-                let bytes = f.data.as_bytes().get(lo * per_row * size..hi * per_row * size).ok_or_else(|| {
-                    Error::invalid(
-                        format!("batch sample {k}, field {name}"),
-                        format!("rows {lo}..{hi} beyond the field's {} rows", f.rows()),
-                    )
-                })?;
-                let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
-                if name == NEIGHBOR_LIST {
-                    data.add_offset(-self.atoms_ptr[k])?;
-                }
-                let mut shape = vec![hi - lo];
-                shape.extend(&f.trailing_shape);
-                s.fields.insert(name.clone(), crate::data::Field { level: f.level, shape, data });
-            }
-            out.push(s);
-        }
-        Ok(out)
+        (0..self.num_graphs()).map(|k| self.sample(k)).collect()
     }
 }
 

@@ -38,6 +38,33 @@ impl Pointers<'_> {
         }
     }
 
+    /// As [`Pointers::rows`], checked: `None` when `p` is out of range or
+    /// the pointers are negative or decreasing (pointers that did not come
+    /// through [`check_pointers`](crate::store::format::check_pointers), such
+    /// as a collated batch's).
+    ///
+    /// ```
+    /// use atomzarr::Level;
+    /// use atomzarr::data::Pointers;
+    /// let (atoms, edges) = (vec![0, 3, 2], vec![0, 1, 1]);
+    /// let p = Pointers { atoms: &atoms, edges: &edges };
+    /// assert_eq!(p.checked_rows(Level::Atom, 0), Some(0..3));
+    /// assert_eq!(p.checked_rows(Level::Atom, 1), None); // decreasing
+    /// assert_eq!(p.checked_rows(Level::Edge, 2), None); // no sample 2
+    /// ```
+    pub fn checked_rows(&self, level: Level, p: usize) -> Option<Range<usize>> {
+        let n = self.atoms.len().min(self.edges.len()).checked_sub(1)?;
+        if p >= n {
+            return None;
+        }
+        let (lo, hi) = match level {
+            Level::Atom => (self.atoms[p], self.atoms[p + 1]),
+            Level::Edge => (self.edges[p], self.edges[p + 1]),
+            Level::System => return Some(p..p + 1),
+        };
+        (lo >= 0 && hi >= lo).then_some(lo as usize..hi as usize)
+    }
+
     /// Rows of the first `n` samples together on `level`'s axis (`n <= N`).
     #[inline]
     pub fn total(&self, level: Level, n: usize) -> u64 {

@@ -260,7 +260,7 @@ impl<R: Reader> ReadCtx<R> {
             // Transforms may rewrite neighbor lists: collating checks them again.
             let mut c = CollatedBatch::default();
             c.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
-            if self.collate.narrows_int64() {
+            if self.collate.narrow_int64() {
                 c.narrow_int64();
             }
             out.push(c);
@@ -336,7 +336,7 @@ impl<R: Reader + 'static> Dataset<R> {
 
     /// Skips per-sample validation (for trusted stores): batches are built
     /// straight from the reader's collated path.
-    pub fn skip_validation(mut self, yes: bool) -> Self {
+    pub fn with_skip_validation(mut self, yes: bool) -> Self {
         self.skip_validation = yes;
         self
     }
@@ -357,11 +357,11 @@ impl<R: Reader + 'static> Dataset<R> {
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
     /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
     /// ds.spawn_fused(vec![vec![0]]).wait()?; // the pool starts, 1 thread
-    /// let ds = ds.num_workers(2); // a new pool of 2 threads from the next read on
+    /// let ds = ds.with_num_workers(2); // a new pool of 2 threads from the next read on
     /// assert_eq!(ds.spawn_fused(vec![vec![0]]).wait()?.len(), 1);
     /// # Ok(()) }
     /// ```
-    pub fn num_workers(mut self, n: usize) -> Self {
+    pub fn with_num_workers(mut self, n: usize) -> Self {
         let n = n.max(1);
         if self.pool.get().is_some_and(|p| p.threads.len() != n) {
             // Resizing a running pool would race with its queued jobs; a
@@ -374,7 +374,7 @@ impl<R: Reader + 'static> Dataset<R> {
 
     /// How batches are laid out (default: as stored). The
     /// [`DataLoader`](crate::DataLoader) sets this for its backend.
-    pub fn collate_options(mut self, opts: CollateOptions) -> Self {
+    pub fn with_collate_options(mut self, opts: CollateOptions) -> Self {
         self.collate = opts;
         self
     }
@@ -398,18 +398,18 @@ impl<R: Reader + 'static> Dataset<R> {
     /// }
     /// let fail = Dataset::new(Three);
     /// assert!(matches!(fail.load_batches(&[vec![0, 1, 2]]), Err(Error::NeighborIndex { index: 1, value: 9, .. })));
-    /// let skip = Dataset::new(Three).error_policy(ErrorPolicy::Skip);
+    /// let skip = Dataset::new(Three).with_error_policy(ErrorPolicy::Skip);
     /// assert_eq!(skip.load_batches(&[vec![0, 1, 2]])?[0].indices, vec![0, 2]);
     /// assert_eq!(skip.skipped_samples(), 1);
     /// # Ok(()) }
     /// ```
-    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+    pub fn with_error_policy(mut self, policy: ErrorPolicy) -> Self {
         self.policy = policy;
         self
     }
 
     /// The error policy.
-    pub fn policy(&self) -> ErrorPolicy {
+    pub fn error_policy(&self) -> ErrorPolicy {
         self.policy
     }
 
@@ -437,7 +437,7 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// Whether validation is skipped.
-    pub fn skips_validation(&self) -> bool {
+    pub fn skip_validation(&self) -> bool {
         self.skip_validation
     }
 

@@ -23,8 +23,8 @@
 //!     .map(|n| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap().with_energy(n as f32))
 //!     .collect();
 //! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
-//! let ds = Dataset::new(AtomicDataZarrReader::open(&path)?).skip_validation(true);
-//! let loader = DataLoader::<Flex, _>::builder(ds).batch_size(4).shuffle(true).seed(1).prefetch_factor(2).build(&Default::default())?;
+//! let ds = Dataset::new(AtomicDataZarrReader::open(&path)?).with_skip_validation(true);
+//! let loader = DataLoader::<Flex, _>::builder(ds).with_batch_size(4).with_shuffle(true).with_seed(1).with_prefetch_factor(2).build(&Default::default())?;
 //! assert_eq!(loader.len(), 3);
 //! let mut seen = vec![];
 //! for batch in loader.iter() {
@@ -72,39 +72,39 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
 
 impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// Samples per batch (default 1). Not allowed with `batch_sampler`.
-    pub fn batch_size(mut self, n: usize) -> Self {
+    pub fn with_batch_size(mut self, n: usize) -> Self {
         self.batch_size = Some(n);
         self
     }
 
     /// Shuffle every epoch, seeded by `seed` and the epoch (default off).
     /// With a `sampler`, shuffles that sampler's indices.
-    pub fn shuffle(mut self, yes: bool) -> Self {
+    pub fn with_shuffle(mut self, yes: bool) -> Self {
         self.shuffle = yes;
         self
     }
 
     /// Seed of the shuffle (default 0).
-    pub fn seed(mut self, seed: u64) -> Self {
+    pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
 
     /// Drop the last short batch (default off).
-    pub fn drop_last(mut self, yes: bool) -> Self {
+    pub fn with_drop_last(mut self, yes: bool) -> Self {
         self.drop_last = yes;
         self
     }
 
     /// Sample order (default: sequential, or random with `shuffle`).
-    pub fn sampler(mut self, s: impl Sampler + 'static) -> Self {
+    pub fn with_sampler(mut self, s: impl Sampler + 'static) -> Self {
         self.sampler = Some(Arc::new(s));
         self
     }
 
     /// Batch membership and order; exclusive with `sampler`, `shuffle`,
     /// `batch_size` and `drop_last`.
-    pub fn batch_sampler(mut self, s: impl BatchSampler + 'static) -> Self {
+    pub fn with_batch_sampler(mut self, s: impl BatchSampler + 'static) -> Self {
         self.batch_sampler = Some(Arc::new(s));
         self
     }
@@ -112,19 +112,19 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// Batches fused into one backend read (default 2; 0 = one synchronous
     /// read per batch). Starting points: sequential 2-4, shuffled 16-64,
     /// block-shuffled 2-8.
-    pub fn prefetch_factor(mut self, k: usize) -> Self {
+    pub fn with_prefetch_factor(mut self, k: usize) -> Self {
         self.prefetch_factor = k;
         self
     }
 
     /// Background read threads of the dataset (default: the dataset's, 1).
-    pub fn num_workers(mut self, n: usize) -> Self {
+    pub fn with_num_workers(mut self, n: usize) -> Self {
         self.num_workers = Some(n);
         self
     }
 
     /// Stage host buffers in pinned memory before upload (CUDA; no-op on CPU).
-    pub fn pin_memory(mut self, yes: bool) -> Self {
+    pub fn with_pin_memory(mut self, yes: bool) -> Self {
         self.pin_memory = yes;
         self
     }
@@ -133,16 +133,16 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// so uploads overlap the training step (default off). Turn it on for GPU
     /// backends; on a CPU backend the conversion competes with the reads for
     /// the same cores and a shuffled epoch measured ~35% slower with it on.
-    pub fn use_streams(mut self, yes: bool) -> Self {
+    pub fn with_use_streams(mut self, yes: bool) -> Self {
         self.use_streams = yes;
         self
     }
 
     /// Batches of a window uploaded concurrently when `use_streams`
     /// (default 1: one after another on the background thread). Only
-    /// meaningful with `use_streams(true)`: [`build`](Self::build) refuses it
+    /// meaningful with `with_use_streams(true)`: [`build`](Self::build) refuses it
     /// otherwise, and refuses 0, rather than ignore it.
-    pub fn num_streams(mut self, n: usize) -> Self {
+    pub fn with_num_streams(mut self, n: usize) -> Self {
         self.num_streams = Some(n);
         self
     }
@@ -152,13 +152,13 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// [`ErrorPolicy::Skip`] it is dropped from its batch, logged and
     /// counted in [`DataLoader::stats`]; a batch left with no sample is not
     /// yielded. See [`ErrorPolicy`].
-    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+    pub fn with_error_policy(mut self, policy: ErrorPolicy) -> Self {
         self.error_policy = Some(policy);
         self
     }
 
     /// Adds a per-batch transform.
-    pub fn batch_transform(
+    pub fn with_batch_transform(
         mut self,
         f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static,
     ) -> Self {
@@ -169,8 +169,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// Checks the options and builds the loader for `device`.
     ///
     /// Options that would do nothing are errors ([`Error::Config`]):
-    /// `num_streams` without `use_streams`, `num_streams(0)`,
-    /// `num_workers(0)`, `batch_size(0)`.
+    /// `with_num_streams` without `with_use_streams`, `with_num_streams(0)`,
+    /// `with_num_workers(0)`, `with_batch_size(0)`.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -181,9 +181,9 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
     /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
-    /// let no_streams = DataLoader::<Flex, _>::builder(ds.clone()).num_streams(2).build(&Default::default());
+    /// let no_streams = DataLoader::<Flex, _>::builder(ds.clone()).with_num_streams(2).build(&Default::default());
     /// assert!(matches!(no_streams, Err(Error::Config(_))));
-    /// DataLoader::<Flex, _>::builder(ds).use_streams(true).num_streams(2).build(&Default::default())?;
+    /// DataLoader::<Flex, _>::builder(ds).with_use_streams(true).with_num_streams(2).build(&Default::default())?;
     /// # Ok(()) }
     /// ```
     pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
@@ -191,7 +191,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             (Some(0), _) => return Err(Error::Config("num_streams must be at least 1".into())),
             (Some(n), false) => {
                 return Err(Error::Config(format!(
-                    "num_streams({n}) needs use_streams(true): without it device batches are built on the consumer thread"
+                    "with_num_streams({n}) needs with_use_streams(true): without it device batches are built on the consumer thread"
                 )));
             }
             (n, true) => n.unwrap_or(1),
@@ -201,15 +201,15 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         // while it copies rows, so building the device batch converts nothing.
         let int32 = crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
         let mut dataset =
-            self.dataset.collate_options(CollateOptions::default().narrow_int64(int32)).with_own_skip_count();
+            self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
         if let Some(p) = self.error_policy {
-            dataset = dataset.error_policy(p);
+            dataset = dataset.with_error_policy(p);
         }
         if let Some(n) = self.num_workers {
             if n == 0 {
                 return Err(Error::Config("num_workers must be at least 1".into()));
             }
-            dataset = dataset.num_workers(n);
+            dataset = dataset.with_num_workers(n);
         }
         let batch_sampler: Arc<dyn BatchSampler> = match self.batch_sampler {
             Some(bs) => {

@@ -17,7 +17,7 @@ use super::{BatchSampler, Sampler};
 /// use atomzarr::sampler::Shard;
 /// let s = Shard::new(3, 1).unwrap();
 /// assert_eq!(s.apply((0..7).collect()), vec![1, 4, 0]); // padded with item 0
-/// assert_eq!(s.drop_last(true).apply((0..7).collect::<Vec<_>>()), vec![1, 4]);
+/// assert_eq!(s.with_drop_last(true).apply((0..7).collect::<Vec<_>>()), vec![1, 4]);
 /// assert!(Shard::new(2, 2).is_err());
 /// assert!(Shard::new(0, 0).is_err());
 /// ```
@@ -50,7 +50,7 @@ impl Shard {
 
     /// Drop the tail that does not divide evenly (instead of padding it by
     /// repeating items from the start of the epoch).
-    pub fn drop_last(mut self, yes: bool) -> Self {
+    pub fn with_drop_last(mut self, yes: bool) -> Self {
         self.drop_last = yes;
         self
     }
@@ -66,7 +66,7 @@ impl Shard {
     }
 
     /// Whether the uneven tail is dropped.
-    pub fn drops_last(&self) -> bool {
+    pub fn drop_last(&self) -> bool {
         self.drop_last
     }
 
@@ -126,8 +126,8 @@ impl<S: Sampler> DistributedSampler<S> {
     }
 
     /// Drop the uneven tail instead of padding it.
-    pub fn drop_last(mut self, yes: bool) -> Self {
-        self.shard = self.shard.drop_last(yes);
+    pub fn with_drop_last(mut self, yes: bool) -> Self {
+        self.shard = self.shard.with_drop_last(yes);
         self
     }
 
@@ -176,8 +176,8 @@ impl<S: BatchSampler> DistributedBatchSampler<S> {
     }
 
     /// Drop the uneven tail of batches instead of padding it.
-    pub fn drop_last(mut self, yes: bool) -> Self {
-        self.shard = self.shard.drop_last(yes);
+    pub fn with_drop_last(mut self, yes: bool) -> Self {
+        self.shard = self.shard.with_drop_last(yes);
         self
     }
 

@@ -159,54 +159,54 @@ pub struct MultiDatasetSamplerBuilder {
 
 impl MultiDatasetSamplerBuilder {
     /// Per-dataset sampling rates (default: proportional to dataset length).
-    pub fn weights(mut self, w: Vec<f64>) -> Self {
+    pub fn with_weights(mut self, w: Vec<f64>) -> Self {
         self.weights = Some(w);
         self
     }
     /// Equal rates for every dataset.
-    pub fn balanced(mut self) -> Self {
+    pub fn with_balanced_weights(mut self) -> Self {
         self.weights = Some(vec![1.0; self.lengths.len()]);
         self
     }
     /// Global indices per epoch before sharding (default: total samples).
-    pub fn num_samples(mut self, n: usize) -> Self {
+    pub fn with_num_samples(mut self, n: usize) -> Self {
         self.num_samples = Some(n);
         self
     }
     /// Allow a dataset to be used more than once per epoch (default on).
-    pub fn replacement(mut self, yes: bool) -> Self {
+    pub fn with_replacement(mut self, yes: bool) -> Self {
         self.replacement = yes;
         self
     }
     /// Shuffle dataset choices and local order (default on).
-    pub fn shuffle(mut self, yes: bool) -> Self {
+    pub fn with_shuffle(mut self, yes: bool) -> Self {
         self.shuffle = yes;
         self
     }
     /// Seed (default 0); the epoch comes from [`Sampler::indices`].
-    pub fn seed(mut self, seed: u64) -> Self {
+    pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
     /// Data-parallel replicas (default 1).
-    pub fn num_replicas(mut self, n: usize) -> Self {
+    pub fn with_num_replicas(mut self, n: usize) -> Self {
         self.num_replicas = n;
         self
     }
     /// This replica's rank (default 0).
-    pub fn rank(mut self, r: usize) -> Self {
+    pub fn with_rank(mut self, r: usize) -> Self {
         self.rank = r;
         self
     }
     /// Drop the tail that does not shard evenly instead of padding (default off).
-    pub fn drop_last(mut self, yes: bool) -> Self {
+    pub fn with_drop_last(mut self, yes: bool) -> Self {
         self.drop_last = yes;
         self
     }
 
     /// Checks the options ([`Error::Config`] on any conflict).
     pub fn build(self) -> Result<MultiDatasetSampler> {
-        let shard = Shard::new(self.num_replicas, self.rank)?.drop_last(self.drop_last);
+        let shard = Shard::new(self.num_replicas, self.rank)?.with_drop_last(self.drop_last);
         let weights = normalise_weights(self.weights.as_deref(), &self.lengths, "MultiDatasetSampler weights")?;
         let num_samples = self.num_samples.unwrap_or_else(|| self.lengths.iter().sum());
         if num_samples == 0 {
@@ -242,11 +242,11 @@ impl MultiDatasetSamplerBuilder {
 ///
 /// ```
 /// use atomzarr::sampler::{MultiDatasetSampler, Sampler};
-/// let s = MultiDatasetSampler::for_lengths(vec![10, 100]).balanced().num_samples(40).seed(1).build().unwrap();
+/// let s = MultiDatasetSampler::for_lengths(vec![10, 100]).with_balanced_weights().with_num_samples(40).with_seed(1).build().unwrap();
 /// let idx = s.indices(0);
 /// assert_eq!(idx.iter().filter(|&&i| i < 10).count(), 20); // 20 of dataset 0, each used twice
 /// assert_eq!(s.counts(), &[20, 20]);
-/// assert!(MultiDatasetSampler::for_lengths(vec![10, 100]).balanced().num_samples(40).replacement(false).build().is_err());
+/// assert!(MultiDatasetSampler::for_lengths(vec![10, 100]).with_balanced_weights().with_num_samples(40).with_replacement(false).build().is_err());
 /// ```
 #[derive(Debug, Clone)]
 pub struct MultiDatasetSampler {
@@ -334,60 +334,60 @@ pub struct MultiDatasetBatchSamplerBuilder {
 impl MultiDatasetBatchSamplerBuilder {
     /// Per-dataset rates used to split `batch_size` (default: proportional
     /// to dataset length). Exclusive with `samples_per_dataset`.
-    pub fn weights(mut self, w: Vec<f64>) -> Self {
+    pub fn with_weights(mut self, w: Vec<f64>) -> Self {
         self.weights = Some(w);
         self
     }
     /// Equal rates for every dataset (sets `weights`).
-    pub fn balanced(mut self) -> Self {
+    pub fn with_balanced_weights(mut self) -> Self {
         self.weights = Some(vec![1.0; self.lengths.len()]);
         self
     }
     /// Exact counts per batch (`Vec<usize>`, must sum to `batch_size`) or
     /// ratios (`Vec<f64>`). Exclusive with `weights`.
-    pub fn samples_per_dataset(mut self, s: impl Into<SamplesPerDataset>) -> Self {
+    pub fn with_samples_per_dataset(mut self, s: impl Into<SamplesPerDataset>) -> Self {
         self.samples_per_dataset = Some(s.into());
         self
     }
     /// Batches per epoch before sharding (default: from `epoch_policy`).
-    pub fn num_batches(mut self, n: usize) -> Self {
+    pub fn with_num_batches(mut self, n: usize) -> Self {
         self.num_batches = Some(n);
         self
     }
     /// How to size the epoch when `num_batches` is not set (default
     /// [`EpochPolicy::DatasetSize`]).
-    pub fn epoch_policy(mut self, p: EpochPolicy) -> Self {
+    pub fn with_epoch_policy(mut self, p: EpochPolicy) -> Self {
         self.epoch_policy = p;
         self
     }
     /// Allow a dataset to be used more than once per epoch (default on).
-    pub fn replacement(mut self, yes: bool) -> Self {
+    pub fn with_replacement(mut self, yes: bool) -> Self {
         self.replacement = yes;
         self
     }
     /// Shuffle local order and the order inside each batch (default on).
-    pub fn shuffle(mut self, yes: bool) -> Self {
+    pub fn with_shuffle(mut self, yes: bool) -> Self {
         self.shuffle = yes;
         self
     }
     /// Seed (default 0); the epoch comes from [`BatchSampler::batches`].
-    pub fn seed(mut self, seed: u64) -> Self {
+    pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
     /// Data-parallel replicas (default 1); ranks get whole batches.
-    pub fn num_replicas(mut self, n: usize) -> Self {
+    pub fn with_num_replicas(mut self, n: usize) -> Self {
         self.num_replicas = n;
         self
     }
     /// This replica's rank (default 0).
-    pub fn rank(mut self, r: usize) -> Self {
+    pub fn with_rank(mut self, r: usize) -> Self {
         self.rank = r;
         self
     }
     /// Drop the batches that do not shard evenly instead of padding with
     /// batches from the start of the epoch (default off).
-    pub fn drop_last(mut self, yes: bool) -> Self {
+    pub fn with_drop_last(mut self, yes: bool) -> Self {
         self.drop_last = yes;
         self
     }
@@ -436,7 +436,7 @@ impl MultiDatasetBatchSamplerBuilder {
 
     /// Checks the options ([`Error::Config`] on any conflict).
     pub fn build(self) -> Result<MultiDatasetBatchSampler> {
-        let shard = Shard::new(self.num_replicas, self.rank)?.drop_last(self.drop_last);
+        let shard = Shard::new(self.num_replicas, self.rank)?.with_drop_last(self.drop_last);
         if self.batch_size == 0 {
             return Err(Error::Config("MultiDatasetBatchSampler: batch_size must be at least 1".into()));
         }
@@ -496,9 +496,9 @@ impl MultiDatasetBatchSamplerBuilder {
 /// ```
 /// use atomzarr::sampler::{BatchSampler, EpochPolicy, MultiDatasetBatchSampler};
 /// let s = MultiDatasetBatchSampler::for_lengths(vec![10, 40], 5)
-///     .samples_per_dataset(vec![1, 4])
-///     .epoch_policy(EpochPolicy::MaxSize)
-///     .seed(3)
+///     .with_samples_per_dataset(vec![1, 4])
+///     .with_epoch_policy(EpochPolicy::MaxSize)
+///     .with_seed(3)
 ///     .build()
 ///     .unwrap();
 /// assert_eq!(s.len(), 10); // max(10 / 1, 40 / 4)
@@ -506,7 +506,7 @@ impl MultiDatasetBatchSamplerBuilder {
 ///     assert_eq!(b.iter().filter(|&&i| i < 10).count(), 1);
 /// }
 /// // Counts must sum to the batch size.
-/// assert!(MultiDatasetBatchSampler::for_lengths(vec![10, 40], 5).samples_per_dataset(vec![1, 3]).build().is_err());
+/// assert!(MultiDatasetBatchSampler::for_lengths(vec![10, 40], 5).with_samples_per_dataset(vec![1, 3]).build().is_err());
 /// ```
 #[derive(Debug, Clone)]
 pub struct MultiDatasetBatchSampler {
@@ -527,7 +527,7 @@ impl MultiDatasetBatchSampler {
 
     /// A builder with equal per-dataset rates (the reference's `balanced`).
     pub fn balanced(multi: &MultiDataset, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
-        Self::builder(multi, batch_size).balanced()
+        Self::builder(multi, batch_size).with_balanced_weights()
     }
 
     /// A builder over children of these lengths (global index = sum of the

@@ -11,27 +11,27 @@ use super::{BatchSampler, epoch_rng};
 ///
 /// ```
 /// use atomzarr::sampler::SizeAwareOptions;
-/// let o = SizeAwareOptions::default().max_atoms(512).max_batch_size(32).seed(3);
+/// let o = SizeAwareOptions::default().with_max_atoms(512).with_max_batch_size(32).with_seed(3);
 /// assert_eq!((o.max_atoms, o.max_edges, o.max_batch_size), (Some(512), None, Some(32)));
 /// assert!(o.shuffle);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SizeAwareOptions {
     /// Most atoms in one batch.
-    pub max_atoms: Option<usize>,
+    pub(crate) max_atoms: Option<usize>,
     /// Most edges in one batch.
-    pub max_edges: Option<usize>,
+    pub(crate) max_edges: Option<usize>,
     /// Most samples (graphs) in one batch.
-    pub max_batch_size: Option<usize>,
+    pub(crate) max_batch_size: Option<usize>,
     /// Reshuffle samples and batch order every epoch (default on).
-    pub shuffle: bool,
+    pub(crate) shuffle: bool,
     /// Seed of the shuffle (default 0).
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Samples packed together (default 2048): the epoch's order is cut into
     /// pools of this many, each pool is packed largest-first. Bigger pools
     /// pack tighter but mix less randomly; the last batches of a pool may be
     /// underfull.
-    pub pool_size: usize,
+    pub(crate) pool_size: usize,
 }
 
 impl Default for SizeAwareOptions {
@@ -49,34 +49,58 @@ impl Default for SizeAwareOptions {
 
 impl SizeAwareOptions {
     /// Sets `max_atoms`.
-    pub fn max_atoms(mut self, n: usize) -> Self {
+    pub fn with_max_atoms(mut self, n: usize) -> Self {
         self.max_atoms = Some(n);
         self
     }
     /// Sets `max_edges`.
-    pub fn max_edges(mut self, n: usize) -> Self {
+    pub fn with_max_edges(mut self, n: usize) -> Self {
         self.max_edges = Some(n);
         self
     }
     /// Sets `max_batch_size`.
-    pub fn max_batch_size(mut self, n: usize) -> Self {
+    pub fn with_max_batch_size(mut self, n: usize) -> Self {
         self.max_batch_size = Some(n);
         self
     }
     /// Sets `shuffle`.
-    pub fn shuffle(mut self, yes: bool) -> Self {
+    pub fn with_shuffle(mut self, yes: bool) -> Self {
         self.shuffle = yes;
         self
     }
     /// Sets `seed`.
-    pub fn seed(mut self, seed: u64) -> Self {
+    pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
     /// Sets `pool_size`.
-    pub fn pool_size(mut self, n: usize) -> Self {
+    pub fn with_pool_size(mut self, n: usize) -> Self {
         self.pool_size = n;
         self
+    }
+    /// Most atoms in one batch.
+    pub fn max_atoms(&self) -> Option<usize> {
+        self.max_atoms
+    }
+    /// Most edges in one batch.
+    pub fn max_edges(&self) -> Option<usize> {
+        self.max_edges
+    }
+    /// Most samples in one batch.
+    pub fn max_batch_size(&self) -> Option<usize> {
+        self.max_batch_size
+    }
+    /// Whether samples and batches are reshuffled every epoch.
+    pub fn shuffle(&self) -> bool {
+        self.shuffle
+    }
+    /// Seed of the shuffle.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Samples packed together.
+    pub fn pool_size(&self) -> usize {
+        self.pool_size
     }
 }
 
@@ -104,7 +128,7 @@ impl SizeAwareOptions {
 /// ```
 /// use atomzarr::sampler::{BatchSampler, SizeAwareOptions, SizeAwareSampler};
 /// let sizes = vec![(3, 6), (5, 2), (2, 2), (9, 1), (20, 4)];
-/// let s = SizeAwareSampler::new(sizes.clone(), SizeAwareOptions::default().max_atoms(10).seed(1)).unwrap();
+/// let s = SizeAwareSampler::new(sizes.clone(), SizeAwareOptions::default().with_max_atoms(10).with_seed(1)).unwrap();
 /// let batches = s.batches(0);
 /// for b in &batches {
 ///     let atoms: usize = b.iter().map(|&i| sizes[i].0).sum();

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use crate::data::NEIGHBOR_LIST;
-use crate::data::{AtomicData, Field, HostData, IndexRange, IndexReport, Level};
+use crate::data::{AtomicData, IndexRange, IndexReport, Level};
 use crate::data::{CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -46,15 +46,6 @@ fn layout_diff(want: &Layout, got: &Layout) -> Option<String> {
         return None;
     }
     Some(format!("missing {missing:?}, extra {extra:?}, different level/dtype/shape {differ:?}"))
-}
-
-fn level_rows(b: &CollatedBatch, level: Level, k: usize) -> Option<(usize, usize)> {
-    let (lo, hi) = match level {
-        Level::Atom => (*b.atoms_ptr.get(k)?, *b.atoms_ptr.get(k + 1)?),
-        Level::Edge => (*b.edges_ptr.get(k)?, *b.edges_ptr.get(k + 1)?),
-        Level::System => return (k < b.num_graphs()).then_some((k, k + 1)),
-    };
-    (lo >= 0 && hi >= lo).then_some((lo as usize, hi as usize))
 }
 
 /// Builds the error for the pick at a position of `picks` whose neighbor
@@ -104,17 +95,18 @@ pub(crate) fn gather_append(
     }
     // Pointers first: each pick's atom base in dst rebases its neighbor list.
     let mut bases = Vec::with_capacity(picks.len());
+    let mut atom_rows = Vec::with_capacity(picks.len());
     for &(s, k) in picks {
         let src = sources[s];
-        let (a0, a1) = level_rows(src, Level::Atom, k)
-            .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
-        let (e0, e1) = level_rows(src, Level::Edge, k)
-            .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+        let out_of_range = || Error::Background(format!("gather: graph {k} out of range"));
+        let atoms_k = src.graph_rows(Level::Atom, k).ok_or_else(out_of_range)?;
+        let edges_k = src.graph_rows(Level::Edge, k).ok_or_else(out_of_range)?;
         let atoms = *dst.atoms_ptr.last().unwrap_or(&0);
         let edges = *dst.edges_ptr.last().unwrap_or(&0);
-        bases.push(atoms - a0 as i64);
-        dst.atoms_ptr.push(atoms + (a1 - a0) as i64);
-        dst.edges_ptr.push(edges + (e1 - e0) as i64);
+        bases.push(atoms - atoms_k.start as i64);
+        dst.atoms_ptr.push(atoms + atoms_k.len() as i64);
+        dst.edges_ptr.push(edges + edges_k.len() as i64);
+        atom_rows.push(atoms_k);
     }
     for (name, f) in dst.fields.iter_mut() {
         let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
@@ -124,30 +116,25 @@ pub(crate) fn gather_append(
                 .fields
                 .get(name)
                 .ok_or_else(|| Error::Background(format!("gather: field {name} vanished")))?;
-            let (lo, hi) = level_rows(sources[s], f.level, k)
+            let rows = sources[s]
+                .graph_rows(f.level, k)
                 .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
             let bytes = sf
                 .data
                 .as_bytes()
-                .get(lo * row_bytes..hi * row_bytes)
+                .get(rows.start * row_bytes..rows.end * row_bytes)
                 .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
             let start = f.data.len();
             match range_error {
                 Some(range_error) if is_nl => {
-                    // The graph's atoms are a0..a1 in its source and start at a0 + base here.
-                    let (a0, a1) = level_rows(sources[s], Level::Atom, k)
-                        .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
-                    let (a0, n) = (a0 as i64, (a1 - a0) as u64);
+                    // The graph's atoms are atom_rows[pos] in its source and start at their start + base here.
+                    let (a0, n) = (atom_rows[pos].start as i64, atom_rows[pos].len() as u64);
                     if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
                         return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
                     }
                 }
-                _ => {
-                    f.data.extend_from_bytes(bytes);
-                    if is_nl {
-                        f.data.add_offset_from(start, base)?;
-                    }
-                }
+                _ if is_nl => f.data.extend_rebased(bytes, base)?,
+                _ => f.data.extend_from_bytes(bytes),
             }
         }
     }
@@ -159,11 +146,13 @@ fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error
     let Some(nl) = b.fields.get(NEIGHBOR_LIST) else { return Ok(()) };
     let per_row: usize = nl.trailing_shape.iter().product();
     for k in 0..b.num_graphs() {
-        let ((a0, a1), (e0, e1)) = match (level_rows(b, Level::Atom, k), level_rows(b, Level::Edge, k)) {
+        let (atoms, edges) = match (b.graph_rows(Level::Atom, k), b.graph_rows(Level::Edge, k)) {
             (Some(a), Some(e)) => (a, e),
             _ => return Err(Error::Background(format!("graph {k} out of range of its pointers"))),
         };
-        if let Some(r) = nl.data.index_report(e0 * per_row..e1 * per_row, a0 as i64, (a1 - a0) as u64) {
+        if let Some(r) =
+            nl.data.index_report(edges.start * per_row..edges.end * per_row, atoms.start as i64, atoms.len() as u64)
+        {
             return Err(err(k, r));
         }
     }
@@ -173,16 +162,16 @@ fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error
 /// Options of [`InMemoryDataset::from_reader_with`].
 ///
 /// ```
-/// let o = atomzarr::InMemoryOptions::default().chunk_size(4096).progress(true);
-/// assert_eq!((o.chunk_size, o.progress), (4096, true));
+/// let o = atomzarr::InMemoryOptions::default().with_chunk_size(4096).with_progress(true);
+/// assert_eq!((o.chunk_size(), o.progress()), (4096, true));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InMemoryOptions {
     /// Samples read per backend call while loading (default 1024).
-    pub chunk_size: usize,
+    pub(crate) chunk_size: usize,
     /// Show a progress bar on stderr while loading (default off; without
     /// the `progress` feature: `log::info!` lines instead).
-    pub progress: bool,
+    pub(crate) progress: bool,
 }
 
 impl Default for InMemoryOptions {
@@ -193,14 +182,22 @@ impl Default for InMemoryOptions {
 
 impl InMemoryOptions {
     /// Sets `chunk_size`.
-    pub fn chunk_size(mut self, n: usize) -> Self {
+    pub fn with_chunk_size(mut self, n: usize) -> Self {
         self.chunk_size = n;
         self
     }
     /// Sets `progress`.
-    pub fn progress(mut self, yes: bool) -> Self {
+    pub fn with_progress(mut self, yes: bool) -> Self {
         self.progress = yes;
         self
+    }
+    /// Samples read per backend call while loading.
+    pub fn chunk_size(&self) -> usize {
+        self.chunk_size
+    }
+    /// Whether loading shows a progress bar.
+    pub fn progress(&self) -> bool {
+        self.progress
     }
 }
 
@@ -336,26 +333,7 @@ impl InMemoryDataset {
     }
 
     fn sample(&self, k: usize) -> Result<AtomicData> {
-        let mut s = AtomicData::default();
-        for (name, f) in &self.data.fields {
-            let (lo, hi) = level_rows(&self.data, f.level, k)
-                .ok_or_else(|| Error::Background(format!("sample {k} out of range")))?;
-            let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
-            let bytes = f
-                .data
-                .as_bytes()
-                .get(lo * row_bytes..hi * row_bytes)
-                .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
-            let mut data = HostData::from_bytes(f.data.dtype(), bytes)?;
-            if name == NEIGHBOR_LIST {
-                data.add_offset(-self.data.atoms_ptr[k])?;
-            }
-            let mut shape = Vec::with_capacity(1 + f.trailing_shape.len());
-            shape.push(hi - lo);
-            shape.extend(&f.trailing_shape);
-            s.fields.insert(name.clone(), Field { level: f.level, shape, data });
-        }
-        Ok(s)
+        self.data.sample(k)
     }
 }
 

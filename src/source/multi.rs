@@ -23,14 +23,14 @@ use crate::source::{Reader, SampleMetadata};
 ///
 /// ```
 /// let o = atomzarr::MultiDatasetOptions::default();
-/// assert!(o.output_strict);
+/// assert!(o.output_strict());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MultiDatasetOptions {
     /// Require every non-empty child to have the same field names and levels
     /// (default on). Off: children may differ, and a batch that mixes
     /// children with different fields fails when it is collated.
-    pub output_strict: bool,
+    pub(crate) output_strict: bool,
 }
 
 impl Default for MultiDatasetOptions {
@@ -41,9 +41,13 @@ impl Default for MultiDatasetOptions {
 
 impl MultiDatasetOptions {
     /// Sets `output_strict`.
-    pub fn output_strict(mut self, yes: bool) -> Self {
+    pub fn with_output_strict(mut self, yes: bool) -> Self {
         self.output_strict = yes;
         self
+    }
+    /// Whether children must share field names and levels.
+    pub fn output_strict(&self) -> bool {
+        self.output_strict
     }
 }
 

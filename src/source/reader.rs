@@ -135,7 +135,7 @@ pub trait Reader: Send + Sync {
         out: &mut Vec<CollatedBatch>,
     ) -> Result<()> {
         self.load_collated(batches, out)?;
-        if opts.narrows_int64() {
+        if opts.narrow_int64() {
             out.iter_mut().for_each(CollatedBatch::narrow_int64);
         }
         Ok(())
@@ -179,7 +179,7 @@ pub trait Reader: Send + Sync {
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
     /// let reader = AtomicDataZarrReader::open(&path)?;
     /// let mut out = Vec::new();
-    /// reader.read_collated_with(&[vec![0, 1]], CollateOptions::default().narrow_int64(true), &mut out)?;
+    /// reader.read_collated_with(&[vec![0, 1]], CollateOptions::default().with_narrow_int64(true), &mut out)?;
     /// assert_eq!(out[0].fields["neighbor_list"].data, HostData::Int32(vec![0, 1, 2, 3]));
     /// # Ok(()) }
     /// ```

@@ -8,8 +8,8 @@
 //! ```
 //! use atomzarr::{Codec, ZarrArrayConfig, ZarrWriteConfig};
 //! let config = ZarrWriteConfig::default()
-//!     .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(10_000).shard_size(500_000))
-//!     .with_override("neighbor_list", ZarrArrayConfig::default().chunk_size(20_000));
+//!     .with_core(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(10_000).with_shard_size(500_000))
+//!     .with_override("neighbor_list", ZarrArrayConfig::default().with_chunk_size(20_000));
 //! config.validate().unwrap();
 //! let json = serde_json::to_string(&config).unwrap();
 //! assert_eq!(serde_json::from_str::<ZarrWriteConfig>(&json).unwrap(), config);
@@ -100,17 +100,17 @@ impl std::fmt::Display for Codec {
 #[serde(default)]
 pub struct ZarrArrayConfig {
     /// Compression codec.
-    pub codec: Option<Codec>,
+    pub(crate) codec: Option<Codec>,
     /// Rows per (inner) chunk along dimension 0, on the array's own axis.
-    pub chunk_size: Option<u64>,
+    pub(crate) chunk_size: Option<u64>,
     /// Rows per shard; a multiple of `chunk_size`. Unset: no sharding.
-    pub shard_size: Option<u64>,
+    pub(crate) shard_size: Option<u64>,
     /// Store chunks that hold only the fill value (Zarr skips them by default).
-    pub write_empty_chunks: Option<bool>,
+    pub(crate) write_empty_chunks: Option<bool>,
     /// End every chunk's codec chain (the inner chain of a sharded array)
     /// with a `crc32c` checksum, so a reader detects corrupted bytes instead
     /// of decoding them into wrong values. Unset: on.
-    pub checksum: Option<bool>,
+    pub(crate) checksum: Option<bool>,
 }
 
 impl ZarrArrayConfig {
@@ -128,19 +128,19 @@ impl ZarrArrayConfig {
     }
 
     /// Sets the codec.
-    pub fn codec(mut self, codec: Codec) -> Self {
+    pub fn with_codec(mut self, codec: Codec) -> Self {
         self.codec = Some(codec);
         self
     }
 
     /// Sets the chunk size (rows).
-    pub fn chunk_size(mut self, rows: u64) -> Self {
+    pub fn with_chunk_size(mut self, rows: u64) -> Self {
         self.chunk_size = Some(rows);
         self
     }
 
     /// Sets the shard size (rows), enabling `sharding_indexed`.
-    pub fn shard_size(mut self, rows: u64) -> Self {
+    pub fn with_shard_size(mut self, rows: u64) -> Self {
         self.shard_size = Some(rows);
         self
     }
@@ -150,7 +150,7 @@ impl ZarrArrayConfig {
     /// value is not stored at all, and reads as the fill value; when true,
     /// every chunk is stored. It applies to each write through the writer
     /// whose configuration has it (append, delete, add_custom, defragment).
-    pub fn write_empty_chunks(mut self, yes: bool) -> Self {
+    pub fn with_write_empty_chunks(mut self, yes: bool) -> Self {
         self.write_empty_chunks = Some(yes);
         self
     }
@@ -167,15 +167,40 @@ impl ZarrArrayConfig {
     /// ```
     /// use atomzarr::{ZarrArrayConfig, ZarrWriteConfig, store::StoreGroup};
     /// let config = ZarrWriteConfig::default()
-    ///     .with_core(ZarrArrayConfig::default().checksum(false))
-    ///     .with_override("energy", ZarrArrayConfig::default().checksum(true));
+    ///     .with_core(ZarrArrayConfig::default().with_checksum(false))
+    ///     .with_override("energy", ZarrArrayConfig::default().with_checksum(true));
     /// assert!(!config.resolve(StoreGroup::Core, "positions").checksum);
     /// assert!(config.resolve(StoreGroup::Core, "energy").checksum);
     /// assert!(config.resolve(StoreGroup::Meta, "atoms_ptr").checksum); // library default
     /// ```
-    pub fn checksum(mut self, yes: bool) -> Self {
+    pub fn with_checksum(mut self, yes: bool) -> Self {
         self.checksum = Some(yes);
         self
+    }
+
+    /// The codec, if set at this layer.
+    pub fn codec(&self) -> Option<Codec> {
+        self.codec
+    }
+
+    /// The chunk size (rows), if set at this layer.
+    pub fn chunk_size(&self) -> Option<u64> {
+        self.chunk_size
+    }
+
+    /// The shard size (rows), if set at this layer.
+    pub fn shard_size(&self) -> Option<u64> {
+        self.shard_size
+    }
+
+    /// Whether all-fill chunks are stored, if set at this layer.
+    pub fn write_empty_chunks(&self) -> Option<bool> {
+        self.write_empty_chunks
+    }
+
+    /// Whether chunks end with a `crc32c` checksum, if set at this layer.
+    pub fn checksum(&self) -> Option<bool> {
+        self.checksum
     }
 
     fn or(self, lower: ZarrArrayConfig) -> ZarrArrayConfig {
@@ -236,13 +261,13 @@ impl ResolvedArrayConfig {
 #[serde(default)]
 pub struct ZarrWriteConfig {
     /// Defaults for `meta/` arrays (pointers, masks).
-    pub meta: ZarrArrayConfig,
+    pub(crate) meta: ZarrArrayConfig,
     /// Defaults for `core/` arrays.
-    pub core: ZarrArrayConfig,
+    pub(crate) core: ZarrArrayConfig,
     /// Defaults for `custom/` arrays.
-    pub custom: ZarrArrayConfig,
+    pub(crate) custom: ZarrArrayConfig,
     /// Per-field-name overrides (apply in whichever group the field lives).
-    pub field_overrides: BTreeMap<String, ZarrArrayConfig>,
+    pub(crate) field_overrides: BTreeMap<String, ZarrArrayConfig>,
 }
 
 impl ZarrWriteConfig {
@@ -268,6 +293,26 @@ impl ZarrWriteConfig {
     pub fn with_override(mut self, field: impl Into<String>, c: ZarrArrayConfig) -> Self {
         self.field_overrides.insert(field.into(), c);
         self
+    }
+
+    /// The `meta` group default.
+    pub fn meta(&self) -> &ZarrArrayConfig {
+        &self.meta
+    }
+
+    /// The `core` group default.
+    pub fn core(&self) -> &ZarrArrayConfig {
+        &self.core
+    }
+
+    /// The `custom` group default.
+    pub fn custom(&self) -> &ZarrArrayConfig {
+        &self.custom
+    }
+
+    /// The per-field overrides.
+    pub fn field_overrides(&self) -> &BTreeMap<String, ZarrArrayConfig> {
+        &self.field_overrides
     }
 
     /// The settings of array `name` in `group`.

@@ -107,7 +107,7 @@ enum Seen {
 /// Finds the out-of-range neighbor lists of the store at `path` and what
 /// [`repair`] would do with them, writing nothing.
 pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
-    let reader = AtomicDataZarrReader::open_with(path.as_ref(), ReaderOptions { cache_bytes: 0 })?;
+    let reader = AtomicDataZarrReader::open_with(path.as_ref(), ReaderOptions::default().with_cache_bytes(0))?;
     plan(&reader).map(|(report, _)| report)
 }
 
@@ -123,7 +123,7 @@ pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
     let path = path.as_ref();
     // The writer first: opening it finishes any interrupted operation.
     let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default())?;
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
     let (mut report, st) = plan(&reader)?;
     if report.fixed.is_empty() {
         return Ok(report);

@@ -77,7 +77,8 @@ pub fn time_reads(
 ) -> Result<Vec<ReadResult>> {
     opts.validate()?;
     let t0 = Instant::now();
-    let reader = Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: opts.cache_bytes })?);
+    let reader =
+        Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(opts.cache_bytes))?);
     let n = reader.len();
     if let Some(e) = expected
         && e != n
@@ -177,13 +178,13 @@ fn read_loader(
     let schema = reader.field_schema();
     let sizes: BTreeMap<String, usize> =
         schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
-    let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
+    let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
     let device = burn::backend::flex::FlexDevice;
     let loader = DataLoader::<B, _>::builder(ds)
-        .batch_size(opts.batch_size)
-        .sampler(ListSampler::new(order.to_vec()))
-        .prefetch_factor(opts.prefetch())
-        .pin_memory(opts.pin_memory)
+        .with_batch_size(opts.batch_size)
+        .with_sampler(ListSampler::new(order.to_vec()))
+        .with_prefetch_factor(opts.prefetch())
+        .with_pin_memory(opts.pin_memory)
         .build(&device)?;
     let mut tally = Tally::new(order.len(), opts.checksum);
     let mut k = 0;

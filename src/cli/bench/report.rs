@@ -30,7 +30,7 @@ pub struct StoreFacts {
 
 /// Computes [`StoreFacts`] from the pointers and the schema (no field data read).
 pub fn store_facts(path: &Path) -> Result<StoreFacts> {
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
     let schema = reader.field_schema();
     let n = reader.len();
     let (mut atoms, mut edges) = (0u64, 0u64);

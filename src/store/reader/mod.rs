@@ -47,12 +47,31 @@ mod state;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReaderOptions {
     /// Byte budget of the decoded-chunk cache; 0 disables it.
-    pub cache_bytes: u64,
+    pub(crate) cache_bytes: u64,
 }
 
 impl Default for ReaderOptions {
     fn default() -> Self {
         ReaderOptions { cache_bytes: DEFAULT_CACHE_BYTES }
+    }
+}
+
+impl ReaderOptions {
+    /// Sets the byte budget of the decoded-chunk cache (default 1.28 GiB);
+    /// 0 disables it.
+    ///
+    /// ```
+    /// let o = atomzarr::ReaderOptions::default().with_cache_bytes(128 << 20);
+    /// assert_eq!(o.cache_bytes(), 128 << 20);
+    /// ```
+    pub fn with_cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// The byte budget of the decoded-chunk cache.
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_bytes
     }
 }
 

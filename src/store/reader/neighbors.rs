@@ -87,17 +87,14 @@ impl AtomicDataZarrReader {
             let lo = ptrs.atoms[p];
             let off = batch_atoms[k] - lo;
             let rows = ptrs.rows(f.level, p);
-            // Offsets are added during the copy: a second pass over the
-            // neighbor list measured ~5% of a warm epoch.
             let start = dst.len();
-            match dst {
-                HostData::Int64(v) => self.for_rows(f, dec, rows, |src| HostData::extend_i64_offset(v, src, off))?,
-                HostData::Int32(v) => self.for_rows(f, dec, rows, |src| HostData::extend_i32_offset(v, src, off))?,
-                _ => {
-                    self.copy_rows(f, dec, rows, dst)?;
-                    dst.add_offset_from(start, off)?;
+            let mut rebased = Ok(());
+            self.for_rows(f, dec, rows, |src| {
+                if rebased.is_ok() {
+                    rebased = dst.extend_rebased(src, off);
                 }
-            }
+            })?;
+            rebased?;
             if bad.as_ref().is_some_and(|b| b.contains(&p)) {
                 let n = (ptrs.atoms[p + 1] - lo) as u64;
                 return Err(bad_indices(dst, start, batch_atoms[k], n, |r| self.range_error_in(st, logical[k], r)));

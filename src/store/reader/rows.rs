@@ -64,9 +64,17 @@ impl AtomicDataZarrReader {
             let rows = st.ptrs().rows(f.level, p);
             let n = (rows.end - rows.start) as usize;
             let mut data = HostData::with_capacity(f.dtype, n * f.row_elems);
-            self.copy_rows(f, d, rows, &mut data)?;
             if f.name == NEIGHBOR_LIST {
-                data.add_offset(-st.atoms_ptr[p])?;
+                // Store-global to sample-local in the copy.
+                let mut rebased = Ok(());
+                self.for_rows(f, d, rows, |src| {
+                    if rebased.is_ok() {
+                        rebased = data.extend_rebased(src, -st.atoms_ptr[p]);
+                    }
+                })?;
+                rebased?;
+            } else {
+                self.copy_rows(f, d, rows, &mut data)?;
             }
             let mut shape = Vec::with_capacity(1 + f.trailing.len());
             shape.push(n);

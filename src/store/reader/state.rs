@@ -52,7 +52,7 @@ pub(crate) struct FieldArray {
 impl FieldArray {
     /// Whether this request reads the array's chunks narrowed to int32.
     pub(super) fn narrowed(&self, opts: CollateOptions) -> bool {
-        opts.narrows_int64() && self.dtype == DType::Int64 && !self.wide_only.load(std::sync::atomic::Ordering::Relaxed)
+        opts.narrow_int64() && self.dtype == DType::Int64 && !self.wide_only.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

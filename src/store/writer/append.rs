@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::{AtomicDataZarrWriter, Schema, for_each_io};
 use crate::data::NEIGHBOR_LIST;
-use crate::data::{AtomicData, DType, Field, Level};
+use crate::data::{AtomicData, DType, Field, HostData, Level};
 use crate::error::{AppendStep, Error, Result};
 use crate::store::arrays;
 use crate::store::format::{self, FieldInfo};
@@ -130,9 +130,10 @@ impl AtomicDataZarrWriter {
             for (i, s) in samples.iter().enumerate() {
                 let f = field(s)?;
                 if name == NEIGHBOR_LIST {
-                    let mut shifted = f.data.clone();
+                    // Sample-local to store-global, in the copy.
                     let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
-                    shifted.add_offset(base)?;
+                    let mut shifted = HostData::with_capacity(f.data.dtype(), f.data.len());
+                    shifted.extend_rebased(f.data.as_bytes(), base)?;
                     bytes.extend_from_slice(shifted.as_bytes());
                 } else {
                     bytes.extend_from_slice(f.data.as_bytes());

@@ -50,7 +50,7 @@ mod recover;
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("s.zarr");
 /// let config = ZarrWriteConfig::default()
-///     .with_core(ZarrArrayConfig::default().codec(Codec::Zstd { level: 3 }).chunk_size(64).shard_size(256));
+///     .with_core(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 3 }).with_chunk_size(64).with_shard_size(256));
 /// let mut w = AtomicDataZarrWriter::create(&path, config)?;
 /// let mk = |n: usize| AtomicData::new(vec![6; n], vec![[0.5; 3]; n]).unwrap().with_energy(n as f32);
 /// w.write(&[mk(2), mk(3)])?;
