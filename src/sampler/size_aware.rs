@@ -12,8 +12,8 @@ use super::{BatchSampler, epoch_rng};
 /// ```
 /// use atomzarr::sampler::SizeAwareOptions;
 /// let o = SizeAwareOptions::default().with_max_atoms(512).with_max_batch_size(32).with_seed(3);
-/// assert_eq!((o.max_atoms, o.max_edges, o.max_batch_size), (Some(512), None, Some(32)));
-/// assert!(o.shuffle);
+/// assert_eq!((o.max_atoms(), o.max_edges(), o.max_batch_size()), (Some(512), None, Some(32)));
+/// assert!(o.shuffle());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SizeAwareOptions {
