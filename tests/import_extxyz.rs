@@ -276,3 +276,31 @@ fn stats_equal_numpy_and_ase() {
     let (ok, out, _) = cli(&["stats", store.to_str().unwrap()]);
     assert!(ok && out.contains("average number of neighbors"), "{out}");
 }
+
+/// The loader transform builds edges on the fly for a store without them:
+/// its samples equal the ones `import --cutoff` stored, and their edge count
+/// is ASE's (stats.ase.json).
+#[test]
+fn on_the_fly_edges_equal_imported_edges() {
+    use atomzarr::Dataset;
+    use atomzarr::data::neighbors::neighbor_transform;
+    let want = common::json(&asset("stats.ase.json"));
+    let cutoff = want["cutoff"].as_f64().unwrap();
+    let dir = common::tmpdir();
+    let (plain, with_edges) = (dir.path().join("plain.zarr"), dir.path().join("edges.zarr"));
+    let input = asset("stats.extxyz");
+    import_extxyz(&[&input], &plain, &ImportOptions::default()).unwrap();
+    import_extxyz(&[&input], &with_edges, &ImportOptions::default().with_cutoff(Some(cutoff))).unwrap();
+    let stored = AtomicDataZarrReader::open(&with_edges).unwrap();
+    let ds = Dataset::new(AtomicDataZarrReader::open(&plain).unwrap()).with_transform(neighbor_transform(cutoff));
+    let mut edges = 0;
+    for i in 0..ds.len() {
+        let s = ds.get_sample(i).unwrap();
+        assert_eq!(s, stored.read(i as i64).unwrap().data, "sample {i}");
+        edges += s.num_edges() as u64;
+    }
+    assert_eq!(edges, want["num_edges"].as_u64().unwrap());
+    // Another cutoff on a store that has edges: replaced, not appended to.
+    let ds = Dataset::new(stored).with_transform(neighbor_transform(0.5));
+    assert_eq!(ds.get_sample(0).unwrap().num_edges(), 0);
+}
