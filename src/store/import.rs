@@ -129,7 +129,7 @@ fn schema_diff(want: &Signature, got: &Signature) -> Option<(String, String)> {
 /// assert_eq!(AtomicDataZarrReader::open(&store)?.len(), 1);
 /// # Ok(()) }
 /// ```
-pub fn import_extxyz<P: AsRef<Path>>(
+pub fn import_extxyz<P: AsRef<Path> + Sync>(
     inputs: &[P],
     store: impl AsRef<Path>,
     options: &ImportOptions,
@@ -167,70 +167,121 @@ pub fn import_extxyz<P: AsRef<Path>>(
     Ok(report)
 }
 
-fn import_into<P: AsRef<Path>>(
+/// One parsed batch, handed from the parsing thread to the writing one.
+struct Batch {
+    file: PathBuf,
+    lines: Vec<usize>,
+    samples: Vec<AtomicData>,
+    bytes: u64,
+}
+
+/// Parses (and builds edges for) every batch of every input, in order.
+fn produce<P: AsRef<Path>>(
     inputs: &[P],
-    writer: &mut AtomicDataZarrWriter,
     options: &ImportOptions,
-    bar: &Progress,
-    report: &mut ImportReport,
+    send: &std::sync::mpsc::SyncSender<Result<Batch>>,
 ) -> Result<()> {
-    let appended = report.appended;
-    let mut first: Option<(Signature, PathBuf, usize)> = None;
     for p in inputs {
-        let mut reader = ExtxyzReader::open(p)?;
+        let file = p.as_ref().to_path_buf();
+        let mut reader = ExtxyzReader::open(&file)?;
         let mut seen = 0u64;
         while let Some(frames) = reader.next_batch(options.batch_frames())? {
             let lines: Vec<usize> = frames.iter().map(|f| f.line).collect();
             let mut samples: Vec<AtomicData> = frames.into_iter().map(|f: Frame| f.data).collect();
             if let Some(cutoff) = options.cutoff() {
                 samples = add_neighbors(samples, cutoff).map_err(|e| Error::Parse {
-                    file: p.as_ref().to_path_buf(),
-                    line: lines[0],
+                    file: file.clone(),
+                    line: lines.first().copied().unwrap_or(0),
                     field: "neighbor list".into(),
                     reason: e.to_string(),
                 })?;
             }
-            for (s, &line) in samples.iter().zip(&lines) {
-                let sig = signature(s);
-                match &first {
-                    None => first = Some((sig, p.as_ref().to_path_buf(), line)),
-                    Some((want, f0, l0)) => {
-                        if let Some((field, why)) = schema_diff(want, &sig) {
-                            return Err(Error::Parse {
-                                file: p.as_ref().to_path_buf(),
-                                line,
-                                field,
-                                reason: format!(
-                                    "{why} (first frame: {}:{l0}); one store holds one schema. {} frames were imported before this one",
-                                    f0.display(),
-                                    report.frames
-                                ),
-                            });
-                        }
+            let now = reader.bytes_read();
+            let batch = Batch { file: file.clone(), lines, samples, bytes: now - seen };
+            seen = now;
+            if send.send(Ok(batch)).is_err() {
+                // The writer stopped (with its own error): nothing to do.
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parsing runs one batch ahead of writing, on its own thread, so the
+/// writer's syncs overlap the next batch's parse; the bounded channel keeps
+/// memory at about two batches.
+fn import_into<P: AsRef<Path> + Sync>(
+    inputs: &[P],
+    writer: &mut AtomicDataZarrWriter,
+    options: &ImportOptions,
+    bar: &Progress,
+    report: &mut ImportReport,
+) -> Result<()> {
+    let (send, recv) = std::sync::mpsc::sync_channel::<Result<Batch>>(1);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            if let Err(e) = produce(inputs, options, &send) {
+                // A closed channel means the writer already failed.
+                let _ = send.send(Err(e));
+            }
+        });
+        let result = consume(&recv, writer, bar, report);
+        // Unblock the parser if the writer stopped early.
+        drop(recv);
+        result
+    })
+}
+
+fn consume(
+    recv: &std::sync::mpsc::Receiver<Result<Batch>>,
+    writer: &mut AtomicDataZarrWriter,
+    bar: &Progress,
+    report: &mut ImportReport,
+) -> Result<()> {
+    let appended = report.appended;
+    let mut first: Option<(Signature, PathBuf, usize)> = None;
+    for batch in recv.iter() {
+        let Batch { file, lines, samples, bytes } = batch?;
+        for (s, &line) in samples.iter().zip(&lines) {
+            let sig = signature(s);
+            match &first {
+                None => first = Some((sig, file.clone(), line)),
+                Some((want, f0, l0)) => {
+                    if let Some((field, why)) = schema_diff(want, &sig) {
+                        return Err(Error::Parse {
+                            file: file.clone(),
+                            line,
+                            field,
+                            reason: format!(
+                                "{why} (first frame: {}:{l0}); one store holds one schema. \
+                                 {} frames were imported before this one",
+                                f0.display(),
+                                report.frames
+                            ),
+                        });
                     }
                 }
             }
-            let (last, path) = (lines.last().copied().unwrap_or(0), p.as_ref().display());
-            writer.append(&samples).map_err(|e| match e {
-                Error::InvalidInput { context, reason } => Error::InvalidInput {
-                    context: format!("{context} (frames of {path}, lines {}..={last})", lines[0]),
-                    reason: if report.frames == 0 && appended {
-                        format!("{reason}; the file's fields do not match the existing store's")
-                    } else {
-                        reason
-                    },
-                },
-                other => other,
-            })?;
-            report.frames += samples.len();
-            for s in &samples {
-                report.atoms += s.num_atoms() as u64;
-                report.edges += s.num_edges() as u64;
-            }
-            let now = reader.bytes_read();
-            bar.inc(now - seen);
-            seen = now;
         }
+        let (lo, hi) = (lines.first().copied().unwrap_or(0), lines.last().copied().unwrap_or(0));
+        writer.append(&samples).map_err(|e| match e {
+            Error::InvalidInput { context, reason } => Error::InvalidInput {
+                context: format!("{context} (frames of {}, lines {lo}..={hi})", file.display()),
+                reason: if report.frames == 0 && appended {
+                    format!("{reason}; the file's fields do not match the existing store's")
+                } else {
+                    reason
+                },
+            },
+            other => other,
+        })?;
+        report.frames += samples.len();
+        for s in &samples {
+            report.atoms += s.num_atoms() as u64;
+            report.edges += s.num_edges() as u64;
+        }
+        bar.inc(bytes);
     }
     Ok(())
 }

@@ -11,18 +11,35 @@ const SYMBOLS: [&str; 118] = [
     "Lv", "Ts", "Og",
 ];
 
+/// Atomic numbers by (first letter, second letter or none), built once:
+/// lookups on the import's hot path neither allocate nor search.
+fn table() -> &'static [[u8; 27]; 26] {
+    static TABLE: std::sync::OnceLock<[[u8; 27]; 26]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [[0u8; 27]; 26];
+        for (k, s) in SYMBOLS.iter().enumerate() {
+            let b = s.as_bytes();
+            let second = b.get(1).map_or(0, |c| (c - b'a') as usize + 1);
+            t[(b[0] - b'A') as usize][second] = (k + 1) as u8;
+        }
+        t
+    })
+}
+
 /// The atomic number of a symbol, capitalised first as ASE does (`CU`, `cu`
 /// and `Cu` are copper); `X` (ASE's dummy atom) is 0.
 pub(crate) fn atomic_number(symbol: &str) -> Option<i64> {
-    let mut chars = symbol.chars();
-    let first = chars.next()?;
-    let mut cap = String::with_capacity(symbol.len());
-    cap.push(first.to_ascii_uppercase());
-    cap.extend(chars.map(|c| c.to_ascii_lowercase()));
-    if cap == "X" {
-        return Some(0);
+    let b = symbol.as_bytes();
+    if b.is_empty() || b.len() > 2 || !b.iter().all(u8::is_ascii_alphabetic) {
+        return None;
     }
-    SYMBOLS.iter().position(|&s| s == cap).map(|k| k as i64 + 1)
+    let first = (b[0].to_ascii_uppercase() - b'A') as usize;
+    let second = b.get(1).map_or(0, |c| (c.to_ascii_lowercase() - b'a') as usize + 1);
+    match table()[first][second] {
+        0 if b.len() == 1 && first == (b'X' - b'A') as usize => Some(0),
+        0 => None,
+        z => Some(i64::from(z)),
+    }
 }
 
 /// The symbol of an atomic number (1..=118).
