@@ -27,6 +27,10 @@ use crate::error::{Error, Result};
 /// The name of the per-edge shift field (`[E, 3]`, Å).
 pub const SHIFTS: &str = "shifts";
 
+/// One structure's geometry: positions (Å), cell rows (Å; only the
+/// periodic ones are used) and periodicity per direction.
+pub type Geometry = (Vec<[f64; 3]>, [[f64; 3]; 3], [bool; 3]);
+
 /// A neighbor list of one structure.
 ///
 /// Edges are ordered by `i`, then `j`, then image.
@@ -284,7 +288,7 @@ fn neighbor_list_into(
     }
     let mut edge = cutoff * (1.0 + 1e-9) + 1e-9;
     let dims = loop {
-        let d = [0, 1, 2].map(|k| (((hi[k] - lo[k]) / edge).floor() as usize).max(0) + 1);
+        let d = [0, 1, 2].map(|k| (((hi[k] - lo[k]) / edge).floor() as usize) + 1);
         if d[0].saturating_mul(d[1]).saturating_mul(d[2]) <= 4 * m + 64 {
             break d;
         }
@@ -364,7 +368,7 @@ fn neighbor_list_into(
 /// Reads a structure's geometry from its fields: `positions` (any float
 /// dtype), `cell` (`[1, 3, 3]`, absent: zero) and `pbc` (`[1, 3]`, absent:
 /// non-periodic).
-fn geometry(sample: &AtomicData) -> Result<(Vec<[f64; 3]>, [[f64; 3]; 3], [bool; 3])> {
+fn geometry(sample: &AtomicData) -> Result<Geometry> {
     let pos =
         sample.field("positions").ok_or_else(|| Error::invalid("neighbor list", "sample has no positions field"))?;
     if pos.trailing_shape() != [3]
@@ -459,10 +463,7 @@ pub fn add_neighbors(samples: Vec<AtomicData>, cutoff: f64) -> Result<Vec<Atomic
 }
 
 /// Neighbor lists of many structures (positions, cell, pbc), in parallel.
-pub fn neighbor_lists(
-    structures: &[(Vec<[f64; 3]>, [[f64; 3]; 3], [bool; 3])],
-    cutoff: f64,
-) -> Result<Vec<NeighborList>> {
+pub fn neighbor_lists(structures: &[Geometry], cutoff: f64) -> Result<Vec<NeighborList>> {
     structures
         .par_iter()
         .map_init(Scratch::default, |scratch, (p, c, b)| {

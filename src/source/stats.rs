@@ -249,13 +249,15 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         }
         a.swap(c, p);
         b.swap(c, p);
-        for r in c + 1..k {
-            let f = a[r][c] / a[c][c];
+        let (top, rest) = a.split_at_mut(c + 1);
+        let pivot = &top[c];
+        for (k_r, row) in rest.iter_mut().enumerate() {
+            let f = row[c] / pivot[c];
             if f != 0.0 {
-                for x in c..k {
-                    a[r][x] -= f * a[c][x];
+                for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
+                    *x -= f * p;
                 }
-                b[r] -= f * b[c];
+                b[c + 1 + k_r] -= f * b[c];
             }
         }
     }

@@ -118,7 +118,7 @@ impl FrameText<'_> {
     fn properties(&self, spec: &str) -> Result<Vec<Property>> {
         let l = self.line + 1;
         let parts: Vec<&str> = spec.split(':').collect();
-        if parts.len() % 3 != 0 || parts.is_empty() {
+        if !parts.len().is_multiple_of(3) || parts.is_empty() {
             return Err(self.err(l, "Properties", format!("`{spec}` is not a list of name:type:columns triples")));
         }
         let mut out: Vec<Property> = Vec::new();
