@@ -300,6 +300,15 @@ fn on_the_fly_edges_equal_imported_edges() {
         edges += s.num_edges() as u64;
     }
     assert_eq!(edges, want["num_edges"].as_u64().unwrap());
+    // The batch path (what the DataLoader reads) carries the built edges,
+    // batch-local, equal to the stored store's batches.
+    let all: Vec<usize> = (0..ds.len()).collect();
+    let built = ds.load_batches(&[all.clone()]).unwrap();
+    let from_store = Dataset::new(AtomicDataZarrReader::open(&with_edges).unwrap()).load_batches(&[all]).unwrap();
+    assert_eq!(built[0].num_edges() as u64, want["num_edges"].as_u64().unwrap());
+    assert_eq!(built[0].fields["neighbor_list"], from_store[0].fields["neighbor_list"]);
+    assert_eq!(built[0].fields["shifts"], from_store[0].fields["shifts"]);
+    assert_eq!(built[0].edges_ptr, from_store[0].edges_ptr);
     // Another cutoff on a store that has edges: replaced, not appended to.
     let ds = Dataset::new(stored).with_transform(neighbor_transform(0.5));
     assert_eq!(ds.get_sample(0).unwrap().num_edges(), 0);
