@@ -303,7 +303,7 @@ fn on_the_fly_edges_equal_imported_edges() {
     // The batch path (what the DataLoader reads) carries the built edges,
     // batch-local, equal to the stored store's batches.
     let all: Vec<usize> = (0..ds.len()).collect();
-    let built = ds.load_batches(&[all.clone()]).unwrap();
+    let built = ds.load_batches(std::slice::from_ref(&all)).unwrap();
     let from_store = Dataset::new(AtomicDataZarrReader::open(&with_edges).unwrap()).load_batches(&[all]).unwrap();
     assert_eq!(built[0].num_edges() as u64, want["num_edges"].as_u64().unwrap());
     assert_eq!(built[0].fields["neighbor_list"], from_store[0].fields["neighbor_list"]);
