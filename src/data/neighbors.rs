@@ -495,7 +495,8 @@ mod tests {
 
     /// Brute force over a generous image range: the model the cell list must equal.
     fn brute(positions: &[[f64; 3]], cell: &[[f64; 3]; 3], pbc: [bool; 3], cutoff: f64) -> Vec<(i64, i64, [i32; 3])> {
-        let r = |k: usize| if pbc[k] { 6 } else { 0 };
+        // Enough images for cutoff + span over the smallest height in the tests.
+        let r = |k: usize| if pbc[k] { 12 } else { 0 };
         let mut out = Vec::new();
         for i in 0..positions.len() {
             for j in 0..positions.len() {
@@ -529,6 +530,34 @@ mod tests {
             let nl = neighbor_list(&positions, &cell, pbc, 4.1).unwrap();
             let got: Vec<_> = (0..nl.len()).map(|e| (nl.pairs[e][0], nl.pairs[e][1], nl.images[e])).collect();
             assert_eq!(got, brute(&positions, &cell, pbc, 4.1), "pbc {pbc:?}");
+        }
+    }
+
+    /// Random cells (skewed, small and large against the cutoff), random
+    /// positions (some far outside the cell), every periodicity.
+    #[test]
+    fn equals_brute_force_on_random_structures() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for case in 0..60 {
+            let l = 1.5 + 4.0 * rnd();
+            let cell = [
+                [l, 0.0, 0.0],
+                [(rnd() - 0.5) * l, l * (0.6 + 0.8 * rnd()), 0.0],
+                [(rnd() - 0.5) * l, (rnd() - 0.5) * l, l * (0.6 + 0.8 * rnd())],
+            ];
+            let n = 1 + (rnd() * 6.0) as usize;
+            let positions: Vec<[f64; 3]> = (0..n).map(|_| [0, 1, 2].map(|_| (rnd() * 3.0 - 1.0) * l)).collect();
+            let pbc = [case % 2 == 0, case % 3 != 1, case % 5 < 3];
+            let cutoff = 0.5 + 4.0 * rnd();
+            let nl = neighbor_list(&positions, &cell, pbc, cutoff).unwrap();
+            let got: Vec<_> = (0..nl.len()).map(|e| (nl.pairs[e][0], nl.pairs[e][1], nl.images[e])).collect();
+            assert_eq!(got, brute(&positions, &cell, pbc, cutoff), "case {case}: pbc {pbc:?} cutoff {cutoff}");
         }
     }
 

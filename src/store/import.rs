@@ -210,7 +210,7 @@ fn produce<P: AsRef<Path>>(
 
 /// Parsing runs one batch ahead of writing, on its own thread, so the
 /// writer's syncs overlap the next batch's parse; the bounded channel keeps
-/// memory at about two batches.
+/// memory at three batches at most (one parsing, one queued, one writing).
 fn import_into<P: AsRef<Path> + Sync>(
     inputs: &[P],
     writer: &mut AtomicDataZarrWriter,
