@@ -62,9 +62,9 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`] |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`] |
+//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
+//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; extended XYZ ([`source::extxyz`]); dataset statistics ([`source::stats`]) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |
