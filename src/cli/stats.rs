@@ -1,4 +1,4 @@
-//! `atomzarr stats`: [`DatasetStats`](crate::source::stats::DatasetStats) as
+//! `atomzarr stats`: [`crate::source::stats::DatasetStats`] as
 //! text (the JSON form is its serde serialisation).
 
 use std::path::Path;
