@@ -163,6 +163,18 @@ pub enum Error {
         /// `atomzarr repair` fixes.
         append_shift: Option<i64>,
     },
+    /// An input file (extended XYZ) that does not parse.
+    #[error("{}:{line}: {field}: {reason}", file.display())]
+    Parse {
+        /// The input file.
+        file: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// The field or key being read (`atom count`, `Lattice`, `forces`, ...).
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 fn append_bug_hint(shift: Option<i64>, store: &str) -> String {

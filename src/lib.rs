@@ -33,11 +33,14 @@
 //! │   ├── indices.rs     neighbor-index offsets, fused range checks, int32 narrowing
 //! │   ├── sample.rs      AtomicData, Field
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers
+//! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          where samples come from
 //! │   ├── reader.rs      the Reader trait every backend implements
 //! │   ├── memory.rs      InMemoryDataset: a whole source resident in memory
-//! │   └── multi.rs       MultiDataset: several readers, one index space
+//! │   ├── multi.rs       MultiDataset: several readers, one index space
+//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches
+//! │   └── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
 //! │   ├── config.rs      ZarrWriteConfig, layered per group and field
@@ -49,18 +52,19 @@
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
 //! │   │                  decode, direct (shard index, crc32c, zstd), neighbors,
 //! │   │                  rows (row copy, collate), reader_impl (the Reader impl)
+//! │   ├── import.rs      extended XYZ into a store (atomzarr import)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
 //! ├── sampler/         sample order and batch membership
 //! ├── pipeline/        dataset.rs (Dataset) → loader.rs (DataLoader) → batch.rs (AtomicBatch)
-//! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, inspect.rs
+//! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, inspect.rs, stats.rs
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`] |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`] |
+//! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
+//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; extended XYZ ([`source::extxyz`]); dataset statistics ([`source::stats`]) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |

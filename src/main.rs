@@ -56,6 +56,33 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Import extended-XYZ files (ASE's dialect) into a store: created, or
+    /// appended to when its fields match. String keys and columns are
+    /// skipped with a warning.
+    Import {
+        /// Input files, then the store (the last path).
+        #[arg(required = true, num_args = 2..)]
+        paths: Vec<PathBuf>,
+        /// Build neighbor lists (`neighbor_list`, `shifts`) for this cutoff, Å.
+        #[arg(long)]
+        cutoff: Option<f64>,
+        /// Frames per batch (parsed together, written in one append).
+        #[arg(long, default_value_t = 8192)]
+        batch_frames: usize,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dataset statistics for MLIP training: counts, atoms and edges per
+    /// sample, elements, per-element reference energies (E0s, least
+    /// squares), energy per atom, force RMS, average number of neighbors.
+    Stats {
+        /// The store.
+        store: PathBuf,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// I/O benchmark against an existing store (ours or the Python toolkit's).
     Read {
         /// The store.
@@ -369,6 +396,44 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 atomzarr::store::repair::repair(&store)?
             };
             print_repair(&report, json)?;
+        }
+        Cmd::Import { mut paths, cutoff, batch_frames, json } => {
+            let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
+            let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let options = atomzarr::store::import::ImportOptions::default()
+                .with_cutoff(cutoff)
+                .with_batch_frames(batch_frames)
+                .with_progress(show);
+            let t = std::time::Instant::now();
+            let r = atomzarr::store::import::import_extxyz(&paths, &store, &options)?;
+            let secs = t.elapsed().as_secs_f64();
+            if json {
+                let mut v = serde_json::to_value(&r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+                v["seconds"] = secs.into();
+                println!("{v}");
+            } else {
+                println!(
+                    "{} {}: {} frames, {} atoms, {} edges from {} files in {secs:.2} s ({:.0} frames/s)",
+                    if r.appended { "appended to" } else { "created" },
+                    r.store.display(),
+                    r.frames,
+                    r.atoms,
+                    r.edges,
+                    paths.len(),
+                    r.frames as f64 / secs.max(1e-9)
+                );
+            }
+        }
+        Cmd::Stats { store, json } => {
+            let reader = AtomicDataZarrReader::open(&store)?;
+            let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let options = atomzarr::source::stats::StatsOptions::default().with_progress(show);
+            let s = atomzarr::source::stats::dataset_stats(&reader, &options)?;
+            if json {
+                println!("{}", serde_json::to_string(&s).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+            } else {
+                println!("{}", atomzarr::cli::stats::render(&store, &s));
+            }
         }
         Cmd::Read { path, read: a } => {
             let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;

@@ -157,56 +157,15 @@ impl Structure {
         }
     }
 
-    /// All directed pairs `(i, j, n)` with `0 < |r_j - r_i + n·cell| < cutoff`.
-    /// Image ranges come from the cell heights and the actual fractional span
-    /// of the atoms, so positions need not be wrapped.
+    /// All directed pairs `(i, j, n)` with `0 < |r_j - r_i + n·cell| < cutoff`,
+    /// from the library's cell-list builder (`atomzarr::data::neighbors`,
+    /// equal to ASE's `neighbor_list('ijS')`). Positions need not be wrapped.
     pub fn neighbor_list(&self, cutoff: f64) -> NeighborList {
-        let n = self.len();
-        let mut range = [(0i32, 0i32); 3];
-        if self.pbc.iter().any(|&p| p) {
-            let frac: Vec<[f64; 3]> = self.positions.iter().map(|&p| fractional(&self.cell, p)).collect();
-            let v = dot(self.cell[0], cross(self.cell[1], self.cell[2])).abs();
-            for k in 0..3 {
-                if !self.pbc[k] {
-                    continue;
-                }
-                let (l, m) = ((k + 1) % 3, (k + 2) % 3);
-                let height = v / norm(cross(self.cell[l], self.cell[m]));
-                let lo = frac.iter().map(|f| f[k]).fold(f64::INFINITY, f64::min);
-                let hi = frac.iter().map(|f| f[k]).fold(f64::NEG_INFINITY, f64::max);
-                let span = hi - lo;
-                let reach = cutoff / height + span;
-                range[k] = ((-reach).ceil() as i32, reach.floor() as i32);
-            }
-        }
-        let mut nl = NeighborList::default();
-        let c2 = cutoff * cutoff;
-        for i in 0..n {
-            for j in 0..n {
-                let d0 = [0, 1, 2].map(|c| self.positions[j][c] - self.positions[i][c]);
-                for a in range[0].0..=range[0].1 {
-                    for b in range[1].0..=range[1].1 {
-                        for c in range[2].0..=range[2].1 {
-                            if i == j && a == 0 && b == 0 && c == 0 {
-                                continue;
-                            }
-                            let s = [0, 1, 2].map(|x| {
-                                f64::from(a) * self.cell[0][x]
-                                    + f64::from(b) * self.cell[1][x]
-                                    + f64::from(c) * self.cell[2][x]
-                            });
-                            let d = [d0[0] + s[0], d0[1] + s[1], d0[2] + s[2]];
-                            if dot(d, d) < c2 {
-                                nl.pairs.push([i as i64, j as i64]);
-                                nl.images.push([a, b, c]);
-                                nl.shifts.push(s);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        nl
+        // The example's structures always have a full-rank cell and finite
+        // positions, so the builder cannot refuse them.
+        let nl = atomzarr::data::neighbors::neighbor_list(&self.positions, &self.cell, self.pbc, cutoff)
+            .expect("example structures have valid cells");
+        NeighborList { pairs: nl.pairs, images: nl.images, shifts: nl.shifts }
     }
 
     /// Total energy (eV) and forces (eV/Å) over a neighbor list of this structure.

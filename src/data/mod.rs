@@ -13,6 +13,7 @@
 //! | `host` | [`HostData`], the typed host buffer |
 //! | `indices` | neighbor-index arithmetic: offsets, fused range checks, int32 narrowing |
 //! | `sample` | [`AtomicData`] and its [`Field`]s |
+//! | [`neighbors`] | periodic neighbor lists (cell lists, triclinic, mixed pbc), ASE-equal; the on-the-fly edge transform |
 //! | `pointers` | [`Pointers`]: the rows a sample owns on each axis |
 //! | [`collate`] | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
 //! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
@@ -21,6 +22,7 @@ pub mod collate;
 mod dtype;
 mod host;
 mod indices;
+pub mod neighbors;
 mod pointers;
 mod sample;
 pub mod synth;

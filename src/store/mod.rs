@@ -10,12 +10,14 @@
 //! | [`limits`] | the size limits every claim of a store's metadata is checked against before allocation |
 //! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
+//! | [`import`] | `atomzarr import`: extended-XYZ files streamed into a store (created or appended), neighbor lists on the way |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
 pub mod arrays;
 pub mod config;
 pub mod durable;
 pub mod format;
+pub mod import;
 pub mod limits;
 mod reader;
 pub mod repair;

@@ -1,0 +1,576 @@
+//! Periodic neighbor lists: every directed pair `(i, j, S)` with
+//! `|r_j - r_i + S·cell| < cutoff`, except an atom with itself at `S = 0`,
+//! as ASE's `neighbor_list('ijS', atoms, cutoff)` returns them.
+//!
+//! The store's convention is `neighbor_list` `[E, 2]` (int64, sample-local)
+//! and `shifts` `[E, 3]` (float32, Å, `S·cell`), so that
+//! `r_ij = r_j - r_i + shift`.
+//!
+//! The algorithm is a cell list over the atoms and their periodic images:
+//! positions are wrapped into the cell along periodic directions, every image
+//! that can lie within the cutoff of the cell is generated (several per atom
+//! when the cutoff exceeds the cell), all of them are binned in cubes of edge
+//! `cutoff`, and each atom of the cell scans the 27 bins around its own.
+//! Work is linear in the atoms and their neighbors, for any cell shape.
+//! Non-periodic directions get no images and need no cell vector (a zero
+//! vector, as molecules and slabs often have, is fine).
+//!
+//! No crate on crates.io builds ASE-compatible lists with integer shifts for
+//! triclinic, mixed-periodicity cells at this speed without pulling in a
+//! chemistry stack, hence this module.
+
+use rayon::prelude::*;
+
+use crate::data::{AtomicData, DType, Field, HostData, Level, NEIGHBOR_LIST};
+use crate::error::{Error, Result};
+
+/// The name of the per-edge shift field (`[E, 3]`, Å).
+pub const SHIFTS: &str = "shifts";
+
+/// One structure's geometry: positions (Å), cell rows (Å; only the
+/// periodic ones are used) and periodicity per direction.
+pub type Geometry = (Vec<[f64; 3]>, [[f64; 3]; 3], [bool; 3]);
+
+/// A neighbor list of one structure.
+///
+/// Edges are ordered by `i`, then `j`, then image.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NeighborList {
+    /// `[i, j]` pairs (sample-local atom indices).
+    pub pairs: Vec<[i64; 2]>,
+    /// Integer image offsets `S` (zero along non-periodic directions).
+    pub images: Vec<[i32; 3]>,
+    /// `S·cell`, Å.
+    pub shifts: Vec<[f64; 3]>,
+}
+
+impl NeighborList {
+    /// Number of edges.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether there is no edge.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+}
+
+fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+}
+
+fn norm(a: [f64; 3]) -> f64 {
+    dot(a, a).sqrt()
+}
+
+fn scale(a: [f64; 3], s: f64) -> [f64; 3] {
+    [a[0] * s, a[1] * s, a[2] * s]
+}
+
+fn add(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [a[0] + b[0], a[1] + b[1], a[2] + b[2]]
+}
+
+/// Unit vectors completing the periodic cell vectors to a basis. Their
+/// length does not matter: no image is ever taken along them.
+fn effective_cell(cell: &[[f64; 3]; 3], pbc: [bool; 3]) -> Result<[[f64; 3]; 3]> {
+    let periodic: Vec<usize> = (0..3).filter(|&k| pbc[k]).collect();
+    let mut eff = *cell;
+    let unit = |v: [f64; 3]| -> Option<[f64; 3]> {
+        let n = norm(v);
+        (n > 1e-12).then(|| scale(v, 1.0 / n))
+    };
+    match periodic.len() {
+        3 => {}
+        2 => {
+            let (a, b) = (periodic[0], periodic[1]);
+            let c = 3 - a - b;
+            eff[c] = unit(cross(cell[a], cell[b]))
+                .ok_or_else(|| Error::invalid("neighbor list", "periodic cell vectors are parallel or zero"))?;
+        }
+        1 => {
+            let a = periodic[0];
+            let u = unit(cell[a]).ok_or_else(|| Error::invalid("neighbor list", "periodic cell vector is zero"))?;
+            // Any vector not parallel to u, then two orthonormal completions.
+            let probe = if u[0].abs() < 0.9 { [1.0, 0.0, 0.0] } else { [0.0, 1.0, 0.0] };
+            let v = unit(cross(u, probe)).unwrap_or([0.0, 0.0, 1.0]);
+            let w = cross(u, v);
+            let (b, c) = ((a + 1) % 3, (a + 2) % 3);
+            eff[b] = v;
+            eff[c] = w;
+        }
+        _ => eff = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+    }
+    let vol = dot(eff[0], cross(eff[1], eff[2]));
+    let scale_ref = norm(eff[0]) * norm(eff[1]) * norm(eff[2]);
+    if !vol.is_finite() || vol.abs() <= 1e-12 * scale_ref.max(1e-300) {
+        return Err(Error::invalid("neighbor list", "periodic cell vectors are linearly dependent (zero volume)"));
+    }
+    Ok(eff)
+}
+
+/// The neighbor list of one structure.
+///
+/// `cell` rows are the lattice vectors (Å); only the rows of periodic
+/// directions are used. Positions need not be wrapped: shifts refer to the
+/// positions as given. Pairs at exactly `cutoff` are excluded, as in ASE.
+///
+/// ```
+/// use atomzarr::data::neighbors::neighbor_list;
+/// // One atom in a 2 Å cubic cell, periodic in x only: images at ±2 Å.
+/// let cell = [[2.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
+/// let nl = neighbor_list(&[[0.0; 3]], &cell, [true, false, false], 2.5).unwrap();
+/// assert_eq!(nl.images, vec![[-1, 0, 0], [1, 0, 0]]);
+/// assert_eq!(nl.shifts[1], [2.0, 0.0, 0.0]);
+/// ```
+pub fn neighbor_list(
+    positions: &[[f64; 3]],
+    cell: &[[f64; 3]; 3],
+    pbc: [bool; 3],
+    cutoff: f64,
+) -> Result<NeighborList> {
+    let mut out = NeighborList::default();
+    neighbor_list_into(positions, cell, pbc, cutoff, &mut Scratch::default(), &mut out)?;
+    Ok(out)
+}
+
+/// Buffers reused between structures.
+#[derive(Default)]
+struct Scratch {
+    /// Image atoms: position, source atom, image offset (relative to the wrapped atom).
+    img_pos: Vec<[f64; 3]>,
+    img_atom: Vec<u32>,
+    img_shift: Vec<[i32; 3]>,
+    /// Per atom: the wrap offset `w` with `wrapped = r + w·cell`.
+    wrap: Vec<[i32; 3]>,
+    wrapped: Vec<[f64; 3]>,
+    /// Counting-sorted bins (CSR).
+    bin_of: Vec<u32>,
+    bin_start: Vec<u32>,
+    sorted: Vec<u32>,
+    /// The central (S = 0) image of each atom.
+    central: Vec<u32>,
+    /// One atom's edges before sorting.
+    row: Vec<(u32, [i32; 3])>,
+}
+
+fn neighbor_list_into(
+    positions: &[[f64; 3]],
+    cell: &[[f64; 3]; 3],
+    pbc: [bool; 3],
+    cutoff: f64,
+    s: &mut Scratch,
+    out: &mut NeighborList,
+) -> Result<()> {
+    out.pairs.clear();
+    out.images.clear();
+    out.shifts.clear();
+    if !(cutoff.is_finite() && cutoff > 0.0) {
+        return Err(Error::invalid("neighbor list", format!("cutoff {cutoff} is not a positive finite number")));
+    }
+    let n = positions.len();
+    if n == 0 {
+        return Ok(());
+    }
+    if n > u32::MAX as usize / 2 {
+        return Err(Error::invalid("neighbor list", format!("{n} atoms is more than this builder indexes")));
+    }
+    if let Some(p) = positions.iter().find(|p| p.iter().any(|x| !x.is_finite())) {
+        return Err(Error::invalid("neighbor list", format!("non-finite position {p:?}")));
+    }
+    let eff = effective_cell(cell, pbc)?;
+    let vol = dot(eff[0], cross(eff[1], eff[2]));
+    // Reciprocal vectors: fractional coordinate k of p is dot(p, recip[k]).
+    let recip = [
+        scale(cross(eff[1], eff[2]), 1.0 / vol),
+        scale(cross(eff[2], eff[0]), 1.0 / vol),
+        scale(cross(eff[0], eff[1]), 1.0 / vol),
+    ];
+    // Images per direction: the cell's height along k is 1/|recip_k|.
+    let mut reach = [0i32; 3];
+    let mut margin = [0f64; 3];
+    for k in 0..3 {
+        if pbc[k] {
+            margin[k] = cutoff * norm(recip[k]);
+            let r = margin[k].ceil() + 1.0;
+            if r > 1e6 {
+                return Err(Error::invalid(
+                    "neighbor list",
+                    format!("cutoff {cutoff} spans more than a million cells along direction {k}"),
+                ));
+            }
+            reach[k] = r as i32;
+        }
+    }
+
+    // Wrap along periodic directions, remembering the offsets.
+    s.wrap.clear();
+    s.wrapped.clear();
+    for &p in positions {
+        let mut w = [0i32; 3];
+        let mut q = p;
+        for k in 0..3 {
+            if pbc[k] {
+                let f = dot(p, recip[k]);
+                let fl = f.floor();
+                if fl.abs() > 1e9 {
+                    return Err(Error::invalid("neighbor list", format!("position {p:?} is too far from the cell")));
+                }
+                w[k] = -(fl as i32);
+                q = add(q, scale(cell[k], -fl));
+            }
+        }
+        s.wrap.push(w);
+        s.wrapped.push(q);
+    }
+
+    // Images that can be within the cutoff of some wrapped atom: fractional
+    // coordinate within (-margin, 1 + margin) along every periodic direction.
+    s.img_pos.clear();
+    s.img_atom.clear();
+    s.img_shift.clear();
+    s.central.clear();
+    s.central.resize(n, 0);
+    let eps = 1e-9;
+    for (a, &q) in s.wrapped.iter().enumerate() {
+        let f = [dot(q, recip[0]), dot(q, recip[1]), dot(q, recip[2])];
+        for i0 in -reach[0]..=reach[0] {
+            let f0 = f[0] + f64::from(i0);
+            if pbc[0] && !(f0 > -margin[0] - eps && f0 < 1.0 + margin[0] + eps) {
+                continue;
+            }
+            for i1 in -reach[1]..=reach[1] {
+                let f1 = f[1] + f64::from(i1);
+                if pbc[1] && !(f1 > -margin[1] - eps && f1 < 1.0 + margin[1] + eps) {
+                    continue;
+                }
+                for i2 in -reach[2]..=reach[2] {
+                    let f2 = f[2] + f64::from(i2);
+                    if pbc[2] && !(f2 > -margin[2] - eps && f2 < 1.0 + margin[2] + eps) {
+                        continue;
+                    }
+                    let sh = [i0, i1, i2];
+                    let mut p = q;
+                    for k in 0..3 {
+                        if sh[k] != 0 {
+                            p = add(p, scale(cell[k], f64::from(sh[k])));
+                        }
+                    }
+                    if sh == [0, 0, 0] {
+                        s.central[a] = s.img_pos.len() as u32;
+                    }
+                    s.img_pos.push(p);
+                    s.img_atom.push(a as u32);
+                    s.img_shift.push(sh);
+                }
+            }
+        }
+    }
+    let m = s.img_pos.len();
+    if m > u32::MAX as usize / 2 {
+        return Err(Error::invalid("neighbor list", format!("{m} periodic images is more than this builder indexes")));
+    }
+
+    // Bins: cubes of edge >= cutoff over the images' bounding box, with no
+    // more bins than a few per image (a sparse molecule gets bigger bins).
+    let mut lo = [f64::INFINITY; 3];
+    let mut hi = [f64::NEG_INFINITY; 3];
+    for p in &s.img_pos {
+        for k in 0..3 {
+            lo[k] = lo[k].min(p[k]);
+            hi[k] = hi[k].max(p[k]);
+        }
+    }
+    let mut edge = cutoff * (1.0 + 1e-9) + 1e-9;
+    let dims = loop {
+        let d = [0, 1, 2].map(|k| (((hi[k] - lo[k]) / edge).floor() as usize) + 1);
+        if d[0].saturating_mul(d[1]).saturating_mul(d[2]) <= 4 * m + 64 {
+            break d;
+        }
+        edge *= 1.5;
+    };
+    let bin_coord =
+        |p: [f64; 3]| -> [usize; 3] { [0, 1, 2].map(|k| (((p[k] - lo[k]) / edge) as usize).min(dims[k] - 1)) };
+    let nbins = dims[0] * dims[1] * dims[2];
+    s.bin_of.clear();
+    s.bin_start.clear();
+    s.bin_start.resize(nbins + 1, 0);
+    for p in &s.img_pos {
+        let c = bin_coord(*p);
+        let b = (c[0] * dims[1] + c[1]) * dims[2] + c[2];
+        s.bin_of.push(b as u32);
+        s.bin_start[b + 1] += 1;
+    }
+    for b in 0..nbins {
+        s.bin_start[b + 1] += s.bin_start[b];
+    }
+    s.sorted.clear();
+    s.sorted.resize(m, 0);
+    {
+        let mut fill: Vec<u32> = s.bin_start[..nbins].to_vec();
+        for (idx, &b) in s.bin_of.iter().enumerate() {
+            let slot = &mut fill[b as usize];
+            s.sorted[*slot as usize] = idx as u32;
+            *slot += 1;
+        }
+    }
+
+    // Each atom of the cell against the 27 bins around its central image.
+    let c2 = cutoff * cutoff;
+    for i in 0..n {
+        let ci = s.central[i] as usize;
+        let pi = s.img_pos[ci];
+        let c = bin_coord(pi);
+        s.row.clear();
+        for b0 in c[0].saturating_sub(1)..=(c[0] + 1).min(dims[0] - 1) {
+            for b1 in c[1].saturating_sub(1)..=(c[1] + 1).min(dims[1] - 1) {
+                for b2 in c[2].saturating_sub(1)..=(c[2] + 1).min(dims[2] - 1) {
+                    let b = (b0 * dims[1] + b1) * dims[2] + b2;
+                    for &t in &s.sorted[s.bin_start[b] as usize..s.bin_start[b + 1] as usize] {
+                        let t = t as usize;
+                        if t == ci {
+                            continue;
+                        }
+                        let p = s.img_pos[t];
+                        let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
+                        if dot(d, d) < c2 {
+                            let j = s.img_atom[t];
+                            // Back to the positions as given: r_j - r_i + S·cell
+                            // with S = image + w_j - w_i.
+                            let (wi, wj, sh) = (s.wrap[i], s.wrap[j as usize], s.img_shift[t]);
+                            s.row.push((j, [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k])));
+                        }
+                    }
+                }
+            }
+        }
+        s.row.sort_unstable();
+        for &(j, img) in &s.row {
+            out.pairs.push([i as i64, i64::from(j)]);
+            out.images.push(img);
+            let mut sv = [0.0; 3];
+            for k in 0..3 {
+                if img[k] != 0 {
+                    sv = add(sv, scale(cell[k], f64::from(img[k])));
+                }
+            }
+            out.shifts.push(sv);
+        }
+    }
+    Ok(())
+}
+
+/// Reads a structure's geometry from its fields: `positions` (any float
+/// dtype), `cell` (`[1, 3, 3]`, absent: zero) and `pbc` (`[1, 3]`, absent:
+/// non-periodic).
+fn geometry(sample: &AtomicData) -> Result<Geometry> {
+    let pos =
+        sample.field("positions").ok_or_else(|| Error::invalid("neighbor list", "sample has no positions field"))?;
+    if pos.trailing_shape() != [3]
+        || !matches!(pos.dtype(), DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64)
+    {
+        return Err(Error::invalid(
+            "neighbor list",
+            format!("positions are {} {:?}, expected float [n, 3]", pos.dtype(), pos.shape),
+        ));
+    }
+    let flat = pos.data.to_f64_vec();
+    let positions: Vec<[f64; 3]> = flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    let mut cell = [[0.0; 3]; 3];
+    if let Some(c) = sample.field("cell") {
+        let v = c.data.to_f64_vec();
+        if v.len() != 9 {
+            return Err(Error::invalid("neighbor list", format!("cell has shape {:?}, expected [1, 3, 3]", c.shape)));
+        }
+        for (k, row) in cell.iter_mut().enumerate() {
+            row.copy_from_slice(&v[3 * k..3 * k + 3]);
+        }
+    }
+    let mut pbc = [false; 3];
+    if let Some(p) = sample.field("pbc") {
+        let v = match &p.data {
+            HostData::Bool(b) => b.clone(),
+            other => other.to_f64_vec().iter().map(|&x| x != 0.0).collect(),
+        };
+        if v.len() != 3 {
+            return Err(Error::invalid("neighbor list", format!("pbc has shape {:?}, expected [1, 3]", p.shape)));
+        }
+        pbc.copy_from_slice(&v);
+    }
+    Ok((positions, cell, pbc))
+}
+
+/// `sample` with its `neighbor_list` (`[E, 2]` int64) and `shifts`
+/// (`[E, 3]` float32, Å) rebuilt for `cutoff` from its positions, cell and
+/// pbc. Other edge fields cannot follow new edges: a sample that has any is
+/// refused rather than returned with stale rows.
+///
+/// ```
+/// use atomzarr::AtomicData;
+/// use atomzarr::data::neighbors::with_neighbors;
+/// let s = AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.0, 0.0, 0.74]]).unwrap();
+/// let s = with_neighbors(s, 1.0).unwrap();
+/// assert_eq!(s.num_edges(), 2);
+/// ```
+pub fn with_neighbors(sample: AtomicData, cutoff: f64) -> Result<AtomicData> {
+    let mut out = NeighborList::default();
+    with_neighbors_using(sample, cutoff, &mut Scratch::default(), &mut out)
+}
+
+fn with_neighbors_using(
+    mut sample: AtomicData,
+    cutoff: f64,
+    scratch: &mut Scratch,
+    nl: &mut NeighborList,
+) -> Result<AtomicData> {
+    if let Some((name, _)) =
+        sample.fields.iter().find(|(name, f)| f.level == Level::Edge && *name != NEIGHBOR_LIST && *name != SHIFTS)
+    {
+        return Err(Error::invalid(
+            "neighbor list",
+            format!("edge field {name} cannot be kept when the neighbor list is rebuilt"),
+        ));
+    }
+    let (positions, cell, pbc) = geometry(&sample)?;
+    neighbor_list_into(&positions, &cell, pbc, cutoff, scratch, nl)?;
+    let e = nl.len();
+    let pairs: Vec<i64> = nl.pairs.iter().flatten().copied().collect();
+    let shifts: Vec<f32> = nl.shifts.iter().flatten().map(|&x| x as f32).collect();
+    sample.fields.insert(NEIGHBOR_LIST.into(), Field::new(Level::Edge, vec![e, 2], pairs)?);
+    sample.fields.insert(SHIFTS.into(), Field::new(Level::Edge, vec![e, 3], shifts)?);
+    Ok(sample)
+}
+
+/// [`with_neighbors`] on every sample, in parallel (rayon); the first
+/// failing sample's error, naming its index.
+pub fn add_neighbors(samples: Vec<AtomicData>, cutoff: f64) -> Result<Vec<AtomicData>> {
+    samples
+        .into_par_iter()
+        .enumerate()
+        .map_init(
+            || (Scratch::default(), NeighborList::default()),
+            |(scratch, nl), (i, s)| {
+                with_neighbors_using(s, cutoff, scratch, nl)
+                    .map_err(|e| Error::invalid(format!("sample {i}"), e.to_string()))
+            },
+        )
+        .collect()
+}
+
+/// Neighbor lists of many structures (positions, cell, pbc), in parallel.
+pub fn neighbor_lists(structures: &[Geometry], cutoff: f64) -> Result<Vec<NeighborList>> {
+    structures
+        .par_iter()
+        .map_init(Scratch::default, |scratch, (p, c, b)| {
+            let mut out = NeighborList::default();
+            neighbor_list_into(p, c, *b, cutoff, scratch, &mut out)?;
+            Ok(out)
+        })
+        .collect()
+}
+
+/// A [`Dataset`](crate::Dataset) transform that builds edges on the fly for
+/// `cutoff` (for stores without neighbor lists, or with another cutoff):
+/// `dataset.with_transform(neighbor_transform(5.0))`.
+///
+/// ```
+/// use atomzarr::AtomicData;
+/// use atomzarr::data::neighbors::neighbor_transform;
+/// let t = neighbor_transform(1.0);
+/// let s = t(AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.0, 0.0, 0.74]]).unwrap()).unwrap();
+/// assert_eq!(s.field("neighbor_list").unwrap().shape, vec![2, 2]);
+/// ```
+pub fn neighbor_transform(cutoff: f64) -> impl Fn(AtomicData) -> Result<AtomicData> + Send + Sync + Clone + 'static {
+    move |s| with_neighbors(s, cutoff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Brute force over a generous image range: the model the cell list must equal.
+    fn brute(positions: &[[f64; 3]], cell: &[[f64; 3]; 3], pbc: [bool; 3], cutoff: f64) -> Vec<(i64, i64, [i32; 3])> {
+        // Enough images for cutoff + span over the smallest height in the tests.
+        let r = |k: usize| if pbc[k] { 12 } else { 0 };
+        let mut out = Vec::new();
+        for i in 0..positions.len() {
+            for j in 0..positions.len() {
+                for a in -r(0)..=r(0) {
+                    for b in -r(1)..=r(1) {
+                        for c in -r(2)..=r(2) {
+                            if i == j && (a, b, c) == (0, 0, 0) {
+                                continue;
+                            }
+                            let s = [0, 1, 2].map(|x| {
+                                f64::from(a) * cell[0][x] + f64::from(b) * cell[1][x] + f64::from(c) * cell[2][x]
+                            });
+                            let d = [0, 1, 2].map(|x| positions[j][x] - positions[i][x] + s[x]);
+                            if dot(d, d) < cutoff * cutoff {
+                                out.push((i as i64, j as i64, [a, b, c]));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn equals_brute_force_on_skewed_cells() {
+        let cell = [[3.0, 0.0, 0.0], [2.2, 2.5, 0.0], [-1.1, 0.7, 2.8]];
+        let positions = [[0.1, 0.2, 0.3], [1.9, 1.1, 0.4], [-2.5, 3.0, 4.4], [7.0, -1.0, 1.0]];
+        for pbc in [[true; 3], [true, true, false], [false, true, false], [false; 3]] {
+            let nl = neighbor_list(&positions, &cell, pbc, 4.1).unwrap();
+            let got: Vec<_> = (0..nl.len()).map(|e| (nl.pairs[e][0], nl.pairs[e][1], nl.images[e])).collect();
+            assert_eq!(got, brute(&positions, &cell, pbc, 4.1), "pbc {pbc:?}");
+        }
+    }
+
+    /// Random cells (skewed, small and large against the cutoff), random
+    /// positions (some far outside the cell), every periodicity.
+    #[test]
+    fn equals_brute_force_on_random_structures() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for case in 0..60 {
+            let l = 1.5 + 4.0 * rnd();
+            let cell = [
+                [l, 0.0, 0.0],
+                [(rnd() - 0.5) * l, l * (0.6 + 0.8 * rnd()), 0.0],
+                [(rnd() - 0.5) * l, (rnd() - 0.5) * l, l * (0.6 + 0.8 * rnd())],
+            ];
+            let n = 1 + (rnd() * 6.0) as usize;
+            let positions: Vec<[f64; 3]> = (0..n).map(|_| [0, 1, 2].map(|_| (rnd() * 3.0 - 1.0) * l)).collect();
+            let pbc = [case % 2 == 0, case % 3 != 1, case % 5 < 3];
+            let cutoff = 0.5 + 4.0 * rnd();
+            let nl = neighbor_list(&positions, &cell, pbc, cutoff).unwrap();
+            let got: Vec<_> = (0..nl.len()).map(|e| (nl.pairs[e][0], nl.pairs[e][1], nl.images[e])).collect();
+            assert_eq!(got, brute(&positions, &cell, pbc, cutoff), "case {case}: pbc {pbc:?} cutoff {cutoff}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_input() {
+        let cell = [[0.0; 3]; 3];
+        assert!(neighbor_list(&[[0.0; 3]], &cell, [true, false, false], 2.0).is_err());
+        assert!(neighbor_list(&[[0.0; 3]], &cell, [false; 3], -1.0).is_err());
+        assert!(neighbor_list(&[[f64::NAN, 0.0, 0.0]], &cell, [false; 3], 1.0).is_err());
+        let s = AtomicData::new(vec![1], vec![[0.0; 3]])
+            .unwrap()
+            .with_custom("edge_embeddings", Level::Edge, vec![0, 4], Vec::<f32>::new())
+            .unwrap();
+        assert!(with_neighbors(s, 1.0).is_err());
+    }
+}

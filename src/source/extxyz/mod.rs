@@ -1,0 +1,217 @@
+//! Extended XYZ in ASE's dialect: the exchange format of MLIP data sets
+//! (MPtrj, rMD17, SPICE exports), read as [`AtomicData`] frames.
+//!
+//! What becomes what:
+//!
+//! | in the file | field | dtype, shape |
+//! |---|---|---|
+//! | `species:S:1` (or `Z:I:1`, which wins) | `atomic_numbers` | int64 `[n]` |
+//! | `pos:R:3` | `positions` | float32 `[n, 3]` |
+//! | `forces:R:3` | `forces` | float32 `[n, 3]` |
+//! | `charge:R:1` | `charges` | float32 `[n]` |
+//! | any other `R`, `I`, `L` column | same name (custom unless a core name) | float32 / int64 / bool, `[n]` or `[n, k]` |
+//! | `Lattice="ax ay az bx by bz cx cy cz"` | `cell` (rows a, b, c; zero when absent) | float32 `[1, 3, 3]` |
+//! | `pbc="T T F"` (default: `T T T` with a Lattice, else `F F F`) | `pbc` | bool `[1, 3]` |
+//! | `energy=` | `energy` | float32 `[1, 1]` |
+//! | `stress=`, `virial=`: 9 numbers (ASE's column-major order) or Voigt 6 (`xx yy zz yz xz xy`) | `stress`, `virial` | float32 `[1, 3, 3]` |
+//! | any other numeric or logical key | same name | float32 / int64 / bool, `[1]` or `[1, k]` |
+//!
+//! Keys and columns holding strings (`config_type=bulk`, `label:S:1`, ASE's
+//! `_JSON` values) are **skipped**, with one `log::warn!` per name and file.
+//! Floats are parsed as f64 (as ASE does) and stored as float32, the
+//! toolkit's dtype. Every frame of one import must have the same fields with
+//! the same dtypes and trailing shapes (a store has one schema); a frame that
+//! differs is an [`Error::Parse`] naming its line. Lines with more or fewer
+//! columns than `Properties` declares are errors too (ASE ignores extra
+//! columns). Blank lines between frames are skipped.
+//!
+//! ```
+//! # fn main() -> atomzarr::Result<()> {
+//! use atomzarr::source::extxyz::ExtxyzReader;
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("water.extxyz");
+//! std::fs::write(&path, "3\nenergy=-14.2 Properties=species:S:1:pos:R:3:forces:R:3\n\
+//!     O 0 0 0 0 0 0.1\nH 0.96 0 0 0 0 0\nH -0.24 0.93 0 0 0 -0.1\n").unwrap();
+//! let mut r = ExtxyzReader::open(&path)?;
+//! let frames = r.next_batch(100)?.unwrap();
+//! assert_eq!(frames[0].line, 1);
+//! let water = &frames[0].data;
+//! assert_eq!(water.field("atomic_numbers").unwrap().data, vec![8i64, 1, 1].into());
+//! assert_eq!(water.field("energy").unwrap().shape, vec![1, 1]);
+//! assert!(r.next_batch(100)?.is_none());
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::data::AtomicData;
+use crate::error::{Error, Result};
+
+mod comment;
+pub(crate) mod elements;
+mod frame;
+
+use frame::FrameText;
+
+/// One frame and where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    /// 1-based line number of the frame's atom-count line.
+    pub line: usize,
+    /// The structure.
+    pub data: AtomicData,
+}
+
+/// A frame's place in the batch buffer.
+struct RawFrame {
+    line: usize,
+    natoms: usize,
+    comment: (usize, usize),
+    atoms: (usize, usize),
+}
+
+/// Streams the frames of one extended-XYZ file in batches: memory holds one
+/// batch's text and structures, whatever the file's size.
+pub struct ExtxyzReader {
+    path: PathBuf,
+    input: BufReader<File>,
+    line: usize,
+    bytes: u64,
+    warned: BTreeSet<String>,
+    buf: Vec<u8>,
+}
+
+impl ExtxyzReader {
+    /// Opens a file.
+    pub fn open(path: impl AsRef<Path>) -> Result<ExtxyzReader> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(ExtxyzReader {
+            path,
+            input: BufReader::with_capacity(1 << 20, file),
+            line: 0,
+            bytes: 0,
+            warned: BTreeSet::new(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes consumed so far (for progress).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Appends the next line to `buf`; its range, or `None` at the end.
+    fn read_line(&mut self) -> Result<Option<(usize, usize)>> {
+        let start = self.buf.len();
+        let n = self.input.read_until(b'\n', &mut self.buf).map_err(|e| Error::io(&self.path, e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        self.bytes += n as u64;
+        let mut end = self.buf.len();
+        while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
+            end -= 1;
+        }
+        Ok(Some((start, end)))
+    }
+
+    /// Up to `max_frames` frames, parsed in parallel; `None` at the end of
+    /// the file.
+    pub fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
+        self.buf.clear();
+        let mut raw = Vec::new();
+        while raw.len() < max_frames.max(1) {
+            let Some((s, e)) = self.read_line()? else { break };
+            let text = &self.buf[s..e];
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let line = self.line;
+            let natoms: usize =
+                std::str::from_utf8(text).ok().and_then(|t| t.trim().parse().ok()).ok_or_else(|| Error::Parse {
+                    file: self.path.clone(),
+                    line,
+                    field: "atom count".into(),
+                    reason: format!("`{}` is not a non-negative integer", String::from_utf8_lossy(text).trim()),
+                })?;
+            let end_of_file = |k: usize, path: &Path, at: usize| Error::Parse {
+                file: path.to_path_buf(),
+                line: at,
+                field: "atoms".into(),
+                reason: format!("end of file after {k} of the frame's {natoms} atoms"),
+            };
+            let comment = self.read_line()?.ok_or_else(|| Error::Parse {
+                file: self.path.clone(),
+                line: line + 1,
+                field: "comment line".into(),
+                reason: "end of file before the comment line".into(),
+            })?;
+            let mut atoms = (self.buf.len(), self.buf.len());
+            for k in 0..natoms {
+                let (_, e) = self.read_line()?.ok_or_else(|| end_of_file(k, &self.path, self.line + 1))?;
+                atoms.1 = e;
+            }
+            raw.push(RawFrame { line, natoms, comment, atoms });
+        }
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        let path = &self.path;
+        let buf = &self.buf;
+        let text = |r: (usize, usize), line: usize, field: &str| -> Result<&str> {
+            std::str::from_utf8(&buf[r.0..r.1]).map_err(|e| Error::Parse {
+                file: path.clone(),
+                line,
+                field: field.into(),
+                reason: format!("not UTF-8 ({e})"),
+            })
+        };
+        let parsed: Vec<(Frame, Vec<String>)> = raw
+            .par_iter()
+            .map(|f| {
+                let ft = FrameText {
+                    file: path,
+                    line: f.line,
+                    comment: text(f.comment, f.line + 1, "comment line")?,
+                    atoms: text(f.atoms, f.line + 2, "atoms")?,
+                    natoms: f.natoms,
+                };
+                let mut skipped = Vec::new();
+                let data = ft.parse(&mut skipped)?;
+                Ok((Frame { line: f.line, data }, skipped))
+            })
+            .collect::<Result<_>>()?;
+        let mut frames = Vec::with_capacity(parsed.len());
+        for (f, skipped) in parsed {
+            for name in skipped {
+                if self.warned.insert(name.clone()) {
+                    log::warn!("{}: `{name}` holds strings and is skipped (first at line {})", path.display(), f.line);
+                }
+            }
+            frames.push(f);
+        }
+        Ok(Some(frames))
+    }
+}
+
+/// Every frame of a file (for small files; [`ExtxyzReader`] streams).
+pub fn read_extxyz(path: impl AsRef<Path>) -> Result<Vec<Frame>> {
+    let mut r = ExtxyzReader::open(path)?;
+    let mut out = Vec::new();
+    while let Some(batch) = r.next_batch(4096)? {
+        out.extend(batch);
+    }
+    Ok(out)
+}
