@@ -7,9 +7,10 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
+use super::plan::needed_chunks;
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::source::{Reader, SampleMetadata};
+use crate::source::{DecodeCounters, Reader, SampleMetadata};
 
 impl Reader for AtomicDataZarrReader {
     fn len(&self) -> usize {
@@ -97,6 +98,60 @@ impl Reader for AtomicDataZarrReader {
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
+    }
+
+    /// Blocks of the chunks of the coarsest bulky array: the arrays whose
+    /// decoded size exceeds a quarter of the cache budget (the others stay
+    /// resident once decoded, so their chunking costs nothing); all arrays
+    /// when none is that big (the store fits: blocks may then be as coarse as
+    /// they like). A sample belongs to the chunk its first row is in.
+    fn chunk_blocks(&self) -> Option<Vec<usize>> {
+        let st = self.snapshot();
+        let n = st.num_samples;
+        let total = |l: Level| -> u64 {
+            match l {
+                Level::Atom => st.atoms_ptr[n] as u64,
+                Level::Edge => st.edges_ptr[n] as u64,
+                Level::System => n as u64,
+            }
+        };
+        let budget = self.cache.stats().budget;
+        let with_rows: Vec<_> = st.fields.iter().filter(|f| total(f.level) > 0 && f.chunk_rows > 0).collect();
+        let bulky: Vec<_> =
+            with_rows.iter().copied().filter(|f| total(f.level) * f.row_bytes as u64 > budget / 4).collect();
+        let candidates = if bulky.is_empty() { with_rows } else { bulky };
+        // Samples per chunk: chunk rows over mean rows per sample.
+        let span = |f: &&crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f.level) as f64;
+        let coarsest = candidates.into_iter().max_by(|a, b| span(a).total_cmp(&span(b)))?;
+        let ptrs = st.ptrs();
+        let mut starts = Vec::new();
+        let mut last = None;
+        for logical in 0..st.len() {
+            let id = ptrs.rows(coarsest.level, st.physical(logical)).start / coarsest.chunk_rows;
+            if last != Some(id) {
+                starts.push(logical);
+                last = Some(id);
+            }
+        }
+        Some(starts)
+    }
+
+    fn decode_counters(&self) -> Option<DecodeCounters> {
+        Some(self.cache.decode_counters())
+    }
+
+    /// Protects the chunks of `batches` in the cache (see
+    /// [`ChunkCache::protect`](crate::store::ChunkCache::protect)); indices out
+    /// of range are ignored (the read itself reports them).
+    fn announce_next(&self, batches: &[Vec<usize>]) {
+        let st = self.snapshot();
+        let len = st.len();
+        let physical: Vec<usize> = batches.iter().flatten().filter(|&&i| i < len).map(|&i| st.physical(i)).collect();
+        let mut keys = Vec::new();
+        for f in &st.fields {
+            keys.extend(needed_chunks(st.ptrs(), f.level, f.chunk_rows, &physical).into_iter().map(|c| (f.id, c)));
+        }
+        self.cache.protect(keys);
     }
 
     /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
