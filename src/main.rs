@@ -82,6 +82,9 @@ enum OrderArg {
     Sequential,
     Shuffle,
     BlockShuffle,
+    /// Chunk-aware shuffle: the store's chunk blocks permuted,
+    /// --buffer-blocks of them interleaved at a time.
+    ChunkShuffle,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,6 +116,14 @@ struct ReadArgs {
     /// Contiguous block size of block-shuffle.
     #[arg(long, default_value_t = 8192)]
     read_order_block_size: usize,
+    /// Blocks chunk-shuffle interleaves at a time (K): more mixes more
+    /// blocks into each batch and needs more cache.
+    #[arg(long, default_value_t = atomzarr::sampler::DEFAULT_BUFFER_BLOCKS)]
+    buffer_blocks: usize,
+    /// Also time the decode floor (every inner chunk decoded once on all
+    /// cores) and report each pass against it.
+    #[arg(long)]
+    decode_floor: bool,
     /// Ask the loader for pinned host staging.
     #[arg(long)]
     pin_memory: bool,
@@ -190,9 +201,12 @@ impl ReadArgs {
                 OrderArg::Sequential => ReadOrder::Sequential,
                 OrderArg::Shuffle => ReadOrder::Shuffle,
                 OrderArg::BlockShuffle => ReadOrder::BlockShuffle,
+                OrderArg::ChunkShuffle => ReadOrder::ChunkShuffle,
             },
             seed: self.read_seed,
             block_size: self.read_order_block_size,
+            buffer_blocks: self.buffer_blocks,
+            decode_floor: self.decode_floor,
             batch_size: self.batch_size,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,

@@ -35,17 +35,20 @@
 //! | `options` | [`ReadOrder`], [`ReadPath`], [`ReadOptions`], [`ReadResult`] |
 //! | `content` | what a read delivered: [`sample_hash`], [`sample_bytes`] |
 //! | `read` | the timed read loops ([`time_reads`]) |
+//! | `memory` | peak resident memory of a pass ([`peak_rss`]) |
 //! | `report` | [`StoreFacts`], [`ReportRow`], [`read_bench`], the printed [`table`] |
 //! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
 
 mod content;
+mod memory;
 mod options;
 mod read;
 mod report;
 mod write;
 
 pub use content::{Fnv1a, sample_bytes, sample_hash};
-pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, read_order};
+pub use memory::{peak_rss, reset_peak_rss};
+pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 pub use read::time_reads;
-pub use report::{ReportRow, StoreFacts, fmt_bytes, read_bench, store_facts, table};
+pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts, table};
 pub use write::{BenchCodec, WriteOptions, roundtrip};
