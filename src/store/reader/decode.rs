@@ -39,6 +39,7 @@ impl AtomicDataZarrReader {
             return self.decode_chunk(st, f, chunk).map(Some);
         }
         let wide = self.decode_raw(f, chunk)?;
+        self.cache.count_decode(wide.len() as u64);
         self.verify_neighbors(st, f, chunk, &wide);
         match HostData::narrow_i64_bytes(&wide) {
             Some(narrow) => {
@@ -63,6 +64,7 @@ impl AtomicDataZarrReader {
     /// Decodes one inner chunk of `f` and offers it to the cache.
     fn decode_chunk(&self, st: &State, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
         let raw = Arc::new(self.decode_raw(f, chunk)?);
+        self.cache.count_decode(raw.len() as u64);
         self.verify_neighbors(st, f, chunk, &raw);
         self.cache.insert(f.id, chunk, raw.clone());
         Ok(raw)
@@ -92,7 +94,6 @@ impl AtomicDataZarrReader {
                 format!("decoded {} bytes, expected {}", raw.len(), f.chunk_rows * f.row_bytes as u64),
             ));
         }
-        self.cache.count_decode(expected);
         Ok(raw)
     }
 

@@ -100,11 +100,12 @@ impl Reader for AtomicDataZarrReader {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
     }
 
-    /// Blocks of the chunks of the coarsest bulky array: the arrays whose
-    /// decoded size exceeds a quarter of the cache budget (the others stay
-    /// resident once decoded, so their chunking costs nothing); all arrays
-    /// when none is that big (the store fits: blocks may then be as coarse as
-    /// they like). A sample belongs to the chunk its first row is in.
+    /// Blocks of the chunks of the coarsest bulky array. The smallest arrays
+    /// that together fit a quarter of the cache budget stay resident once
+    /// decoded (typically the per-system ones), so their chunking costs
+    /// nothing; the others are bulky. When every array fits (the whole store
+    /// does) all count, and blocks are as coarse as the coarsest chunking. A
+    /// sample belongs to the chunk its first row is in.
     fn chunk_blocks(&self) -> Option<Vec<usize>> {
         let st = self.snapshot();
         let n = st.num_samples;
@@ -116,13 +117,21 @@ impl Reader for AtomicDataZarrReader {
             }
         };
         let budget = self.cache.stats().budget;
-        let with_rows: Vec<_> = st.fields.iter().filter(|f| total(f.level) > 0 && f.chunk_rows > 0).collect();
-        let bulky: Vec<_> =
-            with_rows.iter().copied().filter(|f| total(f.level) * f.row_bytes as u64 > budget / 4).collect();
-        let candidates = if bulky.is_empty() { with_rows } else { bulky };
+        let mut with_rows: Vec<_> = st.fields.iter().filter(|f| total(f.level) > 0 && f.chunk_rows > 0).collect();
+        let size = |f: &&crate::store::reader::FieldArray| total(f.level).saturating_mul(f.row_bytes as u64);
+        with_rows.sort_by_key(size);
+        let mut resident = 0u64;
+        let first_bulky = with_rows
+            .iter()
+            .position(|f| {
+                resident = resident.saturating_add(size(f));
+                resident > budget / 4
+            })
+            .unwrap_or(0);
+        let candidates = &with_rows[first_bulky..];
         // Samples per chunk: chunk rows over mean rows per sample.
         let span = |f: &&crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f.level) as f64;
-        let coarsest = candidates.into_iter().max_by(|a, b| span(a).total_cmp(&span(b)))?;
+        let coarsest = candidates.iter().max_by(|a, b| span(a).total_cmp(&span(b)))?;
         let ptrs = st.ptrs();
         let mut starts = Vec::new();
         let mut last = None;
