@@ -263,3 +263,27 @@ fn chunk_shuffle_shards_read_whole_blocks_per_rank() {
     all.sort_unstable();
     assert_eq!(all, (0..1500).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_window_over_the_decode_limit_is_read_a_group_of_batches_at_a_time() {
+    let dir = common::tmpdir();
+    let path = dir.path().join("g.zarr");
+    let samples = write_store(&path, 800);
+    let idx: Vec<usize> = (0..800).map(|i| (i * 373) % 800).collect();
+    let batches: Vec<Vec<i64>> = idx.chunks(40).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
+    let whole = open(&path, 0);
+    let mut want = Vec::new();
+    whole.read_collated(&batches, &mut want).unwrap();
+    let (set, _) = chunks_of(&samples, &idx);
+    assert_eq!(whole.decode_counters().unwrap().chunks_decoded, decodes_for(&samples, &set));
+    // A limit below one batch's chunks: each batch is a group; with no cache
+    // a chunk two batches share is decoded once per batch.
+    let grouped = open(&path, 0);
+    grouped.set_window_decode_bytes(1);
+    let mut got = Vec::new();
+    grouped.read_collated(&batches, &mut got).unwrap();
+    assert_eq!(got, want);
+    let per_batch: u64 = idx.chunks(40).map(|b| decodes_for(&samples, &chunks_of(&samples, b).0)).sum();
+    assert_eq!(grouped.decode_counters().unwrap().chunks_decoded, per_batch);
+    assert!(per_batch > decodes_for(&samples, &set));
+}

@@ -140,13 +140,15 @@ pub fn time_reads(
 /// pipelined as the DataLoader is (so its overhead figure means overhead):
 /// a background thread reads the next window while this one is consumed,
 /// announcing the window after the one it reads, with at most one finished
-/// window waiting.
+/// window waiting. Consumed windows' buffers go back to the reader thread for
+/// reuse, so later windows write into memory that is already mapped.
 fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
     let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
     let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
     let mut tally = Tally::new(order.len(), opts.checksum);
     std::thread::scope(|scope| -> Result<()> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(1);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<CollatedBatch>>();
         let windows = &windows;
         scope.spawn(move || {
             for (wi, w) in windows.iter().enumerate() {
@@ -155,7 +157,7 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                 }
                 let batches: Vec<Vec<i64>> =
                     w.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
-                let mut out = Vec::new();
+                let mut out = back_rx.try_recv().unwrap_or_default();
                 let r = reader.read_collated(&batches, &mut out).map(|()| (wi, out));
                 let failed = r.is_err();
                 // A closed channel: the consumer stopped on an error.
@@ -179,6 +181,8 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                 }
             }
             pb.inc(window.len() as u64);
+            // The reader thread may have finished; then the buffers just drop.
+            let _ = back_tx.send(out);
         }
         Ok(())
     })?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
-use super::plan::needed_chunks;
+use super::plan::{decode_groups, needed_chunks};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::source::{DecodeCounters, Reader, SampleMetadata};
@@ -90,10 +90,17 @@ impl Reader for AtomicDataZarrReader {
         if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
             return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
         }
-        let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
-        let dec = self.decode_needed(&st, &physical, opts)?;
         out.resize_with(batches.len(), CollatedBatch::default);
-        out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))
+        let limit = self.window_decode_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        for g in decode_groups(&st, batches, limit) {
+            let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
+            let dec = self.decode_needed(&st, &physical, opts)?;
+            out[g.clone()]
+                .par_iter_mut()
+                .zip(batches[g].par_iter())
+                .try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))?;
+        }
+        Ok(())
     }
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {
