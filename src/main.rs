@@ -124,6 +124,11 @@ struct ReadArgs {
     /// cores) and report each pass against it.
     #[arg(long)]
     decode_floor: bool,
+    /// Time only the first N samples of the read order (for orders too slow
+    /// to run a whole epoch of, such as a shuffle of a store far larger than
+    /// the cache).
+    #[arg(long)]
+    max_samples: Option<usize>,
     /// Ask the loader for pinned host staging.
     #[arg(long)]
     pin_memory: bool,
@@ -207,6 +212,7 @@ impl ReadArgs {
             block_size: self.read_order_block_size,
             buffer_blocks: self.buffer_blocks,
             decode_floor: self.decode_floor,
+            max_samples: self.max_samples,
             batch_size: self.batch_size,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,

@@ -185,8 +185,8 @@ fn chunk_blocks_follow_the_bulky_arrays_chunks() {
     let r = open(&path, 1200 << 10);
     let mut want = Vec::new();
     let mut last = None;
-    for i in 0..samples.len() {
-        let c = a[i] / CHUNK;
+    for (i, first_atom) in a[..samples.len()].iter().enumerate() {
+        let c = first_atom / CHUNK;
         if last != Some(c) {
             want.push(i);
             last = Some(c);

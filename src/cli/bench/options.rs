@@ -118,6 +118,9 @@ pub struct ReadOptions {
     pub block_size: usize,
     /// Blocks interleaved at a time by `chunk-shuffle` (its `K`).
     pub buffer_blocks: usize,
+    /// Read only the first this many samples of the order (a timed prefix
+    /// of the epoch, for orders too slow to run whole); `None`: all.
+    pub max_samples: Option<usize>,
     /// Also time the decode floor: every inner chunk decoded once, on all
     /// cores (see [`AtomicDataZarrReader::decode_every_chunk`](crate::AtomicDataZarrReader::decode_every_chunk)).
     pub decode_floor: bool,
@@ -149,6 +152,7 @@ impl Default for ReadOptions {
             block_size: 8192,
             buffer_blocks: crate::sampler::DEFAULT_BUFFER_BLOCKS,
             decode_floor: false,
+            max_samples: None,
             batch_size: 64,
             prefetch_factor: 16,
             pin_memory: false,

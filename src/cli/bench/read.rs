@@ -86,10 +86,13 @@ pub fn time_reads(
     {
         return Err(Error::inconsistent(path, "/", format!("expected {e} readable samples, found {n}")));
     }
-    let order = match opts.order {
+    let mut order = match opts.order {
         ReadOrder::ChunkShuffle => chunk_shuffle_order(&*reader, opts)?,
         o => read_order(n, o, opts.seed, opts.block_size)?,
     };
+    if let Some(m) = opts.max_samples {
+        order.truncate(m);
+    }
     let open_time = t0.elapsed();
     let mut out = Vec::with_capacity(opts.epochs);
     for epoch in 0..opts.epochs {

@@ -96,7 +96,8 @@ pub struct ReportRow {
     pub read_time: f64,
     /// systems / write_time.
     pub write_samples_per_s: Option<f64>,
-    /// systems / read_time (the table's samples/s).
+    /// samples_read / read_time (the table's samples/s; systems / read_time
+    /// for a whole epoch).
     pub read_samples_per_s: f64,
     /// Bytes of field data delivered.
     pub read_bytes: u64,
@@ -150,6 +151,7 @@ pub(super) fn rows_for(
         .enumerate()
         .map(|(e, r)| {
             let t = r.read_time.as_secs_f64();
+            let read_rate = if t > 0.0 { r.samples_read as f64 / t } else { 0.0 };
             ReportRow {
                 store: store.to_path_buf(),
                 systems: n,
@@ -173,7 +175,7 @@ pub(super) fn rows_for(
                 write_time: write.as_ref().map(|w| w.0),
                 read_time: t,
                 write_samples_per_s: write.as_ref().map(|w| rate(w.0)),
-                read_samples_per_s: rate(t),
+                read_samples_per_s: read_rate,
                 read_bytes: r.read_bytes,
                 samples_read: r.samples_read,
                 unique_samples: r.unique_samples,
@@ -184,7 +186,7 @@ pub(super) fn rows_for(
                 decoded_bytes: r.decode.decoded_bytes,
                 decode_amplification: r.decode.amplification(),
                 decode_floor_samples_per_s: floor,
-                floor_fraction: floor.filter(|f| *f > 0.0).map(|f| rate(t) / f),
+                floor_fraction: floor.filter(|f| *f > 0.0).map(|f| read_rate / f),
                 peak_rss_bytes: r.peak_rss,
                 content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
             }
