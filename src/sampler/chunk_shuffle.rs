@@ -354,7 +354,7 @@ mod tests {
             assert!(blocks_in(&w.concat(), &starts) <= 16);
         }
         // A plain shuffle's window touches nearly every block.
-        let plain = super::super::RandomSampler::new(9_600, 5).indices(0);
+        let plain = crate::sampler::RandomSampler::new(9_600, 5).indices(0);
         assert!(blocks_in(&plain[..256], &starts) > 80);
     }
 

@@ -6,8 +6,20 @@
 //! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
 //! - `raw`: [`Reader::read_collated`](crate::Reader::read_collated) in windows of `batch_size *
-//!   prefetch_factor` samples, no loader: the reader's own ceiling.
+//!   prefetch_factor` samples, no loader, pipelined as the loader is (a
+//!   background thread reads the next window, announced to the reader, while
+//!   this one is consumed): the reader's own ceiling, so that the loader's
+//!   overhead figure means overhead.
 //! - `single`: one [`Reader::read`](crate::Reader::read) per sample (a baseline only).
+//!
+//! Every row also reports the pass's decode amplification (bytes decoded /
+//! bytes of the samples read) and the process's peak resident memory; with
+//! `decode_floor` ([`ReadOptions::decode_floor`], `--decode-floor`) the store's
+//! decode floor (every inner chunk decoded once on all cores, see
+//! [`decode_floor`]) and each pass's fraction of it. Orders: `sequential`,
+//! `shuffle`, the toolkit's `block-shuffle` and `chunk-shuffle`
+//! ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler) over the
+//! store's chunk blocks, `--buffer-blocks K`).
 //!
 //! Every row also says how many samples were delivered, how many distinct
 //! ones, whether they came back in the requested order, and how many bytes of
