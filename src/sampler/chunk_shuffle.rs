@@ -103,6 +103,36 @@ impl ChunkShuffleSampler {
     /// Blocks as `reader` lays its samples out in chunks
     /// ([`Reader::chunk_blocks`]); one sample per block for a reader without
     /// chunks.
+    ///
+    /// In a [`DataLoader`](crate::DataLoader), as its batch sampler (or as
+    /// its `sampler` with the same batch size):
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use burn::backend::Flex;
+    /// use atomzarr::sampler::{ChunkShuffleSampler, Shard};
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("c.zarr");
+    /// let samples = atomzarr::data::synth::generate(300, 2, 6, 0)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let reader = AtomicDataZarrReader::open(&path)?;
+    /// let sampler = ChunkShuffleSampler::for_reader(&reader, 16)?
+    ///     .with_buffer_blocks(8)
+    ///     .with_seed(1)
+    ///     .with_shard(Shard::new(2, 0)?); // rank 0 of 2
+    /// let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader))
+    ///     .batch_sampler(sampler)
+    ///     .prefetch_factor(4)
+    ///     .build(&Default::default())?;
+    /// loader.set_epoch(3);
+    /// let mut it = loader.iter();
+    /// let n: usize = it.by_ref().map(|b| b.map(|b| b.num_graphs)).sum::<atomzarr::Result<usize>>()?;
+    /// assert_eq!(n, 150);
+    /// let amp = it.decode_counters().and_then(|c| c.amplification()).unwrap();
+    /// assert!(amp >= 1.0); // this epoch's bytes decoded per byte read
+    /// # Ok(()) }
+    /// ```
     pub fn for_reader<R: Reader + ?Sized>(reader: &R, batch_size: usize) -> Result<Self> {
         let len = reader.len();
         match reader.chunk_blocks() {
