@@ -189,6 +189,9 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
         let pb = bar(opts.progress, n as u64, format!("write {n}"));
         pb.enable_steady_tick(Duration::from_millis(100));
         let mut generator = crate::data::synth::Generator::new(w.min_atoms, w.max_atoms, w.seed)?;
+        // See set_mmap_threshold: keeps the batch-at-a-time write from
+        // fragmenting the heap; reads then run as a long-lived process would.
+        super::memory::set_mmap_threshold(128 << 10);
         let mut writer = AtomicDataZarrWriter::create(&store, config.clone())?;
         let (mut write_time, mut raw_bytes, mut done) = (Duration::ZERO, 0u64, 0usize);
         while done < n {
@@ -205,6 +208,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
             pb.set_position(done as u64);
         }
         drop(writer);
+        super::memory::set_mmap_threshold(32 << 20);
         let write_time = write_time.as_secs_f64();
         pb.finish();
         let mut facts = store_facts(&store)?;
