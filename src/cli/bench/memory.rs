@@ -13,7 +13,9 @@ pub fn peak_rss() -> Option<u64> {
 
 /// Resets the peak to the current resident size (`echo 5 >
 /// /proc/self/clear_refs`, Linux 4.0+). Returns whether the kernel took it;
-/// when it did not, [`peak_rss`] keeps counting from the process start.
+/// when it did not, [`peak_rss`] keeps counting from the process start. The
+/// kernel keeps one peak: this also resets what `getrusage` (and `time -v`)
+/// report as the maximum resident size.
 pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
