@@ -109,6 +109,9 @@ enum OrderArg {
     Sequential,
     Shuffle,
     BlockShuffle,
+    /// Chunk-aware shuffle: the store's chunk blocks permuted,
+    /// --buffer-blocks of them interleaved at a time.
+    ChunkShuffle,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -140,6 +143,19 @@ struct ReadArgs {
     /// Contiguous block size of block-shuffle.
     #[arg(long, default_value_t = 8192)]
     read_order_block_size: usize,
+    /// Blocks chunk-shuffle interleaves at a time (K): more mixes more
+    /// blocks into each batch and needs more cache.
+    #[arg(long, default_value_t = atomzarr::sampler::DEFAULT_BUFFER_BLOCKS)]
+    buffer_blocks: usize,
+    /// Also time the decode floor (every inner chunk decoded once on all
+    /// cores) and report each pass against it.
+    #[arg(long)]
+    decode_floor: bool,
+    /// Time only the first N samples of the read order (for orders too slow
+    /// to run a whole epoch of, such as a shuffle of a store far larger than
+    /// the cache).
+    #[arg(long)]
+    max_samples: Option<usize>,
     /// Ask the loader for pinned host staging.
     #[arg(long)]
     pin_memory: bool,
@@ -217,9 +233,13 @@ impl ReadArgs {
                 OrderArg::Sequential => ReadOrder::Sequential,
                 OrderArg::Shuffle => ReadOrder::Shuffle,
                 OrderArg::BlockShuffle => ReadOrder::BlockShuffle,
+                OrderArg::ChunkShuffle => ReadOrder::ChunkShuffle,
             },
             seed: self.read_seed,
             block_size: self.read_order_block_size,
+            buffer_blocks: self.buffer_blocks,
+            decode_floor: self.decode_floor,
+            max_samples: self.max_samples,
             batch_size: self.batch_size,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,

@@ -33,21 +33,56 @@ pub fn generate_with_progress(
     seed: u64,
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<AtomicData>> {
-    if min_atoms == 0 || min_atoms > max_atoms {
-        return Err(Error::Config(format!(
-            "atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more"
-        )));
-    }
-    let mut rng = SynthRng::seed_from_u64(seed);
+    let mut g = Generator::new(min_atoms, max_atoms, seed)?;
     let mut out = Vec::with_capacity(n);
     for k in 0..n {
-        out.push(one(&mut rng, min_atoms, max_atoms)?);
+        out.push(g.one()?);
         if (k + 1) % 1024 == 0 {
             progress(k + 1);
         }
     }
     progress(n);
     Ok(out)
+}
+
+/// The same structures as [`generate`], a batch at a time, so a large set can
+/// be written without holding it all: the first `n` structures of a
+/// generator equal `generate(n, ..)` with the same seed, however they are
+/// split into batches.
+///
+/// ```
+/// use atomzarr::data::synth::{Generator, generate};
+/// let mut g = Generator::new(2, 6, 9).unwrap();
+/// let mut streamed = g.batch(3).unwrap();
+/// streamed.extend(g.batch(4).unwrap());
+/// assert_eq!(streamed, generate(7, 2, 6, 9).unwrap());
+/// ```
+pub struct Generator {
+    rng: SynthRng,
+    min_atoms: usize,
+    max_atoms: usize,
+}
+
+impl Generator {
+    /// A generator of structures with `min_atoms..=max_atoms` atoms.
+    pub fn new(min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Generator> {
+        if min_atoms == 0 || min_atoms > max_atoms {
+            return Err(Error::Config(format!(
+                "atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more"
+            )));
+        }
+        Ok(Generator { rng: SynthRng::seed_from_u64(seed), min_atoms, max_atoms })
+    }
+
+    /// The next structure.
+    pub fn one(&mut self) -> Result<AtomicData> {
+        one(&mut self.rng, self.min_atoms, self.max_atoms)
+    }
+
+    /// The next `n` structures.
+    pub fn batch(&mut self, n: usize) -> Result<Vec<AtomicData>> {
+        (0..n).map(|_| self.one()).collect()
+    }
 }
 
 fn one(rng: &mut SynthRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicData> {

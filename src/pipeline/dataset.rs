@@ -669,4 +669,16 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         self.reader.neighbor_index_error(index, value, num_atoms, span)
     }
+
+    fn chunk_blocks(&self) -> Option<Vec<usize>> {
+        self.reader.chunk_blocks()
+    }
+
+    fn decode_counters(&self) -> Option<crate::source::DecodeCounters> {
+        self.reader.decode_counters()
+    }
+
+    fn announce_next(&self, batches: &[Vec<usize>]) {
+        self.reader.announce_next(batches)
+    }
 }

@@ -270,6 +270,18 @@ impl Sampler for Shuffled {
 pub struct LoaderStats {
     /// Samples dropped from their batches under [`ErrorPolicy::Skip`].
     pub skipped_samples: u64,
+    /// The reader's decode counters (all reads of the reader, this loader's
+    /// and any other's; zero for a reader that decodes no chunks). For one
+    /// epoch's, see [`LoaderIter::decode_counters`].
+    pub decode: crate::source::DecodeCounters,
+}
+
+impl LoaderStats {
+    /// Bytes decoded per byte of samples read (see
+    /// [`DecodeCounters`](crate::source::DecodeCounters)).
+    pub fn decode_amplification(&self) -> Option<f64> {
+        self.decode.amplification()
+    }
 }
 
 /// Yields [`AtomicBatch`]es on a device, reading ahead in fused windows.
@@ -325,7 +337,10 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// Counters: samples skipped under [`ErrorPolicy::Skip`] by this loader
     /// (and its clones, which share its dataset).
     pub fn stats(&self) -> LoaderStats {
-        LoaderStats { skipped_samples: self.dataset.skipped_samples() }
+        LoaderStats {
+            skipped_samples: self.dataset.skipped_samples(),
+            decode: self.dataset.reader().decode_counters().unwrap_or_default(),
+        }
     }
 
     /// Batches per epoch.
@@ -401,6 +416,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             done: false,
             yielded: 0,
             total,
+            decode_start: self.dataset.reader().decode_counters(),
         };
         it.fill_reads();
         it
@@ -484,6 +500,8 @@ pub struct LoaderIter<B: Backend, R: Reader> {
     done: bool,
     yielded: usize,
     total: usize,
+    /// The reader's decode counters when the epoch started.
+    decode_start: Option<crate::source::DecodeCounters>,
 }
 
 impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
@@ -494,6 +512,9 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
         }
         while self.inflight.len() < 2 {
             let Some(w) = self.windows.pop_front() else { break };
+            // This window is read after the one in progress: let the reader
+            // keep its chunks cached rather than evict them first.
+            self.dataset.reader().announce_next(&w);
             let asked = asked_for(&w);
             let h = if self.streams > 0 {
                 let (device, pin, transforms, streams) =
@@ -540,6 +561,14 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
         self.windows.clear();
         self.inflight.clear(); // dropping handles cancels queued reads
         self.ready.clear();
+    }
+
+    /// The reader's decode counters since this epoch started (reads of the
+    /// windows in flight included); `None` for a reader that decodes no
+    /// chunks. Their [`amplification`](crate::source::DecodeCounters::amplification)
+    /// is the epoch's decode amplification.
+    pub fn decode_counters(&self) -> Option<crate::source::DecodeCounters> {
+        Some(self.dataset.reader().decode_counters()?.since(&self.decode_start?))
     }
 
     /// Batches yielded so far and in total this epoch.

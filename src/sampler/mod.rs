@@ -23,6 +23,7 @@
 //! | [`DistributedSampler`], [`DistributedBatchSampler`] ([`Shard`]) | both | this rank's share of any sampler |
 //! | [`MultiDatasetSampler`] | [`Sampler`] | per-sample mixing of [`MultiDataset`](crate::MultiDataset) children by rates |
 //! | [`MultiDatasetBatchSampler`] | [`BatchSampler`] | exact per-dataset counts in every batch |
+//! | [`ChunkShuffleSampler`] | both | chunk-aware two-level shuffle: few chunks per read window, `K` blocks per batch, rank shares of whole blocks |
 //!
 //! ```
 //! use atomzarr::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches};
@@ -36,10 +37,12 @@
 
 use rand::Rng;
 
+mod chunk_shuffle;
 mod distributed;
 mod mixing;
 mod size_aware;
 
+pub use chunk_shuffle::{ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS};
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
 pub use mixing::{
     EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,

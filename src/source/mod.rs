@@ -22,4 +22,4 @@ pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};
 pub use multi::{MultiDataset, MultiDatasetOptions};
 pub(crate) use reader::range_error;
-pub use reader::{Reader, Sample, SampleMetadata};
+pub use reader::{DecodeCounters, Reader, Sample, SampleMetadata};

@@ -58,6 +58,46 @@ pub struct Sample {
     pub metadata: SampleMetadata,
 }
 
+/// Decode counters of a reader that decodes stored chunks (the Zarr reader):
+/// how many bytes it decoded and how many bytes of samples it was asked for.
+/// Their ratio is the decode amplification: 1 when every decoded byte was
+/// delivered once, `k` when each chunk was decoded `k` times over (a cache
+/// too small for the read order) or when most of each chunk was not needed.
+///
+/// ```
+/// use atomzarr::source::DecodeCounters;
+/// let before = DecodeCounters { decoded_bytes: 100, sample_bytes: 100, chunks_decoded: 1 };
+/// let after = DecodeCounters { decoded_bytes: 1100, sample_bytes: 600, chunks_decoded: 9 };
+/// let epoch = after.since(&before);
+/// assert_eq!(epoch.amplification(), Some(2.0));
+/// assert_eq!(DecodeCounters::default().amplification(), None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecodeCounters {
+    /// Bytes of decoded chunks (each decode counted, cache hits not).
+    pub decoded_bytes: u64,
+    /// Bytes of field data of the samples requested (in the stored dtypes).
+    pub sample_bytes: u64,
+    /// Chunks decoded.
+    pub chunks_decoded: u64,
+}
+
+impl DecodeCounters {
+    /// `decoded_bytes / sample_bytes`; `None` before any sample byte was read.
+    pub fn amplification(&self) -> Option<f64> {
+        (self.sample_bytes > 0).then(|| self.decoded_bytes as f64 / self.sample_bytes as f64)
+    }
+
+    /// The counts since `earlier` (a snapshot of the same reader).
+    pub fn since(&self, earlier: &DecodeCounters) -> DecodeCounters {
+        DecodeCounters {
+            decoded_bytes: self.decoded_bytes.saturating_sub(earlier.decoded_bytes),
+            sample_bytes: self.sample_bytes.saturating_sub(earlier.sample_bytes),
+            chunks_decoded: self.chunks_decoded.saturating_sub(earlier.chunks_decoded),
+        }
+    }
+}
+
 /// Storage backend. See the module docs for which methods to implement.
 ///
 /// Hook indices are logical and already in `0..len()`.
@@ -194,6 +234,28 @@ pub trait Reader: Send + Sync {
         self.load_collated_with(&checked, opts, out)
     }
 
+    /// How samples share storage chunks: the logical indices where a new
+    /// block of samples starts (strictly increasing from 0), each block
+    /// being the samples whose rows start in one chunk of the store's
+    /// bulkiest arrays. `None` (the default) for a reader without chunks.
+    /// [`ChunkShuffleSampler::for_reader`](crate::sampler::ChunkShuffleSampler::for_reader)
+    /// shuffles these blocks.
+    fn chunk_blocks(&self) -> Option<Vec<usize>> {
+        None
+    }
+
+    /// Decode counters, for a reader that decodes chunks (default `None`).
+    fn decode_counters(&self) -> Option<DecodeCounters> {
+        None
+    }
+
+    /// A hint: `batches` (logical, checked by the caller) is the read that
+    /// follows the one in progress. A reader with a cache keeps what that
+    /// read needs rather than evict it first. Default: ignored.
+    fn announce_next(&self, batches: &[Vec<usize>]) {
+        let _ = batches;
+    }
+
     /// Metadata of logical index `i`.
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source()) }
@@ -286,5 +348,14 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     }
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         (**self).neighbor_index_error(index, value, num_atoms, span)
+    }
+    fn chunk_blocks(&self) -> Option<Vec<usize>> {
+        (**self).chunk_blocks()
+    }
+    fn decode_counters(&self) -> Option<DecodeCounters> {
+        (**self).decode_counters()
+    }
+    fn announce_next(&self, batches: &[Vec<usize>]) {
+        (**self).announce_next(batches)
     }
 }

@@ -6,8 +6,20 @@
 //! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
 //! - `raw`: [`Reader::read_collated`](crate::Reader::read_collated) in windows of `batch_size *
-//!   prefetch_factor` samples, no loader: the reader's own ceiling.
+//!   prefetch_factor` samples, no loader, pipelined as the loader is (a
+//!   background thread reads the next window, announced to the reader, while
+//!   this one is consumed): the reader's own ceiling, so that the loader's
+//!   overhead figure means overhead.
 //! - `single`: one [`Reader::read`](crate::Reader::read) per sample (a baseline only).
+//!
+//! Every row also reports the pass's decode amplification (bytes decoded /
+//! bytes of the samples read) and the process's peak resident memory; with
+//! `decode_floor` ([`ReadOptions::decode_floor`], `--decode-floor`) the store's
+//! decode floor (every inner chunk decoded once on all cores, see
+//! [`decode_floor`]) and each pass's fraction of it. Orders: `sequential`,
+//! `shuffle`, the toolkit's `block-shuffle` and `chunk-shuffle`
+//! ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler) over the
+//! store's chunk blocks, `--buffer-blocks K`).
 //!
 //! Every row also says how many samples were delivered, how many distinct
 //! ones, whether they came back in the requested order, and how many bytes of
@@ -35,17 +47,20 @@
 //! | `options` | [`ReadOrder`], [`ReadPath`], [`ReadOptions`], [`ReadResult`] |
 //! | `content` | what a read delivered: [`sample_hash`], [`sample_bytes`] |
 //! | `read` | the timed read loops ([`time_reads`]) |
+//! | `memory` | peak resident memory of a pass ([`peak_rss`]) |
 //! | `report` | [`StoreFacts`], [`ReportRow`], [`read_bench`], the printed [`table`] |
 //! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
 
 mod content;
+mod memory;
 mod options;
 mod read;
 mod report;
 mod write;
 
 pub use content::{Fnv1a, sample_bytes, sample_hash};
-pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, read_order};
+pub use memory::{peak_rss, reset_peak_rss, set_mmap_threshold};
+pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 pub use read::time_reads;
-pub use report::{ReportRow, StoreFacts, fmt_bytes, read_bench, store_facts, table};
+pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts, table};
 pub use write::{BenchCodec, WriteOptions, roundtrip};

@@ -17,6 +17,10 @@ pub enum ReadOrder {
     Shuffle,
     /// Contiguous blocks of indices, shuffled; order kept inside each block.
     BlockShuffle,
+    /// [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler): the
+    /// store's chunk-aligned blocks permuted, `buffer_blocks` of them
+    /// interleaved at a time.
+    ChunkShuffle,
 }
 
 impl ReadOrder {
@@ -26,6 +30,7 @@ impl ReadOrder {
             ReadOrder::Sequential => "sequential",
             ReadOrder::Shuffle => "shuffle",
             ReadOrder::BlockShuffle => "block-shuffle",
+            ReadOrder::ChunkShuffle => "chunk-shuffle",
         }
     }
 }
@@ -65,7 +70,9 @@ impl std::fmt::Display for ReadPath {
     }
 }
 
-/// Builds the logical read order over `n` samples.
+/// Builds the logical read order over `n` samples (`chunk-shuffle` needs the
+/// store's blocks: see [`chunk_shuffle_order`]; here it is built over blocks of
+/// `block_size` samples, batches of `block_size` and the default buffer).
 pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> Result<Vec<usize>> {
     if block_size == 0 {
         return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
@@ -80,8 +87,22 @@ pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> R
             crate::sampler::shuffle(&mut blocks, &mut rng);
             idx = blocks.concat();
         }
+        ReadOrder::ChunkShuffle => {
+            use crate::sampler::{ChunkShuffleSampler, Sampler};
+            idx = ChunkShuffleSampler::new(n, block_size, block_size).with_seed(seed).indices(0);
+        }
     }
     Ok(idx)
+}
+
+/// The `chunk-shuffle` order of epoch 0 over `reader`'s chunk blocks, as
+/// batches of `opts.batch_size` concatenated.
+pub fn chunk_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOptions) -> Result<Vec<usize>> {
+    use crate::sampler::{ChunkShuffleSampler, Sampler};
+    Ok(ChunkShuffleSampler::for_reader(reader, opts.batch_size)?
+        .with_buffer_blocks(opts.buffer_blocks)
+        .with_seed(opts.seed)
+        .indices(0))
 }
 
 /// The read side of a benchmark run.
@@ -95,6 +116,14 @@ pub struct ReadOptions {
     pub seed: u64,
     /// Block size of `block-shuffle`.
     pub block_size: usize,
+    /// Blocks interleaved at a time by `chunk-shuffle` (its `K`).
+    pub buffer_blocks: usize,
+    /// Read only the first this many samples of the order (a timed prefix
+    /// of the epoch, for orders too slow to run whole); `None`: all.
+    pub max_samples: Option<usize>,
+    /// Also time the decode floor: every inner chunk decoded once, on all
+    /// cores (see [`AtomicDataZarrReader::decode_every_chunk`](crate::AtomicDataZarrReader::decode_every_chunk)).
+    pub decode_floor: bool,
     /// Samples per emitted batch (batch and raw paths).
     pub batch_size: usize,
     /// Batches fused into one backend read; 0 reads one batch at a time.
@@ -121,6 +150,9 @@ impl Default for ReadOptions {
             order: ReadOrder::Sequential,
             seed: 0,
             block_size: 8192,
+            buffer_blocks: crate::sampler::DEFAULT_BUFFER_BLOCKS,
+            decode_floor: false,
+            max_samples: None,
             batch_size: 64,
             prefetch_factor: 16,
             pin_memory: false,
@@ -143,6 +175,9 @@ impl ReadOptions {
         }
         if self.block_size == 0 {
             return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
+        }
+        if self.buffer_blocks == 0 {
+            return Err(Error::Config("buffer_blocks must be >= 1, got 0".into()));
         }
         if self.epochs == 0 {
             return Err(Error::Config("epochs must be >= 1, got 0".into()));
@@ -184,4 +219,9 @@ pub struct ReadResult {
     /// Wrapping sum of [`sample_hash`](super::sample_hash) over the delivered samples, when
     /// [`ReadOptions::checksum`] is set.
     pub content_checksum: Option<u64>,
+    /// The reader's decode counters for the pass.
+    pub decode: crate::source::DecodeCounters,
+    /// Peak resident memory of the process during the pass (Linux: VmHWM,
+    /// reset at the start of the pass where the kernel allows it).
+    pub peak_rss: Option<u64>,
 }

@@ -10,7 +10,8 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::content::{batch_bytes, sample_bytes, sample_hash};
-use super::options::{ReadOptions, ReadPath, ReadResult, read_order};
+use super::memory::{peak_rss, reset_peak_rss};
+use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 use crate::data::{AtomicData, CollatedBatch, HostData};
 use crate::error::{Error, Result};
 use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
@@ -76,6 +77,7 @@ pub fn time_reads(
     expected: Option<usize>,
 ) -> Result<Vec<ReadResult>> {
     opts.validate()?;
+    reset_peak_rss();
     let t0 = Instant::now();
     let reader =
         Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(opts.cache_bytes))?);
@@ -85,7 +87,13 @@ pub fn time_reads(
     {
         return Err(Error::inconsistent(path, "/", format!("expected {e} readable samples, found {n}")));
     }
-    let order = read_order(n, opts.order, opts.seed, opts.block_size)?;
+    let mut order = match opts.order {
+        ReadOrder::ChunkShuffle => chunk_shuffle_order(&*reader, opts)?,
+        o => read_order(n, o, opts.seed, opts.block_size)?,
+    };
+    if let Some(m) = opts.max_samples {
+        order.truncate(m);
+    }
     let open_time = t0.elapsed();
     let mut out = Vec::with_capacity(opts.epochs);
     for epoch in 0..opts.epochs {
@@ -98,7 +106,11 @@ pub fn time_reads(
                 if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }
             ),
         );
+        if epoch > 0 {
+            reset_peak_rss();
+        }
         let before = reader.cache_stats();
+        let decode_before = reader.decode_counters().unwrap_or_default();
         let t = Instant::now();
         let tally = match path_kind {
             ReadPath::Raw => read_raw(&reader, &order, opts, &pb)?,
@@ -111,6 +123,7 @@ pub fn time_reads(
         }
         pb.finish();
         let after = reader.cache_stats();
+        let decode = reader.decode_counters().unwrap_or_default().since(&decode_before);
         out.push(ReadResult {
             read_time,
             samples_read: tally.read,
@@ -120,33 +133,63 @@ pub fn time_reads(
             cache_hits: after.hits - before.hits,
             cache_misses: after.misses - before.misses,
             content_checksum: tally.checksum,
+            decode,
+            peak_rss: peak_rss(),
         });
     }
     Ok(out)
 }
 
-/// The raw path: `read_collated` over windows of `read_window` samples.
+/// The raw path: `read_collated` over windows of `read_window` samples,
+/// pipelined as the DataLoader is (so its overhead figure means overhead):
+/// a background thread reads the next window while this one is consumed,
+/// announcing the window after the one it reads, with at most one finished
+/// window waiting. Consumed windows' buffers go back to the reader thread for
+/// reuse, so later windows write into memory that is already mapped.
 fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+    let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
+    let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
     let mut tally = Tally::new(order.len(), opts.checksum);
-    let mut out: Vec<CollatedBatch> = Vec::new();
-    let mut batches: Vec<Vec<i64>> = Vec::new();
-    for window in order.chunks(opts.read_window()) {
-        batches.clear();
-        batches.extend(window.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()));
-        reader.read_collated(&batches, &mut out)?;
-        let mut k = 0;
-        for b in out.iter().take(batches.len()) {
-            for &i in &b.indices {
-                tally.sample(i, window.get(k).copied().unwrap_or(usize::MAX));
-                k += 1;
+    std::thread::scope(|scope| -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(1);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<CollatedBatch>>();
+        let windows = &windows;
+        scope.spawn(move || {
+            for (wi, w) in windows.iter().enumerate() {
+                if let Some(next) = windows.get(wi + 1) {
+                    reader.announce_next(&lists(next));
+                }
+                let batches: Vec<Vec<i64>> =
+                    w.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
+                let mut out = back_rx.try_recv().unwrap_or_default();
+                let r = reader.read_collated(&batches, &mut out).map(|()| (wi, out));
+                let failed = r.is_err();
+                // A closed channel: the consumer stopped on an error.
+                if tx.send(r).is_err() || failed {
+                    break;
+                }
             }
-            tally.bytes += batch_bytes(b);
-            if opts.checksum {
-                tally.hash(&b.to_samples()?);
+        });
+        for msg in rx {
+            let (wi, out) = msg?;
+            let window = windows[wi];
+            let mut k = 0;
+            for b in &out {
+                for &i in &b.indices {
+                    tally.sample(i, window.get(k).copied().unwrap_or(usize::MAX));
+                    k += 1;
+                }
+                tally.bytes += batch_bytes(b);
+                if opts.checksum {
+                    tally.hash(&b.to_samples()?);
+                }
             }
+            pb.inc(window.len() as u64);
+            // The reader thread may have finished; then the buffers just drop.
+            let _ = back_tx.send(out);
         }
-        pb.inc(window.len() as u64);
-    }
+        Ok(())
+    })?;
     Ok(tally)
 }
 

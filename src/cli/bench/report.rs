@@ -62,6 +62,8 @@ pub struct ReportRow {
     pub read_order: ReadOrder,
     /// Block size (block-shuffle only).
     pub read_order_block_size: Option<usize>,
+    /// Blocks interleaved at a time (chunk-shuffle only).
+    pub buffer_blocks: Option<usize>,
     /// Samples per emitted batch (1 for single).
     pub batch: usize,
     /// Prefetch factor (0 for single).
@@ -94,7 +96,8 @@ pub struct ReportRow {
     pub read_time: f64,
     /// systems / write_time.
     pub write_samples_per_s: Option<f64>,
-    /// systems / read_time (the table's samples/s).
+    /// samples_read / read_time (the table's samples/s; systems / read_time
+    /// for a whole epoch).
     pub read_samples_per_s: f64,
     /// Bytes of field data delivered.
     pub read_bytes: u64,
@@ -110,12 +113,26 @@ pub struct ReportRow {
     pub cache_hits: u64,
     /// Cache misses (chunk decodes) during the pass.
     pub cache_misses: u64,
+    /// Bytes decoded during the pass.
+    pub decoded_bytes: u64,
+    /// Bytes decoded per byte of samples read during the pass (1 when each
+    /// needed chunk was decoded once and used whole).
+    pub decode_amplification: Option<f64>,
+    /// Samples per second at the decode floor: the store's samples over the
+    /// time to decode every inner chunk once on all cores (best of two),
+    /// with `--decode-floor`.
+    pub decode_floor_samples_per_s: Option<f64>,
+    /// read_samples_per_s / decode_floor_samples_per_s.
+    pub floor_fraction: Option<f64>,
+    /// Peak resident memory of the process during the pass, bytes.
+    pub peak_rss_bytes: Option<u64>,
     /// Content checksum of what the pass delivered (16 hex digits; see
     /// [`sample_hash`](super::sample_hash)), with `--checksum`; a string so JSON tools keep all
     /// 64 bits.
     pub content_checksum: Option<String>,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn rows_for(
     store: &Path,
     facts: &StoreFacts,
@@ -123,6 +140,7 @@ pub(super) fn rows_for(
     opts: &ReadOptions,
     path: ReadPath,
     results: Vec<ReadResult>,
+    floor: Option<f64>,
 ) -> Vec<ReportRow> {
     let n = facts.num_systems;
     let per = |x: u64| if n == 0 { 0.0 } else { x as f64 / n as f64 };
@@ -133,12 +151,14 @@ pub(super) fn rows_for(
         .enumerate()
         .map(|(e, r)| {
             let t = r.read_time.as_secs_f64();
+            let read_rate = if t > 0.0 { r.samples_read as f64 / t } else { 0.0 };
             ReportRow {
                 store: store.to_path_buf(),
                 systems: n,
                 read_path: path,
                 read_order: opts.order,
                 read_order_block_size: (opts.order == ReadOrder::BlockShuffle).then_some(opts.block_size),
+                buffer_blocks: (opts.order == ReadOrder::ChunkShuffle).then_some(opts.buffer_blocks),
                 batch: if single { 1 } else { opts.batch_size },
                 prefetch: if single { 0 } else { opts.prefetch() },
                 read_window: if single { 1 } else { opts.read_window() },
@@ -155,7 +175,7 @@ pub(super) fn rows_for(
                 write_time: write.as_ref().map(|w| w.0),
                 read_time: t,
                 write_samples_per_s: write.as_ref().map(|w| rate(w.0)),
-                read_samples_per_s: rate(t),
+                read_samples_per_s: read_rate,
                 read_bytes: r.read_bytes,
                 samples_read: r.samples_read,
                 unique_samples: r.unique_samples,
@@ -163,6 +183,11 @@ pub(super) fn rows_for(
                 cache_bytes: opts.cache_bytes,
                 cache_hits: r.cache_hits,
                 cache_misses: r.cache_misses,
+                decoded_bytes: r.decode.decoded_bytes,
+                decode_amplification: r.decode.amplification(),
+                decode_floor_samples_per_s: floor,
+                floor_fraction: floor.filter(|f| *f > 0.0).map(|f| read_rate / f),
+                peak_rss_bytes: r.peak_rss,
                 content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
             }
         })
@@ -173,12 +198,32 @@ pub(super) fn rows_for(
 pub fn read_bench(path: &Path, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
     opts.validate()?;
     let facts = store_facts(path)?;
+    let floor = decode_floor(path, opts)?;
     let mut rows = Vec::new();
     for &p in &opts.paths {
         let r = time_reads(path, p, opts, Some(facts.num_systems))?;
-        rows.extend(rows_for(path, &facts, None, opts, p, r));
+        rows.extend(rows_for(path, &facts, None, opts, p, r, floor));
     }
     Ok(rows)
+}
+
+/// With [`ReadOptions::decode_floor`]: the store's samples per second when
+/// every inner chunk is decoded once on all cores, no cache, no row copy
+/// (best of two runs, so both see a warm page cache, as the timed passes
+/// after it do). Opening the store is not part of it.
+pub fn decode_floor(path: &Path, opts: &ReadOptions) -> Result<Option<f64>> {
+    if !opts.decode_floor {
+        return Ok(None);
+    }
+    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+    let n = reader.len() as f64;
+    let mut best = f64::INFINITY;
+    for _ in 0..2 {
+        let t = std::time::Instant::now();
+        reader.decode_every_chunk()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(Some(if best > 0.0 { n / best } else { 0.0 }))
 }
 
 /// Human-readable bytes, as the reference prints them.
@@ -199,6 +244,7 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
     t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
     // Only runs with --checksum have the checksum column.
     let checksums = rows.iter().any(|r| r.content_checksum.is_some());
+    let floors = rows.iter().any(|r| r.decode_floor_samples_per_s.is_some());
     let mut header = vec![
         "systems",
         "read path",
@@ -215,7 +261,12 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
         "write time",
         "read time",
         "samples/s",
+        "decode amp",
+        "peak RSS",
     ];
+    if floors {
+        header.extend(["floor/s", "of floor"]);
+    }
     if checksums {
         header.push("content checksum");
     }
@@ -224,6 +275,9 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
         let mut order = r.read_order.to_string();
         if let Some(b) = r.read_order_block_size {
             order.push_str(&format!(" (blk={b})"));
+        }
+        if let Some(k) = r.buffer_blocks {
+            order.push_str(&format!(" (K={k})"));
         }
         let mut path = r.read_path.to_string();
         if r.epoch > 1 {
@@ -245,13 +299,19 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
             r.write_time.map_or("-".into(), |t| format!("{t:.3}s")),
             format!("{:.3}s", r.read_time),
             format!("{:.0}", r.read_samples_per_s),
+            r.decode_amplification.map_or("-".into(), |a| format!("{a:.2}x")),
+            r.peak_rss_bytes.map_or("-".into(), fmt_bytes),
         ];
+        if floors {
+            row.push(r.decode_floor_samples_per_s.map_or("-".into(), |f| format!("{f:.0}")));
+            row.push(r.floor_fraction.map_or("-".into(), |f| format!("{:.0}%", f * 100.0)));
+        }
         if checksums {
             row.push(r.content_checksum.clone().unwrap_or_else(|| "-".into()));
         }
         t.add_row(row);
     }
-    for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] {
+    for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18] {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(comfy_table::CellAlignment::Right);
         }

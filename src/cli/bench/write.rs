@@ -7,10 +7,16 @@ use std::time::{Duration, Instant};
 use super::content::sample_bytes;
 use super::options::ReadOptions;
 use super::read::{bar, time_reads};
-use super::report::{ReportRow, rows_for, store_facts};
+use super::report::{ReportRow, decode_floor, rows_for, store_facts};
 use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
 use crate::store::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+
+/// Structures generated and written at a time by [`roundtrip`]: large
+/// enough that appends rewrite few partial shards (the reference layout's
+/// 500,000-row shards hold ~9,000 samples' atoms), small enough to keep the
+/// generated batch (~250 MB) well below a large store.
+const WRITE_BATCH: usize = 50_000;
 
 /// Codec choice of the benchmark CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +162,9 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
     let mut counts = w.num_systems.clone();
     counts.sort_unstable();
     counts.dedup();
-    let max = counts.last().copied().ok_or_else(|| Error::Config("at least one -n is needed".into()))?;
+    if counts.is_empty() {
+        return Err(Error::Config("at least one -n is needed".into()));
+    }
     let tmp;
     let dir = match &w.output_dir {
         Some(d) => {
@@ -172,31 +180,44 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
         }
     };
 
-    // One generated set; smaller counts use its prefix (the generator is
-    // sequential, so a prefix equals a smaller generation with the same seed).
-    let pb = bar(opts.progress, max as u64, "generate".into());
-    let samples = crate::data::synth::generate_with_progress(max, w.min_atoms, w.max_atoms, w.seed, |k| {
-        pb.set_position(k as u64)
-    })?;
-    pb.finish();
-
+    // Each store is generated again from the seed, a batch at a time while
+    // it is written, so memory stays bounded by one batch whatever `-n` is
+    // (the generator is sequential: a smaller count is a prefix of a larger).
     let mut rows = Vec::new();
     for n in counts {
-        let data = &samples[..n];
         let store = dir.join(format!("bench_{n}.zarr"));
         let pb = bar(opts.progress, n as u64, format!("write {n}"));
         pb.enable_steady_tick(Duration::from_millis(100));
-        let t = Instant::now();
-        AtomicDataZarrWriter::create(&store, config.clone())?.write(data)?;
-        let write_time = t.elapsed().as_secs_f64();
-        pb.set_position(n as u64);
+        let mut generator = crate::data::synth::Generator::new(w.min_atoms, w.max_atoms, w.seed)?;
+        // See set_mmap_threshold: keeps the batch-at-a-time write from
+        // fragmenting the heap; reads then run as a long-lived process would.
+        super::memory::set_mmap_threshold(128 << 10);
+        let mut writer = AtomicDataZarrWriter::create(&store, config.clone())?;
+        let (mut write_time, mut raw_bytes, mut done) = (Duration::ZERO, 0u64, 0usize);
+        while done < n {
+            let batch = generator.batch(WRITE_BATCH.min(n - done))?;
+            raw_bytes += batch.iter().map(sample_bytes).sum::<u64>();
+            let t = Instant::now();
+            if done == 0 {
+                writer.write(&batch)?
+            } else {
+                writer.append(&batch)?
+            }
+            write_time += t.elapsed();
+            done += batch.len();
+            pb.set_position(done as u64);
+        }
+        drop(writer);
+        super::memory::set_mmap_threshold(32 << 20);
+        let write_time = write_time.as_secs_f64();
         pb.finish();
         let mut facts = store_facts(&store)?;
         // The reference counts raw bytes on the generated data.
-        facts.raw_bytes = data.iter().map(sample_bytes).sum();
+        facts.raw_bytes = raw_bytes;
+        let floor = decode_floor(&store, opts)?;
         for &p in &opts.paths {
             let r = time_reads(&store, p, opts, Some(n))?;
-            rows.extend(rows_for(&store, &facts, Some((write_time, w.describe())), opts, p, r));
+            rows.extend(rows_for(&store, &facts, Some((write_time, w.describe())), opts, p, r, floor));
         }
     }
     Ok(rows)

@@ -6,6 +6,30 @@
 //! inner chunks; caching shards would decode 50 inner chunks to serve one.
 //! Keying by inner chunk keeps the decode granularity and the cache granularity
 //! equal. The LRU bookkeeping is the `lru` crate's (zarrs uses it too).
+//!
+//! Eviction is least-recently-used with one exception: the chunks the reader
+//! was told the next read needs ([`ChunkCache::protect`], fed by
+//! `Reader::announce_next`) are evicted only when nothing else is left. So a
+//! read whose chunks do not fit next to the cached ones evicts chunks no
+//! upcoming read is known to need first, and the next window finds its
+//! chunks still there. Within one read every needed chunk is decoded at most
+//! once whatever the budget (the read holds what it decoded until it has
+//! copied the rows).
+//!
+//! ## Sizing the budget
+//!
+//! - Whole store fits (decoded size below the budget): every chunk is decoded
+//!   once per reader, whatever the read order.
+//! - Sequential or chunk-aware shuffled reads of a larger store: the budget
+//!   needs the chunks of two read windows (the one being copied and the one
+//!   announced next) plus the arrays small enough to stay resident (per-system
+//!   arrays). For [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler)
+//!   with `K` blocks in its buffer that is about `2 * K` blocks' worth of
+//!   decoded chunks plus the per-system arrays; 512 MiB holds far more than
+//!   that for the reference layout (blocks of ~180 samples, ~1 MB decoded each).
+//! - A uniform random shuffle of a store several times the budget touches
+//!   nearly every chunk in every window: no budget short of the decoded store
+//!   avoids re-decoding; use the chunk-aware shuffle.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -16,6 +40,10 @@ pub type ChunkBytes = Arc<Vec<u8>>;
 
 /// Default byte budget: lets a store of about 1 GiB decoded stay resident.
 pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
+
+/// Cache keys of an array's chunks narrowed to int32 (the array's own id
+/// with this bit set; ids count arrays opened by one reader, far below it).
+pub(crate) const NARROWED: u32 = 1 << 31;
 
 /// Hit / miss / size counters of a [`ChunkCache`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,6 +63,18 @@ pub struct CacheStats {
 struct Inner {
     lru: lru::LruCache<(u32, u64), ChunkBytes>,
     bytes: u64,
+    /// Chunks (array id without the [`NARROWED`] bit, chunk) an upcoming
+    /// read needs: evicted last.
+    protected: std::collections::HashSet<(u32, u64)>,
+}
+
+impl Inner {
+    /// The least recently used entry that no upcoming read needs, else the
+    /// least recently used one.
+    fn victim(&self) -> Option<(u32, u64)> {
+        let free = self.lru.iter().rev().map(|(k, _)| *k).find(|&(a, c)| !self.protected.contains(&(a & !NARROWED, c)));
+        free.or_else(|| self.lru.peek_lru().map(|(k, _)| *k))
+    }
 }
 
 /// A byte-budgeted LRU of decoded chunks. A budget of 0 disables it.
@@ -43,6 +83,9 @@ pub struct ChunkCache {
     inner: Mutex<Inner>,
     hits: AtomicU64,
     misses: AtomicU64,
+    decoded_bytes: AtomicU64,
+    sample_bytes: AtomicU64,
+    chunks_decoded: AtomicU64,
 }
 
 impl std::fmt::Debug for ChunkCache {
@@ -56,9 +99,16 @@ impl ChunkCache {
     pub fn new(budget: u64) -> ChunkCache {
         ChunkCache {
             budget,
-            inner: Mutex::new(Inner { lru: lru::LruCache::unbounded(), bytes: 0 }),
+            inner: Mutex::new(Inner {
+                lru: lru::LruCache::unbounded(),
+                bytes: 0,
+                protected: std::collections::HashSet::new(),
+            }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            decoded_bytes: AtomicU64::new(0),
+            sample_bytes: AtomicU64::new(0),
+            chunks_decoded: AtomicU64::new(0),
         }
     }
 
@@ -80,8 +130,9 @@ impl ChunkCache {
         found
     }
 
-    /// Inserts a chunk, evicting least-recently-used ones past the budget.
-    /// Chunks larger than the whole budget are not kept.
+    /// Inserts a chunk, evicting least-recently-used ones past the budget
+    /// (protected ones last, see [`ChunkCache::protect`]). Chunks larger than
+    /// the whole budget are not kept.
     pub fn insert(&self, array: u32, chunk: u64, bytes: ChunkBytes) {
         let size = bytes.len() as u64;
         if size > self.budget {
@@ -93,10 +144,40 @@ impl ChunkCache {
         }
         g.bytes += size;
         while g.bytes > self.budget {
-            match g.lru.pop_lru() {
-                Some((_, v)) => g.bytes -= v.len() as u64,
-                None => break,
+            let Some(key) = g.victim() else { break };
+            if let Some(v) = g.lru.pop(&key) {
+                g.bytes -= v.len() as u64;
             }
+        }
+    }
+
+    /// Replaces the set of protected chunks, `(array id, chunk)`: those the
+    /// next read needs, evicted only when nothing unprotected is left. The
+    /// int32-narrowed copy of a chunk is protected with it.
+    pub fn protect(&self, chunks: impl IntoIterator<Item = (u32, u64)>) {
+        let mut g = self.lock();
+        g.protected.clear();
+        g.protected.extend(chunks.into_iter().map(|(a, c)| (a & !NARROWED, c)));
+    }
+
+    /// Counts one chunk decode of `bytes` decoded bytes.
+    pub(crate) fn count_decode(&self, bytes: u64) {
+        self.decoded_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.chunks_decoded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `bytes` of sample field data requested.
+    pub(crate) fn count_request(&self, bytes: u64) {
+        self.sample_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Decoded and requested byte counts since the last
+    /// [`reset_counters`](Self::reset_counters).
+    pub fn decode_counters(&self) -> crate::source::DecodeCounters {
+        crate::source::DecodeCounters {
+            decoded_bytes: self.decoded_bytes.load(Ordering::Relaxed),
+            sample_bytes: self.sample_bytes.load(Ordering::Relaxed),
+            chunks_decoded: self.chunks_decoded.load(Ordering::Relaxed),
         }
     }
 
@@ -105,6 +186,7 @@ impl ChunkCache {
         let mut g = self.lock();
         g.lru.clear();
         g.bytes = 0;
+        g.protected.clear();
     }
 
     /// Current counters.
@@ -119,10 +201,11 @@ impl ChunkCache {
         }
     }
 
-    /// Zeroes the hit and miss counters.
+    /// Zeroes the hit, miss and decode counters.
     pub fn reset_counters(&self) {
-        self.hits.store(0, Ordering::Relaxed);
-        self.misses.store(0, Ordering::Relaxed);
+        for c in [&self.hits, &self.misses, &self.decoded_bytes, &self.sample_bytes, &self.chunks_decoded] {
+            c.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -143,6 +226,32 @@ mod tests {
         assert_eq!((s.hits, s.misses, s.bytes, s.entries), (2, 1, 80, 2));
         c.insert(1, 0, Arc::new(vec![0; 101])); // larger than budget: not kept
         assert!(c.get(1, 0).is_none());
+    }
+
+    #[test]
+    fn protected_chunks_are_evicted_last() {
+        let c = ChunkCache::new(100);
+        for k in 0..3 {
+            c.insert(0, k, Arc::new(vec![0; 30]));
+        }
+        // The next read needs chunk 0 (the least recent) and the narrowed
+        // copy of chunk 1: plain LRU would evict 0 then 1.
+        c.protect([(0, 0), (NARROWED, 1)]);
+        c.insert(0, 3, Arc::new(vec![0; 30])); // evicts 2, the LRU unprotected
+        assert!(c.get(0, 2).is_none());
+        c.insert(0, 4, Arc::new(vec![0; 30])); // evicts 3 (0 and 1 protected)
+        assert!(c.get(0, 3).is_none());
+        assert!(c.get(0, 0).is_some() && c.get(0, 1).is_some() && c.get(0, 4).is_some());
+        // Only the newest is unprotected: it goes (its reader holds it).
+        c.protect([(0, 0), (0, 1), (0, 4)]);
+        c.insert(0, 5, Arc::new(vec![0; 30]));
+        assert!(c.get(0, 5).is_none());
+        // Everything protected: the least recent goes first.
+        c.protect([(0, 0), (0, 1), (0, 4), (0, 6)]);
+        c.insert(0, 6, Arc::new(vec![0; 30]));
+        assert_eq!(c.stats().entries, 3);
+        assert!(c.get(0, 0).is_none()); // looked up before 1 and 4 above
+        assert!(c.get(0, 1).is_some() && c.get(0, 6).is_some());
     }
 
     #[test]

@@ -8,15 +8,11 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 
 use super::AtomicDataZarrReader;
-use super::cache::ChunkBytes;
+use super::cache::{ChunkBytes, NARROWED};
 use super::plan::needed_chunks;
 use super::state::{FieldArray, State};
 use crate::data::{CollateOptions, HostData};
 use crate::error::{Error, Result};
-
-/// Cache keys of an array's chunks narrowed to int32 (the array's own id
-/// with this bit set; ids count arrays opened by one reader, far below it).
-const NARROWED: u32 = 1 << 31;
 
 impl AtomicDataZarrReader {
     /// One inner chunk of `f` from the cache, if held (a zero-width row
@@ -43,6 +39,7 @@ impl AtomicDataZarrReader {
             return self.decode_chunk(st, f, chunk).map(Some);
         }
         let wide = self.decode_raw(f, chunk)?;
+        self.cache.count_decode(wide.len() as u64);
         self.verify_neighbors(st, f, chunk, &wide);
         match HostData::narrow_i64_bytes(&wide) {
             Some(narrow) => {
@@ -67,6 +64,7 @@ impl AtomicDataZarrReader {
     /// Decodes one inner chunk of `f` and offers it to the cache.
     fn decode_chunk(&self, st: &State, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
         let raw = Arc::new(self.decode_raw(f, chunk)?);
+        self.cache.count_decode(raw.len() as u64);
         self.verify_neighbors(st, f, chunk, &raw);
         self.cache.insert(f.id, chunk, raw.clone());
         Ok(raw)
@@ -97,6 +95,53 @@ impl AtomicDataZarrReader {
             ));
         }
         Ok(raw)
+    }
+
+    /// Decodes every inner chunk that holds rows of the store's samples,
+    /// once each, in parallel over (array, chunk) on rayon's pool, through
+    /// the same decode path as reads but without the cache, and drops the
+    /// result. This is the decode floor: no epoch can decode less (with a
+    /// cold cache) or decode it faster. Returns what it decoded.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("f.zarr");
+    /// let samples = atomzarr::data::synth::generate(20, 2, 5, 0)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let r = AtomicDataZarrReader::open(&path)?;
+    /// let c = r.decode_every_chunk()?;
+    /// assert!(c.chunks_decoded >= 8 && c.decoded_bytes > 0); // one chunk per field at least
+    /// assert_eq!(r.cache_stats().entries, 0); // nothing cached
+    /// # Ok(()) }
+    /// ```
+    pub fn decode_every_chunk(&self) -> Result<crate::source::DecodeCounters> {
+        let st = self.snapshot();
+        let n = st.num_samples;
+        let tasks: Vec<(usize, u64)> = st
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.row_bytes > 0)
+            .flat_map(|(fi, f)| {
+                let rows = match f.level {
+                    crate::data::Level::Atom => st.atoms_ptr[n] as u64,
+                    crate::data::Level::Edge => st.edges_ptr[n] as u64,
+                    crate::data::Level::System => n as u64,
+                };
+                (0..rows.div_ceil(f.chunk_rows.max(1))).map(move |c| (fi, c))
+            })
+            .collect();
+        let sizes: Vec<u64> = tasks
+            .par_iter()
+            .map(|&(fi, c)| self.decode_raw(&st.fields[fi], c).map(|raw| raw.len() as u64))
+            .collect::<Result<_>>()?;
+        Ok(crate::source::DecodeCounters {
+            decoded_bytes: sizes.iter().sum(),
+            sample_bytes: 0,
+            chunks_decoded: sizes.len() as u64,
+        })
     }
 
     /// Decodes every chunk the physical samples need, once each, in parallel
@@ -139,6 +184,7 @@ impl AtomicDataZarrReader {
             out.push(Decoded { ids, bytes, narrowed });
         }
         out.reverse();
+        self.cache.count_request(st.sample_bytes(physical));
         Ok(out)
     }
 }

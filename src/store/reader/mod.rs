@@ -104,7 +104,13 @@ pub struct AtomicDataZarrReader {
     cache: ChunkCache,
     codec_options: CodecOptions,
     next_id: std::sync::atomic::AtomicU32,
+    /// Decoded bytes a batched read holds at once (see
+    /// [`AtomicDataZarrReader::set_window_decode_bytes`]).
+    window_decode_bytes: std::sync::atomic::AtomicU64,
 }
+
+/// Default of [`AtomicDataZarrReader::set_window_decode_bytes`].
+pub const DEFAULT_WINDOW_DECODE_BYTES: u64 = 256 << 20;
 
 impl std::fmt::Debug for AtomicDataZarrReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -146,6 +152,7 @@ impl AtomicDataZarrReader {
             cache: ChunkCache::new(options.cache_bytes),
             codec_options,
             next_id: std::sync::atomic::AtomicU32::new(0),
+            window_decode_bytes: std::sync::atomic::AtomicU64::new(DEFAULT_WINDOW_DECODE_BYTES),
         };
         reader.refresh()?;
         Ok(reader)
@@ -164,6 +171,35 @@ impl AtomicDataZarrReader {
     /// Cache counters.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    /// Bounds the decoded chunks one batched read (`read_collated`, a
+    /// DataLoader window) holds at once (default
+    /// [`DEFAULT_WINDOW_DECODE_BYTES`]). A window whose chunks decode to more
+    /// (a uniform shuffle of a large store touches a chunk per sample and
+    /// array) is read a group of batches at a time, each group's chunks
+    /// released before the next; the result is the same. Peak memory of a
+    /// shuffled epoch is then about the cache budget + this + the windows'
+    /// output batches.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("g.zarr");
+    /// let samples = atomzarr::data::synth::generate(40, 2, 5, 0)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let r = AtomicDataZarrReader::open(&path)?;
+    /// let batches: Vec<Vec<i64>> = (0..40).collect::<Vec<i64>>().chunks(8).map(<[i64]>::to_vec).collect();
+    /// let (mut whole, mut grouped) = (Vec::new(), Vec::new());
+    /// r.read_collated(&batches, &mut whole)?;
+    /// r.set_window_decode_bytes(1); // every batch a group of its own
+    /// r.read_collated(&batches, &mut grouped)?;
+    /// assert_eq!(whole, grouped);
+    /// # Ok(()) }
+    /// ```
+    pub fn set_window_decode_bytes(&self, bytes: u64) {
+        self.window_decode_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Empties the decoded-chunk cache and zeroes its counters.

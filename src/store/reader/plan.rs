@@ -39,6 +39,73 @@ pub fn needed_chunks(ptrs: Pointers<'_>, level: Level, chunk_rows: u64, physical
     ids
 }
 
+/// Decoded bytes of the chunks `physical` needs, over every field array.
+pub(super) fn planned_bytes(st: &super::State, physical: &[usize]) -> u64 {
+    st.fields
+        .iter()
+        .map(|f| {
+            needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical).len() as u64 * f.chunk_rows * f.row_bytes as u64
+        })
+        .sum()
+}
+
+/// An upper bound of [`planned_bytes`] for the samples of `batches`,
+/// without sorting chunk ids: per array, no more chunks than it has, nor
+/// than the samples' rows can touch (`rows / chunk_rows + 2` each). Lets a
+/// window that cannot exceed the limit (any window of a store smaller than
+/// it) skip the exact plan.
+fn upper_bound_bytes(st: &super::State, batches: &[Vec<usize>]) -> u64 {
+    let ptrs = st.ptrs();
+    let n = st.num_samples;
+    st.fields
+        .iter()
+        .map(|f| {
+            let rows = |p: usize| {
+                let r = ptrs.rows(f.level, p);
+                r.end - r.start
+            };
+            let all = rows_on(st, f.level, n).div_ceil(f.chunk_rows.max(1));
+            let touched: u64 = batches.iter().flatten().map(|&i| rows(st.physical(i)) / f.chunk_rows.max(1) + 2).sum();
+            all.min(touched) * f.chunk_rows * f.row_bytes as u64
+        })
+        .sum()
+}
+
+/// Rows of the first `n` physical samples on `level`'s axis.
+fn rows_on(st: &super::State, level: Level, n: usize) -> u64 {
+    match level {
+        Level::Atom => st.atoms_ptr[n] as u64,
+        Level::Edge => st.edges_ptr[n] as u64,
+        Level::System => n as u64,
+    }
+}
+
+/// Consecutive groups of `batches` whose chunks each decode to at most
+/// `limit` bytes (a single batch over it is a group of its own): a window is
+/// decoded and copied one group at a time, so what it holds decoded at once
+/// stays bounded however scattered its samples are. One group when the whole
+/// window fits.
+pub(super) fn decode_groups(st: &super::State, batches: &[Vec<usize>], limit: u64) -> Vec<std::ops::Range<usize>> {
+    let physical = |b: &[Vec<usize>]| -> Vec<usize> { b.iter().flatten().map(|&i| st.physical(i)).collect() };
+    if batches.len() <= 1 || upper_bound_bytes(st, batches) <= limit || planned_bytes(st, &physical(batches)) <= limit {
+        return vec![0..batches.len()];
+    }
+    let mut groups = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (k, b) in batches.iter().enumerate() {
+        // Per batch, so a chunk two batches share counts twice: the groups
+        // come out smaller than the limit, never larger.
+        let own = planned_bytes(st, &physical(std::slice::from_ref(b)));
+        if k > start && bytes + own > limit {
+            groups.push(start..k);
+            (start, bytes) = (k, 0);
+        }
+        bytes += own;
+    }
+    groups.push(start..batches.len());
+    groups
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
+use super::plan::{decode_groups, needed_chunks};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::source::{Reader, SampleMetadata};
+use crate::source::{DecodeCounters, Reader, SampleMetadata};
 
 impl Reader for AtomicDataZarrReader {
     fn len(&self) -> usize {
@@ -89,14 +90,84 @@ impl Reader for AtomicDataZarrReader {
         if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
             return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
         }
-        let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
-        let dec = self.decode_needed(&st, &physical, opts)?;
         out.resize_with(batches.len(), CollatedBatch::default);
-        out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))
+        let limit = self.window_decode_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        for g in decode_groups(&st, batches, limit) {
+            let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
+            let dec = self.decode_needed(&st, &physical, opts)?;
+            out[g.clone()]
+                .par_iter_mut()
+                .zip(batches[g].par_iter())
+                .try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))?;
+        }
+        Ok(())
     }
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
+    }
+
+    /// Blocks of the chunks of the coarsest bulky array. The smallest arrays
+    /// that together fit a quarter of the cache budget stay resident once
+    /// decoded (typically the per-system ones), so their chunking costs
+    /// nothing; the others are bulky. When every array fits (the whole store
+    /// does) all count, and blocks are as coarse as the coarsest chunking. A
+    /// sample belongs to the chunk its first row is in.
+    fn chunk_blocks(&self) -> Option<Vec<usize>> {
+        let st = self.snapshot();
+        let n = st.num_samples;
+        let total = |l: Level| -> u64 {
+            match l {
+                Level::Atom => st.atoms_ptr[n] as u64,
+                Level::Edge => st.edges_ptr[n] as u64,
+                Level::System => n as u64,
+            }
+        };
+        let budget = self.cache.stats().budget;
+        let mut with_rows: Vec<_> = st.fields.iter().filter(|f| total(f.level) > 0 && f.chunk_rows > 0).collect();
+        let size = |f: &&crate::store::reader::FieldArray| total(f.level).saturating_mul(f.row_bytes as u64);
+        with_rows.sort_by_key(size);
+        let mut resident = 0u64;
+        let first_bulky = with_rows
+            .iter()
+            .position(|f| {
+                resident = resident.saturating_add(size(f));
+                resident > budget / 4
+            })
+            .unwrap_or(0);
+        let candidates = &with_rows[first_bulky..];
+        // Samples per chunk: chunk rows over mean rows per sample.
+        let span = |f: &&crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f.level) as f64;
+        let coarsest = candidates.iter().max_by(|a, b| span(a).total_cmp(&span(b)))?;
+        let ptrs = st.ptrs();
+        let mut starts = Vec::new();
+        let mut last = None;
+        for logical in 0..st.len() {
+            let id = ptrs.rows(coarsest.level, st.physical(logical)).start / coarsest.chunk_rows;
+            if last != Some(id) {
+                starts.push(logical);
+                last = Some(id);
+            }
+        }
+        Some(starts)
+    }
+
+    fn decode_counters(&self) -> Option<DecodeCounters> {
+        Some(self.cache.decode_counters())
+    }
+
+    /// Protects the chunks of `batches` in the cache (see
+    /// [`ChunkCache::protect`](crate::store::ChunkCache::protect)); indices out
+    /// of range are ignored (the read itself reports them).
+    fn announce_next(&self, batches: &[Vec<usize>]) {
+        let st = self.snapshot();
+        let len = st.len();
+        let physical: Vec<usize> = batches.iter().flatten().filter(|&&i| i < len).map(|&i| st.physical(i)).collect();
+        let mut keys = Vec::new();
+        for f in &st.fields {
+            keys.extend(needed_chunks(st.ptrs(), f.level, f.chunk_rows, &physical).into_iter().map(|c| (f.id, c)));
+        }
+        self.cache.protect(keys);
     }
 
     /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits

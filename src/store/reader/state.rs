@@ -78,6 +78,29 @@ impl State {
     pub(super) fn ptrs(&self) -> Pointers<'_> {
         Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr }
     }
+
+    /// Bytes of field data (stored dtypes) of physical samples `physical`.
+    pub(super) fn sample_bytes(&self, physical: &[usize]) -> u64 {
+        let mut per = [0u64; 3]; // atom, edge, system row bytes
+        for f in &self.fields {
+            per[match f.level {
+                Level::Atom => 0,
+                Level::Edge => 1,
+                Level::System => 2,
+            }] += f.row_bytes as u64;
+        }
+        let ptrs = self.ptrs();
+        physical
+            .iter()
+            .map(|&p| {
+                let rows = |l: Level| {
+                    let r = ptrs.rows(l, p);
+                    r.end - r.start
+                };
+                rows(Level::Atom) * per[0] + rows(Level::Edge) * per[1] + per[2]
+            })
+            .sum()
+    }
 }
 
 impl AtomicDataZarrReader {
