@@ -22,14 +22,14 @@ const CHUNK: u64 = 64;
 
 fn write_store(path: &Path, n: usize) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 6, 7).unwrap();
-    let c = ZarrArrayConfig::default().codec(Codec::Zstd { level: 1 }).chunk_size(CHUNK);
+    let c = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(CHUNK);
     let config = ZarrWriteConfig::default().with_core(c);
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
     samples
 }
 
 fn open(path: &Path, cache: u64) -> AtomicDataZarrReader {
-    AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: cache }).unwrap()
+    AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(cache)).unwrap()
 }
 
 /// Row offsets of the samples on the atom and edge axes.
@@ -207,10 +207,10 @@ fn chunk_shuffle_decodes_far_less_than_a_shuffle_on_a_store_larger_than_the_cach
     let reader = Arc::new(open(&path, budget));
     let amp = |sampler: Arc<dyn BatchSampler>| {
         reader.clear_cache();
-        let ds = Dataset::from_arc(reader.clone()).skip_validation(true);
+        let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
         let loader = DataLoader::<Flex, _>::builder(ds)
-            .batch_sampler(sampler)
-            .prefetch_factor(4)
+            .with_batch_sampler(sampler)
+            .with_prefetch_factor(4)
             .build(&Default::default())
             .unwrap();
         let mut it = loader.iter();
@@ -278,8 +278,8 @@ fn a_window_over_the_decode_limit_is_read_a_group_of_batches_at_a_time() {
     assert_eq!(whole.decode_counters().unwrap().chunks_decoded, decodes_for(&samples, &set));
     // A limit below one batch's chunks: each batch is a group; with no cache
     // a chunk two batches share is decoded once per batch.
-    let grouped = open(&path, 0);
-    grouped.set_window_decode_bytes(1);
+    let options = ReaderOptions::default().with_cache_bytes(0).with_window_decode_bytes(1);
+    let grouped = AtomicDataZarrReader::open_with(&path, options).unwrap();
     let mut got = Vec::new();
     grouped.read_collated(&batches, &mut got).unwrap();
     assert_eq!(got, want);

@@ -122,8 +122,8 @@ impl ChunkShuffleSampler {
     ///     .with_seed(1)
     ///     .with_shard(Shard::new(2, 0)?); // rank 0 of 2
     /// let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader))
-    ///     .batch_sampler(sampler)
-    ///     .prefetch_factor(4)
+    ///     .with_batch_sampler(sampler)
+    ///     .with_prefetch_factor(4)
     ///     .build(&Default::default())?;
     /// loader.set_epoch(3);
     /// let mut it = loader.iter();
@@ -393,9 +393,9 @@ mod tests {
         for (n, r, drop) in [(1000, 3, false), (1000, 3, true), (10, 4, false), (7, 8, false)] {
             let base = ChunkShuffleSampler::new(n, 13, 16).with_seed(9).with_buffer_blocks(4);
             let per: Vec<Vec<usize>> = (0..r)
-                .map(|k| Sampler::indices(&base.clone().with_shard(Shard::new(r, k).unwrap().drop_last(drop)), 2))
+                .map(|k| Sampler::indices(&base.clone().with_shard(Shard::new(r, k).unwrap().with_drop_last(drop)), 2))
                 .collect();
-            let want = Shard::new(r, 0).unwrap().drop_last(drop).len_of(n);
+            let want = Shard::new(r, 0).unwrap().with_drop_last(drop).len_of(n);
             assert!(per.iter().all(|p| p.len() == want));
             let mut all = per.concat();
             all.sort_unstable();

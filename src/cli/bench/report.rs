@@ -215,7 +215,7 @@ pub fn decode_floor(path: &Path, opts: &ReadOptions) -> Result<Option<f64>> {
     if !opts.decode_floor {
         return Ok(None);
     }
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions { cache_bytes: 0 })?;
+    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
     let n = reader.len() as f64;
     let mut best = f64::INFINITY;
     for _ in 0..2 {

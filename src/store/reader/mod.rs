@@ -48,11 +48,13 @@ mod state;
 pub struct ReaderOptions {
     /// Byte budget of the decoded-chunk cache; 0 disables it.
     pub(crate) cache_bytes: u64,
+    /// Decoded bytes one batched read holds at once.
+    pub(crate) window_decode_bytes: u64,
 }
 
 impl Default for ReaderOptions {
     fn default() -> Self {
-        ReaderOptions { cache_bytes: DEFAULT_CACHE_BYTES }
+        ReaderOptions { cache_bytes: DEFAULT_CACHE_BYTES, window_decode_bytes: DEFAULT_WINDOW_DECODE_BYTES }
     }
 }
 
@@ -72,6 +74,41 @@ impl ReaderOptions {
     /// The byte budget of the decoded-chunk cache.
     pub fn cache_bytes(&self) -> u64 {
         self.cache_bytes
+    }
+
+    /// Bounds the decoded chunks one batched read (`read_collated`, a
+    /// DataLoader window) holds at once (default
+    /// [`DEFAULT_WINDOW_DECODE_BYTES`]). A window whose chunks decode to more
+    /// (a uniform shuffle of a large store touches a chunk per sample and
+    /// array) is read a group of batches at a time, each group's chunks
+    /// released before the next; the result is the same. Peak memory of a
+    /// shuffled epoch is then about the cache budget + this + the windows'
+    /// output batches.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ReaderOptions, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("g.zarr");
+    /// let samples = atomzarr::data::synth::generate(40, 2, 5, 0)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let batches: Vec<Vec<i64>> = (0..40).collect::<Vec<i64>>().chunks(8).map(<[i64]>::to_vec).collect();
+    /// let (mut whole, mut grouped) = (Vec::new(), Vec::new());
+    /// AtomicDataZarrReader::open(&path)?.read_collated(&batches, &mut whole)?;
+    /// // Every batch a group of its own:
+    /// let options = ReaderOptions::default().with_window_decode_bytes(1);
+    /// AtomicDataZarrReader::open_with(&path, options)?.read_collated(&batches, &mut grouped)?;
+    /// assert_eq!(whole, grouped);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_window_decode_bytes(mut self, bytes: u64) -> Self {
+        self.window_decode_bytes = bytes;
+        self
+    }
+
+    /// Decoded bytes one batched read holds at once.
+    pub fn window_decode_bytes(&self) -> u64 {
+        self.window_decode_bytes
     }
 }
 
@@ -104,12 +141,12 @@ pub struct AtomicDataZarrReader {
     cache: ChunkCache,
     codec_options: CodecOptions,
     next_id: std::sync::atomic::AtomicU32,
-    /// Decoded bytes a batched read holds at once (see
-    /// [`AtomicDataZarrReader::set_window_decode_bytes`]).
-    window_decode_bytes: std::sync::atomic::AtomicU64,
+    /// Decoded bytes a batched read holds at once
+    /// ([`ReaderOptions::with_window_decode_bytes`]).
+    window_decode_bytes: u64,
 }
 
-/// Default of [`AtomicDataZarrReader::set_window_decode_bytes`].
+/// Default of [`ReaderOptions::with_window_decode_bytes`].
 pub const DEFAULT_WINDOW_DECODE_BYTES: u64 = 256 << 20;
 
 impl std::fmt::Debug for AtomicDataZarrReader {
@@ -152,7 +189,7 @@ impl AtomicDataZarrReader {
             cache: ChunkCache::new(options.cache_bytes),
             codec_options,
             next_id: std::sync::atomic::AtomicU32::new(0),
-            window_decode_bytes: std::sync::atomic::AtomicU64::new(DEFAULT_WINDOW_DECODE_BYTES),
+            window_decode_bytes: options.window_decode_bytes,
         };
         reader.refresh()?;
         Ok(reader)
@@ -171,35 +208,6 @@ impl AtomicDataZarrReader {
     /// Cache counters.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
-    }
-
-    /// Bounds the decoded chunks one batched read (`read_collated`, a
-    /// DataLoader window) holds at once (default
-    /// [`DEFAULT_WINDOW_DECODE_BYTES`]). A window whose chunks decode to more
-    /// (a uniform shuffle of a large store touches a chunk per sample and
-    /// array) is read a group of batches at a time, each group's chunks
-    /// released before the next; the result is the same. Peak memory of a
-    /// shuffled epoch is then about the cache budget + this + the windows'
-    /// output batches.
-    ///
-    /// ```
-    /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("g.zarr");
-    /// let samples = atomzarr::data::synth::generate(40, 2, 5, 0)?;
-    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
-    /// let r = AtomicDataZarrReader::open(&path)?;
-    /// let batches: Vec<Vec<i64>> = (0..40).collect::<Vec<i64>>().chunks(8).map(<[i64]>::to_vec).collect();
-    /// let (mut whole, mut grouped) = (Vec::new(), Vec::new());
-    /// r.read_collated(&batches, &mut whole)?;
-    /// r.set_window_decode_bytes(1); // every batch a group of its own
-    /// r.read_collated(&batches, &mut grouped)?;
-    /// assert_eq!(whole, grouped);
-    /// # Ok(()) }
-    /// ```
-    pub fn set_window_decode_bytes(&self, bytes: u64) {
-        self.window_decode_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Empties the decoded-chunk cache and zeroes its counters.

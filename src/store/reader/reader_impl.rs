@@ -91,7 +91,7 @@ impl Reader for AtomicDataZarrReader {
             return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
         }
         out.resize_with(batches.len(), CollatedBatch::default);
-        let limit = self.window_decode_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let limit = self.window_decode_bytes;
         for g in decode_groups(&st, batches, limit) {
             let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
             let dec = self.decode_needed(&st, &physical, opts)?;
