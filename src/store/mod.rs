@@ -10,14 +10,18 @@
 //! | [`limits`] | the size limits every claim of a store's metadata is checked against before allocation |
 //! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
+//! | [`bytes`] | [`ByteSource`](bytes::ByteSource): the reads the reader makes, from local files or a remote store |
+//! | `remote` | (feature `remote`) stores on object storage and HTTP: URLs, options, the client, disk cache, `copy` |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
 pub mod arrays;
+pub mod bytes;
 pub mod config;
 pub mod durable;
 pub mod format;
 pub mod limits;
 mod reader;
+pub mod remote;
 pub mod repair;
 mod writer;
 

@@ -112,6 +112,9 @@ pub struct ReadOptions {
     /// Compute the content checksum of what each pass delivers (hashing
     /// every byte: it is part of the timed pass, so off by default).
     pub checksum: bool,
+    /// How a store at a URL is reached and fetched (concurrency, merging,
+    /// disk cache); unused for local stores.
+    pub remote: crate::store::remote::RemoteOptions,
 }
 
 impl Default for ReadOptions {
@@ -128,6 +131,7 @@ impl Default for ReadOptions {
             epochs: 1,
             progress: false,
             checksum: false,
+            remote: Default::default(),
         }
     }
 }
@@ -184,4 +188,8 @@ pub struct ReadResult {
     /// Wrapping sum of [`sample_hash`](super::sample_hash) over the delivered samples, when
     /// [`ReadOptions::checksum`] is set.
     pub content_checksum: Option<u64>,
+    /// Requests made to the store during the pass (the first includes opening).
+    pub requests: u64,
+    /// Bytes received from the store during the pass.
+    pub fetched_bytes: u64,
 }

@@ -14,7 +14,7 @@ use crate::data::NEIGHBOR_LIST;
 use crate::data::{CollateOptions, DType, HostData, Level};
 use crate::error::{Error, Result};
 use crate::store::arrays;
-use crate::store::durable::Store;
+use crate::store::bytes::SourceStorage as Store;
 use crate::store::format;
 use crate::store::limits;
 
@@ -86,11 +86,17 @@ impl AtomicDataZarrReader {
     /// before anything of that size is allocated (see [`crate::store::limits`]).
     pub(super) fn load_state(&self) -> Result<State> {
         let p = &self.path;
-        let root = format::read_root(p)?;
+        let remote = self.bytes.is_remote();
+        let root = if remote { format::read_root_from(&*self.bytes, p)? } else { format::read_root(p)? };
         // An add_custom that listed its field (its commit point) but had not
         // yet moved the finished array into `custom/`: the field is
         // committed, so read it where it is (the next writer moves it).
-        let pending = format::interrupted_add_custom(p, &root).map(|(name, _)| name);
+        let pending = if remote {
+            self.remote_pending(&root)?
+        } else {
+            format::interrupted_add_custom(p, &root).map(|(name, _)| name)
+        };
+        let backing = |rel: &str, g: &limits::Geometry, enough: u64| self.backed(rel, g, enough);
         let n = root.num_samples;
         let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
         let open = |rel: &str| -> Result<(Array<Store>, DType, limits::Geometry)> {
@@ -135,6 +141,7 @@ impl AtomicDataZarrReader {
             &format!("num_samples {n}"),
             n1,
             &[(format::ATOMS_PTR, atoms_g), (format::EDGES_PTR, edges_g), (format::SAMPLES_MASK, mask_g)],
+            &backing,
         )?;
         let read_i64 = |rel: &str, a: Array<Store>, dt: DType| -> Result<Vec<i64>> {
             // Through the checksummed decode path (see `read_rows`).
@@ -169,7 +176,7 @@ impl AtomicDataZarrReader {
         for (rel, need, axis) in
             [(format::ATOMS_MASK, total_atoms, &mut atom_axis), (format::EDGES_MASK, total_edges, &mut edge_axis)]
         {
-            if p.join(rel).join("zarr.json").exists() {
+            if self.bytes.size(&format!("{rel}/zarr.json"))?.is_some() {
                 let (a, _, g) = open(rel)?;
                 let len = a.shape().first().copied().unwrap_or(0);
                 if len < need {
@@ -224,12 +231,12 @@ impl AtomicDataZarrReader {
         for (what, rows, axis) in [("atoms_ptr", total_atoms, &atom_axis), ("edges_ptr", total_edges, &edge_axis)] {
             let arrays: Vec<(&str, limits::Geometry)> = axis.iter().map(|(r, g)| (r.as_str(), *g)).collect();
             let rel = if what == "atoms_ptr" { format::ATOMS_PTR } else { format::EDGES_PTR };
-            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays)?;
+            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays, &backing)?;
         }
 
         let mut fields = Vec::with_capacity(opened.len());
         for (name, info, rel, array, dtype, g, need) in opened {
-            limits::check_field_bytes(p, &rel, need, &g)?;
+            limits::check_field_bytes(p, &rel, need, &g, &backing)?;
             fields.push(self.field_array(name, &rel, info.level, dtype, array, g));
         }
         Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
@@ -267,6 +274,48 @@ impl AtomicDataZarrReader {
             bad_samples: Default::default(),
             any_bad: Default::default(),
         }
+    }
+
+    /// [`format::interrupted_add_custom`] through the byte source: the
+    /// custom field whose array is still in the pending folder.
+    fn remote_pending(&self, root: &format::RootAttrs) -> Result<Option<String>> {
+        for (name, info) in &root.fields {
+            if info.group != format::StoreGroup::Custom {
+                continue;
+            }
+            let placed = format!("{}/zarr.json", format::field_path(info.group, name));
+            if self.bytes.size(&placed)?.is_none()
+                && self.bytes.size(&format!("{}/zarr.json", format::pending_path(name)))?.is_some()
+            {
+                return Ok(Some(name.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Bytes the chunk files of array `rel` can decode to (see
+    /// [`limits::Backing`]): from a listing where the source lists, else
+    /// from the sizes of the chunk objects along dimension 0 (plain HTTP),
+    /// asked one at a time until `enough` is reached.
+    fn backed(&self, rel: &str, g: &limits::Geometry, enough: u64) -> Result<u64> {
+        if let Some(listed) = self.bytes.list_sizes(rel)? {
+            let chunks = listed.into_iter().filter(|(k, _)| !k.ends_with("zarr.json")).map(|(_, len)| len);
+            return Ok(limits::backed_by(chunks, g, enough));
+        }
+        let array = arrays::open_array(&self.path, &self.store, rel)?;
+        let files = array.shape().first().copied().unwrap_or(0).div_ceil(g.file_rows.max(1));
+        let mut sizes = Vec::new();
+        let mut idx = vec![0u64; array.dimensionality()];
+        for i in 0..files {
+            idx[0] = i;
+            if let Some(len) = self.bytes.size(array.chunk_key(&idx).as_str())? {
+                sizes.push(len);
+                if limits::backed_by(sizes.iter().copied(), g, enough) >= enough {
+                    break;
+                }
+            }
+        }
+        Ok(limits::backed_by(sizes, g, enough))
     }
 
     /// Rows `rows` of a 1-d array (pointers, mask), chunk by chunk through
