@@ -5,7 +5,11 @@
 //! cargo run --release --example http_latency -- STORE [--latency-ms 5] [--workers 128]
 //!     [--read-mode raw|batch|single] [--read-order shuffle|sequential] [--epochs 1]
 //!     [--concurrency 64] [--merge-gap BYTES | --no-merge] [--cache-bytes N]
+//! cargo run --release --example http_latency -- STORE --latency-ms 5 --serve-only SECONDS
 //! ```
+//!
+//! `--serve-only` just serves the store's folder (printing the store's URL)
+//! for that long, for `atomzarr read URL ...` by hand.
 //!
 //! Serves the store's parent folder with the test suite's HTTP server
 //! (`tests/common/http_server.rs`: Range requests, a sleep of the latency
@@ -28,6 +32,7 @@ fn main() -> atomzarr::Result<()> {
     let (mut latency_ms, mut workers) = (5u64, 128usize);
     let mut opts = ReadOptions { paths: vec![ReadPath::Raw], order: ReadOrder::Shuffle, ..ReadOptions::default() };
     let mut remote = RemoteOptions::default();
+    let mut serve_only: Option<u64> = None;
     let bad = |what: &str| atomzarr::Error::Config(format!("http_latency: bad or missing value for {what}"));
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| bad(name));
@@ -39,6 +44,7 @@ fn main() -> atomzarr::Result<()> {
             "--concurrency" => remote = remote.with_concurrency(value(&a)?.parse().map_err(|_| bad(&a))?),
             "--merge-gap" => remote = remote.with_merge_gap(Some(value(&a)?.parse().map_err(|_| bad(&a))?)),
             "--no-merge" => remote = remote.with_merge_gap(None),
+            "--serve-only" => serve_only = Some(value(&a)?.parse().map_err(|_| bad(&a))?),
             "--read-mode" => {
                 opts.paths = vec![match value(&a)?.as_str() {
                     "raw" => ReadPath::Raw,
@@ -62,13 +68,17 @@ fn main() -> atomzarr::Result<()> {
     let (Some(parent), Some(name)) = (store.parent(), store.file_name()) else { return Err(bad("STORE")) };
     opts.remote = remote;
 
+    let root = if parent.as_os_str().is_empty() { std::path::Path::new(".") } else { parent };
+    if let Some(secs) = serve_only {
+        let server =
+            http_server::HttpServer::start(root, Duration::from_millis(latency_ms), workers, http_server::Fault::None);
+        println!("{}/{}", server.url, name.to_string_lossy());
+        std::thread::sleep(Duration::from_secs(secs));
+        return Ok(());
+    }
     let local = read_bench(&store, &opts)?;
-    let server = http_server::HttpServer::start(
-        if parent.as_os_str().is_empty() { std::path::Path::new(".") } else { parent },
-        Duration::from_millis(latency_ms),
-        workers,
-        http_server::Fault::None,
-    );
+    let server =
+        http_server::HttpServer::start(root, Duration::from_millis(latency_ms), workers, http_server::Fault::None);
     let url = format!("{}/{}", server.url, name.to_string_lossy());
     let over_http = read_bench(std::path::Path::new(&url), &opts)?;
     for r in local.iter().chain(&over_http) {

@@ -96,6 +96,11 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn merge_gap(&self) -> Option<u64> {
         None
     }
+    /// [`ByteSource::get_suffix`] of each `(key, n)`, up to
+    /// [`ByteSource::concurrency`] at a time; answers in request order.
+    fn get_suffixes(&self, requests: &[(String, u64)]) -> Vec<Result<Option<(Bytes, u64)>>> {
+        requests.iter().map(|(k, n)| self.get_suffix(k, *n)).collect()
+    }
     /// The encoded bytes of `range` of `key` (`None`: the whole object)
     /// if a local cache of the source holds them (see [`ByteSource::keep`]).
     fn cached(&self, _key: &str, _range: Option<&Range<u64>>) -> Option<Bytes> {

@@ -186,7 +186,9 @@ fn serve(root: &std::path::Path, req: tiny_http::Request, fault: Fault, stats: &
         let _ = w.flush();
         return;
     }
-    let mut resp = Response::from_data(body).with_status_code(StatusCode(code));
+    // Never chunked: object stores (and object_store's client) expect a
+    // Content-Length on every body.
+    let mut resp = Response::from_data(body).with_status_code(StatusCode(code)).with_chunked_threshold(usize::MAX);
     if code == 206 {
         let v = format!("bytes {start}-{}/{len}", end.saturating_sub(1));
         resp.add_header(Header::from_bytes("Content-Range", v).expect("an ASCII header"));

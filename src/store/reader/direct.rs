@@ -78,7 +78,18 @@ pub(crate) struct ShardLayout {
 }
 
 impl ShardLayout {
-    fn index_len(&self) -> u64 {
+    /// Whether the index is at the end of the shard (one suffix request
+    /// reads it with the file's length).
+    pub(super) fn index_at_end(&self) -> bool {
+        self.index_at_end
+    }
+
+    /// Inner chunks per shard.
+    pub(super) fn inner_per_shard(&self) -> u64 {
+        self.inner_per_shard
+    }
+
+    pub(super) fn index_len(&self) -> u64 {
         self.inner_per_shard * 16 + if self.crc32c { 4 } else { 0 }
     }
 }
@@ -341,7 +352,6 @@ impl AtomicDataZarrReader {
         if let Some(found) = f.shard_indexes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&shard) {
             return Ok(found.clone());
         }
-        let bad = |reason: String| self.chunk_error(f, chunk, format!("shard {shard} index: {reason}"));
         let mut shard_idx = vec![0u64; f.array.dimensionality()];
         shard_idx[0] = shard;
         let key = f.array.chunk_key(&shard_idx);
@@ -361,6 +371,28 @@ impl AtomicDataZarrReader {
                     .map(|raw| (raw, file_len)),
             }
         };
+        self.parse_shard_index(f, shard, layout, found)
+    }
+
+    /// The key of shard `shard` of `f` (sharded arrays).
+    pub(super) fn shard_key(&self, f: &FieldArray, shard: u64) -> String {
+        let mut shard_idx = vec![0u64; f.array.dimensionality()];
+        shard_idx[0] = shard;
+        f.array.chunk_key(&shard_idx).as_str().to_owned()
+    }
+
+    /// Checks and caches the index of `shard` from `found`, the shard's
+    /// index bytes and file length (`None`: no shard file).
+    pub(super) fn parse_shard_index(
+        &self,
+        f: &FieldArray,
+        shard: u64,
+        layout: ShardLayout,
+        found: Option<(Bytes, u64)>,
+    ) -> Result<ShardIndex> {
+        let chunk = shard * layout.inner_per_shard;
+        let bad = |reason: String| self.chunk_error(f, chunk, format!("shard {shard} index: {reason}"));
+        let index_len = layout.index_len();
         let index = match found {
             None => None,
             Some((raw, file_len)) => {

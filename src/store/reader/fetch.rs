@@ -17,7 +17,7 @@ use std::sync::{OnceLock, mpsc};
 
 use super::AtomicDataZarrReader;
 use super::cache::ChunkBytes;
-use super::direct::Located;
+use super::direct::{Located, ShardLayout};
 use super::state::State;
 use crate::error::{Error, Result};
 use crate::store::bytes::{Bytes, RangeRequest};
@@ -229,34 +229,29 @@ impl AtomicDataZarrReader {
         if shards.is_empty() {
             return Ok(());
         }
-        let read = |&(fi, c): &(usize, u64)| -> Result<()> {
+        // Indexes at the end of their shard: one suffix request each, all
+        // in flight together; any other layout one at a time.
+        let mut suffixes: Vec<(usize, u64, ShardLayout)> = Vec::new();
+        for &(fi, c) in &shards {
             let f = &st.fields[fi];
-            match f.direct.as_ref().and_then(|d| d.shard_of(c)) {
-                Some((shard, layout)) => self.shard_index(f, shard, layout).map(|_| ()),
-                None => Ok(()),
+            let Some((shard, layout)) = f.direct.as_ref().and_then(|d| d.shard_of(c)) else { continue };
+            if layout.index_at_end() {
+                suffixes.push((fi, shard, layout));
+            } else {
+                self.shard_index(f, shard, layout)?;
             }
-        };
-        // Blocking requests on a few plain threads: they wait on the network,
-        // not on a core, so they should not occupy rayon's workers.
-        let threads = self.bytes.concurrency().clamp(1, shards.len());
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| -> Result<()> {
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(job) = shards.get(i) else { return Ok(()) };
-                            read(job)?;
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(Error::Background("shard index reader panicked".into()))))
-                .collect::<Result<()>>()
-        })
+        }
+        let requests: Vec<(String, u64)> = suffixes
+            .iter()
+            .map(|&(fi, shard, layout)| (self.shard_key(&st.fields[fi], shard), layout.index_len()))
+            .collect();
+        let found = self.bytes.get_suffixes(&requests);
+        for ((fi, shard, layout), got) in suffixes.into_iter().zip(found) {
+            let f = &st.fields[fi];
+            let got = got.map_err(|e| self.read_error(f, shard * layout.inner_per_shard(), e))?;
+            self.parse_shard_index(f, shard, layout, got)?;
+        }
+        Ok(())
     }
 }
 

@@ -70,6 +70,27 @@ impl Client {
         Ok(Some(bytes))
     }
 
+    /// The last `n` bytes of `key` and its length (one request).
+    async fn suffix(&self, key: &str, n: u64) -> Result<Option<(Bytes, u64)>> {
+        let opts = GetOptions { range: Some(GetRange::Suffix(n)), ..Default::default() };
+        let got = match self.store.get_opts(&self.path(key), opts).await {
+            Ok(g) => g,
+            Err(e) => return self.missing_or(key, e),
+        };
+        let size = got.meta.size;
+        let want = n.min(size);
+        let bytes = got.bytes().await.map_err(|e| self.error(key, &e))?;
+        self.counters.count(bytes.len() as u64);
+        if bytes.len() as u64 != want {
+            return Err(Error::Remote {
+                url: self.url_of(key),
+                kind: RemoteErrorKind::Truncated,
+                reason: format!("{} bytes received for the last {want} of {size}", bytes.len()),
+            });
+        }
+        Ok(Some((bytes, size)))
+    }
+
     /// `Ok(None)` for a missing key, the typed error otherwise (a missing
     /// bucket is an error, not a missing key).
     fn missing_or<T>(&self, key: &str, e: object_store::Error) -> Result<Option<T>> {
@@ -295,24 +316,20 @@ impl ByteSource for RemoteSource {
 
     fn get_suffix(&self, key: &str, n: u64) -> Result<Option<(Bytes, u64)>> {
         let c = &self.client;
+        self.block_on(c.suffix(key, n))
+    }
+
+    fn get_suffixes(&self, requests: &[(String, u64)]) -> Vec<Result<Option<(Bytes, u64)>>> {
+        let c = &self.client;
         self.block_on(async {
-            let opts = GetOptions { range: Some(GetRange::Suffix(n)), ..Default::default() };
-            let got = match c.store.get_opts(&c.path(key), opts).await {
-                Ok(g) => g,
-                Err(e) => return c.missing_or(key, e),
-            };
-            let size = got.meta.size;
-            let want = n.min(size);
-            let bytes = got.bytes().await.map_err(|e| c.error(key, &e))?;
-            c.counters.count(bytes.len() as u64);
-            if bytes.len() as u64 != want {
-                return Err(Error::Remote {
-                    url: c.url_of(key),
-                    kind: RemoteErrorKind::Truncated,
-                    reason: format!("{} bytes received for the last {want} of {size}", bytes.len()),
-                });
-            }
-            Ok(Some((bytes, size)))
+            let mut answers: Vec<(usize, Result<Option<(Bytes, u64)>>)> =
+                futures::stream::iter(requests.iter().enumerate())
+                    .map(|(i, (k, n))| async move { (i, c.suffix(k, *n).await) })
+                    .buffer_unordered(self.concurrency)
+                    .collect()
+                    .await;
+            answers.sort_by_key(|(i, _)| *i);
+            answers.into_iter().map(|(_, r)| r).collect()
         })
     }
 
