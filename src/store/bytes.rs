@@ -101,6 +101,12 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn get_suffixes(&self, requests: &[(String, u64)]) -> Vec<Result<Option<(Bytes, u64)>>> {
         requests.iter().map(|(k, n)| self.get_suffix(k, *n)).collect()
     }
+    /// Fetches the small whole objects `keys` (metadata documents) all at
+    /// once and keeps them, so the one-at-a-time reads of opening a store
+    /// cost no round trip each; a no-op for local files.
+    fn prefetch(&self, _keys: &[String]) {}
+    /// Drops what [`ByteSource::prefetch`] kept (the store may have changed).
+    fn forget(&self) {}
     /// The encoded bytes of `range` of `key` (`None`: the whole object)
     /// if a local cache of the source holds them (see [`ByteSource::keep`]).
     fn cached(&self, _key: &str, _range: Option<&Range<u64>>) -> Option<Bytes> {

@@ -217,6 +217,13 @@ pub fn read_root_from(source: &dyn ByteSource, store: &Path) -> Result<RootAttrs
                 .map_err(|e| Error::format(store, format!("{key} is not valid JSON ({e})"))),
         }
     };
+    if source.is_remote() {
+        // The root, its groups and every core array's metadata in one round
+        // trip (read one at a time below, and again when the arrays open).
+        let mut keys = vec!["zarr.json".to_string(), "meta/zarr.json".to_string(), "core/zarr.json".to_string()];
+        keys.extend(CORE_FIELDS.iter().map(|n| format!("core/{n}/zarr.json")));
+        source.prefetch(&keys);
+    }
     // Read once here: a missing root is the store missing, said so.
     let root = json(".")?;
     if root.is_none() {

@@ -1,14 +1,19 @@
-//! A loopback HTTP server with Range support, for the remote-store tests
-//! and `examples/http_latency.rs`: serves a directory (GET with `Range:
-//! bytes=a-b`, `a-`, `-n`; HEAD), adds a fixed latency to every request,
-//! counts requests and the most it ever had in flight, and injects faults.
+//! A loopback HTTP/1.1 server with Range support, for the remote-store
+//! tests and `examples/http_latency.rs`: serves a directory (GET with
+//! `Range: bytes=a-b`, `a-`, `-n`; HEAD; keep-alive), adds a fixed latency
+//! to every request, counts requests and the most it ever had in flight,
+//! and injects faults.
 //!
-//! Why tiny_http: a blocking server with a worker pool is all a loopback
-//! test needs; each worker sleeps its latency without holding the others.
+//! Why by hand rather than tiny_http: tiny_http 0.12's task pool can leave a
+//! new connection queued behind idle keep-alive connections when several
+//! arrive at once (two spawns both see one waiting thread), which stalls a
+//! client that opens many connections at once until its timeout. Here every
+//! connection has its own thread.
 #![allow(dead_code)]
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,8 +27,8 @@ pub enum Fault {
     Forbidden,
     /// The next `n` requests answered 503, then normal service.
     Unavailable(u64),
-    /// Bodies cut in half (the full Content-Length announced, then the
-    /// connection closed).
+    /// Bodies cut in half: the full Content-Length announced, half sent,
+    /// the connection closed.
     Truncate,
     /// Every request answered after this long.
     Stall(Duration),
@@ -39,47 +44,42 @@ pub struct ServerStats {
     pub unavailable_left: AtomicU64,
 }
 
-/// A running server; stopped when dropped.
+/// A running server; stops accepting when dropped.
 pub struct HttpServer {
     pub url: String,
     pub stats: Arc<ServerStats>,
-    server: Arc<tiny_http::Server>,
     stop: Arc<AtomicBool>,
-    workers: Vec<std::thread::JoinHandle<()>>,
+    addr: std::net::SocketAddr,
+    accept: Option<std::thread::JoinHandle<()>>,
 }
 
 impl HttpServer {
-    /// Serves `root` on 127.0.0.1 (a free port) with `latency` added to
-    /// every request, `workers` requests at a time.
-    pub fn start(root: impl Into<PathBuf>, latency: Duration, workers: usize, fault: Fault) -> HttpServer {
-        let root: PathBuf = root.into();
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind a loopback port"));
-        let port = server.server_addr().to_ip().expect("an IP listener").port();
+    /// Serves `root` on 127.0.0.1 (a free port), sleeping `latency` before
+    /// answering each request. `_workers` is kept for callers; every
+    /// connection has its own thread.
+    pub fn start(root: impl Into<PathBuf>, latency: Duration, _workers: usize, fault: Fault) -> HttpServer {
+        let root: Arc<PathBuf> = Arc::new(root.into());
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().expect("a local address");
         let stats = Arc::new(ServerStats::default());
         if let Fault::Unavailable(n) = fault {
             stats.unavailable_left.store(n, Ordering::SeqCst);
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let workers = (0..workers.max(1))
-            .map(|_| {
-                let (server, stats, stop, root) = (server.clone(), stats.clone(), stop.clone(), root.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::SeqCst) {
-                        let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(50)) else { continue };
-                        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                        stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
-                        stats.requests.fetch_add(1, Ordering::SeqCst);
-                        if !latency.is_zero() {
-                            std::thread::sleep(latency);
-                        }
-                        // `serve` leaves the in-flight count before it answers, so a
-                        // client's next request never overlaps this one's count.
-                        serve(&root, req, fault, &stats);
+        let accept = {
+            let (stats, stop) = (stats.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
                     }
-                })
+                    let Ok(conn) = conn else { continue };
+                    let (root, stats) = (root.clone(), stats.clone());
+                    std::thread::spawn(move || connection(conn, &root, latency, fault, &stats));
+                }
             })
-            .collect();
-        HttpServer { url: format!("http://127.0.0.1:{port}"), stats, server, stop, workers }
+        };
+        HttpServer { url: format!("http://{addr}"), stats, stop, addr, accept: Some(accept) }
     }
 
     /// Requests served so far.
@@ -103,9 +103,10 @@ impl HttpServer {
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        self.server.unblock();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(a) = self.accept.take() {
+            let _ = a.join();
         }
     }
 }
@@ -122,80 +123,119 @@ fn parse_range(v: &str, len: u64) -> Option<(u64, u64)> {
         (a, "") => (a.parse().ok()?, len),
         (a, b) => (a.parse().ok()?, b.parse::<u64>().ok()?.saturating_add(1).min(len)),
     };
-    (start < end || (start == 0 && len == 0)).then_some((start, end))
+    (start < end).then_some((start, end))
 }
 
-fn serve(root: &std::path::Path, req: tiny_http::Request, fault: Fault, stats: &ServerStats) {
-    use tiny_http::{Header, Response, StatusCode};
-    let done = || {
+/// Serves the requests of one connection until the client closes it.
+fn connection(conn: TcpStream, root: &Path, latency: Duration, fault: Fault, stats: &ServerStats) {
+    let _ = conn.set_nodelay(true);
+    let Ok(write_half) = conn.try_clone() else { return };
+    let mut out = std::io::BufWriter::new(write_half);
+    let mut input = BufReader::new(conn);
+    loop {
+        let mut line = String::new();
+        if input.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (method, target) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+        let mut range = None;
+        loop {
+            let mut h = String::new();
+            if input.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':')
+                && k.trim().eq_ignore_ascii_case("range")
+            {
+                range = Some(v.trim().to_string());
+            }
+        }
+        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        stats.requests.fetch_add(1, Ordering::SeqCst);
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
+        let (status, headers, body, cut) = answer(root, &method, &target, range.as_deref(), fault, stats);
+        // Out of the in-flight count before answering, so the client's next
+        // request never overlaps this one's count.
         stats.in_flight.fetch_sub(1, Ordering::SeqCst);
-    };
-    let status = |req: tiny_http::Request, code: u16| {
-        done();
-        let _ = req.respond(Response::empty(StatusCode(code)));
-    };
+        let mut head = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\n", body.len());
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        let send = if method == "HEAD" {
+            &body[..0]
+        } else if cut {
+            &body[..body.len() / 2]
+        } else {
+            &body[..]
+        };
+        if out.write_all(head.as_bytes()).and_then(|()| out.write_all(send)).and_then(|()| out.flush()).is_err() || cut
+        {
+            return;
+        }
+    }
+}
+
+/// Status, extra headers, body, and whether to cut the body and close.
+fn answer(
+    root: &Path,
+    method: &str,
+    target: &str,
+    range: Option<&str>,
+    fault: Fault,
+    stats: &ServerStats,
+) -> (u16, Vec<(&'static str, String)>, Vec<u8>, bool) {
+    let empty = |code| (code, vec![], vec![], false);
     match fault {
-        Fault::Forbidden => return status(req, 403),
+        Fault::Forbidden => return empty(403),
         Fault::Stall(d) => std::thread::sleep(d),
         Fault::Unavailable(_) => {
             let left = &stats.unavailable_left;
             if left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
-                return status(req, 503);
+                return empty(503);
             }
         }
         _ => {}
     }
-    let rel = req.url().split('?').next().unwrap_or("").trim_start_matches('/').to_string();
-    let rel = percent_decode(&rel);
+    if method != "GET" && method != "HEAD" {
+        return empty(405);
+    }
+    let rel = percent_decode(target.split('?').next().unwrap_or("").trim_start_matches('/'));
     if rel.split('/').any(|c| c == "..") {
-        return status(req, 400);
+        return empty(400);
     }
-    let path = root.join(&rel);
-    let Ok(mut file) = std::fs::File::open(&path) else { return status(req, 404) };
-    let Ok(meta) = file.metadata() else { return status(req, 404) };
-    if !meta.is_file() {
-        return status(req, 404);
-    }
-    let len = meta.len();
-    let range = req.headers().iter().find(|h| h.field.equiv("Range")).map(|h| h.value.as_str().to_string());
+    let Ok(mut file) = std::fs::File::open(root.join(&rel)) else { return empty(404) };
+    let len = match file.metadata() {
+        Ok(m) if m.is_file() => m.len(),
+        _ => return empty(404),
+    };
     let (start, end, code) = match range {
         None => (0, len, 200),
-        Some(r) => match parse_range(&r, len) {
+        Some(r) => match parse_range(r, len) {
             Some((s, e)) => {
                 stats.ranged.fetch_add(1, Ordering::SeqCst);
                 (s, e, 206)
             }
-            None => return status(req, 416),
+            None => return empty(416),
         },
     };
     let mut body = vec![0u8; (end - start) as usize];
-    if file.seek(SeekFrom::Start(start)).and_then(|_| file.read_exact(&mut body)).is_err() {
-        return status(req, 500);
+    if method == "GET" && file.seek(SeekFrom::Start(start)).and_then(|_| file.read_exact(&mut body)).is_err() {
+        return empty(500);
     }
-    if fault == Fault::Truncate && req.method() != &tiny_http::Method::Head && body.len() > 1 {
-        // Announce the whole body, send half, close.
-        let head = format!(
-            "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{len}\r\nConnection: close\r\n\r\n",
-            body.len(),
-            end.saturating_sub(1)
-        );
-        done();
-        let mut w = req.into_writer();
-        let _ = w.write_all(head.as_bytes());
-        let _ = w.write_all(&body[..body.len() / 2]);
-        let _ = w.flush();
-        return;
-    }
-    // Never chunked: object stores (and object_store's client) expect a
-    // Content-Length on every body.
-    let mut resp = Response::from_data(body).with_status_code(StatusCode(code)).with_chunked_threshold(usize::MAX);
+    let mut headers = vec![("Accept-Ranges", "bytes".to_string())];
     if code == 206 {
-        let v = format!("bytes {start}-{}/{len}", end.saturating_sub(1));
-        resp.add_header(Header::from_bytes("Content-Range", v).expect("an ASCII header"));
+        headers.push(("Content-Range", format!("bytes {start}-{}/{len}", end - 1)));
     }
-    resp.add_header(Header::from_bytes("Accept-Ranges", "bytes").expect("an ASCII header"));
-    done();
-    let _ = req.respond(resp);
+    (code, headers, body, fault == Fault::Truncate && method == "GET" && end - start > 1)
 }
 
 fn percent_decode(s: &str) -> String {

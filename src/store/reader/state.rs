@@ -87,7 +87,17 @@ impl AtomicDataZarrReader {
     pub(super) fn load_state(&self) -> Result<State> {
         let p = &self.path;
         let remote = self.bytes.is_remote();
+        // A refresh reads the metadata again.
+        self.bytes.forget();
         let root = if remote { format::read_root_from(&*self.bytes, p)? } else { format::read_root(p)? };
+        if remote {
+            let mut keys: Vec<String> = format::META_ARRAYS.iter().map(|(rel, _)| format!("{rel}/zarr.json")).collect();
+            for (name, info) in &root.fields {
+                keys.push(format!("{}/zarr.json", format::field_path(info.group, name)));
+                keys.push(format!("{}/zarr.json", format::pending_path(name)));
+            }
+            self.bytes.prefetch(&keys);
+        }
         // An add_custom that listed its field (its commit point) but had not
         // yet moved the finished array into `custom/`: the field is
         // committed, so read it where it is (the next writer moves it).
@@ -151,13 +161,28 @@ impl AtomicDataZarrReader {
             format::check_pointers(p, rel, &v, n)?;
             Ok(v)
         };
-        let atoms_ptr = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt)?;
-        let edges_ptr = read_i64(format::EDGES_PTR, edges_arr, edges_dt)?;
+        let read_mask = |a: Array<Store>| self.read_rows(a, format::SAMPLES_MASK, mask_dt, 0..n as u64);
+        // Over a network, the three reads (each a shard index, then its
+        // chunks) go together: opening waits for one round trip, not three.
+        let (atoms_ptr, edges_ptr, mask) = if remote {
+            std::thread::scope(|s| {
+                let atoms = s.spawn(|| read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt));
+                let edges = s.spawn(|| read_i64(format::EDGES_PTR, edges_arr, edges_dt));
+                let mask = read_mask(mask_arr);
+                let died = |_| Error::Background("a pointer reader thread panicked".into());
+                (atoms.join().unwrap_or_else(|e| Err(died(e))), edges.join().unwrap_or_else(|e| Err(died(e))), mask)
+            })
+        } else {
+            let atoms = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt);
+            let edges = read_i64(format::EDGES_PTR, edges_arr, edges_dt);
+            (atoms, edges, read_mask(mask_arr))
+        };
+        let (atoms_ptr, edges_ptr) = (atoms_ptr?, edges_ptr?);
         // Non-decreasing from 0, so the last pointer is the (non-negative) total.
         let total_atoms = atoms_ptr[n] as u64;
         let total_edges = edges_ptr[n] as u64;
 
-        let mask = self.read_rows(mask_arr, format::SAMPLES_MASK, mask_dt, 0..n as u64)?;
+        let mask = mask?;
         if mask.len() != n {
             return Err(Error::inconsistent(
                 p,

@@ -76,11 +76,7 @@ impl Side {
 /// # Ok(()) }
 /// ```
 pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Background(format!("cannot start the I/O runtime: {e}")))?;
+    let runtime = super::source::io_runtime()?;
     if local_path(src).is_some_and(|p| !p.join("zarr.json").is_file()) {
         return Err(Error::NotFound { store: local_path(src).unwrap_or_default() });
     }

@@ -1,5 +1,10 @@
 //! [`RemoteSource`]: a store at a URL, read through an `object_store`
-//! client on a small tokio runtime of its own (the reader is synchronous).
+//! client on the process's I/O runtime (the reader is synchronous).
+//!
+//! One runtime and one client per store URL and options serve every
+//! reader of the process: building a client loads the TLS root store (tens
+//! of milliseconds), and a client's pooled connections live on the runtime
+//! that opened them, so both outlive any one reader.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -156,12 +161,14 @@ pub(super) fn remote_error(url: String, e: &object_store::Error) -> Error {
 /// ```
 pub struct RemoteSource {
     client: Arc<Client>,
-    runtime: tokio::runtime::Runtime,
+    runtime: &'static tokio::runtime::Runtime,
     concurrency: usize,
     merge_gap: Option<u64>,
     /// Plain HTTP servers cannot list.
     listable: bool,
     disk: Option<DiskCache>,
+    /// Prefetched metadata documents by key (`None`: not there).
+    meta: std::sync::Mutex<std::collections::HashMap<String, Option<Bytes>>>,
 }
 
 impl std::fmt::Debug for RemoteSource {
@@ -251,6 +258,38 @@ pub(super) fn connect(url: &str, o: &RemoteOptions) -> Result<(Arc<dyn ObjectSto
     Ok((store, prefix, listable))
 }
 
+/// The process's I/O runtime (two worker threads: they only wait on sockets).
+pub(super) fn io_runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("atomzarr-io")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::Background(format!("cannot start the I/O runtime: {e}")))
+}
+
+/// [`connect`], reusing the client an earlier call built for the same URL
+/// and options.
+fn connect_shared(url: &str, o: &RemoteOptions) -> Result<(Arc<dyn ObjectStore>, ObjPath, bool)> {
+    type Clients = std::collections::HashMap<String, (Arc<dyn ObjectStore>, ObjPath, bool)>;
+    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<Clients>> = std::sync::OnceLock::new();
+    let clients = CLIENTS.get_or_init(Default::default);
+    let key = format!("{url}\n{o:?}");
+    if let Some(found) = clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+        return Ok(found.clone());
+    }
+    let made = connect(url, o)?;
+    clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, made.clone());
+    Ok(made)
+}
+
 /// `client` with `allow_http` as the options, else the environment, say.
 fn merge_allow_http(
     client: object_store::ClientOptions,
@@ -268,13 +307,8 @@ impl RemoteSource {
     /// Connects to the store at `url` (no request is made yet).
     pub fn open(url: &str, options: &RemoteOptions) -> Result<Self> {
         let url = url.trim_end_matches('/').to_string();
-        let (store, prefix, listable) = connect(&url, options)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("atomzarr-remote")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Background(format!("{url}: cannot start the I/O runtime: {e}")))?;
+        let (store, prefix, listable) = connect_shared(&url, options)?;
+        let runtime = io_runtime()?;
         let disk = match options.disk_cache() {
             Some((dir, max)) => Some(DiskCache::open(dir, max)?),
             None => None,
@@ -286,11 +320,18 @@ impl RemoteSource {
             merge_gap: options.merge_gap(),
             listable,
             disk,
+            meta: Default::default(),
         })
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.runtime.block_on(f)
+    }
+
+    /// A prefetched document: `Some(Some(bytes))`, `Some(None)` (absent), or
+    /// `None` (not prefetched).
+    fn prefetched(&self, key: &str) -> Option<Option<Bytes>> {
+        self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key).cloned()
     }
 }
 
@@ -304,6 +345,9 @@ impl ByteSource for RemoteSource {
     }
 
     fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        if let Some(kept) = self.prefetched(key) {
+            return Ok(kept);
+        }
         self.block_on(self.client.get(key, None))
     }
 
@@ -334,6 +378,9 @@ impl ByteSource for RemoteSource {
     }
 
     fn size(&self, key: &str) -> Result<Option<u64>> {
+        if let Some(kept) = self.prefetched(key) {
+            return Ok(kept.map(|b| b.len() as u64));
+        }
         let c = &self.client;
         self.block_on(async {
             match c.store.head(&c.path(key)).await {
@@ -400,6 +447,28 @@ impl ByteSource for RemoteSource {
                 }
             }
         });
+    }
+
+    fn prefetch(&self, keys: &[String]) {
+        let c = &self.client;
+        let wanted: Vec<&String> = keys.iter().filter(|k| self.prefetched(k).is_none()).collect();
+        let got: Vec<(String, Result<Option<Bytes>>)> = self.block_on(
+            futures::stream::iter(wanted)
+                .map(|k| async move { (k.clone(), c.get(k, None).await) })
+                .buffer_unordered(self.concurrency)
+                .collect(),
+        );
+        let mut meta = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (k, r) in got {
+            // Errors are not kept: the read that needs the document meets them.
+            if let Ok(b) = r {
+                meta.insert(k, b);
+            }
+        }
+    }
+
+    fn forget(&self) {
+        self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     }
 
     fn cached(&self, key: &str, range: Option<&Range<u64>>) -> Option<Bytes> {
