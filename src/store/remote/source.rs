@@ -124,7 +124,9 @@ fn chain(e: &dyn std::error::Error) -> String {
 /// An `object_store` error as [`Error::Remote`] naming `url`.
 pub(super) fn remote_error(url: String, e: &object_store::Error) -> Error {
     let reason = chain(e);
-    let low = reason.to_ascii_lowercase();
+    // object_store's retry errors quote their `retry_timeout` setting:
+    // not a sign of a timeout.
+    let low = reason.to_ascii_lowercase().replace("retry_timeout", "");
     let kind = match e {
         object_store::Error::NotFound { .. } => RemoteErrorKind::NotFound,
         object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
