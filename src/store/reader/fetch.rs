@@ -26,16 +26,20 @@ use crate::store::bytes::{Bytes, RangeRequest};
 /// never holds a whole large shard.
 const MAX_MERGED: u64 = 64 << 20;
 
+/// Per request, the slots it serves and their bytes in its response
+/// (`None`: the whole response).
+pub(super) type Parts = Vec<Vec<(usize, Option<Range<usize>>)>>;
+
+/// A merged request being built: key, start, end, and its members (slot, start, end).
+type Open<'a> = (&'a str, u64, u64, Vec<(usize, u64, u64)>);
+
 /// The requests for `located` chunks (slots): ranged reads of one object
 /// merged when at most `gap` bytes apart (never when `gap` is `None`). Returns the requests and, per
 /// request, the slots it serves with their bytes in its response (`None`:
 /// the whole response).
-pub(super) fn merge(
-    located: &[(usize, &Located)],
-    gap: Option<u64>,
-) -> (Vec<RangeRequest>, Vec<Vec<(usize, Option<Range<usize>>)>>) {
+pub(super) fn merge(located: &[(usize, &Located)], gap: Option<u64>) -> (Vec<RangeRequest>, Parts) {
     let mut requests = Vec::new();
-    let mut parts: Vec<Vec<(usize, Option<Range<usize>>)>> = Vec::new();
+    let mut parts: Parts = Vec::new();
     let mut ranged: Vec<(&str, u64, u64, usize)> = Vec::new();
     for &(slot, loc) in located {
         match loc {
@@ -48,8 +52,8 @@ pub(super) fn merge(
         }
     }
     ranged.sort_unstable();
-    let mut open: Option<(&str, u64, u64, Vec<(usize, u64, u64)>)> = None;
-    let mut close = |o: (&str, u64, u64, Vec<(usize, u64, u64)>)| {
+    let mut open: Option<Open<'_>> = None;
+    let mut close = |o: Open<'_>| {
         let (key, start, end, members) = o;
         requests.push(RangeRequest { key: key.to_string(), range: Some(start..end) });
         parts.push(

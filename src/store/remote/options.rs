@@ -171,9 +171,12 @@ impl RemoteOptions {
     pub fn disk_cache(&self) -> Option<(&Path, u64)> {
         self.disk_cache.as_ref().map(|(p, b)| (p.as_path(), *b))
     }
+    // Read only by the client, which needs feature `remote`.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub(crate) fn secret_access_key(&self) -> Option<&str> {
         self.secret_access_key.as_deref()
     }
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub(crate) fn session_token(&self) -> Option<&str> {
         self.session_token.as_deref()
     }

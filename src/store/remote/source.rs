@@ -368,12 +368,12 @@ impl ByteSource for RemoteSource {
     fn get_suffixes(&self, requests: &[(String, u64)]) -> Vec<Result<Option<(Bytes, u64)>>> {
         let c = &self.client;
         self.block_on(async {
-            let mut answers: Vec<(usize, Result<Option<(Bytes, u64)>>)> =
-                futures::stream::iter(requests.iter().enumerate())
-                    .map(|(i, (k, n))| async move { (i, c.suffix(k, *n).await) })
-                    .buffer_unordered(self.concurrency)
-                    .collect()
-                    .await;
+            type Answer = (usize, Result<Option<(Bytes, u64)>>);
+            let mut answers: Vec<Answer> = futures::stream::iter(requests.iter().enumerate())
+                .map(|(i, (k, n))| async move { (i, c.suffix(k, *n).await) })
+                .buffer_unordered(self.concurrency)
+                .collect()
+                .await;
             answers.sort_by_key(|(i, _)| *i);
             answers.into_iter().map(|(_, r)| r).collect()
         })
