@@ -239,6 +239,23 @@ fn transient_failures_are_retried() {
 }
 
 #[test]
+fn cli_copy_makes_a_store_that_dumps_the_same() {
+    let dir = tmpdir();
+    let name = &fixture_names()[0];
+    let src = assets().join(format!("{name}.zarr"));
+    let dst = dir.path().join("copied.zarr");
+    let (ok, stdout, stderr) = cli(&["copy", src.to_str().unwrap(), &format!("file://{}", dst.display())]);
+    assert!(ok, "copy: {stderr}");
+    assert!(stdout.contains("objects"), "{stdout}");
+    let r = AtomicDataZarrReader::open(&dst).unwrap();
+    assert_eq!(dump(&r).trim(), expected(name).trim());
+    let (ok, _, stderr) = cli(&["copy", src.to_str().unwrap(), dst.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("already exists"), "a second copy is refused: {stderr}");
+    let (ok, _, stderr) = cli(&["copy", src.to_str().unwrap(), "http://127.0.0.1:1/x.zarr"]);
+    assert!(!ok && stderr.contains("read-only"), "HTTP is no destination: {stderr}");
+}
+
+#[test]
 fn writers_refuse_remote_urls() {
     for url in ["s3://bucket/x.zarr", "http://127.0.0.1:1/x.zarr"] {
         let e = AtomicDataZarrWriter::create(url, ZarrWriteConfig::default()).err().expect("create refused");

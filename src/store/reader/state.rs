@@ -329,18 +329,18 @@ impl AtomicDataZarrReader {
         }
         let array = arrays::open_array(&self.path, &self.store, rel)?;
         let files = array.shape().first().copied().unwrap_or(0).div_ceil(g.file_rows.max(1));
-        let mut sizes = Vec::new();
+        let mut total = 0u64;
         let mut idx = vec![0u64; array.dimensionality()];
         for i in 0..files {
             idx[0] = i;
             if let Some(len) = self.bytes.size(array.chunk_key(&idx).as_str())? {
-                sizes.push(len);
-                if limits::backed_by(sizes.iter().copied(), g, enough) >= enough {
+                total = total.saturating_add(limits::backed_by([len], g, u64::MAX));
+                if total >= enough {
                     break;
                 }
             }
         }
-        Ok(limits::backed_by(sizes, g, enough))
+        Ok(total)
     }
 
     /// Rows `rows` of a 1-d array (pointers, mask), chunk by chunk through
