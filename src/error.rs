@@ -175,6 +175,60 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A request to a remote store (object storage or HTTP) failed, after
+    /// the retries transient failures get.
+    #[error("{url}: {kind}: {reason}")]
+    Remote {
+        /// The object's (or store's) URL.
+        url: String,
+        /// What kind of failure.
+        kind: RemoteErrorKind,
+        /// The server's or client's words.
+        reason: String,
+    },
+    /// A write (append, repair, defragment) was asked of a store at a remote
+    /// URL: remote stores are read here, and published whole with `copy`.
+    #[error(
+        "{url}: remote stores are read-only ({operation}); write a local store and publish it with `atomzarr copy`"
+    )]
+    RemoteReadOnly {
+        /// The store's URL.
+        url: String,
+        /// What was asked.
+        operation: String,
+    },
+}
+
+/// What kind of failure an [`Error::Remote`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemoteErrorKind {
+    /// The bucket, container or key does not exist (404).
+    NotFound,
+    /// The credentials were refused or lack the permission (401, 403).
+    Forbidden,
+    /// The request did not complete within the timeout.
+    Timeout,
+    /// The response held fewer bytes than asked for.
+    Truncated,
+    /// The URL scheme or operation is not available (a build without the
+    /// `remote` feature, a write to an HTTP server).
+    Unsupported,
+    /// Anything else (connection refused, a 5xx after the retries).
+    Other,
+}
+
+impl std::fmt::Display for RemoteErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RemoteErrorKind::NotFound => "not found",
+            RemoteErrorKind::Forbidden => "access denied",
+            RemoteErrorKind::Timeout => "timed out",
+            RemoteErrorKind::Truncated => "truncated response",
+            RemoteErrorKind::Unsupported => "unsupported",
+            RemoteErrorKind::Other => "request failed",
+        })
+    }
 }
 
 fn append_bug_hint(shift: Option<i64>, store: &str) -> String {

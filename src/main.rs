@@ -83,13 +83,73 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// I/O benchmark against an existing store (ours or the Python toolkit's).
+    /// I/O benchmark against an existing store (ours or the Python toolkit's),
+    /// local or at a URL (s3://, gs://, az://, http(s)://).
     Read {
         /// The store.
         path: PathBuf,
         #[command(flatten)]
         read: ReadArgs,
     },
+    /// Copy a whole store: publish a local store to object storage
+    /// (s3://, gs://, az://), fetch one back, or copy between them. The
+    /// destination must not exist; its root zarr.json is written last.
+    Copy {
+        /// The store to copy (path or URL).
+        src: String,
+        /// Where to put it (path or URL).
+        dst: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+/// How stores at URLs are reached and fetched. Credentials and the endpoint
+/// also come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+/// AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, GOOGLE_*, AZURE_*).
+#[derive(Args, Clone)]
+struct RemoteArgs {
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = atomzarr::store::remote::options::DEFAULT_CONCURRENCY)]
+    concurrency: usize,
+    /// Largest gap (bytes) between two inner chunks of a shard fetched in one request.
+    #[arg(long, default_value_t = atomzarr::store::remote::options::DEFAULT_MERGE_GAP)]
+    merge_gap: u64,
+    /// One request per inner chunk (no merging of neighbouring ranges).
+    #[arg(long)]
+    no_merge: bool,
+    /// Keep fetched encoded chunks in this folder (bounded by --disk-cache-bytes).
+    #[arg(long)]
+    disk_cache: Option<PathBuf>,
+    /// Byte bound of the disk cache.
+    #[arg(long, default_value_t = 10 << 30)]
+    disk_cache_bytes: u64,
+    /// S3 endpoint of an S3-compatible service (else AWS_ENDPOINT_URL).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Retries of a transient failure.
+    #[arg(long, default_value_t = 3)]
+    retries: usize,
+    /// Seconds one request may take.
+    #[arg(long, default_value_t = 30.0)]
+    timeout_s: f64,
+}
+
+impl RemoteArgs {
+    fn options(&self) -> atomzarr::store::remote::RemoteOptions {
+        let mut o = atomzarr::store::remote::RemoteOptions::default()
+            .with_concurrency(self.concurrency)
+            .with_merge_gap((!self.no_merge).then_some(self.merge_gap))
+            .with_retries(self.retries)
+            .with_timeout(std::time::Duration::from_secs_f64(self.timeout_s.max(0.001)));
+        if let Some(d) = &self.disk_cache {
+            o = o.with_disk_cache(d, self.disk_cache_bytes);
+        }
+        if let Some(e) = &self.endpoint {
+            o = o.with_endpoint(e);
+        }
+        o
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -172,6 +232,8 @@ struct ReadArgs {
     /// of order (hashing every byte, inside the timed pass).
     #[arg(long)]
     checksum: bool,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 #[derive(Args)]
@@ -247,6 +309,7 @@ impl ReadArgs {
             epochs: self.epochs,
             progress: !self.json || std::io::IsTerminal::is_terminal(&std::io::stderr()),
             checksum: self.checksum,
+            remote: self.remote.options(),
         }
     }
 }
@@ -344,6 +407,22 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
             ),
         })
     }
+}
+
+#[cfg(feature = "remote")]
+fn copy(src: &str, dst: &str, remote: &RemoteArgs) -> atomzarr::Result<()> {
+    let r = atomzarr::store::remote::copy(src, dst, &remote.options())?;
+    println!("copied {src} to {dst}: {} objects, {} bytes", r.objects, r.bytes);
+    Ok(())
+}
+
+#[cfg(not(feature = "remote"))]
+fn copy(src: &str, _dst: &str, _remote: &RemoteArgs) -> atomzarr::Result<()> {
+    Err(atomzarr::Error::Remote {
+        url: src.to_string(),
+        kind: atomzarr::RemoteErrorKind::Unsupported,
+        reason: "this build of atomzarr has no `remote` feature (copy needs it)".into(),
+    })
 }
 
 fn run(cli: Cli) -> atomzarr::Result<()> {
@@ -459,6 +538,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;
             print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
         }
+        Cmd::Copy { src, dst, remote } => copy(&src, &dst, &remote)?,
     }
     Ok(())
 }

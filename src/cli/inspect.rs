@@ -42,19 +42,28 @@ pub struct StoreReport {
     pub files: u64,
 }
 
-/// Inspects the store at `path`.
+/// Inspects the store at `path` (a local path or, with feature `remote`, a
+/// URL; a plain HTTP server cannot list its objects, so byte and file
+/// counts are 0 there).
 pub fn inspect(path: &Path) -> Result<StoreReport> {
     let reader = crate::AtomicDataZarrReader::open_with(path, crate::ReaderOptions::default().with_cache_bytes(0))?;
-    let root = format::read_root(path)?;
-    let store = arrays::open_store(path)?;
+    let (src, store) = (reader.byte_source(), reader.storage());
+    let remote = src.is_remote();
+    let root = if remote { format::read_root_from(&*src, path)? } else { format::read_root(path)? };
+    let usage = |rel: &str| -> Result<(u64, u64)> {
+        if !remote {
+            return Ok(format::disk_usage(&path.join(rel)));
+        }
+        Ok(src.list_sizes(rel)?.map_or((0, 0), |v| (v.iter().map(|(_, n)| n).sum(), v.len() as u64)))
+    };
     let mut arrays = Vec::new();
     let fields = root.fields.iter().map(|(n, i)| (format::field_path(i.group, n), Some(i.level)));
     for (rel, level) in format::META_ARRAYS.iter().map(|(r, _)| (r.to_string(), None)).chain(fields) {
-        if !path.join(&rel).join("zarr.json").exists() && rel.starts_with(StoreGroup::Meta.name()) {
+        if rel.starts_with(StoreGroup::Meta.name()) && src.size(&format!("{rel}/zarr.json"))?.is_none() {
             continue;
         }
         let a = arrays::open_array(path, &store, &rel)?;
-        let (disk_bytes, files) = format::disk_usage(&path.join(&rel));
+        let (disk_bytes, files) = usage(&rel)?;
         arrays.push(ArrayReport {
             dtype: arrays::array_dtype(path, &rel, &a)?,
             shape: a.shape().to_vec(),
@@ -65,7 +74,7 @@ pub fn inspect(path: &Path) -> Result<StoreReport> {
             files,
         });
     }
-    let (disk_bytes, files) = format::disk_usage(path);
+    let (disk_bytes, files) = usage("")?;
     use crate::Reader;
     Ok(StoreReport { num_samples: root.num_samples, active: reader.len(), arrays, disk_bytes, files })
 }

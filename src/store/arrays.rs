@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use zarrs::array::codec::{BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec};
 use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
+use zarrs::storage::ReadableStorageTraits;
 
 use crate::data::DType;
 use crate::error::{Error, Result};
@@ -21,9 +22,12 @@ pub fn open_store(path: &Path) -> Result<Arc<Store>> {
 
 /// Opens an array of the store (with zarrs' zstd and blosc decoders
 /// bounded, see [`crate::store::limits::install_bounded_codecs`]).
-pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Array<Store>> {
+pub fn open_array<T: ?Sized + ReadableStorageTraits + 'static>(
+    store_path: &Path,
+    store: &Arc<T>,
+    rel: &str,
+) -> Result<Array<T>> {
     crate::store::limits::install_bounded_codecs();
-    use zarrs::storage::ReadableStorageTraits;
     // Through the store, not the filesystem: a writer's transaction may hold
     // the array's metadata staged, not yet on disk.
     let key = zarrs::storage::StoreKey::new(format!("{rel}/zarr.json")).map_err(|e| Error::zarr(store_path, rel, e))?;
@@ -43,7 +47,12 @@ pub fn open_array(store_path: &Path, store: &Arc<Store>, rel: &str) -> Result<Ar
 /// reference toolkit's Zarr) refuses: "Expected dict, got <class 'str'>". An
 /// empty configuration makes zarrs write the object form again. (Codecs
 /// nested in `sharding_indexed` are kept as written.)
-fn codecs_as_objects(store_path: &Path, store: &Arc<Store>, rel: &str, array: Array<Store>) -> Result<Array<Store>> {
+fn codecs_as_objects<T: ?Sized + ReadableStorageTraits + 'static>(
+    store_path: &Path,
+    store: &Arc<T>,
+    rel: &str,
+    array: Array<T>,
+) -> Result<Array<T>> {
     use zarrs::metadata::Configuration;
     use zarrs::metadata::v3::MetadataV3;
     let ArrayMetadata::V3(meta) = array.metadata() else { return Ok(array) };
@@ -62,7 +71,7 @@ fn codecs_as_objects(store_path: &Path, store: &Arc<Store>, rel: &str, array: Ar
 }
 
 /// The dtype of an opened array.
-pub fn array_dtype(store_path: &Path, rel: &str, array: &Array<Store>) -> Result<DType> {
+pub fn array_dtype<T: ?Sized>(store_path: &Path, rel: &str, array: &Array<T>) -> Result<DType> {
     let name = match array.metadata() {
         ArrayMetadata::V3(m) => m.data_type.name().to_string(),
         ArrayMetadata::V2(_) => return Err(Error::format(store_path, format!("{rel} is a Zarr v2 array"))),
@@ -71,7 +80,7 @@ pub fn array_dtype(store_path: &Path, rel: &str, array: &Array<Store>) -> Result
 }
 
 /// Rows per (inner) chunk along dimension 0: the read granularity.
-pub fn chunk_rows(store_path: &Path, rel: &str, array: &Array<Store>) -> Result<u64> {
+pub fn chunk_rows<T: ?Sized>(store_path: &Path, rel: &str, array: &Array<T>) -> Result<u64> {
     use zarrs::array::ArrayShardedExt;
     let shape = array.effective_subchunk_shape().or_else(|| array.chunk_shape(&vec![0; array.dimensionality()]).ok());
     shape
@@ -146,7 +155,7 @@ pub fn create_array(
 /// What an existing array's metadata says about its configuration: codec,
 /// chunk and shard rows, and whether its (inner) chunks end in a `crc32c`
 /// checksum. Used by `inspect` and to keep settings on defragment.
-pub fn infer_config(array: &Array<Store>) -> ZarrArrayConfig {
+pub fn infer_config<T: ?Sized>(array: &Array<T>) -> ZarrArrayConfig {
     let meta = serde_json::to_value(array.metadata()).unwrap_or(Value::Null);
     let outer = meta.pointer("/chunk_grid/configuration/chunk_shape/0").and_then(Value::as_u64);
     let mut codecs = meta.get("codecs").and_then(Value::as_array).cloned().unwrap_or_default();

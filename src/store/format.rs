@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
+use crate::store::bytes::ByteSource;
 
 /// `meta/atoms_ptr`
 pub const ATOMS_PTR: &str = "meta/atoms_ptr";
@@ -192,8 +193,92 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
     if !store.is_dir() {
         return Err(Error::format(store, "not a directory (a Zarr v3 store is a directory)"));
     }
-    let root =
-        read_json(store, ".")?.ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
+    let unlisted = |group: &str| -> Result<Vec<String>> {
+        let Ok(entries) = std::fs::read_dir(store.join(group)) else { return Ok(vec![]) };
+        Ok(entries
+            .flatten()
+            .filter(|e| e.path().join("zarr.json").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect())
+    };
+    parse_root(store, |rel| read_json(store, rel), unlisted)
+}
+
+/// [`read_root`] over a store's [`ByteSource`] (local or remote). A source
+/// that cannot list (plain HTTP) finds unlisted arrays only among the
+/// [`CORE_FIELDS`] names.
+pub fn read_root_from(source: &dyn ByteSource, store: &Path) -> Result<RootAttrs> {
+    let json = |rel: &str| -> Result<Option<Value>> {
+        let key = if rel == "." { "zarr.json".to_string() } else { format!("{rel}/zarr.json") };
+        match source.get(&key)? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| Error::format(store, format!("{key} is not valid JSON ({e})"))),
+        }
+    };
+    if source.is_remote() {
+        // The root, its groups and every core array's metadata in one round
+        // trip (read one at a time below, and again when the arrays open).
+        let mut keys = vec!["zarr.json".to_string(), "meta/zarr.json".to_string(), "core/zarr.json".to_string()];
+        keys.extend(CORE_FIELDS.iter().map(|n| format!("core/{n}/zarr.json")));
+        source.prefetch(&keys);
+    }
+    // Read once here: a missing root is the store missing, said so.
+    let root = json(".")?;
+    if root.is_none() {
+        if source.is_remote() {
+            return Err(Error::Remote {
+                url: format!("{}/zarr.json", source.location().trim_end_matches('/')),
+                kind: crate::error::RemoteErrorKind::NotFound,
+                reason: "no store here (no root zarr.json: check the bucket, the path and the URL)".into(),
+            });
+        }
+        if !store.exists() {
+            return Err(Error::NotFound { store: store.to_path_buf() });
+        }
+    }
+    let root = std::cell::RefCell::new(Some(root));
+    let json = |rel: &str| -> Result<Option<Value>> {
+        if rel == "."
+            && let Some(r) = root.borrow_mut().take()
+        {
+            return Ok(r);
+        }
+        json(rel)
+    };
+    let unlisted = |group: &str| -> Result<Vec<String>> {
+        match source.list_sizes(group)? {
+            Some(keys) => Ok(keys
+                .iter()
+                .filter_map(|(k, _)| k.strip_prefix(group)?.strip_prefix('/')?.strip_suffix("/zarr.json"))
+                .filter(|name| !name.contains('/'))
+                .map(str::to_owned)
+                .collect()),
+            None if group == "core" => {
+                let mut found = Vec::new();
+                for name in CORE_FIELDS {
+                    if source.size(&format!("core/{name}/zarr.json"))?.is_some() {
+                        found.push(name.to_string());
+                    }
+                }
+                Ok(found)
+            }
+            None => Ok(vec![]),
+        }
+    };
+    parse_root(store, json, unlisted)
+}
+
+/// The root attributes, from the store's JSON documents (`read_json(rel)`:
+/// `rel/zarr.json`, `.` for the root) and its unlisted arrays
+/// (`unlisted(group)`: the array names in `core/` or `custom/`).
+fn parse_root(
+    store: &Path,
+    read_json: impl Fn(&str) -> Result<Option<Value>>,
+    unlisted: impl Fn(&str) -> Result<Vec<String>>,
+) -> Result<RootAttrs> {
+    let root = read_json(".")?.ok_or_else(|| Error::format(store, "no zarr.json at the root (not a Zarr v3 group)"))?;
     if root.get("zarr_format").and_then(Value::as_u64) != Some(3) {
         return Err(Error::format(store, "root zarr.json is not Zarr format 3"));
     }
@@ -201,7 +286,7 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
         return Err(Error::format(store, "root is not a Zarr group"));
     }
     for g in ["meta", "core"] {
-        match read_json(store, g)? {
+        match read_json(g)? {
             Some(v) if v.get("node_type").and_then(Value::as_str) == Some("group") => {}
             _ => return Err(Error::format(store, format!("missing group {g}/"))),
         }
@@ -233,11 +318,8 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
     }
     // Arrays present but not listed take the reference's fallback levels.
     for (group, g) in [("core", StoreGroup::Core), ("custom", StoreGroup::Custom)] {
-        let dir = store.join(group);
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if fields.contains_key(&name) || !entry.path().join("zarr.json").exists() {
+        for name in unlisted(group)? {
+            if fields.contains_key(&name) {
                 continue;
             }
             let level = if g == StoreGroup::Core { default_level(&name) } else { Level::System };

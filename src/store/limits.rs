@@ -46,7 +46,6 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 
 use crate::data::DType;
 use crate::error::{Error, Result};
-use crate::store::durable::Store;
 
 /// Largest decoded inner chunk (and shard index) the reader accepts: 256 MiB.
 /// zarr-python's default chunks stay under 64 MiB; the reference layout's
@@ -87,7 +86,7 @@ fn bad(store: &Path, rel: &str, reason: impl Into<String>) -> Error {
 /// Checks the shape, chunk grid and codecs of an opened array: every size
 /// the reader derives from them fits its integer type, an inner chunk
 /// decodes to at most [`MAX_CHUNK_BYTES`], and a shard index is no larger.
-pub(crate) fn geometry(store: &Path, rel: &str, array: &Array<Store>, dtype: DType) -> Result<Geometry> {
+pub(crate) fn geometry<T: ?Sized>(store: &Path, rel: &str, array: &Array<T>, dtype: DType) -> Result<Geometry> {
     use zarrs::array::ArrayShardedExt;
     let shape = array.shape();
     if shape.is_empty() {
@@ -172,25 +171,22 @@ fn compresses(meta: &Value) -> bool {
     walk(meta.get("codecs"))
 }
 
-/// Bytes the chunk files of array `rel` can decode to, at most (see the
+/// How many bytes the chunk files of array `rel` can decode to, at most,
+/// counting until the third argument is reached: the reader's byte source
+/// answers it (a directory listing, an object listing, or the sizes of the
+/// chunk objects the grid names). See [`backed_by`].
+pub(crate) type Backing<'a> = &'a dyn Fn(&str, &Geometry, u64) -> Result<u64>;
+
+/// Bytes chunk files of the given sizes can decode to, at most (see the
 /// module docs), counting until `enough` is reached.
-pub(crate) fn backed_bytes(store: &Path, rel: &str, g: &Geometry, enough: u64) -> u64 {
+pub(crate) fn backed_by(sizes: impl IntoIterator<Item = u64>, g: &Geometry, enough: u64) -> u64 {
     let ratio = if g.compressed { MAX_EXPANSION } else { 1 };
     let per_file = g.file_rows.saturating_mul(g.row_bytes.max(1) as u64);
     let mut total = 0u64;
-    let mut stack = vec![store.join(rel)];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for e in entries.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
-                stack.push(e.path());
-            } else if e.file_name() != "zarr.json" {
-                total = total.saturating_add(m.len().saturating_mul(ratio).min(per_file));
-                if total >= enough {
-                    return total;
-                }
-            }
+    for len in sizes {
+        total = total.saturating_add(len.saturating_mul(ratio).min(per_file));
+        if total >= enough {
+            break;
         }
     }
     total
@@ -205,6 +201,7 @@ pub(crate) fn check_rows(
     what: &str,
     rows: u64,
     arrays: &[(&str, Geometry)],
+    backed: Backing<'_>,
 ) -> Result<()> {
     if rows <= UNBACKED_ROWS {
         return Ok(());
@@ -216,7 +213,7 @@ pub(crate) fn check_rows(
             continue;
         }
         let row_bytes = g.row_bytes as u64;
-        let held = backed_bytes(store, rel, g, need.saturating_mul(row_bytes)) / row_bytes;
+        let held = backed(rel, g, need.saturating_mul(row_bytes))? / row_bytes;
         if held >= need {
             return Ok(());
         }
@@ -235,7 +232,7 @@ pub(crate) fn check_rows(
 
 /// Checks that array `rel`'s `rows` rows are backed by its files, beyond
 /// [`FILL_ROW_BYTES`] of fill values per row.
-pub(crate) fn check_field_bytes(store: &Path, rel: &str, rows: u64, g: &Geometry) -> Result<()> {
+pub(crate) fn check_field_bytes(store: &Path, rel: &str, rows: u64, g: &Geometry, backed: Backing<'_>) -> Result<()> {
     let claimed = rows
         .checked_mul(g.row_bytes as u64)
         .ok_or_else(|| bad(store, rel, format!("{rows} rows of {} bytes overflow", g.row_bytes)))?;
@@ -243,7 +240,7 @@ pub(crate) fn check_field_bytes(store: &Path, rel: &str, rows: u64, g: &Geometry
     if claimed <= fill {
         return Ok(());
     }
-    let held = backed_bytes(store, rel, g, claimed - fill);
+    let held = backed(rel, g, claimed - fill)?;
     if held.saturating_add(fill) >= claimed {
         return Ok(());
     }

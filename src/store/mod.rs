@@ -11,15 +11,19 @@
 //! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
 //! | [`import`] | `atomzarr import`: extended-XYZ files streamed into a store (created or appended), neighbor lists on the way |
+//! | [`bytes`] | [`ByteSource`](bytes::ByteSource): the reads the reader makes, from local files or a remote store |
+//! | `remote` | (feature `remote`) stores on object storage and HTTP: URLs, options, the client, disk cache, `copy` |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
 pub mod arrays;
+pub mod bytes;
 pub mod config;
 pub mod durable;
 pub mod format;
 pub mod import;
 pub mod limits;
 mod reader;
+pub mod remote;
 pub mod repair;
 mod writer;
 

@@ -4,6 +4,8 @@
 //! allow.
 #![allow(dead_code)]
 
+pub mod http_server;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

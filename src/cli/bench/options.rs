@@ -141,6 +141,9 @@ pub struct ReadOptions {
     /// Compute the content checksum of what each pass delivers (hashing
     /// every byte: it is part of the timed pass, so off by default).
     pub checksum: bool,
+    /// How a store at a URL is reached and fetched (concurrency, merging,
+    /// disk cache); unused for local stores.
+    pub remote: crate::store::remote::RemoteOptions,
 }
 
 impl Default for ReadOptions {
@@ -160,6 +163,7 @@ impl Default for ReadOptions {
             epochs: 1,
             progress: false,
             checksum: false,
+            remote: Default::default(),
         }
     }
 }
@@ -224,4 +228,8 @@ pub struct ReadResult {
     /// Peak resident memory of the process during the pass (Linux: VmHWM,
     /// reset at the start of the pass where the kernel allows it).
     pub peak_rss: Option<u64>,
+    /// Requests made to the store during the pass (the first includes opening).
+    pub requests: u64,
+    /// Bytes received from the store during the pass.
+    pub fetched_bytes: u64,
 }

@@ -80,7 +80,8 @@ pub fn time_reads(
     reset_peak_rss();
     let t0 = Instant::now();
     let reader =
-        Arc::new(AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(opts.cache_bytes))?);
+        Arc::new(open_reader(path, ReaderOptions::default().with_cache_bytes(opts.cache_bytes), &opts.remote)?);
+    let mut io = crate::store::bytes::IoStats::default();
     let n = reader.len();
     if let Some(e) = expected
         && e != n
@@ -124,6 +125,7 @@ pub fn time_reads(
         pb.finish();
         let after = reader.cache_stats();
         let decode = reader.decode_counters().unwrap_or_default().since(&decode_before);
+        let io_now = reader.io_stats();
         out.push(ReadResult {
             read_time,
             samples_read: tally.read,
@@ -135,9 +137,26 @@ pub fn time_reads(
             content_checksum: tally.checksum,
             decode,
             peak_rss: peak_rss(),
+            requests: io_now.requests - io.requests,
+            fetched_bytes: io_now.bytes - io.bytes,
         });
+        io = io_now;
     }
     Ok(out)
+}
+
+/// Opens the store at `path`: a local path, or a URL reached with `remote`.
+pub(super) fn open_reader(
+    path: &Path,
+    options: ReaderOptions,
+    remote: &crate::store::remote::RemoteOptions,
+) -> Result<AtomicDataZarrReader> {
+    match path.to_str() {
+        Some(url) if crate::store::bytes::is_url(url) => {
+            AtomicDataZarrReader::open_remote(url, options, remote.clone())
+        }
+        _ => AtomicDataZarrReader::open_with(path, options),
+    }
 }
 
 /// The raw path: `read_collated` over windows of `read_window` samples,

@@ -9,7 +9,7 @@ use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
 use super::read::time_reads;
 use crate::error::Result;
 use crate::source::Reader;
-use crate::store::{AtomicDataZarrReader, ReaderOptions};
+use crate::store::ReaderOptions;
 
 /// Size facts of a store's active samples.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -30,7 +30,7 @@ pub struct StoreFacts {
 
 /// Computes [`StoreFacts`] from the pointers and the schema (no field data read).
 pub fn store_facts(path: &Path) -> Result<StoreFacts> {
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
+    let reader = super::read::open_reader(path, ReaderOptions::default().with_cache_bytes(0), &Default::default())?;
     let schema = reader.field_schema();
     let n = reader.len();
     let (mut atoms, mut edges) = (0u64, 0u64);
@@ -130,6 +130,11 @@ pub struct ReportRow {
     /// [`sample_hash`](super::sample_hash)), with `--checksum`; a string so JSON tools keep all
     /// 64 bits.
     pub content_checksum: Option<String>,
+    /// Requests made to the store during the pass (file reads for a local
+    /// store, round trips for a remote one; the first pass includes opening).
+    pub requests: u64,
+    /// Bytes received from the store during the pass.
+    pub fetched_bytes: u64,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -189,6 +194,8 @@ pub(super) fn rows_for(
                 floor_fraction: floor.filter(|f| *f > 0.0).map(|f| read_rate / f),
                 peak_rss_bytes: r.peak_rss,
                 content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
+                requests: r.requests,
+                fetched_bytes: r.fetched_bytes,
             }
         })
         .collect()
@@ -215,7 +222,7 @@ pub fn decode_floor(path: &Path, opts: &ReadOptions) -> Result<Option<f64>> {
     if !opts.decode_floor {
         return Ok(None);
     }
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
+    let reader = super::read::open_reader(path, ReaderOptions::default().with_cache_bytes(0), &opts.remote)?;
     let n = reader.len() as f64;
     let mut best = f64::INFINITY;
     for _ in 0..2 {

@@ -35,13 +35,31 @@ impl AtomicDataZarrReader {
     /// per batch it slowed a warm epoch by ~15%; done here it runs once per
     /// chunk, and the cached chunk is half the size.
     fn decode_chunk_as(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool) -> Result<Option<ChunkBytes>> {
+        let raw = self.decode_raw(f, chunk)?;
+        self.keep_decoded(st, f, chunk, narrowed, raw)
+    }
+
+    /// A freshly decoded chunk of `f`, its neighbor indices checked,
+    /// narrowed to int32 when `narrowed` and offered to the cache (see
+    /// [`Self::decode_chunk_as`]).
+    pub(super) fn keep_decoded(
+        &self,
+        st: &State,
+        f: &FieldArray,
+        chunk: u64,
+        narrowed: bool,
+        raw: Vec<u8>,
+    ) -> Result<Option<ChunkBytes>> {
+        // Counted here, on the read path (local or fetched), not in
+        // `decode_raw`, which the decode floor also calls.
+        self.cache.count_decode(raw.len() as u64);
+        self.verify_neighbors(st, f, chunk, &raw);
         if !narrowed {
-            return self.decode_chunk(st, f, chunk).map(Some);
+            let raw = Arc::new(raw);
+            self.cache.insert(f.id, chunk, raw.clone());
+            return Ok(Some(raw));
         }
-        let wide = self.decode_raw(f, chunk)?;
-        self.cache.count_decode(wide.len() as u64);
-        self.verify_neighbors(st, f, chunk, &wide);
-        match HostData::narrow_i64_bytes(&wide) {
+        match HostData::narrow_i64_bytes(&raw) {
             Some(narrow) => {
                 let narrow = Arc::new(narrow);
                 self.cache.insert(f.id | NARROWED, chunk, narrow.clone());
@@ -55,19 +73,10 @@ impl AtomicDataZarrReader {
                         f.rel
                     );
                 }
-                self.cache.insert(f.id, chunk, Arc::new(wide));
+                self.cache.insert(f.id, chunk, Arc::new(raw));
                 Ok(None)
             }
         }
-    }
-
-    /// Decodes one inner chunk of `f` and offers it to the cache.
-    fn decode_chunk(&self, st: &State, f: &FieldArray, chunk: u64) -> Result<ChunkBytes> {
-        let raw = Arc::new(self.decode_raw(f, chunk)?);
-        self.cache.count_decode(raw.len() as u64);
-        self.verify_neighbors(st, f, chunk, &raw);
-        self.cache.insert(f.id, chunk, raw.clone());
-        Ok(raw)
     }
 
     /// Decodes one inner chunk of `f`, checking its size.
@@ -75,7 +84,7 @@ impl AtomicDataZarrReader {
         let mut idx = vec![0u64; f.array.dimensionality()];
         idx[0] = chunk;
         let expected = f.chunk_rows * f.row_bytes as u64;
-        let raw = match self.decode_direct(f, chunk, &idx, expected as usize)? {
+        let raw = match self.decode_direct(f, chunk, expected as usize)? {
             Some(raw) => raw,
             None => {
                 let bytes: ArrayBytes =
@@ -87,12 +96,14 @@ impl AtomicDataZarrReader {
                 raw.into_owned()
             }
         };
+        self.check_len(f, chunk, raw)
+    }
+
+    /// `raw`, once it holds exactly the chunk's rows.
+    pub(super) fn check_len(&self, f: &FieldArray, chunk: u64, raw: Vec<u8>) -> Result<Vec<u8>> {
+        let expected = f.chunk_rows * f.row_bytes as u64;
         if raw.len() as u64 != expected {
-            return Err(self.chunk_error(
-                f,
-                chunk,
-                format!("decoded {} bytes, expected {}", raw.len(), f.chunk_rows * f.row_bytes as u64),
-            ));
+            return Err(self.chunk_error(f, chunk, format!("decoded {} bytes, expected {expected}", raw.len())));
         }
         Ok(raw)
     }
@@ -159,7 +170,11 @@ impl AtomicDataZarrReader {
             tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, narrowed[fi])).collect();
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
         let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);
-        let decoded: Vec<Option<ChunkBytes>> = if missing.len() > 1 {
+        let decoded: Vec<Option<ChunkBytes>> = if self.bytes.is_remote() && !missing.is_empty() {
+            // Round trips, not decoding, bound a remote read: see `fetch`.
+            let wanted: Vec<(usize, u64)> = missing.iter().map(|&i| tasks[i]).collect();
+            self.fetch_and_decode(st, &wanted, &narrowed)?
+        } else if missing.len() > 1 {
             missing.par_iter().map(decode).collect::<Result<_>>()?
         } else {
             missing.iter().map(decode).collect::<Result<_>>()?

@@ -11,7 +11,7 @@ use super::AtomicDataZarrReader;
 use super::state::FieldArray;
 use crate::data::DType;
 use crate::error::{Error, Result};
-use crate::store::durable::Store;
+use crate::store::bytes::{Bytes, SourceStorage as Store};
 
 /// How the reader decodes an array's (inner) chunks itself: it reads each
 /// chunk's encoded bytes (for sharded arrays, through the shard index it
@@ -78,7 +78,18 @@ pub(crate) struct ShardLayout {
 }
 
 impl ShardLayout {
-    fn index_len(&self) -> u64 {
+    /// Whether the index is at the end of the shard (one suffix request
+    /// reads it with the file's length).
+    pub(super) fn index_at_end(&self) -> bool {
+        self.index_at_end
+    }
+
+    /// Inner chunks per shard.
+    pub(super) fn inner_per_shard(&self) -> u64 {
+        self.inner_per_shard
+    }
+
+    pub(super) fn index_len(&self) -> u64 {
         self.inner_per_shard * 16 + if self.crc32c { 4 } else { 0 }
     }
 }
@@ -159,6 +170,14 @@ impl DirectDecode {
     }
 }
 
+impl DirectDecode {
+    /// The shard that holds inner chunk `chunk` and the shard layout, for
+    /// sharded arrays.
+    pub(super) fn shard_of(&self, chunk: u64) -> Option<(u64, ShardLayout)> {
+        self.shard.map(|l| (chunk / l.inner_per_shard, l))
+    }
+}
+
 /// Whether codec metadata `c` is the Zarr v3 `crc32c` codec (checksum last,
 /// the only form it has; `numcodecs.crc32c` with a `location` is not it).
 fn is_crc32c(c: &serde_json::Value) -> bool {
@@ -188,45 +207,82 @@ fn zstd_decode(encoded: &[u8], expected: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
+/// Where the encoded bytes of one (inner) chunk are, for the direct path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Located {
+    /// Not stored (zarrs supplies the fill value), or not a direct-path array.
+    Elsewhere,
+    /// `range` of object `key`; `None`: the whole object (unsharded arrays).
+    At { key: String, range: Option<std::ops::Range<u64>> },
+}
+
 impl AtomicDataZarrReader {
-    /// The [`DirectDecode`] path: `None` when `f` does not qualify or the
-    /// chunk is not stored (zarrs then supplies the fill value).
-    pub(super) fn decode_direct(
-        &self,
-        f: &FieldArray,
-        chunk: u64,
-        idx: &[u64],
-        expected: usize,
-    ) -> Result<Option<Vec<u8>>> {
-        use zarrs::storage::ReadableStorageTraits;
-        let Some(plan) = &f.direct else { return Ok(None) };
-        let err = |e: zarrs::storage::StorageError| self.chunk_error(f, chunk, e.to_string());
-        let encoded = match plan.shard {
-            None => f.array.retrieve_encoded_chunk(idx).map_err(err)?.map(zarrs::storage::Bytes::from),
+    /// Where chunk `chunk` of `f` is stored, for the direct path (reading
+    /// the shard index first if it is not cached).
+    pub(super) fn locate(&self, f: &FieldArray, chunk: u64) -> Result<Located> {
+        let Some(plan) = &f.direct else { return Ok(Located::Elsewhere) };
+        let mut idx = vec![0u64; f.array.dimensionality()];
+        match plan.shard {
+            None => {
+                idx[0] = chunk;
+                Ok(Located::At { key: f.array.chunk_key(&idx).as_str().to_owned(), range: None })
+            }
             Some(layout) => {
                 let shard = chunk / layout.inner_per_shard;
-                let Some(index) = self.shard_index(f, shard, layout)? else { return Ok(None) };
+                let Some(index) = self.shard_index(f, shard, layout)? else { return Ok(Located::Elsewhere) };
                 let (offset, size) =
                     index.get((chunk % layout.inner_per_shard) as usize).copied().unwrap_or((u64::MAX, u64::MAX));
                 if offset == u64::MAX && size == u64::MAX {
-                    return Ok(None);
+                    return Ok(Located::Elsewhere);
                 }
-                let mut shard_idx = vec![0u64; idx.len()];
-                shard_idx[0] = shard;
-                let key = f.array.chunk_key(&shard_idx);
-                self.store
-                    .get_partial(&key, zarrs::storage::byte_range::ByteRange::FromStart(offset, Some(size)))
-                    .map_err(err)?
+                idx[0] = shard;
+                // In the shard's data: `shard_index` checked every entry.
+                let range = Some(offset..offset + size);
+                Ok(Located::At { key: f.array.chunk_key(&idx).as_str().to_owned(), range })
             }
-        };
+        }
+    }
+
+    /// A read error of chunk `chunk`: remote errors as they are (they name
+    /// the object's URL and say what failed), others as a chunk error.
+    pub(super) fn read_error(&self, f: &FieldArray, chunk: u64, e: Error) -> Error {
+        match e {
+            e @ (Error::Remote { .. } | Error::Checksum { .. } | Error::Chunk { .. }) => e,
+            e => self.chunk_error(f, chunk, e.to_string()),
+        }
+    }
+
+    /// The [`DirectDecode`] path: `None` when `f` does not qualify or the
+    /// chunk is not stored (zarrs then supplies the fill value).
+    pub(super) fn decode_direct(&self, f: &FieldArray, chunk: u64, expected: usize) -> Result<Option<Vec<u8>>> {
+        let Located::At { key, range } = self.locate(f, chunk)? else { return Ok(None) };
+        let encoded = match range {
+            None => self.bytes.get(&key),
+            Some(r) => self.bytes.get_range(&key, r),
+        }
+        .map_err(|e| self.read_error(f, chunk, e))?;
         let Some(encoded) = encoded else { return Ok(None) };
+        self.decode_encoded(f, chunk, &encoded, expected).map(Some)
+    }
+
+    /// Decodes the encoded bytes of chunk `chunk` of a direct-path array.
+    pub(super) fn decode_encoded(
+        &self,
+        f: &FieldArray,
+        chunk: u64,
+        encoded: &Bytes,
+        expected: usize,
+    ) -> Result<Vec<u8>> {
+        let Some(plan) = &f.direct else {
+            return Err(self.chunk_error(f, chunk, "decode_encoded on an array off the direct path"));
+        };
         match &plan.inner {
             &InnerDecode::Hand { zstd, crc32c } => {
-                let payload = if crc32c { self.check_crc32c(f, chunk, &encoded)? } else { &encoded[..] };
+                let payload = if crc32c { self.check_crc32c(f, chunk, encoded)? } else { &encoded[..] };
                 if !zstd {
-                    return Ok(Some(payload.to_vec()));
+                    return Ok(payload.to_vec());
                 }
-                zstd_decode(payload, expected).map(Some).map_err(|e| {
+                zstd_decode(payload, expected).map_err(|e| {
                     let reason = format!("zstd: {e}");
                     // A frame written with zstd's own checksum (`checksum:
                     // true`) that does not match: libzstd's error says so.
@@ -248,7 +304,7 @@ impl AtomicDataZarrReader {
                     )
                     .map_err(|e| self.codec_error(f, chunk, e))?;
                 let raw = decoded.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
-                Ok(Some(raw.into_owned()))
+                Ok(raw.into_owned())
             }
         }
     }
@@ -291,36 +347,60 @@ impl AtomicDataZarrReader {
 
     /// The index of `shard` of `f` (read once, then cached), each entry checked
     /// to lie inside the shard file.
-    fn shard_index(&self, f: &FieldArray, shard: u64, layout: ShardLayout) -> Result<ShardIndex> {
-        use zarrs::storage::ReadableStorageTraits;
-        use zarrs::storage::byte_range::ByteRange;
+    pub(super) fn shard_index(&self, f: &FieldArray, shard: u64, layout: ShardLayout) -> Result<ShardIndex> {
         let chunk = shard * layout.inner_per_shard;
         if let Some(found) = f.shard_indexes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&shard) {
             return Ok(found.clone());
         }
-        let bad = |reason: String| self.chunk_error(f, chunk, format!("shard {shard} index: {reason}"));
         let mut shard_idx = vec![0u64; f.array.dimensionality()];
         shard_idx[0] = shard;
         let key = f.array.chunk_key(&shard_idx);
-        let index = match self.store.size_key(&key).map_err(|e| bad(e.to_string()))? {
+        let key = key.as_str();
+        let index_len = layout.index_len();
+        // One request for an index at the end (the suffix brings the length).
+        let found = if layout.index_at_end {
+            self.bytes.get_suffix(key, index_len).map_err(|e| self.read_error(f, chunk, e))?
+        } else {
+            match self.bytes.size(key).map_err(|e| self.read_error(f, chunk, e))? {
+                None => None,
+                Some(file_len) if file_len < index_len => Some((Bytes::new(), file_len)),
+                Some(file_len) => self
+                    .bytes
+                    .get_range(key, 0..index_len)
+                    .map_err(|e| self.read_error(f, chunk, e))?
+                    .map(|raw| (raw, file_len)),
+            }
+        };
+        self.parse_shard_index(f, shard, layout, found)
+    }
+
+    /// The key of shard `shard` of `f` (sharded arrays).
+    pub(super) fn shard_key(&self, f: &FieldArray, shard: u64) -> String {
+        let mut shard_idx = vec![0u64; f.array.dimensionality()];
+        shard_idx[0] = shard;
+        f.array.chunk_key(&shard_idx).as_str().to_owned()
+    }
+
+    /// Checks and caches the index of `shard` from `found`, the shard's
+    /// index bytes and file length (`None`: no shard file).
+    pub(super) fn parse_shard_index(
+        &self,
+        f: &FieldArray,
+        shard: u64,
+        layout: ShardLayout,
+        found: Option<(Bytes, u64)>,
+    ) -> Result<ShardIndex> {
+        let chunk = shard * layout.inner_per_shard;
+        let bad = |reason: String| self.chunk_error(f, chunk, format!("shard {shard} index: {reason}"));
+        let index_len = layout.index_len();
+        let index = match found {
             None => None,
-            Some(file_len) => {
-                let index_len = layout.index_len();
+            Some((raw, file_len)) => {
                 if file_len < index_len {
                     return Err(bad(format!(
                         "shard file of {file_len} bytes is shorter than its {index_len}-byte index"
                     )));
                 }
-                let range = if layout.index_at_end {
-                    ByteRange::Suffix(index_len)
-                } else {
-                    ByteRange::FromStart(0, Some(index_len))
-                };
-                let raw = self
-                    .store
-                    .get_partial(&key, range)
-                    .map_err(|e| bad(e.to_string()))?
-                    .ok_or_else(|| bad("shard file vanished".into()))?;
                 let entries = (layout.inner_per_shard * 16) as usize;
                 let (body, tail) = raw.split_at(entries.min(raw.len()));
                 if body.len() != entries {

@@ -15,6 +15,7 @@
 //! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
 //! | `decode` | decoding each needed chunk once, through the cache |
 //! | `direct` | the direct shard-index, crc32c and zstd decode |
+//! | `fetch` | remote stores: a request's chunks fetched many at a time, merged, decoded as they arrive |
 //! | `neighbors` | neighbor-index checks per decoded chunk, refused samples |
 //! | `rows` | row copy into samples and collated batches |
 //! | `reader_impl` | the [`Reader`] implementation |
@@ -28,8 +29,7 @@ use zarrs::array::CodecOptions;
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 use crate::source::Reader;
-use crate::store::arrays;
-use crate::store::durable::Store;
+use crate::store::bytes::{ByteSource, IoStats, LocalSource, SourceStorage};
 use crate::store::format;
 use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub(crate) use state::{FieldArray, State};
@@ -37,6 +37,7 @@ pub(crate) use state::{FieldArray, State};
 pub(crate) mod cache;
 mod decode;
 mod direct;
+mod fetch;
 mod neighbors;
 mod plan;
 mod reader_impl;
@@ -136,7 +137,10 @@ impl ReaderOptions {
 pub struct AtomicDataZarrReader {
     path: PathBuf,
     source: Arc<str>,
-    store: Arc<Store>,
+    /// Where the bytes come from (local files or a remote store).
+    bytes: Arc<dyn ByteSource>,
+    /// The same, as zarrs storage.
+    store: Arc<SourceStorage>,
     state: RwLock<Arc<State>>,
     cache: ChunkCache,
     codec_options: CodecOptions,
@@ -161,16 +165,70 @@ impl AtomicDataZarrReader {
         Self::open_with(path, ReaderOptions::default())
     }
 
-    /// Opens a store.
+    /// Opens a store: a local path, a `file://` URL, or (feature `remote`)
+    /// an `s3://`, `gs://`, `az://` or `http(s)://` URL with the default
+    /// [`RemoteOptions`](crate::store::remote::RemoteOptions) (credentials
+    /// and endpoint from the environment).
     pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        let Some(url) = path.to_str().filter(|s| crate::store::bytes::is_url(s)) else {
+            return Self::open_local(path.to_path_buf(), options);
+        };
+        if let Some(local) = crate::store::bytes::local_path(url) {
+            return Self::open_local(local, options);
+        }
+        Self::open_remote(url, options, crate::store::remote::RemoteOptions::default())
+    }
+
+    /// Opens a store at a URL with explicit remote options (endpoint,
+    /// credentials, request concurrency, range merging, disk cache).
+    ///
+    /// ```no_run
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::store::remote::RemoteOptions;
+    /// use atomzarr::{AtomicDataZarrReader, ReaderOptions, Reader};
+    /// let remote = RemoteOptions::default().with_endpoint("http://127.0.0.1:9000").with_concurrency(64);
+    /// let r = AtomicDataZarrReader::open_remote("s3://bucket/train.zarr", ReaderOptions::default(), remote)?;
+    /// println!("{} samples", r.len());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A plain path or `file://` URL opens the local store (`remote` then
+    /// plays no part). Without the `remote` feature, other URLs fail with
+    /// [`RemoteErrorKind::Unsupported`](crate::RemoteErrorKind::Unsupported).
+    pub fn open_remote(url: &str, options: ReaderOptions, remote: crate::store::remote::RemoteOptions) -> Result<Self> {
+        if let Some(local) = crate::store::bytes::local_path(url) {
+            return Self::open_local(local, options);
+        }
+        #[cfg(feature = "remote")]
+        {
+            let bytes: Arc<dyn ByteSource> = Arc::new(crate::store::remote::RemoteSource::open(url, &remote)?);
+            Self::open_source(PathBuf::from(url), bytes, options)
+        }
+        #[cfg(not(feature = "remote"))]
+        {
+            let _ = (options, remote);
+            Err(Error::Remote {
+                url: url.to_string(),
+                kind: crate::error::RemoteErrorKind::Unsupported,
+                reason: "this build of atomzarr has no `remote` feature".into(),
+            })
+        }
+    }
+
+    fn open_local(path: PathBuf, options: ReaderOptions) -> Result<Self> {
         if let Some(kept) = format::interrupted_defragment(&path) {
             return Err(Error::Interrupted { store: path, operation: "defragment".into(), kept });
         }
         if !path.exists() {
             return Err(Error::NotFound { store: path });
         }
-        let store = arrays::open_store(&path)?;
+        let bytes: Arc<dyn ByteSource> = Arc::new(LocalSource::new(&path));
+        Self::open_source(path, bytes, options)
+    }
+
+    fn open_source(path: PathBuf, bytes: Arc<dyn ByteSource>, options: ReaderOptions) -> Result<Self> {
+        let store = Arc::new(SourceStorage(bytes.clone()));
         // Rayon already parallelises over chunks; codec-internal threads on
         // top would oversubscribe the cores.
         // Checksums are checked whatever zarrs' global config says.
@@ -178,6 +236,7 @@ impl AtomicDataZarrReader {
         let reader = AtomicDataZarrReader {
             source: Arc::from(path.display().to_string()),
             path,
+            bytes,
             store,
             state: RwLock::new(Arc::new(State {
                 num_samples: 0,
@@ -193,6 +252,28 @@ impl AtomicDataZarrReader {
         };
         reader.refresh()?;
         Ok(reader)
+    }
+
+    /// Requests made to the store and bytes received so far (opening
+    /// included): for a remote store, the round trips an epoch costs.
+    pub fn io_stats(&self) -> IoStats {
+        self.bytes.stats()
+    }
+
+    /// The store's byte source (for tools that read more than samples:
+    /// `inspect`).
+    pub fn byte_source(&self) -> Arc<dyn ByteSource> {
+        self.bytes.clone()
+    }
+
+    /// The store as zarrs storage (over [`Self::byte_source`]).
+    pub fn storage(&self) -> Arc<SourceStorage> {
+        self.store.clone()
+    }
+
+    /// Whether the store is remote (object storage or HTTP).
+    pub fn is_remote(&self) -> bool {
+        self.bytes.is_remote()
     }
 
     /// The store path.

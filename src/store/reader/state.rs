@@ -14,7 +14,7 @@ use crate::data::NEIGHBOR_LIST;
 use crate::data::{CollateOptions, DType, HostData, Level};
 use crate::error::{Error, Result};
 use crate::store::arrays;
-use crate::store::durable::Store;
+use crate::store::bytes::SourceStorage as Store;
 use crate::store::format;
 use crate::store::limits;
 
@@ -109,11 +109,27 @@ impl AtomicDataZarrReader {
     /// before anything of that size is allocated (see [`crate::store::limits`]).
     pub(super) fn load_state(&self) -> Result<State> {
         let p = &self.path;
-        let root = format::read_root(p)?;
+        let remote = self.bytes.is_remote();
+        // A refresh reads the metadata again.
+        self.bytes.forget();
+        let root = if remote { format::read_root_from(&*self.bytes, p)? } else { format::read_root(p)? };
+        if remote {
+            let mut keys: Vec<String> = format::META_ARRAYS.iter().map(|(rel, _)| format!("{rel}/zarr.json")).collect();
+            for (name, info) in &root.fields {
+                keys.push(format!("{}/zarr.json", format::field_path(info.group, name)));
+                keys.push(format!("{}/zarr.json", format::pending_path(name)));
+            }
+            self.bytes.prefetch(&keys);
+        }
         // An add_custom that listed its field (its commit point) but had not
         // yet moved the finished array into `custom/`: the field is
         // committed, so read it where it is (the next writer moves it).
-        let pending = format::interrupted_add_custom(p, &root).map(|(name, _)| name);
+        let pending = if remote {
+            self.remote_pending(&root)?
+        } else {
+            format::interrupted_add_custom(p, &root).map(|(name, _)| name)
+        };
+        let backing = |rel: &str, g: &limits::Geometry, enough: u64| self.backed(rel, g, enough);
         let n = root.num_samples;
         let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
         let open = |rel: &str| -> Result<(Array<Store>, DType, limits::Geometry)> {
@@ -158,6 +174,7 @@ impl AtomicDataZarrReader {
             &format!("num_samples {n}"),
             n1,
             &[(format::ATOMS_PTR, atoms_g), (format::EDGES_PTR, edges_g), (format::SAMPLES_MASK, mask_g)],
+            &backing,
         )?;
         let read_i64 = |rel: &str, a: Array<Store>, dt: DType| -> Result<Vec<i64>> {
             // Through the checksummed decode path (see `read_rows`).
@@ -167,13 +184,28 @@ impl AtomicDataZarrReader {
             format::check_pointers(p, rel, &v, n)?;
             Ok(v)
         };
-        let atoms_ptr = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt)?;
-        let edges_ptr = read_i64(format::EDGES_PTR, edges_arr, edges_dt)?;
+        let read_mask = |a: Array<Store>| self.read_rows(a, format::SAMPLES_MASK, mask_dt, 0..n as u64);
+        // Over a network, the three reads (each a shard index, then its
+        // chunks) go together: opening waits for one round trip, not three.
+        let (atoms_ptr, edges_ptr, mask) = if remote {
+            std::thread::scope(|s| {
+                let atoms = s.spawn(|| read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt));
+                let edges = s.spawn(|| read_i64(format::EDGES_PTR, edges_arr, edges_dt));
+                let mask = read_mask(mask_arr);
+                let died = |_| Error::Background("a pointer reader thread panicked".into());
+                (atoms.join().unwrap_or_else(|e| Err(died(e))), edges.join().unwrap_or_else(|e| Err(died(e))), mask)
+            })
+        } else {
+            let atoms = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt);
+            let edges = read_i64(format::EDGES_PTR, edges_arr, edges_dt);
+            (atoms, edges, read_mask(mask_arr))
+        };
+        let (atoms_ptr, edges_ptr) = (atoms_ptr?, edges_ptr?);
         // Non-decreasing from 0, so the last pointer is the (non-negative) total.
         let total_atoms = atoms_ptr[n] as u64;
         let total_edges = edges_ptr[n] as u64;
 
-        let mask = self.read_rows(mask_arr, format::SAMPLES_MASK, mask_dt, 0..n as u64)?;
+        let mask = mask?;
         if mask.len() != n {
             return Err(Error::inconsistent(
                 p,
@@ -192,7 +224,7 @@ impl AtomicDataZarrReader {
         for (rel, need, axis) in
             [(format::ATOMS_MASK, total_atoms, &mut atom_axis), (format::EDGES_MASK, total_edges, &mut edge_axis)]
         {
-            if p.join(rel).join("zarr.json").exists() {
+            if self.bytes.size(&format!("{rel}/zarr.json"))?.is_some() {
                 let (a, _, g) = open(rel)?;
                 let len = a.shape().first().copied().unwrap_or(0);
                 if len < need {
@@ -247,12 +279,12 @@ impl AtomicDataZarrReader {
         for (what, rows, axis) in [("atoms_ptr", total_atoms, &atom_axis), ("edges_ptr", total_edges, &edge_axis)] {
             let arrays: Vec<(&str, limits::Geometry)> = axis.iter().map(|(r, g)| (r.as_str(), *g)).collect();
             let rel = if what == "atoms_ptr" { format::ATOMS_PTR } else { format::EDGES_PTR };
-            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays)?;
+            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays, &backing)?;
         }
 
         let mut fields = Vec::with_capacity(opened.len());
         for (name, info, rel, array, dtype, g, need) in opened {
-            limits::check_field_bytes(p, &rel, need, &g)?;
+            limits::check_field_bytes(p, &rel, need, &g, &backing)?;
             fields.push(self.field_array(name, &rel, info.level, dtype, array, g));
         }
         Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
@@ -290,6 +322,48 @@ impl AtomicDataZarrReader {
             bad_samples: Default::default(),
             any_bad: Default::default(),
         }
+    }
+
+    /// [`format::interrupted_add_custom`] through the byte source: the
+    /// custom field whose array is still in the pending folder.
+    fn remote_pending(&self, root: &format::RootAttrs) -> Result<Option<String>> {
+        for (name, info) in &root.fields {
+            if info.group != format::StoreGroup::Custom {
+                continue;
+            }
+            let placed = format!("{}/zarr.json", format::field_path(info.group, name));
+            if self.bytes.size(&placed)?.is_none()
+                && self.bytes.size(&format!("{}/zarr.json", format::pending_path(name)))?.is_some()
+            {
+                return Ok(Some(name.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Bytes the chunk files of array `rel` can decode to (see
+    /// [`limits::Backing`]): from a listing where the source lists, else
+    /// from the sizes of the chunk objects along dimension 0 (plain HTTP),
+    /// asked one at a time until `enough` is reached.
+    fn backed(&self, rel: &str, g: &limits::Geometry, enough: u64) -> Result<u64> {
+        if let Some(listed) = self.bytes.list_sizes(rel)? {
+            let chunks = listed.into_iter().filter(|(k, _)| !k.ends_with("zarr.json")).map(|(_, len)| len);
+            return Ok(limits::backed_by(chunks, g, enough));
+        }
+        let array = arrays::open_array(&self.path, &self.store, rel)?;
+        let files = array.shape().first().copied().unwrap_or(0).div_ceil(g.file_rows.max(1));
+        let mut total = 0u64;
+        let mut idx = vec![0u64; array.dimensionality()];
+        for i in 0..files {
+            idx[0] = i;
+            if let Some(len) = self.bytes.size(array.chunk_key(&idx).as_str())? {
+                total = total.saturating_add(limits::backed_by([len], g, u64::MAX));
+                if total >= enough {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 
     /// Rows `rows` of a 1-d array (pointers, mask), chunk by chunk through

@@ -131,7 +131,7 @@ impl AtomicDataZarrWriter {
     /// and renamed into place when complete, so a crash never leaves a
     /// half-made store at `path`.
     pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        let path = crate::store::bytes::writable_path(path.as_ref(), "create")?;
         config.validate()?;
         if path.exists() {
             return Err(Error::AlreadyExists { store: path });

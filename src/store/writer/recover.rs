@@ -22,7 +22,7 @@ impl AtomicDataZarrWriter {
     /// field, its finished array is moved into place. Readers report both
     /// states as [`Error::Interrupted`].
     pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        let path = crate::store::bytes::writable_path(path.as_ref(), "open for append")?;
         config.validate()?;
         if let Some(original) = format::interrupted_defragment(&path) {
             // A defragment stopped between its renames: put the original

@@ -1,0 +1,146 @@
+//! [`copy`]: publishing a store to object storage (or fetching one back):
+//! every object copied, many at a time, the root `zarr.json` last, so a
+//! reader of the destination never sees a store whose root names arrays
+//! that are not there yet.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStore;
+use object_store::path::Path as ObjPath;
+
+use super::RemoteOptions;
+use super::source::{connect, remote_error};
+use crate::error::{Error, RemoteErrorKind, Result};
+use crate::store::bytes::local_path;
+
+/// What [`copy`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopyReport {
+    /// Objects (files) copied.
+    pub objects: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
+/// One side of a copy: a client, the store's prefix in it, its URL.
+struct Side {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjPath,
+    url: String,
+    listable: bool,
+}
+
+impl Side {
+    fn open(location: &str, options: &RemoteOptions, create: bool) -> Result<Side> {
+        match local_path(location) {
+            Some(path) => {
+                if create {
+                    std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+                }
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(&path)
+                    .map_err(|e| remote_error(location.to_string(), &e))?;
+                Ok(Side { store: Arc::new(fs), prefix: ObjPath::default(), url: location.to_string(), listable: true })
+            }
+            None => {
+                let url = location.trim_end_matches('/').to_string();
+                let (store, prefix, listable) = connect(&url, options)?;
+                Ok(Side { store, prefix, url, listable })
+            }
+        }
+    }
+
+    fn path(&self, key: &str) -> ObjPath {
+        if self.prefix.as_ref().is_empty() {
+            ObjPath::from(key)
+        } else {
+            ObjPath::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    fn url_of(&self, key: &str) -> String {
+        format!("{}/{key}", self.url.trim_end_matches('/'))
+    }
+}
+
+/// Copies the store at `src` to `dst`; either may be a local path (or
+/// `file://` URL) or an object-store URL (`s3://`, `gs://`, `az://`; an
+/// `http(s)://` server can be neither listed nor written). `dst` must not
+/// hold a store already. Returns what was copied.
+///
+/// ```no_run
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::store::remote::{RemoteOptions, copy};
+/// let done = copy("train.zarr", "s3://bucket/train.zarr", &RemoteOptions::default())?;
+/// println!("{} objects, {} bytes", done.objects, done.bytes);
+/// # Ok(()) }
+/// ```
+pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport> {
+    let runtime = super::source::io_runtime()?;
+    if local_path(src).is_some_and(|p| !p.join("zarr.json").is_file()) {
+        return Err(Error::NotFound { store: local_path(src).unwrap_or_default() });
+    }
+    let from = Side::open(src, options, false)?;
+    if !from.listable {
+        return Err(Error::Remote {
+            url: from.url.clone(),
+            kind: RemoteErrorKind::Unsupported,
+            reason: "an HTTP server cannot be listed; copy from a local path or an object store".into(),
+        });
+    }
+    if dst.starts_with("http://") || dst.starts_with("https://") {
+        return Err(Error::RemoteReadOnly { url: dst.to_string(), operation: "copy to an HTTP server".into() });
+    }
+    if local_path(dst).is_some_and(|p| p.exists()) {
+        return Err(Error::AlreadyExists { store: local_path(dst).unwrap_or_default() });
+    }
+    let to = Side::open(dst, options, true)?;
+    runtime.block_on(async {
+        match to.store.head(&to.path("zarr.json")).await {
+            Ok(_) => return Err(Error::AlreadyExists { store: to.url.clone().into() }),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(remote_error(to.url_of("zarr.json"), &e)),
+        }
+        let listed: Vec<object_store::ObjectMeta> = from
+            .store
+            .list(if from.prefix.as_ref().is_empty() { None } else { Some(&from.prefix) })
+            .try_collect()
+            .await
+            .map_err(|e| remote_error(from.url.clone(), &e))?;
+        let base = from.prefix.as_ref().to_string();
+        let mut keys: Vec<String> = listed
+            .iter()
+            .map(|m| {
+                let full = m.location.as_ref();
+                if base.is_empty() { full.to_string() } else { full[base.len()..].trim_start_matches('/').to_string() }
+            })
+            .collect();
+        if !keys.iter().any(|k| k == "zarr.json") {
+            return Err(Error::format(
+                std::path::Path::new(&from.url),
+                "no zarr.json at the root (not a Zarr v3 group)",
+            ));
+        }
+        keys.retain(|k| k != "zarr.json");
+        let one = |key: String| {
+            let (from, to) = (&from, &to);
+            async move {
+                let got = from.store.get(&from.path(&key)).await.map_err(|e| remote_error(from.url_of(&key), &e))?;
+                let bytes = got.bytes().await.map_err(|e| remote_error(from.url_of(&key), &e))?;
+                let n = bytes.len() as u64;
+                to.store.put(&to.path(&key), bytes.into()).await.map_err(|e| remote_error(to.url_of(&key), &e))?;
+                Ok::<u64, Error>(n)
+            }
+        };
+        let mut report = CopyReport::default();
+        let mut done = futures::stream::iter(keys.into_iter().map(one)).buffer_unordered(options.concurrency());
+        while let Some(n) = done.next().await {
+            report.objects += 1;
+            report.bytes += n?;
+        }
+        // The root last: the commit point of the copy.
+        report.bytes += one("zarr.json".to_string()).await?;
+        report.objects += 1;
+        Ok(report)
+    })
+}
