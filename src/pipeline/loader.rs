@@ -587,6 +587,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             done: false,
             yielded: 0,
             total,
+            passed: 0,
             cursor: (self.cursor.clone(), id),
         };
         it.fill_reads();
@@ -609,27 +610,44 @@ fn asked_for(window: &[Vec<usize>]) -> Vec<bool> {
     window.iter().map(|b| !b.is_empty()).collect()
 }
 
-/// The window's batches without those that asked for samples and got none
-/// (all skipped under `ErrorPolicy::Skip`); a batch the sampler made empty
-/// stays.
-fn drop_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<CollatedBatch> {
+/// The window's batches, `None` for those that asked for samples and got
+/// none (all skipped under `ErrorPolicy::Skip`: not yielded, but counted as
+/// passed for the loader's state); a batch the sampler made empty stays.
+fn mark_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<Option<CollatedBatch>> {
     batches
         .into_iter()
         .enumerate()
-        .filter(|(k, b)| b.num_graphs() > 0 || !asked.get(*k).copied().unwrap_or(false))
-        .map(|(_, b)| b)
+        .map(|(k, b)| (b.num_graphs() > 0 || !asked.get(k).copied().unwrap_or(false)).then_some(b))
         .collect()
 }
 
-/// A batch of a window: still on the host, or already on the device.
+/// A batch of a window: still on the host, already on the device, or
+/// emptied by `Skip`.
 enum Item<B: Backend> {
     Host(CollatedBatch),
     Device(AtomicBatch<B>),
+    Emptied,
+}
+
+fn host_items<B: Backend>(batches: Vec<Option<CollatedBatch>>) -> Vec<Item<B>> {
+    batches.into_iter().map(|b| b.map_or(Item::Emptied, Item::Host)).collect()
+}
+
+fn one_to_device<B: Backend>(
+    c: Option<CollatedBatch>,
+    device: &B::Device,
+    pin: bool,
+    transforms: &[BatchTransform<B>],
+) -> Result<Item<B>> {
+    match c {
+        Some(c) => to_device(c, device, pin, transforms).map(Item::Device),
+        None => Ok(Item::Emptied),
+    }
 }
 
 /// Builds the device batches of a window with up to `streams` at a time.
 fn window_to_device<B: Backend>(
-    batches: Vec<CollatedBatch>,
+    batches: Vec<Option<CollatedBatch>>,
     device: &B::Device,
     pin: bool,
     transforms: &[BatchTransform<B>],
@@ -637,17 +655,17 @@ fn window_to_device<B: Backend>(
 ) -> Result<Vec<Item<B>>> {
     use rayon::prelude::*;
     if streams <= 1 {
-        return batches.into_iter().map(|c| to_device(c, device, pin, transforms).map(Item::Device)).collect();
+        return batches.into_iter().map(|c| one_to_device(c, device, pin, transforms)).collect();
     }
     let chunk = batches.len().div_ceil(streams).max(1);
-    let mut groups: Vec<Vec<CollatedBatch>> = Vec::new();
+    let mut groups: Vec<Vec<Option<CollatedBatch>>> = Vec::new();
     let mut it = batches.into_iter().peekable();
     while it.peek().is_some() {
         groups.push(it.by_ref().take(chunk).collect());
     }
     let done: Vec<Result<Vec<Item<B>>>> = groups
         .into_par_iter()
-        .map(|g| g.into_iter().map(|c| to_device(c, device, pin, transforms).map(Item::Device)).collect())
+        .map(|g| g.into_iter().map(|c| one_to_device(c, device, pin, transforms)).collect())
         .collect();
     let mut out = Vec::new();
     for g in done {
@@ -671,6 +689,8 @@ pub struct LoaderIter<B: Backend, R: Reader> {
     done: bool,
     yielded: usize,
     total: usize,
+    /// Planned batches passed (yielded or emptied by `Skip`).
+    passed: usize,
     /// The loader's cursor and this iterator's id in it.
     cursor: (Arc<Mutex<Cursor>>, u64),
 }
@@ -688,12 +708,10 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
                 let (device, pin, transforms, streams) =
                     (self.device.clone(), self.pin_memory, self.transforms.clone(), self.streams);
                 self.dataset.spawn_fused_with(w, move |batches| {
-                    window_to_device(drop_emptied(batches, &asked), &device, pin, &transforms, streams)
+                    window_to_device(mark_emptied(batches, &asked), &device, pin, &transforms, streams)
                 })
             } else {
-                self.dataset.spawn_fused_with(w, move |batches| {
-                    Ok(drop_emptied(batches, &asked).into_iter().map(Item::Host).collect())
-                })
+                self.dataset.spawn_fused_with(w, move |batches| Ok(host_items(mark_emptied(batches, &asked))))
             };
             self.inflight.push_back(h);
         }
@@ -705,7 +723,11 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     fn next_item(&mut self) -> Option<Result<Item<B>>> {
         loop {
             if let Some(i) = self.ready.pop_front() {
-                return Some(Ok(i));
+                self.passed += 1;
+                match i {
+                    Item::Emptied => continue,
+                    i => return Some(Ok(i)),
+                }
             }
             let result = if self.fused {
                 let h = self.inflight.pop_front()?;
@@ -715,7 +737,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             } else {
                 let w = self.windows.pop_front()?;
                 let asked = asked_for(&w);
-                self.dataset.load_batches(&w).map(|b| drop_emptied(b, &asked).into_iter().map(Item::Host).collect())
+                self.dataset.load_batches(&w).map(|b| host_items(mark_emptied(b, &asked)))
             };
             match result {
                 Ok(items) => self.ready.extend(items),
@@ -729,6 +751,15 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
         self.windows.clear();
         self.inflight.clear(); // dropping handles cancels queued reads
         self.ready.clear();
+    }
+
+    /// Records in the loader's cursor how many planned batches this epoch
+    /// passed (capped at the plan), if this iterator still is its live one.
+    fn mark_passed(&self, n: usize) {
+        let mut c = lock(&self.cursor.0);
+        if let Some(live) = c.live.as_mut().filter(|l| l.id == self.cursor.1) {
+            live.yielded = n.min(live.total);
+        }
     }
 
     /// Batches yielded so far and in total this epoch.
@@ -748,15 +779,13 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
             r.and_then(|i| match i {
                 Item::Device(b) => Ok(b),
                 Item::Host(c) => to_device(c, &self.device, self.pin_memory, &self.transforms),
+                Item::Emptied => Err(Error::Background("an emptied batch reached the consumer".into())),
             })
         });
         match item {
             Some(Ok(b)) => {
                 self.yielded += 1;
-                let mut c = lock(&self.cursor.0);
-                if let Some(live) = c.live.as_mut().filter(|l| l.id == self.cursor.1) {
-                    live.yielded = self.yielded;
-                }
+                self.mark_passed(self.passed);
                 Some(Ok(b))
             }
             Some(Err(e)) => {
@@ -764,6 +793,7 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
                 Some(Err(e))
             }
             None => {
+                self.mark_passed(usize::MAX);
                 self.stop();
                 None
             }
