@@ -8,8 +8,8 @@
 //! not, and it synchronises the devices of one process; across processes
 //! burn 0.21 offers burn-collective. So the nodes run burn-train with a
 //! custom learning strategy ([`CollectiveStrategy`]) that all-reduces every
-//! step's gradients across nodes (`GradientsParams::all_reduce`, mean) before
-//! the optimizer step. Each node's train loader reads its rank's share of
+//! step's gradients across nodes ([`all_reduce_fused`], mean) before the
+//! optimizer step. Each node's train loader reads its rank's share of
 //! every epoch (`DataLoaderBuilder::with_rank`); rank 0 also runs the global
 //! orchestrator (`burn_collective::start_global_orchestrator`) on a thread.
 #![allow(dead_code)]
@@ -21,14 +21,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use atomzarr::AtomicBatch;
-use burn::collective::{CollectiveConfig, PeerId, ReduceOperation, finish_collective, register};
+use burn::collective::{
+    AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation, all_reduce, finish_collective, register,
+};
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::lr_scheduler::cosine::CosineAnnealingLrSchedulerConfig;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::optim::AdamConfig;
+use burn::optim::{AdamConfig, GradientsParams};
 use burn::record::CompactRecorder;
 use burn::tensor::backend::{AutodiffBackend, Backend, DeviceOps};
-use burn::tensor::{Device, Tensor, Transaction};
+use burn::tensor::{Device, Tensor, TensorPrimitive, Transaction};
 use burn::train::metric::state::{FormatOptions, NumericMetricState};
 use burn::train::metric::{
     Adaptor, ItemLazy, LossInput, LossMetric, Metric, MetricAttributes, MetricMetadata, MetricName, Numeric,
@@ -308,15 +310,16 @@ impl<B: Backend> BurnDataLoader<B, AtomicBatch<B>> for Timed<B> {
 /// without the `tui` feature prints every item).
 #[derive(Default)]
 pub struct EpochLines {
+    names: Vec<(burn::train::metric::MetricId, String)>,
     train: Vec<(String, f64)>,
     valid: Vec<(String, f64)>,
     epoch: usize,
 }
 
-fn record(v: &mut Vec<(String, f64)>, state: MetricState) {
+fn record(names: &[(burn::train::metric::MetricId, String)], v: &mut Vec<(String, f64)>, state: MetricState) {
     if let MetricState::Numeric(entry, value) = state {
-        let name = entry.metric_id.to_string();
-        let name = name.trim_matches('"').to_string();
+        let Some((_, name)) = names.iter().find(|(id, _)| *id == entry.metric_id) else { return };
+        let name = name.clone();
         let value = value.current();
         match v.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
@@ -327,10 +330,10 @@ fn record(v: &mut Vec<(String, f64)>, state: MetricState) {
 
 impl MetricsRendererTraining for EpochLines {
     fn update_train(&mut self, state: MetricState) {
-        record(&mut self.train, state);
+        record(&self.names, &mut self.train, state);
     }
     fn update_valid(&mut self, state: MetricState) {
-        record(&mut self.valid, state);
+        record(&self.names, &mut self.valid, state);
     }
     fn render_train(&mut self, item: TrainingProgress, _p: Vec<ProgressType>) {
         self.epoch = item.global_progress.items_processed;
@@ -352,7 +355,9 @@ impl MetricsRendererEvaluation for EpochLines {
 
 impl MetricsRenderer for EpochLines {
     fn manual_close(&mut self) {}
-    fn register_metric(&mut self, _d: burn::train::metric::MetricDefinition) {}
+    fn register_metric(&mut self, d: burn::train::metric::MetricDefinition) {
+        self.names.push((d.metric_id, d.name));
+    }
 }
 
 /// A hash of the parameters' values (CRC-32C of their f32 bytes, in the
@@ -397,7 +402,17 @@ impl Nodes {
             .with_num_nodes(self.num_nodes as u32)
             .with_global_address(addr(format!("ws://{}", self.global_address))?)
             .with_node_address(addr(format!("ws://{}:{}", self.node_host, self.node_port))?)
-            .with_data_service_port(self.node_port))
+            .with_data_service_port(self.node_port)
+            .with_global_all_reduce_strategy(self.strategy()))
+    }
+
+    /// The global all-reduce: `ATOMZARR_ALL_REDUCE` = ring | tree | centralized (default).
+    fn strategy(&self) -> AllReduceStrategy {
+        match std::env::var("ATOMZARR_ALL_REDUCE").as_deref() {
+            Ok("ring") => AllReduceStrategy::Ring,
+            Ok("tree") => AllReduceStrategy::Tree(2),
+            _ => AllReduceStrategy::Centralized,
+        }
     }
 
     /// Starts the global orchestrator on this process (rank 0), on its own
@@ -437,10 +452,7 @@ impl<LC: LearningComponentsTypes> SupervisedLearningStrategy<LC> for CollectiveS
         starting_epoch: usize,
     ) -> (TrainingModel<LC>, SupervisedTrainingEventProcessor<LC>) {
         let peer = PeerId::from(0usize);
-        // burn-train's strategies cannot return errors: a failed collective
-        // stops this node with the collective's error.
-        register::<Inner<LC>>(peer, self.device.inner().clone(), self.config.clone())
-            .unwrap_or_else(|e| panic!("train_mlip: burn-collective register: {e:?}"));
+        let session = Session { peer, device: self.device.inner().clone(), config: self.config.clone() };
         let dataloader_train = dataloader_train.to_device(&self.device);
         let dataloader_valid = dataloader_valid.to_device(self.device.inner());
         learner.fork(&self.device);
@@ -455,10 +467,7 @@ impl<LC: LearningComponentsTypes> SupervisedLearningStrategy<LC> for CollectiveS
                 learner.lr_step();
                 let progress = it.progress();
                 let out = learner.train_step(item);
-                let grads = out
-                    .grads
-                    .all_reduce::<Inner<LC>>(peer, ReduceOperation::Mean)
-                    .unwrap_or_else(|e| panic!("train_mlip: burn-collective all_reduce: {e:?}"));
+                let grads = all_reduce_fused::<TrainingBackend<LC>, _>(&learner.model(), out.grads, &session);
                 learner.optimizer_step(grads);
                 let item = TrainingItem::new(
                     out.item,
@@ -491,9 +500,83 @@ impl<LC: LearningComponentsTypes> SupervisedLearningStrategy<LC> for CollectiveS
                 c.checkpoint(&learner, epoch, &components.event_store);
             }
         }
-        finish_collective::<Inner<LC>>(peer).unwrap_or_else(|e| panic!("train_mlip: burn-collective finish: {e:?}"));
         (learner.model(), processor)
     }
+}
+
+/// Averages a step's gradients across the nodes: every gradient flattened,
+/// in the module's visiting order, into one tensor, all-reduced (mean) in a
+/// collective session of its own, and cut back.
+///
+/// Why not `GradientsParams::all_reduce` in one session, as burn intends:
+/// - it orders the gradients by sorted `ParamId` (burn-optim 0.21
+///   `src/optim/grads.rs`: `ids.sort()`, "crucial, since the all-reduce
+///   operations need to happen in the same order for the same parameters on
+///   all nodes"), but a `ParamId` is a random u64 drawn in each process
+///   (burn-std 0.21 `src/id.rs`, `IdGenerator::generate`: `gen_random()`),
+///   so two processes pair different parameters:
+///   `Global(PeerSentIncoherentTensor)`. The visiting order is the same on
+///   every node.
+/// - a second global all-reduce within one registration never completes
+///   between two processes here (Ring, Tree and Centralized alike: both
+///   nodes stop in their second download). burn's own multi-node tests
+///   (burn-collective/multinode-tests) run one operation per registration.
+///   `register` / `all_reduce` / `finish_collective` per step works.
+pub fn all_reduce_fused<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    mut grads: GradientsParams,
+    session: &Session<B::InnerBackend>,
+) -> GradientsParams {
+    let peer = session.peer;
+    struct Take<'a, B: AutodiffBackend> {
+        grads: &'a mut GradientsParams,
+        flat: Vec<Tensor<B::InnerBackend, 1>>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Take<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let dims = param.val().dims();
+            let g = self
+                .grads
+                .remove::<B::InnerBackend, D>(param.id)
+                .unwrap_or_else(|| Tensor::zeros(dims, &param.val().inner().device()));
+            self.flat.push(g.reshape([dims.iter().product::<usize>()]));
+        }
+    }
+    struct Put<'a, B: AutodiffBackend> {
+        grads: &'a mut GradientsParams,
+        flat: Tensor<B::InnerBackend, 1>,
+        at: usize,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Put<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let dims = param.val().dims();
+            let n: usize = dims.iter().product();
+            let g = self.flat.clone().narrow(0, self.at, n).reshape(dims);
+            self.at += n;
+            self.grads.register::<B::InnerBackend, D>(param.id, g);
+        }
+    }
+    let mut take = Take::<B> { grads: &mut grads, flat: Vec::new() };
+    model.visit(&mut take);
+    let flat = Tensor::cat(take.flat, 0);
+    // burn-train's strategies cannot return errors: a failed collective
+    // stops this node with the collective's error.
+    let fail = |what: &str, e| -> ! { panic!("train_mlip: burn-collective {what}: {e:?}") };
+    register::<B::InnerBackend>(peer, session.device.clone(), session.config.clone())
+        .unwrap_or_else(|e| fail("register", e));
+    let reduced = all_reduce::<B::InnerBackend>(peer, flat.into_primitive().tensor(), ReduceOperation::Mean)
+        .unwrap_or_else(|e| fail("all_reduce", e));
+    finish_collective::<B::InnerBackend>(peer).unwrap_or_else(|e| fail("finish", e));
+    let flat = Tensor::<B::InnerBackend, 1>::from_primitive(TensorPrimitive::Float(reduced));
+    model.visit(&mut Put::<B> { grads: &mut grads, flat, at: 0 });
+    grads
+}
+
+/// A node's collective session settings.
+pub struct Session<B: Backend> {
+    peer: PeerId,
+    device: B::Device,
+    config: CollectiveConfig,
 }
 
 /// The options of a Learner run.

@@ -275,8 +275,9 @@ fn run_learner(
         n.start_orchestrator()?;
     }
     let artifacts = args.artifacts.clone().unwrap_or_else(|| {
-        let base = training::model_path(store).to_string_lossy().replace("_mlip", "_learner");
-        PathBuf::from(if args.num_nodes > 1 { format!("{base}_rank{}", args.node_rank) } else { base })
+        let stem = store.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+        let rank = if args.num_nodes > 1 { format!("_rank{}", args.node_rank) } else { String::new() };
+        store.with_file_name(format!("{stem}_learner{rank}"))
     });
     if args.checkpoint.is_none() && artifacts.exists() {
         std::fs::remove_dir_all(&artifacts)?; // a fresh run: no stale checkpoints or logs
