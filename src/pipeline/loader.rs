@@ -345,6 +345,9 @@ impl Cursor {
     }
 }
 
+/// (epoch, position, batches, items) of a planned epoch.
+type PlanCounts = (u64, usize, usize, usize);
+
 /// Locks a mutex whose data stays consistent even if a holder panicked
 /// (every critical section here writes plain counters).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -370,9 +373,8 @@ pub struct DataLoader<B: Backend, R: Reader> {
     device: B::Device,
     clock: Arc<Mutex<Clock>>,
     cursor: Arc<Mutex<Cursor>>,
-    /// (epoch, position, batches, items) of the last plan of a batch
-    /// sampler, whose counts need one.
-    plan_cache: Arc<Mutex<Option<(u64, usize, usize, usize)>>>,
+    /// Counts of the last plan of a batch sampler, whose counts need one.
+    plan_cache: Arc<Mutex<Option<PlanCounts>>>,
 }
 
 impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
