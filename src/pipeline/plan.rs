@@ -151,7 +151,7 @@ impl Batching {
 /// the order; loading a state into a loader whose order differs is an error.
 ///
 /// ```
-/// # fn main() -> atomzarr::Result<()> {
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use burn::backend::Flex;
 /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, LoaderState, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
