@@ -306,24 +306,31 @@ impl<B: Backend> BurnDataLoader<B, AtomicBatch<B>> for Timed<B> {
     }
 }
 
-/// A renderer that prints one line per epoch (burn-train's CLI renderer
-/// without the `tui` feature prints every item).
+/// A renderer that prints one line per epoch with each metric's epoch
+/// mean (burn-train's CLI renderer without the `tui` feature prints every
+/// item). burn-train hands a renderer each batch's value and count; the
+/// epoch mean is their count-weighted average.
 #[derive(Default)]
 pub struct EpochLines {
     names: Vec<(burn::train::metric::MetricId, String)>,
-    train: Vec<(String, f64)>,
-    valid: Vec<(String, f64)>,
+    train: Vec<(String, f64, usize)>,
+    valid: Vec<(String, f64, usize)>,
     epoch: usize,
 }
 
-fn record(names: &[(burn::train::metric::MetricId, String)], v: &mut Vec<(String, f64)>, state: MetricState) {
+fn record(names: &[(burn::train::metric::MetricId, String)], v: &mut Vec<(String, f64, usize)>, state: MetricState) {
     if let MetricState::Numeric(entry, value) = state {
         let Some((_, name)) = names.iter().find(|(id, _)| *id == entry.metric_id) else { return };
-        let name = name.clone();
-        let value = value.current();
-        match v.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => v.push((name, value)),
+        let (x, n) = match value {
+            NumericEntry::Value(x) => (x, 1),
+            NumericEntry::Aggregated { aggregated_value, count } => (aggregated_value, count),
+        };
+        match v.iter_mut().find(|(m, _, _)| m == name) {
+            Some(slot) => {
+                slot.1 += x * n as f64;
+                slot.2 += n;
+            }
+            None => v.push((name.clone(), x * n as f64, n)),
         }
     }
 }
@@ -342,8 +349,12 @@ impl MetricsRendererTraining for EpochLines {
         if let Some(p) = item.progress
             && p.items_processed >= p.items_total
         {
-            let fmt = |v: &[(String, f64)]| v.iter().map(|(n, x)| format!("{n} {x:.5}")).collect::<Vec<_>>().join(", ");
+            let fmt = |v: &[(String, f64, usize)]| {
+                v.iter().map(|(m, s, n)| format!("{m} {:.5}", s / (*n).max(1) as f64)).collect::<Vec<_>>().join(", ")
+            };
             println!("epoch {}: train [{}] | valid [{}]", self.epoch, fmt(&self.train), fmt(&self.valid));
+            self.train.clear();
+            self.valid.clear();
         }
     }
 }
