@@ -45,8 +45,10 @@ fn opts() -> LoaderOptions {
     LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 3, pin_memory: false }
 }
 
-/// Trains through burn-train; returns (samples seen, checksum, val force MAE).
-fn train(store: &Path, artifacts: PathBuf, epochs: usize, nodes: Option<Nodes>) -> (usize, String, f64, f64) {
+/// Trains through burn-train; returns (samples seen, checksum, val force
+/// MAE before and after, the train loader's epoch afterwards as its user
+/// handle sees it).
+fn train(store: &Path, artifacts: PathBuf, epochs: usize, nodes: Option<Nodes>) -> (usize, String, f64, f64, u64) {
     let device = Default::default();
     let (rank, world) = nodes.as_ref().map(|n| (n.rank, n.num_nodes)).unwrap_or((0, 1));
     let split = Split::<Train>::open_ranked(store, 0.25, opts(), (rank, world), &device).unwrap();
@@ -68,7 +70,9 @@ fn train(store: &Path, artifacts: PathBuf, epochs: usize, nodes: Option<Nodes>) 
     };
     let out = learner::fit(run, model, train, valid, &device).unwrap();
     let after = training::evaluate(&out.model.mlip, &split.val, split.stats.energy_per_atom).unwrap();
-    (out.times.samples, learner::params_checksum(&out.model), before.force_mae(), after.force_mae())
+    let state = split.train.state();
+    assert_eq!(state.position(), 0, "burn-train ran whole epochs");
+    (out.times.samples, learner::params_checksum(&out.model), before.force_mae(), after.force_mae(), state.epoch())
 }
 
 #[test]
@@ -76,7 +80,9 @@ fn one_learner_epoch_on_a_tiny_store() {
     let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 40);
     let artifacts = dir.path().join("artifacts");
-    let (samples, _, before, after) = train(&store, artifacts.clone(), 1, None);
+    let (samples, _, before, after, epoch) = train(&store, artifacts.clone(), 1, None);
+    // The Learner iterated its own to_device copy; the handle sees its epoch.
+    assert_eq!(epoch, 1, "the Learner's epoch did not reach the user's loader");
     assert_eq!(samples, 30, "every training structure once (40 minus 10 held out)");
     assert!(after < before, "validation force MAE did not fall: {before:.5} -> {after:.5}");
     let ckpt = artifacts.join("checkpoint");
@@ -108,7 +114,8 @@ fn node_process() {
     }
     let store = PathBuf::from(var("ATOMZARR_TEST_STORE"));
     let artifacts = store.with_file_name(format!("artifacts_{rank}"));
-    let (samples, checksum, _, _) = train(&store, artifacts, 2, Some(nodes));
+    let (samples, checksum, _, _, epoch) = train(&store, artifacts, 2, Some(nodes));
+    assert_eq!(epoch, 2);
     println!("NODE_RESULT samples_seen={samples} params_checksum={checksum}");
 }
 
