@@ -36,7 +36,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::tensor::backend::Backend;
@@ -44,7 +44,7 @@ use burn::tensor::backend::Backend;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
-use crate::pipeline::plan::{Batching, View};
+use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
 use crate::pipeline::{Dataset, ErrorPolicy, LoaderState, Pending};
 use crate::sampler::{BatchSampler, RandomSampler, Sampler, SequentialSampler, epoch_rng};
 use crate::source::Reader;
@@ -296,62 +296,6 @@ impl Sampler for Shuffled {
 pub struct LoaderStats {
     /// Samples dropped from their batches under [`ErrorPolicy::Skip`].
     pub skipped_samples: u64,
-}
-
-/// The epoch a handle last set ([`DataLoader::set_epoch`],
-/// [`DataLoader::load_state`]), shared by every clone, device copy and slice
-/// of a loader: burn-train iterates a copy made by `to_device` (or slices of
-/// it), so a setting on the user's handle must reach them. `generation`
-/// tells each cursor that a new setting is there.
-#[derive(Debug, Clone, Copy, Default)]
-struct Clock {
-    epoch: u64,
-    position: usize,
-    generation: u64,
-}
-
-/// Progress of one stream of epochs: shared by a loader's clones and its
-/// `to_device` copies (the same stream on another device), fresh for each
-/// slice (a slice is a part of every epoch, iterated beside the others).
-#[derive(Debug, Clone, Copy, Default)]
-struct Cursor {
-    generation: u64,
-    next_epoch: u64,
-    next_position: usize,
-    /// Iterators started, to know whether a yield is the live epoch's.
-    iters: u64,
-    live: Option<Live>,
-}
-
-/// The epoch being iterated.
-#[derive(Debug, Clone, Copy)]
-struct Live {
-    id: u64,
-    epoch: u64,
-    start: usize,
-    yielded: usize,
-    total: usize,
-}
-
-impl Cursor {
-    /// Takes a newer setting of the clock.
-    fn sync(&mut self, clock: &Clock) {
-        if self.generation != clock.generation {
-            self.generation = clock.generation;
-            self.next_epoch = clock.epoch;
-            self.next_position = clock.position;
-            self.live = None;
-        }
-    }
-}
-
-/// (epoch, position, batches, items) of a planned epoch.
-type PlanCounts = (u64, usize, usize, usize);
-
-/// Locks a mutex whose data stays consistent even if a holder panicked
-/// (every critical section here writes plain counters).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Yields [`AtomicBatch`]es on a device, reading ahead in fused windows.

@@ -10,7 +10,7 @@
 //! batches, exactly the first `s * world_size * batch_size` samples of the
 //! order were consumed, whatever the world size was.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
@@ -135,6 +135,62 @@ impl Batching {
             Batching::Lists(_) => (pos + steps * view.world_size).min(len),
         }
     }
+}
+
+/// The epoch a handle last set ([`DataLoader::set_epoch`](crate::DataLoader::set_epoch),
+/// [`DataLoader::load_state`](crate::DataLoader::load_state)), shared by every clone, device copy and slice
+/// of a loader: burn-train iterates a copy made by `to_device` (or slices of
+/// it), so a setting on the user's handle must reach them. `generation`
+/// tells each cursor that a new setting is there.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Clock {
+    pub(crate) epoch: u64,
+    pub(crate) position: usize,
+    pub(crate) generation: u64,
+}
+
+/// Progress of one stream of epochs: shared by a loader's clones and its
+/// `to_device` copies (the same stream on another device), fresh for each
+/// slice (a slice is a part of every epoch, iterated beside the others).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cursor {
+    pub(crate) generation: u64,
+    pub(crate) next_epoch: u64,
+    pub(crate) next_position: usize,
+    /// Iterators started, to know whether a yield is the live epoch's.
+    pub(crate) iters: u64,
+    pub(crate) live: Option<Live>,
+}
+
+/// The epoch being iterated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Live {
+    pub(crate) id: u64,
+    pub(crate) epoch: u64,
+    pub(crate) start: usize,
+    pub(crate) yielded: usize,
+    pub(crate) total: usize,
+}
+
+impl Cursor {
+    /// Takes a newer setting of the clock.
+    pub(crate) fn sync(&mut self, clock: &Clock) {
+        if self.generation != clock.generation {
+            self.generation = clock.generation;
+            self.next_epoch = clock.epoch;
+            self.next_position = clock.position;
+            self.live = None;
+        }
+    }
+}
+
+/// (epoch, position, batches, items) of a planned epoch.
+pub(crate) type PlanCounts = (u64, usize, usize, usize);
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (every critical section here writes plain counters).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where a [`DataLoader`](crate::DataLoader) is in its epochs, saved with a
