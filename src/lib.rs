@@ -146,7 +146,8 @@ pub mod store;
 pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, FieldLayout, HostData, Level};
 pub use error::{AppendStep, Error, RemoteErrorKind, Result};
 pub use pipeline::{
-    AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy, LoaderStats,
+    AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy,
+    LoaderState, LoaderStats,
 };
 pub use source::{InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, Sample, SampleMetadata};
 pub use store::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions};

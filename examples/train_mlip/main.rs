@@ -22,6 +22,8 @@
 //!    waiting for data; the model is saved next to the store with Burn's
 //!    `CompactRecorder`.
 
+#[cfg(feature = "train")]
+mod learner;
 mod model;
 mod physics;
 mod training;
@@ -86,6 +88,34 @@ struct Args {
     /// Fraction of the store (its end) held out for validation.
     #[arg(long, default_value_t = 0.1)]
     val_fraction: f64,
+    /// Train through burn-train's SupervisedTraining / Learner instead of
+    /// the example's own loop (needs `--features train`).
+    #[arg(long)]
+    learner: bool,
+    /// burn-train's checkpoints and logs (default: next to the store,
+    /// `<store>_learner[_rankR]`).
+    #[arg(long)]
+    artifacts: Option<PathBuf>,
+    /// Resume the Learner from its checkpoint of this epoch (the train
+    /// loader continues with the next epoch's shuffle).
+    #[arg(long)]
+    checkpoint: Option<usize>,
+    /// Data-parallel nodes (processes); more than 1 implies --learner and
+    /// all-reduces gradients with burn-collective.
+    #[arg(long, default_value_t = 1)]
+    num_nodes: usize,
+    /// This node's rank, 0..num_nodes; rank 0 also runs the global orchestrator.
+    #[arg(long, default_value_t = 0)]
+    node_rank: usize,
+    /// HOST:PORT of the global orchestrator (rank 0 listens on PORT).
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    global_address: String,
+    /// Host the other nodes reach this node at.
+    #[arg(long, default_value = "127.0.0.1")]
+    node_host: String,
+    /// Port of this node's tensor data service.
+    #[arg(long, default_value_t = 3001)]
+    node_port: u16,
 }
 
 fn main() -> Result<(), BoxError> {
@@ -135,7 +165,12 @@ fn main() -> Result<(), BoxError> {
         seed: args.seed,
         pin_memory: cfg!(feature = "cuda"),
     };
-    let split = Split::<Train>::open(&store, args.val_fraction, opts, &device)?;
+    let learner = args.learner || args.num_nodes > 1;
+    if args.node_rank >= args.num_nodes.max(1) {
+        return Err(format!("--node-rank {} out of range for --num-nodes {}", args.node_rank, args.num_nodes).into());
+    }
+    let split =
+        Split::<Train>::open_ranked(&store, args.val_fraction, opts, (args.node_rank, args.num_nodes), &device)?;
     let stats = split.stats;
     println!(
         "{} train / {} validation structures; mean energy {:.4} eV/atom (spread {:.4}), RMS force {:.4} eV/Å, {:.1} neighbors/atom",
@@ -160,6 +195,12 @@ fn main() -> Result<(), BoxError> {
             batch_size,
             args.prefetch_factor
         );
+    }
+    if learner {
+        #[cfg(feature = "train")]
+        return run_learner(&args, &store, &split, &config, epochs, start);
+        #[cfg(not(feature = "train"))]
+        return Err("--learner and --num-nodes need the Learner: build with --features train".into());
     }
     let (mut wait_after_first, mut total_after_first) = (Duration::ZERO, Duration::ZERO);
     let mut last = None;
@@ -203,6 +244,91 @@ fn main() -> Result<(), BoxError> {
         m.baseline_energy_mae(),
         m.baseline_force_mae(),
         100.0 * wait_after_first.as_secs_f64() / total_after_first.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
+
+/// The `--learner` / `--num-nodes` run: burn-train drives the epochs.
+#[cfg(feature = "train")]
+fn run_learner(
+    args: &Args,
+    store: &std::path::Path,
+    split: &Split<Train>,
+    config: &model::MlipConfig,
+    epochs: usize,
+    start: Instant,
+) -> Result<(), BoxError> {
+    use atomzarr::AtomicBatch;
+    use burn::data::dataloader::DataLoader as BurnDataLoader;
+    use std::sync::Arc;
+    let device = Default::default();
+    let nodes = (args.num_nodes > 1).then(|| learner::Nodes {
+        num_nodes: args.num_nodes,
+        rank: args.node_rank,
+        global_address: args.global_address.clone(),
+        node_host: args.node_host.clone(),
+        node_port: args.node_port,
+    });
+    if let Some(n) = &nodes
+        && n.rank == 0
+    {
+        n.start_orchestrator()?;
+    }
+    let artifacts = args.artifacts.clone().unwrap_or_else(|| {
+        let stem = store.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+        let rank = if args.num_nodes > 1 { format!("_rank{}", args.node_rank) } else { String::new() };
+        store.with_file_name(format!("{stem}_learner{rank}"))
+    });
+    if args.checkpoint.is_none() && artifacts.exists() {
+        std::fs::remove_dir_all(&artifacts)?; // a fresh run: no stale checkpoints or logs
+    }
+    if let Some(c) = args.checkpoint {
+        // burn-train resumes at its epoch c + 1 (its epochs count from 1);
+        // the loader's epochs count from 0, so its next is c.
+        split.train.set_epoch(c as u64);
+    }
+    // Same seed on every node: same initial weights.
+    <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
+    let model = learner::Potential::<Train>::new(config, args.energy_weight, &device);
+    let train: Arc<dyn BurnDataLoader<Train, AtomicBatch<Train>>> = Arc::new(split.train.clone());
+    let valid: Arc<dyn BurnDataLoader<Inner, AtomicBatch<Inner>>> = Arc::new(split.val.clone());
+    println!(
+        "learner: burn-train SupervisedTraining, {} epochs, {} steps/epoch{}; checkpoints in {}",
+        epochs,
+        split.train.len(),
+        nodes
+            .as_ref()
+            .map(|n| format!(", node {} of {} (burn-collective all-reduce)", n.rank, n.num_nodes))
+            .unwrap_or_default(),
+        artifacts.display()
+    );
+    let run = learner::LearnerRun {
+        artifacts,
+        epochs,
+        steps_per_epoch: split.train.len(),
+        lr: args.lr,
+        energy_weight: args.energy_weight,
+        checkpoint: args.checkpoint,
+        nodes,
+        store,
+    };
+    let out = learner::fit(run, model, train, valid, &device)?;
+    let m = training::evaluate(&out.model.mlip, &split.val, split.stats.energy_per_atom)?;
+    if args.node_rank == 0 {
+        // One writer: every node holds the same weights.
+        let saved = training::save(out.model.mlip.clone(), config, store)?;
+        println!("saved {}", saved.display());
+    }
+    println!("total {:.1}s", start.elapsed().as_secs_f64());
+    println!(
+        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_seen={} params_checksum={}",
+        m.energy_mae(),
+        m.force_mae(),
+        m.baseline_energy_mae(),
+        m.baseline_force_mae(),
+        100.0 * out.times.wait_fraction(),
+        out.times.samples,
+        learner::params_checksum(&out.model)
     );
     Ok(())
 }

@@ -59,6 +59,18 @@ impl<B: AutodiffBackend> Split<B> {
         opts: LoaderOptions,
         device: &B::Device,
     ) -> Result<Split<B>, BoxError> {
+        Self::open_ranked(store, val_fraction, opts, (0, 1), device)
+    }
+
+    /// As [`Split::open`], the train loader reading rank `rank.0` of
+    /// `rank.1` ranks' share of every epoch (validation stays whole).
+    pub fn open_ranked(
+        store: &Path,
+        val_fraction: f64,
+        opts: LoaderOptions,
+        rank: (usize, usize),
+        device: &B::Device,
+    ) -> Result<Split<B>, BoxError> {
         let reader = Arc::new(AtomicDataZarrReader::open(store)?);
         let n = reader.len();
         let n_val = ((n as f64 * val_fraction).round() as usize).clamp(1, n.saturating_sub(1).max(1));
@@ -82,6 +94,7 @@ impl<B: AutodiffBackend> Split<B> {
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
             .with_sampler(ListSampler::new(train_indices.clone()))
+            .with_rank(rank.0, rank.1)
             .build(device)?;
         let val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(reader))
             .with_batch_size(opts.batch_size)

@@ -372,6 +372,15 @@ impl<R: Reader + 'static> Dataset<R> {
         self
     }
 
+    /// This handle with a prefetch pool (and queue) of its own, started at
+    /// its first prefetch: the DataLoader gives one to each device copy and
+    /// slice, so devices do not wait on each other's reads.
+    pub(crate) fn with_own_pool(mut self) -> Self {
+        self.pool = Arc::new(OnceLock::new());
+        self.pending = Arc::new(Mutex::new(VecDeque::new()));
+        self
+    }
+
     /// How batches are laid out (default: as stored). The
     /// [`DataLoader`](crate::DataLoader) sets this for its backend.
     pub fn with_collate_options(mut self, opts: CollateOptions) -> Self {

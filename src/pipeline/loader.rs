@@ -36,8 +36,7 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::tensor::backend::Backend;
@@ -45,8 +44,9 @@ use burn::tensor::backend::Backend;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
-use crate::pipeline::{Dataset, ErrorPolicy, Pending};
-use crate::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches, SequentialSampler, epoch_rng};
+use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
+use crate::pipeline::{Dataset, ErrorPolicy, LoaderState, Pending};
+use crate::sampler::{BatchSampler, RandomSampler, Sampler, SequentialSampler, epoch_rng};
 use crate::source::Reader;
 
 /// A transform applied to each device batch, in order, before it is yielded.
@@ -68,6 +68,7 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     num_streams: Option<usize>,
     batch_transforms: Vec<BatchTransform<B>>,
     error_policy: Option<ErrorPolicy>,
+    world: (usize, usize),
 }
 
 impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
@@ -157,6 +158,24 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
+    /// Reads rank `rank` of `world_size` ranks' share of every epoch (default
+    /// `0, 1`: all of it). Every rank builds the same loader (same sampler,
+    /// seed and batch size) and computes the same global order; the order is
+    /// read in rounds of `world_size * batch_size` samples, rank `r` taking
+    /// the `r`-th part of each round. Every rank gets the same number of
+    /// batches (collectives stay in step) and no sample is repeated to pad
+    /// them: the last round's samples are split as evenly as they go, so
+    /// its batches may be shorter (empty on some ranks when fewer samples
+    /// than ranks are left; `drop_last` drops that round instead). A
+    /// [`LoaderState`] saved on one world size resumes on another. With a
+    /// `batch_sampler`, whole batches go round-robin to the ranks (ranks may
+    /// then get one batch more than others). `build` refuses
+    /// `rank >= world_size`.
+    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
+        self.world = (rank, world_size);
+        self
+    }
+
     /// Adds a per-batch transform.
     pub fn with_batch_transform(
         mut self,
@@ -211,39 +230,46 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             }
             dataset = dataset.with_num_workers(n);
         }
-        let batch_sampler: Arc<dyn BatchSampler> = match self.batch_sampler {
+        let (rank, world_size) = self.world;
+        if world_size == 0 || rank >= world_size {
+            return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
+        }
+        let (batching, kind) = match self.batch_sampler {
             Some(bs) => {
                 if self.sampler.is_some() || self.shuffle || self.batch_size.is_some() || self.drop_last {
                     return Err(Error::Config(
                         "batch_sampler is exclusive with sampler, shuffle, batch_size and drop_last".into(),
                     ));
                 }
-                bs
+                (Batching::Lists(bs), "batch_sampler")
             }
             None => {
                 let bsz = self.batch_size.unwrap_or(1);
                 if bsz == 0 {
                     return Err(Error::Config("batch_size must be at least 1".into()));
                 }
-                let sampler: Arc<dyn Sampler> = match (self.sampler, self.shuffle) {
-                    (Some(s), false) => s,
-                    (Some(s), true) => Arc::new(Shuffled { inner: s, seed: self.seed }),
-                    (None, true) => Arc::new(RandomSampler::new(dataset.len(), self.seed)),
-                    (None, false) => Arc::new(SequentialSampler::new(dataset.len())),
+                let (sampler, kind): (Arc<dyn Sampler>, _) = match (self.sampler, self.shuffle) {
+                    (Some(s), false) => (s, "sampler"),
+                    (Some(s), true) => (Arc::new(Shuffled { inner: s, seed: self.seed }), "sampler"),
+                    (None, true) => (Arc::new(RandomSampler::new(dataset.len(), self.seed)), "random"),
+                    (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), "sequential"),
                 };
-                Arc::new(SamplerBatches::new(sampler, bsz, self.drop_last))
+                (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last }, kind)
             }
         };
         Ok(DataLoader {
             dataset,
-            batch_sampler,
+            batching,
+            view: View { world_size, rank, slice: None },
+            order: (kind, self.shuffle.then_some(self.seed)),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             num_streams,
             batch_transforms: self.batch_transforms,
             device: device.clone(),
-            epoch: Arc::new(AtomicU64::new(0)),
-            epoch_step: Arc::new(AtomicUsize::new(0)),
+            clock: Arc::new(Mutex::new(Clock::default())),
+            cursor: Arc::new(Mutex::new(Cursor::default())),
+            plan_cache: Arc::new(Mutex::new(None)),
         })
     }
 }
@@ -285,30 +311,43 @@ impl LoaderStats {
 }
 
 /// Yields [`AtomicBatch`]es on a device, reading ahead in fused windows.
+///
+/// Clones and the copies Burn makes with `to_device` share the epoch state:
+/// [`set_epoch`](Self::set_epoch), [`load_state`](Self::load_state) and
+/// [`state`](Self::state) on the user's handle see and steer the loader a
+/// burn-train `Learner` iterates.
 pub struct DataLoader<B: Backend, R: Reader> {
     dataset: Dataset<R>,
-    batch_sampler: Arc<dyn BatchSampler>,
+    batching: Batching,
+    view: View,
+    /// What orders the epoch and its shuffle seed (for [`LoaderState`]).
+    order: (&'static str, Option<u64>),
     prefetch_factor: usize,
     pin_memory: bool,
     num_streams: usize,
     batch_transforms: Vec<BatchTransform<B>>,
     device: B::Device,
-    epoch: Arc<AtomicU64>,
-    epoch_step: Arc<AtomicUsize>,
+    clock: Arc<Mutex<Clock>>,
+    cursor: Arc<Mutex<Cursor>>,
+    /// Counts of the last plan of a batch sampler, whose counts need one.
+    plan_cache: Arc<Mutex<Option<PlanCounts>>>,
 }
 
 impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
     fn clone(&self) -> Self {
         DataLoader {
             dataset: self.dataset.clone(),
-            batch_sampler: self.batch_sampler.clone(),
+            batching: self.batching.clone(),
+            view: self.view,
+            order: self.order,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             num_streams: self.num_streams,
             batch_transforms: self.batch_transforms.clone(),
             device: self.device.clone(),
-            epoch: Arc::new(AtomicU64::new(self.epoch.load(Ordering::Relaxed))),
-            epoch_step: Arc::new(AtomicUsize::new(self.epoch_step.load(Ordering::Relaxed))),
+            clock: self.clock.clone(),
+            cursor: self.cursor.clone(),
+            plan_cache: self.plan_cache.clone(),
         }
     }
 }
@@ -331,6 +370,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             num_streams: None,
             batch_transforms: Vec::new(),
             error_policy: None,
+            world: (0, 1),
         }
     }
 
@@ -343,9 +383,10 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
         }
     }
 
-    /// Batches per epoch.
+    /// Batches per epoch (of this rank, or this slice), from the next
+    /// epoch's start position.
     pub fn len(&self) -> usize {
-        self.batch_sampler.len()
+        self.counts().0
     }
 
     /// True when an epoch has no batch.
@@ -358,29 +399,112 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
         &self.dataset
     }
 
+    /// The next epoch and its start position, after any new setting.
+    fn next_start(&self) -> (u64, usize) {
+        let clock = *lock(&self.clock);
+        let mut c = lock(&self.cursor);
+        c.sync(&clock);
+        (c.next_epoch, c.next_position)
+    }
+
+    /// (batches, items) of the next epoch: arithmetic for fixed-size
+    /// batches, one plan per epoch (cached) for a batch sampler.
+    fn counts(&self) -> (usize, usize) {
+        let (epoch, pos) = self.next_start();
+        if let Some(c) = self.batching.counts(self.view, pos) {
+            return c;
+        }
+        let mut cache = lock(&self.plan_cache);
+        match *cache {
+            Some((e, p, b, i)) if (e, p) == (epoch, pos) => (b, i),
+            _ => {
+                let plan = self.batching.plan(self.view, epoch, pos);
+                let c = (plan.len(), plan.iter().map(Vec::len).sum());
+                *cache = Some((epoch, pos, c.0, c.1));
+                c
+            }
+        }
+    }
+
     /// Sets the epoch the next [`DataLoader::iter`] runs (it reseeds the
-    /// shuffle). Each `iter()` then advances the epoch by one.
+    /// shuffle), from its start. Each `iter()` then advances the epoch by
+    /// one. Reaches every clone, `to_device` copy and slice of this loader.
+    ///
+    /// burn-train numbers epochs from 1 and never tells the loader: it calls
+    /// `iter()` once per epoch on its copy. Resuming a `Learner` from its
+    /// checkpoint `c` (it continues at its epoch `c + 1`), call
+    /// `set_epoch(c)` on the train loader first so that the shuffle goes on
+    /// from that epoch instead of starting over at 0.
     pub fn set_epoch(&self, epoch: u64) {
-        self.epoch.store(epoch, Ordering::Relaxed);
+        let mut clock = lock(&self.clock);
+        *clock = Clock { epoch, position: 0, generation: clock.generation + 1 };
     }
 
     /// The epoch the next `iter()` runs.
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Relaxed)
+        self.next_start().0
     }
 
-    /// Makes the next `iter()` skip its first `k` batches without reading
-    /// them (resume mid-epoch).
+    /// Makes the next `iter()` skip the first `k` batches of its epoch (of
+    /// every rank) without reading them (resume mid-epoch).
     pub fn set_epoch_step(&self, k: usize) {
-        self.epoch_step.store(k, Ordering::Relaxed);
+        let (epoch, _) = self.next_start();
+        let position = self.batching.advance(self.view, 0, k);
+        let mut clock = lock(&self.clock);
+        *clock = Clock { epoch, position, generation: clock.generation + 1 };
+    }
+
+    /// Where this loader is: the epoch being iterated and how much of it all
+    /// ranks consumed (counted from the batches this handle's iterator
+    /// yielded), or the next epoch's start once an epoch ended. Save it with
+    /// a checkpoint; [`load_state`](Self::load_state) resumes there. A
+    /// slice made by Burn's `slice` reports its epoch's start while the
+    /// epoch runs (burn-train checkpoints between epochs).
+    pub fn state(&self) -> LoaderState {
+        let clock = *lock(&self.clock);
+        let (epoch, position, step) = {
+            let mut c = lock(&self.cursor);
+            c.sync(&clock);
+            match c.live {
+                Some(l) if l.yielded < l.total && self.view.slice.is_none() => {
+                    (l.epoch, self.batching.advance(self.view, l.start, l.yielded), l.yielded)
+                }
+                Some(l) if l.yielded < l.total => (l.epoch, l.start, 0),
+                Some(l) => (l.epoch + 1, 0, 0),
+                None => (c.next_epoch, c.next_position, 0),
+            }
+        };
+        LoaderState::new(
+            epoch,
+            position,
+            step,
+            self.order.1,
+            self.order.0.to_string(),
+            self.batching.global_len(),
+            match &self.batching {
+                Batching::Fixed { batch_size, .. } => Some(*batch_size),
+                Batching::Lists(_) => None,
+            },
+            self.view,
+        )
+    }
+
+    /// Makes the next `iter()` (of this loader and its clones, copies and
+    /// slices) resume at `state`: its epoch, from its position. The state
+    /// may come from a run with another number of ranks; it must describe
+    /// the same order (sampler, seed, epoch length, batch size), else
+    /// [`Error::Config`].
+    pub fn load_state(&self, state: &LoaderState) -> Result<()> {
+        state.check_same_order(&self.state())?;
+        let mut clock = lock(&self.clock);
+        *clock = Clock { epoch: state.epoch(), position: state.position(), generation: clock.generation + 1 };
+        Ok(())
     }
 
     /// The batches the next `iter()` would yield, without reading anything.
     pub fn planned_batches(&self) -> Vec<Vec<usize>> {
-        let mut b = self.batch_sampler.batches(self.epoch());
-        let skip = self.epoch_step.load(Ordering::Relaxed).min(b.len());
-        b.drain(..skip);
-        b
+        let (epoch, pos) = self.next_start();
+        self.batching.plan(self.view, epoch, pos)
     }
 
     /// Iterates one epoch. Items are `Result`s: a read error is yielded as
@@ -388,10 +512,18 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// reads that have not started; a read already running finishes in the
     /// background and its result is dropped.
     pub fn iter(&self) -> LoaderIter<B, R> {
-        let epoch = self.epoch.fetch_add(1, Ordering::Relaxed);
-        let mut batches = self.batch_sampler.batches(epoch);
-        let skip = self.epoch_step.swap(0, Ordering::Relaxed).min(batches.len());
-        batches.drain(..skip);
+        let clock = *lock(&self.clock);
+        let (batches, id) = {
+            let mut c = lock(&self.cursor);
+            c.sync(&clock);
+            let (epoch, start) = (c.next_epoch, c.next_position);
+            let batches = self.batching.plan(self.view, epoch, start);
+            c.iters += 1;
+            c.live = Some(Live { id: c.iters, epoch, start, yielded: 0, total: batches.len() });
+            c.next_epoch = epoch + 1;
+            c.next_position = 0;
+            (batches, c.iters)
+        };
         let total = batches.len();
         let windows: VecDeque<Vec<Vec<usize>>> = if self.prefetch_factor == 0 {
             batches.into_iter().map(|b| vec![b]).collect()
@@ -417,6 +549,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             yielded: 0,
             total,
             decode_start: self.dataset.reader().decode_counters(),
+            passed: 0,
+            cursor: (self.cursor.clone(), id),
         };
         it.fill_reads();
         it
@@ -438,27 +572,44 @@ fn asked_for(window: &[Vec<usize>]) -> Vec<bool> {
     window.iter().map(|b| !b.is_empty()).collect()
 }
 
-/// The window's batches without those that asked for samples and got none
-/// (all skipped under `ErrorPolicy::Skip`); a batch the sampler made empty
-/// stays.
-fn drop_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<CollatedBatch> {
+/// The window's batches, `None` for those that asked for samples and got
+/// none (all skipped under `ErrorPolicy::Skip`: not yielded, but counted as
+/// passed for the loader's state); a batch the sampler made empty stays.
+fn mark_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<Option<CollatedBatch>> {
     batches
         .into_iter()
         .enumerate()
-        .filter(|(k, b)| b.num_graphs() > 0 || !asked.get(*k).copied().unwrap_or(false))
-        .map(|(_, b)| b)
+        .map(|(k, b)| (b.num_graphs() > 0 || !asked.get(k).copied().unwrap_or(false)).then_some(b))
         .collect()
 }
 
-/// A batch of a window: still on the host, or already on the device.
+/// A batch of a window: still on the host, already on the device, or
+/// emptied by `Skip`.
 enum Item<B: Backend> {
     Host(CollatedBatch),
     Device(AtomicBatch<B>),
+    Emptied,
+}
+
+fn host_items<B: Backend>(batches: Vec<Option<CollatedBatch>>) -> Vec<Item<B>> {
+    batches.into_iter().map(|b| b.map_or(Item::Emptied, Item::Host)).collect()
+}
+
+fn one_to_device<B: Backend>(
+    c: Option<CollatedBatch>,
+    device: &B::Device,
+    pin: bool,
+    transforms: &[BatchTransform<B>],
+) -> Result<Item<B>> {
+    match c {
+        Some(c) => to_device(c, device, pin, transforms).map(Item::Device),
+        None => Ok(Item::Emptied),
+    }
 }
 
 /// Builds the device batches of a window with up to `streams` at a time.
 fn window_to_device<B: Backend>(
-    batches: Vec<CollatedBatch>,
+    batches: Vec<Option<CollatedBatch>>,
     device: &B::Device,
     pin: bool,
     transforms: &[BatchTransform<B>],
@@ -466,17 +617,17 @@ fn window_to_device<B: Backend>(
 ) -> Result<Vec<Item<B>>> {
     use rayon::prelude::*;
     if streams <= 1 {
-        return batches.into_iter().map(|c| to_device(c, device, pin, transforms).map(Item::Device)).collect();
+        return batches.into_iter().map(|c| one_to_device(c, device, pin, transforms)).collect();
     }
     let chunk = batches.len().div_ceil(streams).max(1);
-    let mut groups: Vec<Vec<CollatedBatch>> = Vec::new();
+    let mut groups: Vec<Vec<Option<CollatedBatch>>> = Vec::new();
     let mut it = batches.into_iter().peekable();
     while it.peek().is_some() {
         groups.push(it.by_ref().take(chunk).collect());
     }
     let done: Vec<Result<Vec<Item<B>>>> = groups
         .into_par_iter()
-        .map(|g| g.into_iter().map(|c| to_device(c, device, pin, transforms).map(Item::Device)).collect())
+        .map(|g| g.into_iter().map(|c| one_to_device(c, device, pin, transforms)).collect())
         .collect();
     let mut out = Vec::new();
     for g in done {
@@ -502,6 +653,10 @@ pub struct LoaderIter<B: Backend, R: Reader> {
     total: usize,
     /// The reader's decode counters when the epoch started.
     decode_start: Option<crate::source::DecodeCounters>,
+    /// Planned batches passed (yielded or emptied by `Skip`).
+    passed: usize,
+    /// The loader's cursor and this iterator's id in it.
+    cursor: (Arc<Mutex<Cursor>>, u64),
 }
 
 impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
@@ -520,12 +675,10 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
                 let (device, pin, transforms, streams) =
                     (self.device.clone(), self.pin_memory, self.transforms.clone(), self.streams);
                 self.dataset.spawn_fused_with(w, move |batches| {
-                    window_to_device(drop_emptied(batches, &asked), &device, pin, &transforms, streams)
+                    window_to_device(mark_emptied(batches, &asked), &device, pin, &transforms, streams)
                 })
             } else {
-                self.dataset.spawn_fused_with(w, move |batches| {
-                    Ok(drop_emptied(batches, &asked).into_iter().map(Item::Host).collect())
-                })
+                self.dataset.spawn_fused_with(w, move |batches| Ok(host_items(mark_emptied(batches, &asked))))
             };
             self.inflight.push_back(h);
         }
@@ -537,7 +690,11 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     fn next_item(&mut self) -> Option<Result<Item<B>>> {
         loop {
             if let Some(i) = self.ready.pop_front() {
-                return Some(Ok(i));
+                self.passed += 1;
+                match i {
+                    Item::Emptied => continue,
+                    i => return Some(Ok(i)),
+                }
             }
             let result = if self.fused {
                 let h = self.inflight.pop_front()?;
@@ -547,7 +704,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             } else {
                 let w = self.windows.pop_front()?;
                 let asked = asked_for(&w);
-                self.dataset.load_batches(&w).map(|b| drop_emptied(b, &asked).into_iter().map(Item::Host).collect())
+                self.dataset.load_batches(&w).map(|b| host_items(mark_emptied(b, &asked)))
             };
             match result {
                 Ok(items) => self.ready.extend(items),
@@ -571,6 +728,15 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
         Some(self.dataset.reader().decode_counters()?.since(&self.decode_start?))
     }
 
+    /// Records in the loader's cursor how many planned batches this epoch
+    /// passed (capped at the plan), if this iterator still is its live one.
+    fn mark_passed(&self, n: usize) {
+        let mut c = lock(&self.cursor.0);
+        if let Some(live) = c.live.as_mut().filter(|l| l.id == self.cursor.1) {
+            live.yielded = n.min(live.total);
+        }
+    }
+
     /// Batches yielded so far and in total this epoch.
     pub fn progress(&self) -> (usize, usize) {
         (self.yielded, self.total)
@@ -588,11 +754,13 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
             r.and_then(|i| match i {
                 Item::Device(b) => Ok(b),
                 Item::Host(c) => to_device(c, &self.device, self.pin_memory, &self.transforms),
+                Item::Emptied => Err(Error::Background("an emptied batch reached the consumer".into())),
             })
         });
         match item {
             Some(Ok(b)) => {
                 self.yielded += 1;
+                self.mark_passed(self.passed);
                 Some(Ok(b))
             }
             Some(Err(e)) => {
@@ -600,6 +768,7 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
                 Some(Err(e))
             }
             None => {
+                self.mark_passed(usize::MAX);
                 self.stop();
                 None
             }
@@ -635,54 +804,47 @@ impl<B: Backend, R: Reader + 'static> DataLoaderIterator<AtomicBatch<B>> for Bur
     }
 }
 
-/// The items `start..end` of each epoch's batches taken in order: every
-/// batch keeps its membership, cut only where the range starts and ends (so
-/// size-aware batches stay within their atom and edge budgets).
-struct SliceBatches {
-    inner: Arc<dyn BatchSampler>,
-    start: usize,
-    end: usize,
-}
-
-impl BatchSampler for SliceBatches {
-    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let mut out = Vec::new();
-        let mut pos = 0;
-        for b in self.inner.batches(epoch) {
-            let (lo, hi) = (pos, pos + b.len());
-            pos = hi;
-            let (s, e) = (self.start.max(lo), self.end.min(hi));
-            if s < e {
-                out.push(b[s - lo..e - lo].to_vec());
-            }
-        }
-        out
-    }
-    fn len(&self) -> usize {
-        // Batch sizes may differ per epoch; epoch 0 stands for all.
-        self.batches(0).len()
-    }
-}
-
 impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for DataLoader<B, R> {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<AtomicBatch<B>> + 'a> {
         let items_total = self.num_items();
         Box::new(BurnIter { inner: DataLoader::iter(self), items_total, items: 0 })
     }
 
+    /// Items of the next epoch; arithmetic for fixed-size batches, one
+    /// (cached) plan per epoch for a batch sampler.
     fn num_items(&self) -> usize {
-        self.planned_batches().iter().map(Vec::len).sum()
+        self.counts().1
     }
 
+    /// The same stream of epochs (shared state) on `device`, with its own
+    /// prefetch pool.
     fn to_device(&self, device: &B::Device) -> Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> {
         let mut l = self.clone();
         l.device = device.clone();
+        l.dataset = l.dataset.with_own_pool();
         Arc::new(l)
     }
 
+    /// Items `start..end` of each epoch of this loader, as Burn's
+    /// `split_dataloader` cuts them per device, with its own prefetch pool
+    /// and epoch cursor (the epoch setting stays shared).
+    ///
+    /// With fixed-size batches the slice's items are batched again at the
+    /// batch size, as Burn's own loaders do: every batch is full except the
+    /// slice's last, which holds the ragged end. With a batch sampler the
+    /// slice takes the whole batches whose first item lies in
+    /// `start..end` (a size-aware batch keeps its budgets), so its item
+    /// count can differ from `end - start` by part of a batch.
     fn slice(&self, start: usize, end: usize) -> Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> {
         let mut l = self.clone();
-        l.batch_sampler = Arc::new(SliceBatches { inner: self.batch_sampler.clone(), start, end });
+        let (s, e) = match self.view.slice {
+            Some((s0, e0)) => ((s0 + start).min(e0), (s0 + end).min(e0)),
+            None => (start, end),
+        };
+        l.view.slice = Some((s, e.max(s)));
+        l.cursor = Arc::new(Mutex::new(*lock(&self.cursor)));
+        l.plan_cache = Arc::new(Mutex::new(None));
+        l.dataset = l.dataset.with_own_pool();
         Arc::new(l)
     }
 }

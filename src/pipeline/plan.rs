@@ -1,0 +1,369 @@
+//! Epoch plans of a [`DataLoader`](crate::DataLoader): which batches one
+//! rank (or one device slice) reads in an epoch, from a resume position, and
+//! the loader's resumable [`LoaderState`].
+//!
+//! Positions are global: they count what all ranks together consumed of the
+//! epoch's order, so a state saved with one number of ranks resumes with
+//! another. With fixed-size batches (`batch_size` over a sampler) the epoch
+//! is read in *rounds* of `world_size * batch_size` samples of the global
+//! order; round `k` gives rank `r` its `r`-th part. After every rank took `s`
+//! batches, exactly the first `s * world_size * batch_size` samples of the
+//! order were consumed, whatever the world size was.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::sampler::{BatchSampler, Sampler};
+
+/// How an epoch is cut into batches.
+#[derive(Clone)]
+pub(crate) enum Batching {
+    /// Fixed-size batches over a sampler's order; positions count samples.
+    Fixed { sampler: Arc<dyn Sampler>, batch_size: usize, drop_last: bool },
+    /// A batch sampler's batches; positions count batches.
+    Lists(Arc<dyn BatchSampler>),
+}
+
+/// This loader's place among ranks and device slices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct View {
+    pub world_size: usize,
+    pub rank: usize,
+    /// Items `start..end` of this rank's epoch (Burn's `slice`).
+    pub slice: Option<(usize, usize)>,
+}
+
+/// The part `[lo, hi)` of a round of `len` samples that rank `r` of `w` reads:
+/// equal parts, the remainder spread so that no rank gets two more than another.
+fn part(len: usize, w: usize, r: usize) -> (usize, usize) {
+    (len * r / w, len * (r + 1) / w)
+}
+
+impl Batching {
+    /// The global length of an epoch in position units (samples or batches),
+    /// without planning it where the sampler knows its length.
+    pub fn global_len(&self) -> usize {
+        match self {
+            Batching::Fixed { sampler, .. } => sampler.len(),
+            Batching::Lists(bs) => bs.len(),
+        }
+    }
+
+    /// Batches and items of this view's epoch starting at global `pos`;
+    /// arithmetic only for fixed-size batches (`None` for batch samplers,
+    /// whose batch sizes are only known from a plan).
+    pub fn counts(&self, view: View, pos: usize) -> Option<(usize, usize)> {
+        let Batching::Fixed { sampler, batch_size: b, drop_last } = self else { return None };
+        let (w, b) = (view.world_size, *b);
+        let left = sampler.len().saturating_sub(pos);
+        let (full, rem) = (left / (w * b), left % (w * b));
+        let tail = if rem > 0 && !drop_last {
+            let (lo, hi) = part(rem, w, view.rank);
+            Some(hi - lo)
+        } else {
+            None
+        };
+        let items = full * b + tail.unwrap_or(0);
+        Some(match view.slice {
+            None => (full + usize::from(tail.is_some()), items),
+            Some((s, e)) => {
+                let n = e.min(items).saturating_sub(s);
+                (n.div_ceil(b), n)
+            }
+        })
+    }
+
+    /// The batches this view reads in `epoch` from global position `pos`.
+    pub fn plan(&self, view: View, epoch: u64, pos: usize) -> Vec<Vec<usize>> {
+        let w = view.world_size;
+        match self {
+            Batching::Fixed { sampler, batch_size: b, drop_last } => {
+                let order = sampler.indices(epoch);
+                let mut out = Vec::new();
+                let mut start = pos.min(order.len());
+                while start < order.len() {
+                    let len = (w * b).min(order.len() - start);
+                    if len < w * b && *drop_last {
+                        break;
+                    }
+                    let (lo, hi) = part(len, w, view.rank);
+                    out.push(order[start + lo..start + hi].to_vec());
+                    start += len;
+                }
+                match view.slice {
+                    None => out,
+                    // Burn's contract: the slice's items re-batched at the
+                    // batch size, so only its last batch may be short.
+                    Some((s, e)) => {
+                        let flat: Vec<usize> = out.concat();
+                        let (s, e) = (s.min(flat.len()), e.min(flat.len()));
+                        flat[s..e.max(s)].chunks(*b).map(<[usize]>::to_vec).collect()
+                    }
+                }
+            }
+            Batching::Lists(bs) => {
+                let all = bs.batches(epoch);
+                let mine: Vec<Vec<usize>> =
+                    all.into_iter().skip(pos).enumerate().filter(|(j, _)| j % w == view.rank).map(|(_, b)| b).collect();
+                match view.slice {
+                    None => mine,
+                    // Whole batches (a size-aware batch stays within its
+                    // budgets): those whose first item lies in the range.
+                    Some((s, e)) => {
+                        let mut at = 0;
+                        let mut out = Vec::new();
+                        for b in mine {
+                            if at >= s && at < e {
+                                out.push(b.clone());
+                            }
+                            at += b.len();
+                        }
+                        out
+                    }
+                }
+            }
+        }
+    }
+
+    /// The global position after every rank took `steps` batches from `pos`.
+    pub fn advance(&self, view: View, pos: usize, steps: usize) -> usize {
+        let len = self.global_len();
+        match self {
+            Batching::Fixed { batch_size, .. } => (pos + steps * view.world_size * batch_size).min(len),
+            Batching::Lists(_) => (pos + steps * view.world_size).min(len),
+        }
+    }
+}
+
+/// The epoch a handle last set ([`DataLoader::set_epoch`](crate::DataLoader::set_epoch),
+/// [`DataLoader::load_state`](crate::DataLoader::load_state)), shared by every clone, device copy and slice
+/// of a loader: burn-train iterates a copy made by `to_device` (or slices of
+/// it), so a setting on the user's handle must reach them. `generation`
+/// tells each cursor that a new setting is there.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Clock {
+    pub(crate) epoch: u64,
+    pub(crate) position: usize,
+    pub(crate) generation: u64,
+}
+
+/// Progress of one stream of epochs: shared by a loader's clones and its
+/// `to_device` copies (the same stream on another device), fresh for each
+/// slice (a slice is a part of every epoch, iterated beside the others).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cursor {
+    pub(crate) generation: u64,
+    pub(crate) next_epoch: u64,
+    pub(crate) next_position: usize,
+    /// Iterators started, to know whether a yield is the live epoch's.
+    pub(crate) iters: u64,
+    pub(crate) live: Option<Live>,
+}
+
+/// The epoch being iterated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Live {
+    pub(crate) id: u64,
+    pub(crate) epoch: u64,
+    pub(crate) start: usize,
+    pub(crate) yielded: usize,
+    pub(crate) total: usize,
+}
+
+impl Cursor {
+    /// Takes a newer setting of the clock.
+    pub(crate) fn sync(&mut self, clock: &Clock) {
+        if self.generation != clock.generation {
+            self.generation = clock.generation;
+            self.next_epoch = clock.epoch;
+            self.next_position = clock.position;
+            self.live = None;
+        }
+    }
+}
+
+/// (epoch, position, batches, items) of a planned epoch.
+pub(crate) type PlanCounts = (u64, usize, usize, usize);
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (every critical section here writes plain counters).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Where a [`DataLoader`](crate::DataLoader) is in its epochs, saved with a
+/// checkpoint and restored with
+/// [`DataLoader::load_state`](crate::DataLoader::load_state). Serializes with
+/// serde (JSON in the examples).
+///
+/// `position` counts what *all ranks together* consumed of the epoch's global
+/// order (samples with `batch_size`, batches with a `batch_sampler`), so a
+/// state taken on one rank of `world_size` ranks, at a step every rank
+/// reached (as a data-parallel checkpoint is), resumes with any number of
+/// ranks: the rest of the epoch is split among the new ranks, no sample read
+/// twice or skipped. `seed`, `sampler`, `epoch_len` and `batch_size` describe
+/// the order; loading a state into a loader whose order differs is an error.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use burn::backend::Flex;
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, LoaderState, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("r.zarr");
+/// let samples: Vec<AtomicData> = (1..=10).map(|n| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap()).collect();
+/// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+/// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+/// let build = || DataLoader::<Flex, _>::builder(ds.clone()).with_batch_size(3).with_shuffle(true).with_seed(4).build(&Default::default());
+/// let a = build()?;
+/// let mut it = a.iter();
+/// let first = it.next().unwrap()?.indices;
+/// let saved = serde_json::to_string(&a.state())?;
+/// let b = build()?;
+/// b.load_state(&serde_json::from_str::<LoaderState>(&saved)?)?;
+/// let rest: Vec<Vec<usize>> = b.iter().map(|x| x.map(|x| x.indices)).collect::<atomzarr::Result<_>>()?;
+/// let whole: Vec<Vec<usize>> = build()?.iter().map(|x| x.map(|x| x.indices)).collect::<atomzarr::Result<_>>()?;
+/// assert_eq!([vec![first], rest].concat(), whole);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    epoch: u64,
+    position: usize,
+    step: usize,
+    seed: Option<u64>,
+    sampler: String,
+    epoch_len: usize,
+    batch_size: Option<usize>,
+    world_size: usize,
+    rank: usize,
+}
+
+impl LoaderState {
+    #[allow(clippy::too_many_arguments)] // one private constructor, every field named at its call
+    pub(crate) fn new(
+        epoch: u64,
+        position: usize,
+        step: usize,
+        seed: Option<u64>,
+        sampler: String,
+        epoch_len: usize,
+        batch_size: Option<usize>,
+        view: View,
+    ) -> Self {
+        LoaderState {
+            epoch,
+            position,
+            step,
+            seed,
+            sampler,
+            epoch_len,
+            batch_size,
+            world_size: view.world_size,
+            rank: view.rank,
+        }
+    }
+
+    /// The epoch the loader is in (or starts next, at position 0).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    /// Global position in the epoch: samples (fixed-size batches) or
+    /// batches (a batch sampler) consumed by all ranks together.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+    /// Batches the saving rank had taken in this epoch.
+    pub fn step(&self) -> usize {
+        self.step
+    }
+    /// The shuffle seed, `None` when the order is not shuffled by the loader.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+    /// What ordered the epoch (`sequential`, `random`, `sampler`, `batch_sampler`).
+    pub fn sampler(&self) -> &str {
+        &self.sampler
+    }
+    /// Global epoch length in position units.
+    pub fn epoch_len(&self) -> usize {
+        self.epoch_len
+    }
+    /// Samples per batch (`None` with a batch sampler).
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batch_size
+    }
+    /// Ranks of the run that saved it.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+    /// Rank that saved it.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Errors ([`Error::Config`]) unless `self` describes the same epoch
+    /// order as `other` (world size and rank may differ).
+    pub(crate) fn check_same_order(&self, other: &LoaderState) -> Result<()> {
+        let mismatch = |what: &str, a: String, b: String| {
+            Err(Error::Config(format!("loader state does not fit this loader: {what} is {a} in the state, {b} here")))
+        };
+        if self.sampler != other.sampler {
+            return mismatch("sampler", self.sampler.clone(), other.sampler.clone());
+        }
+        if self.seed != other.seed {
+            return mismatch("seed", format!("{:?}", self.seed), format!("{:?}", other.seed));
+        }
+        if self.epoch_len != other.epoch_len {
+            return mismatch("epoch length", self.epoch_len.to_string(), other.epoch_len.to_string());
+        }
+        if self.batch_size != other.batch_size {
+            return mismatch("batch size", format!("{:?}", self.batch_size), format!("{:?}", other.batch_size));
+        }
+        if self.position > self.epoch_len {
+            return mismatch("position", self.position.to_string(), format!("at most {}", self.epoch_len));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::{ListBatchSampler, SequentialSampler};
+
+    fn fixed(n: usize, b: usize, drop_last: bool) -> Batching {
+        Batching::Fixed { sampler: Arc::new(SequentialSampler::new(n)), batch_size: b, drop_last }
+    }
+
+    #[test]
+    fn rounds_split_the_tail_evenly_and_counts_match_plans() {
+        // 11 samples, 2 ranks, batch 3: a full round of 6, then 5 split 2 / 3.
+        let f = fixed(11, 3, false);
+        let v = |rank| View { world_size: 2, rank, slice: None };
+        assert_eq!(f.plan(v(0), 0, 0), vec![vec![0, 1, 2], vec![6, 7]]);
+        assert_eq!(f.plan(v(1), 0, 0), vec![vec![3, 4, 5], vec![8, 9, 10]]);
+        for n in 0..14 {
+            for w in 1..4 {
+                for drop_last in [false, true] {
+                    for pos in [0, 1, 5] {
+                        let f = fixed(n, 3, drop_last);
+                        for rank in 0..w {
+                            let view = View { world_size: w, rank, slice: None };
+                            let p = f.plan(view, 0, pos);
+                            let items = p.iter().map(Vec::len).sum();
+                            assert_eq!(f.counts(view, pos), Some((p.len(), items)), "n {n} w {w} pos {pos}");
+                            let sl = View { slice: Some((1, 4)), ..view };
+                            let ps = f.plan(sl, 0, pos);
+                            assert_eq!(f.counts(sl, pos), Some((ps.len(), ps.iter().map(Vec::len).sum())));
+                        }
+                    }
+                }
+            }
+        }
+        let l = Batching::Lists(Arc::new(ListBatchSampler::new(vec![vec![0], vec![1, 2], vec![3], vec![4]])));
+        assert_eq!(l.plan(View { world_size: 2, rank: 1, slice: None }, 0, 1), vec![vec![3]]);
+        assert_eq!(l.plan(View { world_size: 1, rank: 0, slice: Some((1, 4)) }, 0, 0), vec![vec![1, 2], vec![3]]);
+    }
+}
