@@ -41,260 +41,17 @@ use std::sync::{Arc, Mutex};
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::tensor::backend::Backend;
 
-use crate::data::{CollateOptions, CollatedBatch};
+use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
-use crate::pipeline::{Dataset, ErrorPolicy, LoaderState, Pending};
-use crate::sampler::{BatchSampler, RandomSampler, Sampler, SequentialSampler, epoch_rng};
+use crate::pipeline::{BatchTransform, DataLoaderBuilder, Dataset, LoaderState, Pending};
 use crate::source::Reader;
-
-/// A transform applied to each device batch, in order, before it is yielded.
-pub type BatchTransform<B> = Arc<dyn Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync>;
-
-/// Builder of a [`DataLoader`]; see the field docs of each method.
-pub struct DataLoaderBuilder<B: Backend, R: Reader> {
-    dataset: Dataset<R>,
-    batch_size: Option<usize>,
-    shuffle: bool,
-    seed: u64,
-    drop_last: bool,
-    sampler: Option<Arc<dyn Sampler>>,
-    batch_sampler: Option<Arc<dyn BatchSampler>>,
-    prefetch_factor: usize,
-    num_workers: Option<usize>,
-    pin_memory: bool,
-    use_streams: bool,
-    num_streams: Option<usize>,
-    batch_transforms: Vec<BatchTransform<B>>,
-    error_policy: Option<ErrorPolicy>,
-    world: (usize, usize),
-}
-
-impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
-    /// Samples per batch (default 1). Not allowed with `batch_sampler`.
-    pub fn with_batch_size(mut self, n: usize) -> Self {
-        self.batch_size = Some(n);
-        self
-    }
-
-    /// Shuffle every epoch, seeded by `seed` and the epoch (default off).
-    /// With a `sampler`, shuffles that sampler's indices.
-    pub fn with_shuffle(mut self, yes: bool) -> Self {
-        self.shuffle = yes;
-        self
-    }
-
-    /// Seed of the shuffle (default 0).
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// Drop the last short batch (default off).
-    pub fn with_drop_last(mut self, yes: bool) -> Self {
-        self.drop_last = yes;
-        self
-    }
-
-    /// Sample order (default: sequential, or random with `shuffle`).
-    pub fn with_sampler(mut self, s: impl Sampler + 'static) -> Self {
-        self.sampler = Some(Arc::new(s));
-        self
-    }
-
-    /// Batch membership and order; exclusive with `sampler`, `shuffle`,
-    /// `batch_size` and `drop_last`.
-    pub fn with_batch_sampler(mut self, s: impl BatchSampler + 'static) -> Self {
-        self.batch_sampler = Some(Arc::new(s));
-        self
-    }
-
-    /// Batches fused into one backend read (default 2; 0 = one synchronous
-    /// read per batch). Starting points: sequential 2-4, shuffled 16-64,
-    /// block-shuffled 2-8.
-    pub fn with_prefetch_factor(mut self, k: usize) -> Self {
-        self.prefetch_factor = k;
-        self
-    }
-
-    /// Background read threads of the dataset (default: the dataset's, 1).
-    pub fn with_num_workers(mut self, n: usize) -> Self {
-        self.num_workers = Some(n);
-        self
-    }
-
-    /// Stage host buffers in pinned memory before upload (CUDA; no-op on CPU).
-    pub fn with_pin_memory(mut self, yes: bool) -> Self {
-        self.pin_memory = yes;
-        self
-    }
-
-    /// Build device batches in the background, on the thread that read them,
-    /// so uploads overlap the training step (default off). Turn it on for GPU
-    /// backends; on a CPU backend the conversion competes with the reads for
-    /// the same cores and a shuffled epoch measured ~35% slower with it on.
-    pub fn with_use_streams(mut self, yes: bool) -> Self {
-        self.use_streams = yes;
-        self
-    }
-
-    /// Batches of a window uploaded concurrently when `use_streams`
-    /// (default 1: one after another on the background thread). Only
-    /// meaningful with `with_use_streams(true)`: [`build`](Self::build) refuses it
-    /// otherwise, and refuses 0, rather than ignore it.
-    pub fn with_num_streams(mut self, n: usize) -> Self {
-        self.num_streams = Some(n);
-        self
-    }
-
-    /// What a bad sample does (default: the dataset's,
-    /// [`ErrorPolicy::Fail`] unless set there). Under
-    /// [`ErrorPolicy::Skip`] it is dropped from its batch, logged and
-    /// counted in [`DataLoader::stats`]; a batch left with no sample is not
-    /// yielded. See [`ErrorPolicy`].
-    pub fn with_error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.error_policy = Some(policy);
-        self
-    }
-
-    /// Reads rank `rank` of `world_size` ranks' share of every epoch (default
-    /// `0, 1`: all of it). Every rank builds the same loader (same sampler,
-    /// seed and batch size) and computes the same global order; the order is
-    /// read in rounds of `world_size * batch_size` samples, rank `r` taking
-    /// the `r`-th part of each round. Every rank gets the same number of
-    /// batches (collectives stay in step) and no sample is repeated to pad
-    /// them: the last round's samples are split as evenly as they go, so
-    /// its batches may be shorter (empty on some ranks when fewer samples
-    /// than ranks are left; `drop_last` drops that round instead). A
-    /// [`LoaderState`] saved on one world size resumes on another. With a
-    /// `batch_sampler`, whole batches go round-robin to the ranks (ranks may
-    /// then get one batch more than others). `build` refuses
-    /// `rank >= world_size`.
-    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
-        self.world = (rank, world_size);
-        self
-    }
-
-    /// Adds a per-batch transform.
-    pub fn with_batch_transform(
-        mut self,
-        f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static,
-    ) -> Self {
-        self.batch_transforms.push(Arc::new(f));
-        self
-    }
-
-    /// Checks the options and builds the loader for `device`.
-    ///
-    /// Options that would do nothing are errors ([`Error::Config`]):
-    /// `with_num_streams` without `with_use_streams`, `with_num_streams(0)`,
-    /// `with_num_workers(0)`, `with_batch_size(0)`.
-    ///
-    /// ```
-    /// # fn main() -> atomzarr::Result<()> {
-    /// use burn::backend::Flex;
-    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, Error, ZarrWriteConfig};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("b.zarr");
-    /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
-    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
-    /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
-    /// let no_streams = DataLoader::<Flex, _>::builder(ds.clone()).with_num_streams(2).build(&Default::default());
-    /// assert!(matches!(no_streams, Err(Error::Config(_))));
-    /// DataLoader::<Flex, _>::builder(ds).with_use_streams(true).with_num_streams(2).build(&Default::default())?;
-    /// # Ok(()) }
-    /// ```
-    pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
-        let num_streams = match (self.num_streams, self.use_streams) {
-            (Some(0), _) => return Err(Error::Config("num_streams must be at least 1".into())),
-            (Some(n), false) => {
-                return Err(Error::Config(format!(
-                    "with_num_streams({n}) needs with_use_streams(true): without it device batches are built on the consumer thread"
-                )));
-            }
-            (n, true) => n.unwrap_or(1),
-            (None, false) => 0,
-        };
-        // Int tensors on an int32 device: the reader narrows int64 fields
-        // while it copies rows, so building the device batch converts nothing.
-        let int32 = crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
-        let mut dataset =
-            self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
-        if let Some(p) = self.error_policy {
-            dataset = dataset.with_error_policy(p);
-        }
-        if let Some(n) = self.num_workers {
-            if n == 0 {
-                return Err(Error::Config("num_workers must be at least 1".into()));
-            }
-            dataset = dataset.with_num_workers(n);
-        }
-        let (rank, world_size) = self.world;
-        if world_size == 0 || rank >= world_size {
-            return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
-        }
-        let (batching, kind) = match self.batch_sampler {
-            Some(bs) => {
-                if self.sampler.is_some() || self.shuffle || self.batch_size.is_some() || self.drop_last {
-                    return Err(Error::Config(
-                        "batch_sampler is exclusive with sampler, shuffle, batch_size and drop_last".into(),
-                    ));
-                }
-                (Batching::Lists(bs), "batch_sampler")
-            }
-            None => {
-                let bsz = self.batch_size.unwrap_or(1);
-                if bsz == 0 {
-                    return Err(Error::Config("batch_size must be at least 1".into()));
-                }
-                let (sampler, kind): (Arc<dyn Sampler>, _) = match (self.sampler, self.shuffle) {
-                    (Some(s), false) => (s, "sampler"),
-                    (Some(s), true) => (Arc::new(Shuffled { inner: s, seed: self.seed }), "sampler"),
-                    (None, true) => (Arc::new(RandomSampler::new(dataset.len(), self.seed)), "random"),
-                    (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), "sequential"),
-                };
-                (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last }, kind)
-            }
-        };
-        Ok(DataLoader {
-            dataset,
-            batching,
-            view: View { world_size, rank, slice: None },
-            order: (kind, self.shuffle.then_some(self.seed)),
-            prefetch_factor: self.prefetch_factor,
-            pin_memory: self.pin_memory,
-            num_streams,
-            batch_transforms: self.batch_transforms,
-            device: device.clone(),
-            clock: Arc::new(Mutex::new(Clock::default())),
-            cursor: Arc::new(Mutex::new(Cursor::default())),
-            plan_cache: Arc::new(Mutex::new(None)),
-        })
-    }
-}
-
-/// A sampler's indices, permuted per epoch.
-struct Shuffled {
-    inner: Arc<dyn Sampler>,
-    seed: u64,
-}
-
-impl Sampler for Shuffled {
-    fn indices(&self, epoch: u64) -> Vec<usize> {
-        let mut v = self.inner.indices(epoch);
-        crate::sampler::shuffle(&mut v, &mut epoch_rng(self.seed, epoch));
-        v
-    }
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-}
 
 /// Counters of a [`DataLoader`] (all epochs, all its iterators).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoaderStats {
-    /// Samples dropped from their batches under [`ErrorPolicy::Skip`].
+    /// Samples dropped from their batches under [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip).
     pub skipped_samples: u64,
     /// The reader's decode counters (all reads of the reader, this loader's
     /// and any other's; zero for a reader that decodes no chunks). For one
@@ -317,20 +74,20 @@ impl LoaderStats {
 /// [`state`](Self::state) on the user's handle see and steer the loader a
 /// burn-train `Learner` iterates.
 pub struct DataLoader<B: Backend, R: Reader> {
-    dataset: Dataset<R>,
-    batching: Batching,
-    view: View,
+    pub(super) dataset: Dataset<R>,
+    pub(super) batching: Batching,
+    pub(super) view: View,
     /// What orders the epoch and its shuffle seed (for [`LoaderState`]).
-    order: (&'static str, Option<u64>),
-    prefetch_factor: usize,
-    pin_memory: bool,
-    num_streams: usize,
-    batch_transforms: Vec<BatchTransform<B>>,
-    device: B::Device,
-    clock: Arc<Mutex<Clock>>,
-    cursor: Arc<Mutex<Cursor>>,
+    pub(super) order: (&'static str, Option<u64>),
+    pub(super) prefetch_factor: usize,
+    pub(super) pin_memory: bool,
+    pub(super) num_streams: usize,
+    pub(super) batch_transforms: Vec<BatchTransform<B>>,
+    pub(super) device: B::Device,
+    pub(super) clock: Arc<Mutex<Clock>>,
+    pub(super) cursor: Arc<Mutex<Cursor>>,
     /// Counts of the last plan of a batch sampler, whose counts need one.
-    plan_cache: Arc<Mutex<Option<PlanCounts>>>,
+    pub(super) plan_cache: Arc<Mutex<Option<PlanCounts>>>,
 }
 
 impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
@@ -374,7 +131,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
         }
     }
 
-    /// Counters: samples skipped under [`ErrorPolicy::Skip`] by this loader
+    /// Counters: samples skipped under [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip) by this loader
     /// (and its clones, which share its dataset).
     pub fn stats(&self) -> LoaderStats {
         LoaderStats {

@@ -7,17 +7,20 @@
 //! |---|---|
 //! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
 //! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
+//! | [`builder`] | [`DataLoaderBuilder`]: the loader's knobs, checked once |
 //! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | [`plan`] | epoch plans per rank and device slice, [`LoaderState`] (resume) |
 
 pub mod batch;
+pub mod builder;
 pub mod dataset;
 pub mod loader;
 pub mod plan;
 
 pub(crate) use batch::device_int_dtype;
 pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
+pub use builder::{BatchTransform, DataLoaderBuilder};
 pub(crate) use dataset::Pending;
 pub use dataset::{Dataset, ErrorPolicy};
-pub use loader::{DataLoader, DataLoaderBuilder, LoaderStats};
+pub use loader::{DataLoader, LoaderStats};
 pub use plan::LoaderState;

@@ -35,7 +35,7 @@ use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 pub const DEFAULT_BUFFER_BLOCKS: usize = 16;
 
 /// Two-level (block permutation + shuffle buffer) sampler; see the
-/// [module docs](self).
+/// [module docs](crate::sampler::chunk_shuffle).
 ///
 /// ```
 /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, Sampler};
