@@ -30,9 +30,9 @@
 //! ├── data/            the host data model
 //! │   ├── dtype.rs       DType, Level
 //! │   ├── host.rs        HostData: a typed host buffer
-//! │   ├── indices.rs     neighbor-index offsets, fused range checks, int32 narrowing
+//! │   ├── indices.rs     neighbor-index rebasing, fused range checks, int32 narrowing
 //! │   ├── sample.rs      AtomicData, Field
-//! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers
+//! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
 //! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          where samples come from
@@ -45,17 +45,23 @@
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
 //! │   ├── config.rs      ZarrWriteConfig, layered per group and field
 //! │   ├── arrays.rs      opening and creating arrays: codec chains, dtypes
+//! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable.rs     crash-safe storage below zarrs
 //! │   ├── limits.rs      size limits, checked before anything is allocated
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
 //! │   │                  append, edit (add_custom, delete), defragment
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
-//! │   │                  decode, direct (shard index, crc32c, zstd), neighbors,
-//! │   │                  rows (row copy, collate), reader_impl (the Reader impl)
+//! │   │                  decode, direct (shard index, crc32c, zstd), fetch (remote
+//! │   │                  ranges in flight), neighbors, rows (row copy, collate),
+//! │   │                  reader_impl (the Reader impl)
+//! │   ├── remote/        feature `remote`: URLs on object storage and HTTP (options,
+//! │   │                  source, disk_cache, copy)
 //! │   ├── import.rs      extended XYZ into a store (atomzarr import)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
-//! ├── sampler/         sample order and batch membership
-//! ├── pipeline/        dataset.rs (Dataset) → loader.rs (DataLoader) → batch.rs (AtomicBatch)
+//! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
+//! │                    chunk_shuffle, distributed (rank shards), size_aware, mixing
+//! ├── pipeline/        dataset.rs (Dataset) → builder.rs → loader.rs (DataLoader; plan.rs:
+//! │                    epoch plans, LoaderState) → batch.rs (AtomicBatch)
 //! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, inspect.rs, stats.rs
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
@@ -64,9 +70,9 @@
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
 //! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; extended XYZ ([`source::extxyz`]); dataset statistics ([`source::stats`]) |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]) |
-//! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, size-aware, multi-dataset and rank-sharded samplers |
-//! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
+//! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
+//! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`](pipeline::LoaderState) to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |
 //!
 //! Imports between these top-level modules point only downward, so the
@@ -106,6 +112,8 @@
 //! |---|---|---|
 //! | `cli` | on | the `atomzarr` binary and `atomzarr::cli` (clap, comfy-table, tempfile, Burn's Flex backend); turns on `progress` |
 //! | `progress` | with `cli` | progress bars on stderr for `with_progress(true)` (the writer, [`InMemoryOptions`]); without it those calls log (`log::info!`) |
+//! | `remote` | on | stores at URLs: s3://, gs://, az://, http(s):// ([`store::remote`]; object_store, tokio) |
+//! | `train` | off | burn-train and burn-collective, for the training example's `--learner` and `--num-nodes` |
 //! | `cuda` | off | Burn's CUDA backend |
 //!
 //! With `default-features = false` the crate is the library alone: burn

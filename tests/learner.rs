@@ -19,9 +19,8 @@ mod training;
 
 mod common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -123,12 +122,13 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-#[test]
-fn two_nodes_on_loopback_agree() {
-    let dir = common::tmpdir();
-    let store = tiny_store(dir.path(), 40);
+/// Runs the two node processes once; `None` when they do not finish within
+/// `limit`. Their output goes to files, not pipes: a pipe read only after
+/// exit blocks a node that writes more than the pipe holds.
+fn run_two_nodes(dir: &Path, store: &Path, attempt: usize, limit: Duration) -> Option<Vec<String>> {
     let global = format!("127.0.0.1:{}", free_port());
     let exe = std::env::current_exe().unwrap();
+    let log = |rank: usize, what: &str| dir.join(format!("node{rank}.attempt{attempt}.{what}"));
     let mut children: Vec<_> = (0..2)
         .map(|rank| {
             Command::new(&exe)
@@ -136,36 +136,55 @@ fn two_nodes_on_loopback_agree() {
                 .env("ATOMZARR_TEST_NODE_RANK", rank.to_string())
                 .env("ATOMZARR_TEST_GLOBAL", &global)
                 .env("ATOMZARR_TEST_NODE_PORT", free_port().to_string())
-                .env("ATOMZARR_TEST_STORE", &store)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
+                .env("ATOMZARR_TEST_STORE", store)
+                .stdout(std::fs::File::create(log(rank, "out")).unwrap())
+                .stderr(std::fs::File::create(log(rank, "err")).unwrap())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    // Bounded: two tiny epochs take seconds; a hung collective fails the test.
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let mut outputs = Vec::new();
-    for child in &mut children {
+    let deadline = Instant::now() + limit;
+    for (rank, child) in children.iter_mut().enumerate() {
         loop {
             if let Some(status) = child.try_wait().unwrap() {
-                let mut out = String::new();
-                child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-                let mut err = String::new();
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-                assert!(status.success(), "node failed: {status}\n{out}\n{err}");
-                outputs.push(out);
+                let err = std::fs::read_to_string(log(rank, "err")).unwrap_or_default();
+                assert!(status.success(), "node {rank} failed: {status}\n{err}");
                 break;
             }
             if Instant::now() > deadline {
+                // SIGKILL: a node running the orchestrator ignores SIGTERM.
                 for c in &mut children {
                     let _ = c.kill();
+                    let _ = c.wait();
                 }
-                panic!("the two nodes did not finish within 240 s");
+                return None;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    Some((0..2).map(|rank| std::fs::read_to_string(log(rank, "out")).unwrap()).collect())
+}
+
+#[test]
+fn two_nodes_on_loopback_agree() {
+    let dir = common::tmpdir();
+    let store = tiny_store(dir.path(), 40);
+    // Bounded: two tiny epochs take about a second. burn-collective 0.21
+    // sometimes never completes an all-reduce across processes (see the
+    // README's multi-node section); such a run is killed and retried with
+    // fresh ports, at most three times, and each retry is reported. Every
+    // finished run must agree exactly.
+    let mut outputs = None;
+    for attempt in 0..3 {
+        outputs = run_two_nodes(dir.path(), &store, attempt, Duration::from_secs(90));
+        if outputs.is_some() {
+            break;
+        }
+        eprintln!(
+            "two_nodes_on_loopback_agree: attempt {attempt} did not finish within 90 s (burn-collective hang); retrying"
+        );
+    }
+    let outputs = outputs.expect("the two nodes did not finish in any of 3 attempts of 90 s");
     let parse = |out: &str| -> (usize, String) {
         let line = out.lines().find(|l| l.starts_with("NODE_RESULT")).unwrap_or_else(|| panic!("no result in:\n{out}"));
         let field = |k: &str| line.split(' ').find_map(|f| f.strip_prefix(k)).unwrap().to_string();
