@@ -15,17 +15,7 @@ use atomzarr::{
     ZarrWriteConfig,
 };
 use common::http_server::{Fault, HttpServer};
-use common::{assets, cli, fixture_names, read_all, tmpdir};
-
-fn dump(r: &AtomicDataZarrReader) -> String {
-    let mut out = Vec::new();
-    atomzarr::cli::dump::dump_json(r, &mut out).unwrap();
-    String::from_utf8(out).unwrap()
-}
-
-fn expected(name: &str) -> String {
-    std::fs::read_to_string(assets().join(format!("{name}.expected.json"))).unwrap()
-}
+use common::{assets, cli, dump_json, expected_dump, fixture_names, read_all, tmpdir};
 
 #[test]
 fn every_fixture_dumps_over_http_as_expected() {
@@ -34,7 +24,11 @@ fn every_fixture_dumps_over_http_as_expected() {
         let url = format!("{}/{name}.zarr", server.url);
         let r = AtomicDataZarrReader::open(&url).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(r.is_remote());
-        assert_eq!(dump(&r).trim(), expected(&name).trim(), "{name}: dump over HTTP differs from expected.json");
+        assert_eq!(
+            dump_json(&r).trim(),
+            expected_dump(&name).trim(),
+            "{name}: dump over HTTP differs from expected.json"
+        );
         assert!(r.io_stats().requests > 0 && r.io_stats().bytes > 0, "{name}: requests are counted");
     }
     // The CLI's read-side commands take URLs too.
@@ -42,7 +36,7 @@ fn every_fixture_dumps_over_http_as_expected() {
     let url = format!("{}/{name}.zarr", server.url);
     let (ok, stdout, stderr) = cli(&["dump", &url]);
     assert!(ok, "dump {url}: {stderr}");
-    assert_eq!(stdout.trim(), expected(name).trim());
+    assert_eq!(stdout.trim(), expected_dump(name).trim());
     let (ok, stdout, stderr) = cli(&["inspect", &url]);
     assert!(ok, "inspect {url}: {stderr}");
     assert!(stdout.contains("core/positions"), "inspect lists the arrays: {stdout}");
@@ -55,7 +49,7 @@ fn file_urls_read_as_paths() {
         let url = format!("file://{}", path.display());
         let r = AtomicDataZarrReader::open(&url).unwrap();
         assert!(!r.is_remote());
-        assert_eq!(dump(&r).trim(), expected(&name).trim(), "{name} via {url}");
+        assert_eq!(dump_json(&r).trim(), expected_dump(&name).trim(), "{name} via {url}");
     }
 }
 
@@ -231,7 +225,7 @@ fn transient_failures_are_retried() {
     let flaky = HttpServer::start(assets(), Duration::ZERO, 4, Fault::Unavailable(2));
     let url = format!("{}/{name}.zarr", flaky.url);
     let r = open_remote(&url, RemoteOptions::default().with_retries(3));
-    assert_eq!(dump(&r).trim(), expected(name).trim());
+    assert_eq!(dump_json(&r).trim(), expected_dump(name).trim());
     let down = HttpServer::start(assets(), Duration::ZERO, 4, Fault::Unavailable(u64::MAX));
     let url = format!("{}/{name}.zarr", down.url);
     let (kind, _) = kind_of(&open_err(&url, RemoteOptions::default().with_retries(1)));
@@ -248,7 +242,7 @@ fn cli_copy_makes_a_store_that_dumps_the_same() {
     assert!(ok, "copy: {stderr}");
     assert!(stdout.contains("objects"), "{stdout}");
     let r = AtomicDataZarrReader::open(&dst).unwrap();
-    assert_eq!(dump(&r).trim(), expected(name).trim());
+    assert_eq!(dump_json(&r).trim(), expected_dump(name).trim());
     let (ok, _, stderr) = cli(&["copy", src.to_str().unwrap(), dst.to_str().unwrap()]);
     assert!(!ok && stderr.contains("already exists"), "a second copy is refused: {stderr}");
     let (ok, _, stderr) = cli(&["copy", src.to_str().unwrap(), "http://127.0.0.1:1/x.zarr"]);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use atomzarr::store::remote::{RemoteOptions, copy};
 use atomzarr::{AtomicDataZarrReader, Error, ReaderOptions, RemoteErrorKind};
-use common::{assets, fixture_names, tmpdir};
+use common::{assets, dump_json, expected_dump, fixture_names, tmpdir};
 
 /// A running moto_server; killed when dropped.
 struct Moto {
@@ -107,16 +107,6 @@ fn options(endpoint: &str) -> RemoteOptions {
         .with_retries(1)
 }
 
-fn dump(r: &AtomicDataZarrReader) -> String {
-    let mut out = Vec::new();
-    atomzarr::cli::dump::dump_json(r, &mut out).unwrap();
-    String::from_utf8(out).unwrap()
-}
-
-fn expected(name: &str) -> String {
-    std::fs::read_to_string(assets().join(format!("{name}.expected.json"))).unwrap()
-}
-
 #[test]
 fn fixtures_published_to_s3_dump_as_expected() {
     let moto = start_moto();
@@ -129,12 +119,16 @@ fn fixtures_published_to_s3_dump_as_expected() {
         let report = copy(local.to_str().unwrap(), &url, &opts).unwrap();
         assert_eq!(report.objects as usize, common::snapshot(&local).len(), "{name}: every file copied");
         let r = AtomicDataZarrReader::open_remote(&url, ReaderOptions::default(), opts.clone()).unwrap();
-        assert_eq!(dump(&r).trim(), expected(&name).trim(), "{name}: dump over s3:// differs from expected.json");
+        assert_eq!(
+            dump_json(&r).trim(),
+            expected_dump(&name).trim(),
+            "{name}: dump over s3:// differs from expected.json"
+        );
         // And back again.
         let again = back.path().join(format!("{name}.zarr"));
         copy(&url, again.to_str().unwrap(), &opts).unwrap();
         let r = AtomicDataZarrReader::open(&again).unwrap();
-        assert_eq!(dump(&r).trim(), expected(&name).trim(), "{name}: copied back from s3://");
+        assert_eq!(dump_json(&r).trim(), expected_dump(&name).trim(), "{name}: copied back from s3://");
         // A second copy onto the same URL is refused (no overwrite).
         let e = copy(local.to_str().unwrap(), &url, &opts).unwrap_err();
         assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
@@ -151,7 +145,7 @@ fn fixtures_published_to_s3_dump_as_expected() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), expected(name).trim());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), expected_dump(name).trim());
 }
 
 #[test]

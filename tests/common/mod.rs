@@ -18,6 +18,19 @@ pub fn assets() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets")
 }
 
+/// `atomzarr dump`'s JSON of a reader (through the library).
+#[cfg(feature = "cli")]
+pub fn dump_json(r: &atomzarr::AtomicDataZarrReader) -> String {
+    let mut out = Vec::new();
+    atomzarr::cli::dump::dump_json(r, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The toolkit's dump of fixture `name` (`assets/NAME.expected.json`).
+pub fn expected_dump(name: &str) -> String {
+    std::fs::read_to_string(assets().join(format!("{name}.expected.json"))).unwrap()
+}
+
 /// A temporary folder on disk (Cargo's `target/tmp`), never a tmpfs: for
 /// tests whose syncs and renames must be real (the crash tests).
 pub fn disk_tmpdir() -> tempfile::TempDir {
