@@ -102,14 +102,32 @@ impl HostData {
         })
     }
 
-    /// Native-endian int64 values narrowed to int32 (native-endian bytes),
-    /// or `None` when a value does not fit.
-    pub(crate) fn narrow_i64_bytes(bytes: &[u8]) -> Option<Vec<u8>> {
-        let wide: std::borrow::Cow<'_, [i64]> = match bytemuck::try_cast_slice::<u8, i64>(bytes) {
-            Ok(src) => src.into(),
-            Err(_) => bytes.chunks_exact(8).map(i64_ne).collect::<Vec<_>>().into(),
-        };
-        narrow_i64(&wide).map(|v| bytemuck::cast_slice(&v).to_vec())
+    /// Writes the native-endian int64 values of `bytes` narrowed to int32
+    /// into `out` (half as long); `false` when a value does not fit (`out`
+    /// then holds garbage) or the lengths do not match.
+    pub(crate) fn narrow_i64_into(bytes: &[u8], out: &mut [u8]) -> bool {
+        if !bytes.len().is_multiple_of(8) || out.len() * 2 != bytes.len() {
+            return false;
+        }
+        // One branch-free pass (it vectorizes): every value is written
+        // truncated and checked; the check decides at the end.
+        let mut fits = true;
+        match (bytemuck::try_cast_slice::<u8, i64>(bytes), bytemuck::try_cast_slice_mut::<u8, i32>(out)) {
+            (Ok(wide), Ok(narrow)) => {
+                for (n, &w) in narrow.iter_mut().zip(wide) {
+                    *n = w as i32;
+                    fits &= i64::from(*n) == w;
+                }
+            }
+            _ => {
+                for (n, w) in out.chunks_exact_mut(4).zip(bytes.chunks_exact(8)) {
+                    let w = i64_ne(w);
+                    n.copy_from_slice(&(w as i32).to_ne_bytes());
+                    fits &= i64::from(w as i32) == w;
+                }
+            }
+        }
+        fits
     }
 
     /// Adds `offset` to elements `start..` of an integer buffer (wrapping).
@@ -249,6 +267,27 @@ pub(crate) fn append_shifts(
 #[cfg(test)]
 mod tests {
     use super::append_shifts;
+
+    #[test]
+    fn narrowing_bytes_agrees_with_the_typed_rule_aligned_or_not() {
+        use crate::data::HostData;
+        let values: Vec<i64> = vec![0, -1, 7, i32::MAX as i64, i32::MIN as i64, 123_456];
+        let wide: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let expected: Vec<u8> = values.iter().flat_map(|&v| (v as i32).to_ne_bytes()).collect();
+        // The same bytes at an odd offset take the unaligned path.
+        let mut shifted = vec![0u8; wide.len() + 1];
+        shifted[1..].copy_from_slice(&wide);
+        for src in [&wide[..], &shifted[1..]] {
+            let mut out = vec![0u8; src.len() / 2];
+            assert!(HostData::narrow_i64_into(src, &mut out));
+            assert_eq!(out, expected);
+        }
+        for bad in [i32::MAX as i64 + 1, i32::MIN as i64 - 1, i64::MIN] {
+            let src: Vec<u8> = [1i64, bad, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
+            assert!(!HostData::narrow_i64_into(&src, &mut [0u8; 12]), "{bad} does not fit int32");
+        }
+        assert!(!HostData::narrow_i64_into(&wide, &mut [0u8; 4]), "output of the wrong length");
+    }
 
     #[test]
     fn shifts_are_earlier_offsets_that_fit() {

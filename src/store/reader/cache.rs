@@ -27,6 +27,10 @@
 //!   with `K` blocks in its buffer that is about `2 * K` blocks' worth of
 //!   decoded chunks plus the per-system arrays; 512 MiB holds far more than
 //!   that for the reference layout (blocks of ~180 samples, ~1 MB decoded each).
+//! - Memory: cached chunks live in the reader's chunk pool (huge-page
+//!   advised blocks recycled by size); a block the cache evicts is reused by
+//!   the next decode rather than returned, so the process keeps what the
+//!   cache and the windows in flight needed at their peak.
 //! - A uniform random shuffle of a store several times the budget touches
 //!   nearly every chunk in every window: no budget short of the decoded store
 //!   avoids re-decoding; use the chunk-aware shuffle.
@@ -36,7 +40,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A decoded chunk: native-endian bytes of `chunk_rows * row_bytes`.
-pub type ChunkBytes = Arc<Vec<u8>>;
+pub type ChunkBytes = Arc<ChunkBuf>;
+
+pub use super::pool::ChunkBuf;
+use super::pool::ChunkPool;
 
 /// Default byte budget: lets a store of about 1 GiB decoded stay resident.
 pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
@@ -80,6 +87,8 @@ impl Inner {
 /// A byte-budgeted LRU of decoded chunks. A budget of 0 disables it.
 pub struct ChunkCache {
     budget: u64,
+    /// Memory for decoded chunks, cached or not (see `pool`).
+    pool: Arc<ChunkPool>,
     inner: Mutex<Inner>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -95,10 +104,20 @@ impl std::fmt::Debug for ChunkCache {
 }
 
 impl ChunkCache {
-    /// A cache holding at most `budget` bytes of decoded data.
+    /// A cache holding at most `budget` bytes of decoded data. Its buffers
+    /// come from a pool that maps at most the budget plus 512 MiB (two read
+    /// windows' chunks at the reader's default window bound, decoded beside
+    /// the cached ones).
     pub fn new(budget: u64) -> ChunkCache {
+        Self::with_pool_limit(budget, budget.saturating_add(512 << 20))
+    }
+
+    /// A cache of `budget` bytes whose chunk buffers come from a pool
+    /// mapping at most `pool_limit` bytes.
+    pub(crate) fn with_pool_limit(budget: u64, pool_limit: u64) -> ChunkCache {
         ChunkCache {
             budget,
+            pool: ChunkPool::new(pool_limit),
             inner: Mutex::new(Inner {
                 lru: lru::LruCache::unbounded(),
                 bytes: 0,
@@ -160,6 +179,12 @@ impl ChunkCache {
         g.protected.extend(chunks.into_iter().map(|(a, c)| (a & !NARROWED, c)));
     }
 
+    /// A buffer of `len` bytes for a decoded chunk, its contents unspecified
+    /// (the caller overwrites all of it).
+    pub(crate) fn alloc(&self, len: usize) -> ChunkBuf {
+        self.pool.alloc(len)
+    }
+
     /// Counts one chunk decode of `bytes` decoded bytes.
     pub(crate) fn count_decode(&self, bytes: u64) {
         self.decoded_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -216,15 +241,15 @@ mod tests {
     #[test]
     fn evicts_lru_past_budget_and_counts() {
         let c = ChunkCache::new(100);
-        c.insert(0, 0, Arc::new(vec![0; 40]));
-        c.insert(0, 1, Arc::new(vec![0; 40]));
+        c.insert(0, 0, Arc::new(ChunkBuf::from(vec![0; 40])));
+        c.insert(0, 1, Arc::new(ChunkBuf::from(vec![0; 40])));
         assert!(c.get(0, 0).is_some()); // 0 now most recent
-        c.insert(0, 2, Arc::new(vec![0; 40])); // evicts 1
+        c.insert(0, 2, Arc::new(ChunkBuf::from(vec![0; 40]))); // evicts 1
         assert!(c.get(0, 1).is_none());
         assert!(c.get(0, 0).is_some());
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.bytes, s.entries), (2, 1, 80, 2));
-        c.insert(1, 0, Arc::new(vec![0; 101])); // larger than budget: not kept
+        c.insert(1, 0, Arc::new(ChunkBuf::from(vec![0; 101]))); // larger than budget: not kept
         assert!(c.get(1, 0).is_none());
     }
 
@@ -232,32 +257,51 @@ mod tests {
     fn protected_chunks_are_evicted_last() {
         let c = ChunkCache::new(100);
         for k in 0..3 {
-            c.insert(0, k, Arc::new(vec![0; 30]));
+            c.insert(0, k, Arc::new(ChunkBuf::from(vec![0; 30])));
         }
         // The next read needs chunk 0 (the least recent) and the narrowed
         // copy of chunk 1: plain LRU would evict 0 then 1.
         c.protect([(0, 0), (NARROWED, 1)]);
-        c.insert(0, 3, Arc::new(vec![0; 30])); // evicts 2, the LRU unprotected
+        c.insert(0, 3, Arc::new(ChunkBuf::from(vec![0; 30]))); // evicts 2, the LRU unprotected
         assert!(c.get(0, 2).is_none());
-        c.insert(0, 4, Arc::new(vec![0; 30])); // evicts 3 (0 and 1 protected)
+        c.insert(0, 4, Arc::new(ChunkBuf::from(vec![0; 30]))); // evicts 3 (0 and 1 protected)
         assert!(c.get(0, 3).is_none());
         assert!(c.get(0, 0).is_some() && c.get(0, 1).is_some() && c.get(0, 4).is_some());
         // Only the newest is unprotected: it goes (its reader holds it).
         c.protect([(0, 0), (0, 1), (0, 4)]);
-        c.insert(0, 5, Arc::new(vec![0; 30]));
+        c.insert(0, 5, Arc::new(ChunkBuf::from(vec![0; 30])));
         assert!(c.get(0, 5).is_none());
         // Everything protected: the least recent goes first.
         c.protect([(0, 0), (0, 1), (0, 4), (0, 6)]);
-        c.insert(0, 6, Arc::new(vec![0; 30]));
+        c.insert(0, 6, Arc::new(ChunkBuf::from(vec![0; 30])));
         assert_eq!(c.stats().entries, 3);
         assert!(c.get(0, 0).is_none()); // looked up before 1 and 4 above
         assert!(c.get(0, 1).is_some() && c.get(0, 6).is_some());
     }
 
     #[test]
+    fn evicted_chunks_memory_is_reused_by_later_decodes() {
+        // Room for two 100 KB chunks: every insert past the second evicts one.
+        let c = ChunkCache::with_pool_limit(200_000, 64 << 20);
+        let mut blocks = std::collections::HashSet::new();
+        for k in 0..200u64 {
+            let mut b = c.alloc(100_000);
+            b.fill(k as u8);
+            blocks.insert(b.as_ptr() as usize);
+            c.insert(0, k, Arc::new(b));
+        }
+        // Two cached, one being filled: three blocks serve 200 decodes, one map holds them.
+        assert_eq!(blocks.len(), 3, "an evicted chunk's block is reused");
+        assert_eq!(c.pool.mapped(), 32 << 20);
+        let last = c.get(0, 199).unwrap();
+        assert!(last.iter().all(|&x| x == 199));
+        assert!(c.get(0, 198).unwrap().iter().all(|&x| x == 198), "a reused block does not overwrite a cached one");
+    }
+
+    #[test]
     fn zero_budget_disables() {
         let c = ChunkCache::new(0);
-        c.insert(0, 0, Arc::new(vec![1]));
+        c.insert(0, 0, Arc::new(ChunkBuf::from(vec![1])));
         assert!(c.get(0, 0).is_none());
         assert_eq!(c.stats().entries, 0);
     }

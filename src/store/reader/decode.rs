@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 
 use super::AtomicDataZarrReader;
-use super::cache::{ChunkBytes, NARROWED};
+use super::cache::{ChunkBuf, ChunkBytes, NARROWED};
 use super::plan::needed_chunks;
 use super::state::{FieldArray, State};
 use crate::data::{CollateOptions, HostData};
@@ -21,7 +21,7 @@ impl AtomicDataZarrReader {
         if f.row_bytes == 0 {
             // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
             // though the stored chunk shape is at least 1 wide.
-            return Some(Arc::new(Vec::new()));
+            return Some(Arc::new(ChunkBuf::from(Vec::new())));
         }
         self.cache.get(if narrowed { f.id | NARROWED } else { f.id }, chunk)
     }
@@ -48,7 +48,7 @@ impl AtomicDataZarrReader {
         f: &FieldArray,
         chunk: u64,
         narrowed: bool,
-        raw: Vec<u8>,
+        raw: ChunkBuf,
     ) -> Result<Option<ChunkBytes>> {
         // Counted here, on the read path (local or fetched), not in
         // `decode_raw`, which the decode floor also calls.
@@ -59,13 +59,15 @@ impl AtomicDataZarrReader {
             self.cache.insert(f.id, chunk, raw.clone());
             return Ok(Some(raw));
         }
-        match HostData::narrow_i64_bytes(&raw) {
-            Some(narrow) => {
+        // The wide chunk's block goes back to the pool for the next decode.
+        let mut narrow = self.cache.alloc(raw.len() / 2);
+        match HostData::narrow_i64_into(&raw, &mut narrow) {
+            true => {
                 let narrow = Arc::new(narrow);
                 self.cache.insert(f.id | NARROWED, chunk, narrow.clone());
                 Ok(Some(narrow))
             }
-            None => {
+            false => {
                 if !f.wide_only.swap(true, std::sync::atomic::Ordering::Relaxed) {
                     log::info!(
                         "{}, array {}: chunk {chunk} holds a value outside int32; the array is read as int64 from now on",
@@ -80,7 +82,7 @@ impl AtomicDataZarrReader {
     }
 
     /// Decodes one inner chunk of `f`, checking its size.
-    pub(super) fn decode_raw(&self, f: &FieldArray, chunk: u64) -> Result<Vec<u8>> {
+    pub(super) fn decode_raw(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBuf> {
         let mut idx = vec![0u64; f.array.dimensionality()];
         idx[0] = chunk;
         let expected = f.chunk_rows * f.row_bytes as u64;
@@ -93,14 +95,14 @@ impl AtomicDataZarrReader {
                         e => self.chunk_error(f, chunk, e.to_string()),
                     })?;
                 let raw = bytes.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
-                raw.into_owned()
+                ChunkBuf::from(raw.into_owned())
             }
         };
         self.check_len(f, chunk, raw)
     }
 
     /// `raw`, once it holds exactly the chunk's rows.
-    pub(super) fn check_len(&self, f: &FieldArray, chunk: u64, raw: Vec<u8>) -> Result<Vec<u8>> {
+    pub(super) fn check_len(&self, f: &FieldArray, chunk: u64, raw: ChunkBuf) -> Result<ChunkBuf> {
         let expected = f.chunk_rows * f.row_bytes as u64;
         if raw.len() as u64 != expected {
             return Err(self.chunk_error(f, chunk, format!("decoded {} bytes, expected {expected}", raw.len())));

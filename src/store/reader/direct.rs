@@ -8,6 +8,7 @@ use std::sync::Arc;
 use zarrs::array::{Array, ArrayToBytesCodecTraits, CodecChain, CodecError};
 
 use super::AtomicDataZarrReader;
+use super::cache::ChunkBuf;
 use super::state::FieldArray;
 use crate::data::DType;
 use crate::error::{Error, Result};
@@ -187,23 +188,23 @@ fn is_crc32c(c: &serde_json::Value) -> bool {
 }
 
 thread_local! {
+    /// One buffer per thread for the encoded bytes of the chunk being decoded.
+    static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// One zstd decompression context per thread, reused across chunks.
     static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Decompresses one zstd frame of `expected` bytes into a new buffer, without
-/// zero-filling it first.
-fn zstd_decode(encoded: &[u8], expected: usize) -> std::io::Result<Vec<u8>> {
+/// Decompresses one zstd frame into `out`, returning the decoded length (a
+/// frame larger than `out` is an error).
+fn zstd_decode(encoded: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
     ZSTD_DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = match slot.as_mut() {
             Some(d) => d,
             None => slot.insert(zstd::bulk::Decompressor::new()?),
         };
-        let mut out = Vec::with_capacity(expected);
-        dctx.decompress_to_buffer(encoded, &mut out)?;
-        Ok(out)
+        dctx.decompress_to_buffer(encoded, out)
     })
 }
 
@@ -254,15 +255,19 @@ impl AtomicDataZarrReader {
 
     /// The [`DirectDecode`] path: `None` when `f` does not qualify or the
     /// chunk is not stored (zarrs then supplies the fill value).
-    pub(super) fn decode_direct(&self, f: &FieldArray, chunk: u64, expected: usize) -> Result<Option<Vec<u8>>> {
+    pub(super) fn decode_direct(&self, f: &FieldArray, chunk: u64, expected: usize) -> Result<Option<ChunkBuf>> {
         let Located::At { key, range } = self.locate(f, chunk)? else { return Ok(None) };
-        let encoded = match range {
-            None => self.bytes.get(&key),
-            Some(r) => self.bytes.get_range(&key, r),
-        }
-        .map_err(|e| self.read_error(f, chunk, e))?;
-        let Some(encoded) = encoded else { return Ok(None) };
-        self.decode_encoded(f, chunk, &encoded, expected).map(Some)
+        let Some(r) = range else {
+            let encoded = self.bytes.get(&key).map_err(|e| self.read_error(f, chunk, e))?;
+            return encoded.map(|e| self.decode_encoded(f, chunk, &e, expected)).transpose();
+        };
+        // An inner chunk of a shard: read into this thread's buffer, which
+        // the next chunk reuses (no allocation, no zero-fill per chunk).
+        ENCODED.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let n = self.bytes.read_range_into(&key, r, &mut buf).map_err(|e| self.read_error(f, chunk, e))?;
+            n.map(|n| self.decode_encoded(f, chunk, &buf[..n], expected)).transpose()
+        })
     }
 
     /// Decodes the encoded bytes of chunk `chunk` of a direct-path array.
@@ -270,19 +275,24 @@ impl AtomicDataZarrReader {
         &self,
         f: &FieldArray,
         chunk: u64,
-        encoded: &Bytes,
+        encoded: &[u8],
         expected: usize,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<ChunkBuf> {
         let Some(plan) = &f.direct else {
             return Err(self.chunk_error(f, chunk, "decode_encoded on an array off the direct path"));
         };
         match &plan.inner {
             &InnerDecode::Hand { zstd, crc32c } => {
-                let payload = if crc32c { self.check_crc32c(f, chunk, encoded)? } else { &encoded[..] };
+                let payload = if crc32c { self.check_crc32c(f, chunk, encoded)? } else { encoded };
                 if !zstd {
-                    return Ok(payload.to_vec());
+                    let mut out = self.cache.alloc(payload.len());
+                    out.copy_from_slice(payload);
+                    return Ok(out);
                 }
-                zstd_decode(payload, expected).map_err(|e| {
+                // Straight into the chunk's final buffer; a frame of another
+                // size is caught here (larger) or by `check_len` (smaller).
+                let mut out = self.cache.alloc(expected);
+                let n = zstd_decode(payload, &mut out).map_err(|e| {
                     let reason = format!("zstd: {e}");
                     // A frame written with zstd's own checksum (`checksum:
                     // true`) that does not match: libzstd's error says so.
@@ -291,12 +301,14 @@ impl AtomicDataZarrReader {
                     } else {
                         self.chunk_error(f, chunk, reason)
                     }
-                })
+                })?;
+                out.truncate(n);
+                Ok(out)
             }
             InnerDecode::Chain { codecs, shape } => {
                 let decoded = codecs
                     .decode(
-                        std::borrow::Cow::Borrowed(&encoded[..]),
+                        std::borrow::Cow::Borrowed(encoded),
                         shape,
                         f.array.data_type(),
                         f.array.fill_value(),
@@ -304,7 +316,7 @@ impl AtomicDataZarrReader {
                     )
                     .map_err(|e| self.codec_error(f, chunk, e))?;
                 let raw = decoded.into_fixed().map_err(|e| self.chunk_error(f, chunk, e.to_string()))?;
-                Ok(raw.into_owned())
+                Ok(ChunkBuf::from(raw.into_owned()))
             }
         }
     }

@@ -13,6 +13,7 @@
 //! | `state` | open-time checks; the [`State`] snapshot of pointers, mask and field arrays |
 //! | `plan` | read planning: which inner chunks a request touches |
 //! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
+//! | `pool` | memory for decoded chunks: recycled, huge-page-advised blocks |
 //! | `decode` | decoding each needed chunk once, through the cache |
 //! | `direct` | the direct shard-index, crc32c and zstd decode |
 //! | `fetch` | remote stores: a request's chunks fetched many at a time, merged, decoded as they arrive |
@@ -40,6 +41,7 @@ mod direct;
 mod fetch;
 mod neighbors;
 mod plan;
+mod pool;
 mod reader_impl;
 mod rows;
 mod state;
@@ -84,7 +86,10 @@ impl ReaderOptions {
     /// array) is read a group of batches at a time, each group's chunks
     /// released before the next; the result is the same. Peak memory of a
     /// shuffled epoch is then about the cache budget + this + the windows'
-    /// output batches.
+    /// output batches. Decoded chunks live in blocks the reader maps itself
+    /// (advised for transparent huge pages, recycled by size rather than
+    /// returned to the system); it maps at most the cache budget + twice
+    /// this, and the blocks go back to the system when the reader is dropped.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -245,7 +250,10 @@ impl AtomicDataZarrReader {
                 active: None,
                 fields: vec![],
             })),
-            cache: ChunkCache::new(options.cache_bytes),
+            cache: ChunkCache::with_pool_limit(
+                options.cache_bytes,
+                options.cache_bytes.saturating_add(options.window_decode_bytes.saturating_mul(2)),
+            ),
             codec_options,
             next_id: std::sync::atomic::AtomicU32::new(0),
             window_decode_bytes: options.window_decode_bytes,

@@ -84,6 +84,9 @@ impl AtomicDataZarrReader {
             .load(std::sync::atomic::Ordering::Acquire)
             .then(|| f.bad_samples.read().unwrap_or_else(std::sync::PoisonError::into_inner));
         for (k, &p) in physical.iter().enumerate() {
+            if let Some(&ahead) = physical.get(k + super::rows::PREFETCH_AHEAD) {
+                self.prefetch_rows(f, dec, ptrs.rows(f.level, ahead));
+            }
             let lo = ptrs.atoms[p];
             let off = batch_atoms[k] - lo;
             let rows = ptrs.rows(f.level, p);
