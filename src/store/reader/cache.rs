@@ -292,7 +292,7 @@ mod tests {
         }
         // Two cached, one being filled: three blocks serve 200 decodes, one map holds them.
         assert_eq!(blocks.len(), 3, "an evicted chunk's block is reused");
-        assert_eq!(c.pool.mapped(), 32 << 20);
+        assert_eq!(c.pool.mapped(), 2 << 20);
         let last = c.get(0, 199).unwrap();
         assert!(last.iter().all(|&x| x == 199));
         assert!(c.get(0, 198).unwrap().iter().all(|&x| x == 198), "a reused block does not overwrite a cached one");

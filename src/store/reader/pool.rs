@@ -15,7 +15,8 @@
 //!
 //! Bounds: a pool maps at most its limit (the cache budget plus two read
 //! windows, see the reader); past it, a request reuses a free block up to
-//! twice its size or falls back to the heap. Blocks are page multiples of
+//! twice its size or falls back to the heap. Maps grow from one huge page
+//! to 32 MiB, so a reader of a small store holds ~2 MiB. Blocks are page multiples of
 //! 64 KiB and up (smaller chunks go to the heap, where glibc recycles them
 //! well); maps are returned to the system when the pool and every buffer
 //! from it are gone.
@@ -24,7 +25,9 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
-/// Bytes of one map the pool carves blocks from.
+/// Bytes of the largest map the pool carves blocks from (the first is one
+/// huge page, each next one as large as all before it, up to this), so a
+/// reader that decodes little keeps little.
 const REGION_BYTES: usize = 32 << 20;
 /// Huge page size the maps are aligned to (x86-64 and aarch64 with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
@@ -182,10 +185,11 @@ impl ChunkPool {
             st.tail = Some((start + class, left - class));
             return Some((start, class));
         }
-        if st.mapped + REGION_BYTES <= self.limit
-            && let Some(start) = Self::map_region(&mut st)
+        let size = st.mapped.clamp(HUGE_PAGE, REGION_BYTES).max(class.next_multiple_of(HUGE_PAGE));
+        if st.mapped + size <= self.limit
+            && let Some(start) = Self::map_region(&mut st, size)
         {
-            st.tail = Some((start + class, REGION_BYTES - class));
+            st.tail = Some((start + class, size - class));
             return Some((start, class));
         }
         let bigger =
@@ -193,26 +197,27 @@ impl ChunkPool {
         st.free.get_mut(&bigger).and_then(Vec::pop).map(|addr| (addr, bigger))
     }
 
-    /// Maps a new region, advised for huge pages; its first usable address.
-    fn map_region(st: &mut PoolState) -> Option<usize> {
+    /// Maps a new region of `size` bytes, advised for huge pages; its first
+    /// usable address.
+    fn map_region(st: &mut PoolState, size: usize) -> Option<usize> {
         // Over-map by one huge page so the region can start on a huge-page
         // boundary (only aligned 2 MiB ranges can be huge pages).
-        let mut map = match memmap2::MmapMut::map_anon(REGION_BYTES + HUGE_PAGE) {
+        let mut map = match memmap2::MmapMut::map_anon(size + HUGE_PAGE) {
             Ok(m) => m,
             Err(e) => {
-                log::debug!("chunk pool: mapping {REGION_BYTES} bytes failed ({e}); using the heap");
+                log::debug!("chunk pool: mapping {size} bytes failed ({e}); using the heap");
                 return None;
             }
         };
         let base = map.as_mut_ptr() as usize;
         let start = base.next_multiple_of(HUGE_PAGE);
         #[cfg(target_os = "linux")]
-        if let Err(e) = map.advise_range(memmap2::Advice::HugePage, start - base, REGION_BYTES) {
+        if let Err(e) = map.advise_range(memmap2::Advice::HugePage, start - base, size) {
             // Only slower: the region is then backed by small pages.
             log::debug!("chunk pool: MADV_HUGEPAGE refused ({e})");
         }
         st.maps.push(map);
-        st.mapped += REGION_BYTES;
+        st.mapped += size;
         Some(start)
     }
 
@@ -238,7 +243,7 @@ mod tests {
         drop(a);
         let c = pool.alloc(99_000); // same 4 KiB class (100 KB rounds to 25 pages)
         assert_eq!(c.as_ptr(), addr, "a freed block is reused by the next request of its size");
-        assert_eq!(pool.mapped(), REGION_BYTES);
+        assert_eq!(pool.mapped(), HUGE_PAGE, "the first map is one huge page");
         assert!(b.iter().all(|&x| x == 7));
     }
 
@@ -247,7 +252,7 @@ mod tests {
         let pool = ChunkPool::new(REGION_BYTES as u64);
         assert!(!pool.alloc(1000).is_pooled());
         assert!(!pool.alloc(REGION_BYTES + 1).is_pooled());
-        // Fill the one region the limit allows, then ask for more.
+        // Fill the maps the limit allows (2 + 2 + 4 + 8 + 16 MiB), then ask for more.
         let held: Vec<ChunkBuf> = (0..REGION_BYTES / (1 << 20)).map(|_| pool.alloc(1 << 20)).collect();
         assert!(held.iter().all(ChunkBuf::is_pooled));
         let over = pool.alloc(1 << 20);
