@@ -51,7 +51,8 @@
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
 //! │   │                  append, edit (add_custom, delete), defragment
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
-//! │   │                  decode, direct (shard index, crc32c, zstd), fetch (remote
+//! │   │                  pool (decoded-chunk memory), decode, direct (shard
+//! │   │                  index, crc32c, zstd), fetch (remote
 //! │   │                  ranges in flight), neighbors, rows (row copy, collate),
 //! │   │                  reader_impl (the Reader impl)
 //! │   ├── remote/        feature `remote`: URLs on object storage and HTTP (options,
