@@ -73,7 +73,7 @@
 //! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; extended XYZ ([`source::extxyz`]); dataset statistics ([`source::stats`]) |
 //! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
-//! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`](pipeline::LoaderState) to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
+//! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |
 //!
 //! Imports between these top-level modules point only downward, so the
