@@ -215,7 +215,8 @@ pub struct LocalSource {
     /// (an open and a close per chunk were ~4 µs on the reference VM).
     /// Dropped by [`ByteSource::forget`] (the reader's refresh), so a store
     /// rewritten since is opened anew; until then the handles keep reading
-    /// the files the reader's snapshot (and its cached shard indexes) came from.
+    /// the files the reader's snapshot (and its cached shard indexes) came from
+    /// (and a file deleted since, by a defragment, frees its space then).
     files: std::sync::Mutex<std::collections::HashMap<String, Arc<std::fs::File>>>,
 }
 
