@@ -159,10 +159,12 @@ impl HostData {
     }
 }
 
-/// `v` as int32 when every value fits (the one rule every narrowing path
-/// follows, see `CollateOptions::narrow_int64`), else `None`.
+/// `v` as int32 when every value fits, else `None`: typed values through
+/// [`HostData::narrow_i64_into`], the one rule every narrowing path follows
+/// (see `CollateOptions::narrow_int64`).
 pub(crate) fn narrow_i64(v: &[i64]) -> Option<Vec<i32>> {
-    v.iter().all(|&x| i32::try_from(x).is_ok()).then(|| v.iter().map(|&x| x as i32).collect())
+    let mut out = vec![0i32; v.len()];
+    HostData::narrow_i64_into(bytemuck::cast_slice(v), bytemuck::cast_slice_mut(&mut out)).then_some(out)
 }
 
 /// An i64 from up to 8 native-endian bytes (zero-padded, so 4 bytes read

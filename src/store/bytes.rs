@@ -300,10 +300,11 @@ impl ByteSource for LocalSource {
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Bytes>> {
-        let len = range.end.saturating_sub(range.start);
-        let got = self.with_file(key, |f| read_at(f, range.start, len))?;
-        self.counters.count(got.as_ref().map_or(0, |b| b.len() as u64));
-        Ok(got)
+        let mut buf = Vec::new();
+        Ok(self.read_range_into(key, range, &mut buf)?.map(|n| {
+            buf.truncate(n);
+            Bytes::from(buf)
+        }))
     }
 
     fn read_range_into(&self, key: &str, range: Range<u64>, buf: &mut Vec<u8>) -> Result<Option<usize>> {

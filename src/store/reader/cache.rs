@@ -105,11 +105,12 @@ impl std::fmt::Debug for ChunkCache {
 
 impl ChunkCache {
     /// A cache holding at most `budget` bytes of decoded data. Its buffers
-    /// come from a pool that maps at most the budget plus 512 MiB (two read
-    /// windows' chunks at the reader's default window bound, decoded beside
-    /// the cached ones).
+    /// come from a pool that maps at most the budget plus two read windows'
+    /// chunks at the reader's default window bound
+    /// ([`DEFAULT_WINDOW_DECODE_BYTES`](super::DEFAULT_WINDOW_DECODE_BYTES)),
+    /// decoded beside the cached ones.
     pub fn new(budget: u64) -> ChunkCache {
-        Self::with_pool_limit(budget, budget.saturating_add(512 << 20))
+        Self::with_pool_limit(budget, budget.saturating_add(2 * super::DEFAULT_WINDOW_DECODE_BYTES))
     }
 
     /// A cache of `budget` bytes whose chunk buffers come from a pool
