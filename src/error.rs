@@ -121,6 +121,15 @@ pub enum Error {
     /// Background work was cancelled or its thread died.
     #[error("background work failed: {0}")]
     Background(String),
+    /// A field that cannot go to, or come back from, a Burn device: a value
+    /// the device's dtype cannot hold, or a failed read-back.
+    #[error("device, field {field}: {reason}")]
+    Device {
+        /// The batch field (or index tensor) concerned.
+        field: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A failure injected by a test hook (see `AtomicDataZarrWriter::fail_after`).
     #[error("injected failure after append step {0:?}")]
     Injected(AppendStep),

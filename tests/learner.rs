@@ -8,6 +8,8 @@
 //!
 //! Needs `--features train`.
 
+#[path = "../examples/train_mlip/incidence.rs"]
+mod incidence;
 #[path = "../examples/train_mlip/learner.rs"]
 mod learner;
 #[path = "../examples/train_mlip/model.rs"]
@@ -41,7 +43,7 @@ fn tiny_store(dir: &Path, n: usize) -> PathBuf {
 }
 
 fn opts() -> LoaderOptions {
-    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 3, pin_memory: false }
+    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 3, pin_memory: false, use_streams: false }
 }
 
 /// Trains through burn-train; returns (samples seen, checksum, val force

@@ -61,7 +61,7 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
                     let samples: Vec<AtomicData> =
                         reader.read_many(&idx).unwrap().into_iter().map(|s| s.data).collect();
                     let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
-                    assert_eq!(batch.to_host_f64(), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
+                    assert_eq!(batch.to_host_f64().unwrap(), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
                     assert_eq!(batch.num_graphs, batch.indices.len());
                     assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.atoms_ptr);
                     assert_eq!(batch.edges_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.edges_ptr);
@@ -346,7 +346,7 @@ fn epochs_steps_and_options() {
     // With use_streams, 1 and 4 streams deliver the same batches.
     let by = |n: usize| -> Vec<Vec<f64>> {
         let l = streams(true, n).unwrap();
-        l.iter().map(|b| b.unwrap().to_host_f64().into_values().flat_map(|(_, v)| v).collect()).collect()
+        l.iter().map(|b| b.unwrap().to_host_f64().unwrap().into_values().flat_map(|(_, v)| v).collect()).collect()
     };
     assert_eq!(by(1), by(4));
     // Batch transforms apply to every batch.

@@ -133,7 +133,7 @@ fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() 
                 })
                 .collect();
             let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
-            assert_eq!(batch.to_host_f64(), host(&want), "pf {pf} skip {skip}");
+            assert_eq!(batch.to_host_f64().unwrap(), host(&want), "pf {pf} skip {skip}");
             assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.atoms_ptr);
             // And the children's samples are the ones written.
             for (&g, s) in batch.indices.iter().zip(&samples) {

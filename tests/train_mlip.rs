@@ -3,6 +3,8 @@
 //! through atomzarr's DataLoader must lower the loss, and ten must beat the
 //! predict-the-mean baseline on the held-out structures.
 
+#[path = "../examples/train_mlip/incidence.rs"]
+mod incidence;
 #[path = "../examples/train_mlip/model.rs"]
 mod model;
 #[path = "../examples/train_mlip/physics.rs"]
@@ -28,7 +30,7 @@ fn tiny_store(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
 }
 
 fn opts() -> LoaderOptions {
-    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 0, pin_memory: false }
+    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 0, pin_memory: false, use_streams: false }
 }
 
 #[test]
@@ -132,7 +134,7 @@ fn training_beats_the_predict_the_mean_baseline() {
     let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 160);
     let device = Default::default();
-    let opts = LoaderOptions { batch_size: 8, prefetch_factor: 2, seed: 0, pin_memory: false };
+    let opts = LoaderOptions { batch_size: 8, prefetch_factor: 2, seed: 0, pin_memory: false, use_streams: false };
     let split = Split::<Train>::open(&store, 0.25, opts, &device).unwrap();
     Train::seed(&device, 0);
     let config = split.stats.config(CUTOFF);

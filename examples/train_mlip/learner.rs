@@ -63,6 +63,12 @@ impl<B: Backend> Potential<B> {
         Potential { mlip: config.init(device), energy_weight }
     }
 
+    /// The potential with its gathers and sums in form `scatter`.
+    pub fn with_scatter(mut self, scatter: crate::model::Scatter) -> Self {
+        self.mlip = self.mlip.with_scatter(scatter);
+        self
+    }
+
     fn output(&self, batch: AtomicBatch<B>) -> (StepOutput<B>, Tensor<B, 1>) {
         // burn-train's steps cannot return errors; the loader already
         // validated the sample, so a failure here is a bug worth stopping on.

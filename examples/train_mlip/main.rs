@@ -5,7 +5,14 @@
 //! cargo run --release --example train_mlip                      # CPU (Autodiff<Flex>)
 //! cargo run --release --example train_mlip -- --tiny            # seconds, small store
 //! cargo run --release --features cuda --example train_mlip      # GPU (Autodiff<Cuda>)
+//! cargo run --release --features wgpu --example train_mlip -- --backend wgpu   # any Vulkan device
 //! ```
+//!
+//! On a GPU backend (`cuda`, `wgpu`) the loader stages uploads in pinned
+//! memory and builds device batches on its own upload thread (its own
+//! stream), and the model's gathers and sums run as block one-hot matmuls
+//! (`--scatter incidence`, `incidence.rs`); on the CPU as `select` /
+//! scatter-add (`--scatter select`).
 //!
 //! 1. If the store does not exist, it is built: argon/krypton structures
 //!    (clusters and periodic, possibly triclinic boxes) from short MD runs,
@@ -16,12 +23,13 @@
 //! 3. A message-passing potential with a direct, rotation-equivariant force
 //!    head (`model.rs` explains why: Burn has no double backward) trains on
 //!    an energy + force loss, batches from the DataLoader (shuffled, fused
-//!    prefetch, pinned staging on CUDA).
+//!    prefetch; pinned staging and an upload stream on a GPU).
 //! 4. Each epoch prints the training loss, validation MAEs next to a
 //!    predict-the-mean baseline, throughput and the share of step time spent
 //!    waiting for data; the model is saved next to the store with Burn's
 //!    `CompactRecorder`.
 
+mod incidence;
 #[cfg(feature = "train")]
 mod learner;
 mod model;
@@ -32,16 +40,34 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::backend::Autodiff;
+use burn::tensor::backend::AutodiffBackend;
 use clap::Parser;
-use model::Trainer;
+use model::{Scatter, Trainer};
 use training::{BoxError, LoaderOptions, Split};
 
-#[cfg(feature = "cuda")]
-type Inner = burn_cuda::Cuda;
-#[cfg(not(feature = "cuda"))]
-type Inner = burn::backend::Flex;
-/// The training backend: autodiff over the compute backend.
-type Train = Autodiff<Inner>;
+/// The compute backend (training runs on `Autodiff` over it).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    /// Burn's CPU backend.
+    Flex,
+    /// burn-cuda (build with `--features cuda`).
+    Cuda,
+    /// burn-wgpu on a Vulkan device, a software one too (build with `--features wgpu`).
+    Wgpu,
+}
+
+impl BackendArg {
+    /// CUDA when built in, else wgpu when built in, else Flex.
+    fn default_for_build() -> BackendArg {
+        if cfg!(feature = "cuda") {
+            BackendArg::Cuda
+        } else if cfg!(feature = "wgpu") {
+            BackendArg::Wgpu
+        } else {
+            BackendArg::Flex
+        }
+    }
+}
 
 /// Train an interatomic potential on a Lennard-Jones Ar/Kr store.
 #[derive(Parser, Debug)]
@@ -116,10 +142,34 @@ struct Args {
     /// Port of this node's tensor data service.
     #[arg(long, default_value_t = 3001)]
     node_port: u16,
+    /// Compute backend (default: cuda if built with it, else wgpu if built
+    /// with it, else flex).
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
+    /// Gathers and sums over the graph: `select` (select / scatter-add, the
+    /// CPU default) or `incidence` (block one-hot matmuls, the GPU default).
+    #[arg(long)]
+    scatter: Option<Scatter>,
 }
 
 fn main() -> Result<(), BoxError> {
     let args = Args::parse();
+    match args.backend.unwrap_or_else(BackendArg::default_for_build) {
+        BackendArg::Flex => {
+            run::<Autodiff<burn::backend::Flex>>(&args, Default::default(), "Autodiff<Flex> (CPU)", false)
+        }
+        #[cfg(feature = "cuda")]
+        BackendArg::Cuda => run::<Autodiff<burn_cuda::Cuda>>(&args, Default::default(), "Autodiff<Cuda>", true),
+        #[cfg(feature = "wgpu")]
+        BackendArg::Wgpu => run::<Autodiff<burn_wgpu::Wgpu>>(&args, Default::default(), "Autodiff<Wgpu>", true),
+        #[allow(unreachable_patterns)]
+        other => Err(format!("--backend {other:?}: build with --features {other:?}").to_lowercase().into()),
+    }
+}
+
+/// The whole run on backend `Train` (`gpu`: pinned staging, an upload
+/// stream, and the incidence form of the model's gathers and sums).
+fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str, gpu: bool) -> Result<(), BoxError> {
     let start = Instant::now();
     let store = args.store.clone().unwrap_or_else(|| {
         PathBuf::from(if args.tiny {
@@ -130,7 +180,7 @@ fn main() -> Result<(), BoxError> {
     });
     let epochs = args.epochs.unwrap_or(if args.tiny { 2 } else { 12 });
     let batch_size = args.batch_size.unwrap_or(if args.tiny { 8 } else { 32 });
-    let backend = if cfg!(feature = "cuda") { "Autodiff<Cuda>" } else { "Autodiff<Flex> (CPU)" };
+    let scatter = args.scatter.unwrap_or(if gpu { Scatter::Incidence } else { Scatter::Select });
 
     // 1. The store.
     if args.rebuild && store.exists() {
@@ -158,12 +208,12 @@ fn main() -> Result<(), BoxError> {
     }
 
     // 2. Loaders over the split, and the training statistics.
-    let device = Default::default();
     let opts = LoaderOptions {
         batch_size,
         prefetch_factor: args.prefetch_factor,
         seed: args.seed,
-        pin_memory: cfg!(feature = "cuda"),
+        pin_memory: gpu,
+        use_streams: gpu,
     };
     let learner = args.learner || args.num_nodes > 1;
     if args.node_rank >= args.num_nodes.max(1) {
@@ -186,23 +236,26 @@ fn main() -> Result<(), BoxError> {
     <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
     let config = stats.config(physics::CUTOFF).with_hidden(args.hidden).with_interactions(args.interactions);
     let mut trainer = Trainer::<Train>::new(&config, &device);
+    trainer.model = trainer.model.clone().with_scatter(scatter);
     trainer.weights.energy = args.energy_weight;
     {
         use burn::module::Module;
         println!(
-            "model: message passing + direct force head, {} parameters, backend {backend}; batch {} prefetch {}",
+            "model: message passing + direct force head, {} parameters, backend {backend}, scatter {scatter:?}; batch {} prefetch {}{}",
             trainer.model.num_params(),
             batch_size,
-            args.prefetch_factor
+            args.prefetch_factor,
+            if gpu { ", pinned uploads on the loader's upload stream" } else { "" }
         );
     }
     if learner {
         #[cfg(feature = "train")]
-        return run_learner(&args, &store, &split, &config, epochs, start);
+        return run_learner::<Train>(args, &store, &split, &config, scatter, epochs, start, &device);
         #[cfg(not(feature = "train"))]
         return Err("--learner and --num-nodes need the Learner: build with --features train".into());
     }
     let (mut wait_after_first, mut total_after_first) = (Duration::ZERO, Duration::ZERO);
+    let mut samples_after_first = 0;
     let mut last = None;
     for epoch in 0..epochs {
         let lr = training::cosine_lr(args.lr, 0.05, epoch, epochs);
@@ -210,6 +263,7 @@ fn main() -> Result<(), BoxError> {
         if epoch > 0 || epochs == 1 {
             wait_after_first += r.wait;
             total_after_first += r.total;
+            samples_after_first += r.samples;
         }
         let m = training::evaluate(&trainer.valid(), &split.val, stats.energy_per_atom)?;
         println!(
@@ -238,30 +292,34 @@ fn main() -> Result<(), BoxError> {
         start.elapsed().as_secs_f64()
     );
     println!(
-        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}%",
+        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_per_s={:.1}",
         m.energy_mae(),
         m.force_mae(),
         m.baseline_energy_mae(),
         m.baseline_force_mae(),
-        100.0 * wait_after_first.as_secs_f64() / total_after_first.as_secs_f64().max(1e-9)
+        100.0 * wait_after_first.as_secs_f64() / total_after_first.as_secs_f64().max(1e-9),
+        samples_after_first as f64 / total_after_first.as_secs_f64().max(1e-9)
     );
     Ok(())
 }
 
 /// The `--learner` / `--num-nodes` run: burn-train drives the epochs.
 #[cfg(feature = "train")]
-fn run_learner(
+#[allow(clippy::too_many_arguments)]
+fn run_learner<Train: AutodiffBackend>(
     args: &Args,
     store: &std::path::Path,
     split: &Split<Train>,
     config: &model::MlipConfig,
+    scatter: Scatter,
     epochs: usize,
     start: Instant,
+    device: &Train::Device,
 ) -> Result<(), BoxError> {
     use atomzarr::AtomicBatch;
     use burn::data::dataloader::DataLoader as BurnDataLoader;
     use std::sync::Arc;
-    let device = Default::default();
+    type Inner<T> = <T as AutodiffBackend>::InnerBackend;
     let nodes = (args.num_nodes > 1).then(|| learner::Nodes {
         num_nodes: args.num_nodes,
         rank: args.node_rank,
@@ -288,10 +346,10 @@ fn run_learner(
         split.train.set_epoch(c as u64);
     }
     // Same seed on every node: same initial weights.
-    <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
-    let model = learner::Potential::<Train>::new(config, args.energy_weight, &device);
+    <Train as burn::tensor::backend::Backend>::seed(device, args.seed);
+    let model = learner::Potential::<Train>::new(config, args.energy_weight, device).with_scatter(scatter);
     let train: Arc<dyn BurnDataLoader<Train, AtomicBatch<Train>>> = Arc::new(split.train.clone());
-    let valid: Arc<dyn BurnDataLoader<Inner, AtomicBatch<Inner>>> = Arc::new(split.val.clone());
+    let valid: Arc<dyn BurnDataLoader<Inner<Train>, AtomicBatch<Inner<Train>>>> = Arc::new(split.val.clone());
     println!(
         "learner: burn-train SupervisedTraining, {} epochs, {} steps/epoch{}; checkpoints in {}",
         epochs,
@@ -312,7 +370,7 @@ fn run_learner(
         nodes,
         store,
     };
-    let out = learner::fit(run, model, train, valid, &device)?;
+    let out = learner::fit(run, model, train, valid, device)?;
     let m = training::evaluate(&out.model.mlip, &split.val, split.stats.energy_per_atom)?;
     if args.node_rank == 0 {
         // One writer: every node holds the same weights.

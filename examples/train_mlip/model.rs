@@ -27,8 +27,18 @@
 //! direct head is what large direct-force models use, and it trains fast.
 //!
 //! Everything is generic over the Burn backend: `Autodiff<Flex>` for training
-//! on CPU, `Autodiff<Cuda>` with `--features cuda`, and the inner backend
-//! (via `model.valid()`) for validation.
+//! on CPU, `Autodiff<Cuda>` / `Autodiff<Wgpu>` with `--features cuda` /
+//! `wgpu`, and the inner backend (via `model.valid()`) for validation.
+//!
+//! ## Gathers and sums over the graph
+//!
+//! Message passing gathers atom features onto edges and sums edge terms back
+//! into atoms (and atom energies into graphs). [`Scatter::Select`] does it
+//! with Burn's `select` and `select_assign(.., IndexingUpdateOp::Add)`: little
+//! arithmetic, fast on a CPU, but on CubeCL GPUs `select_assign` runs one
+//! thread per column over all rows (and is `select`'s backward).
+//! [`Scatter::Incidence`] does it with matmuls by block-diagonal one-hot
+//! matrices (`incidence.rs`): more arithmetic, all of it parallel.
 #![allow(dead_code)]
 // Index loops over xyz components read like the formulas they implement.
 #![allow(clippy::needless_range_loop)]
@@ -44,6 +54,29 @@ use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::activation::silu;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+
+use crate::incidence::Incidence;
+
+/// How the model gathers over edges and sums into atoms and graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scatter {
+    /// `select` and `select_assign` (scatter-add): the CPU's fast path.
+    #[default]
+    Select,
+    /// Matmuls by block-diagonal one-hot matrices: parallel on a GPU.
+    Incidence,
+}
+
+impl std::str::FromStr for Scatter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Scatter, String> {
+        match s {
+            "select" => Ok(Scatter::Select),
+            "incidence" => Ok(Scatter::Incidence),
+            other => Err(format!("unknown scatter `{other}` (select, incidence)")),
+        }
+    }
+}
 
 /// Hyper-parameters and the data statistics the model normalises with. Saved
 /// next to the weights (the weights alone do not say how to rebuild the model).
@@ -100,6 +133,9 @@ pub struct Mlip<B: Backend> {
     pair_out: Linear<B>,
     atom1: Linear<B>,
     atom_out: Linear<B>,
+    /// How gathers and sums over the graph run (not part of the record).
+    #[module(skip)]
+    scatter: Scatter,
     // Constants (rebuilt from the config; not part of the record).
     num_rbf: usize,
     r_min: f64,
@@ -126,6 +162,7 @@ impl MlipConfig {
             pair_out: lin(h, 1),
             atom1: lin(h, h),
             atom_out: lin(h, 1),
+            scatter: Scatter::default(),
             num_rbf: k,
             r_min: self.r_min,
             cutoff: self.cutoff,
@@ -159,6 +196,10 @@ pub struct GraphBatch<B: Backend> {
     pub energy: Tensor<B, 2>,
     /// `[V,3]` reference forces, eV/Å.
     pub forces: Tensor<B, 2>,
+    /// `[B+1]` atom offsets, on the host (for [`Incidence`]'s blocks).
+    pub atoms_ptr: Vec<i64>,
+    /// `[B+1]` edge offsets, on the host.
+    pub edges_ptr: Vec<i64>,
 }
 
 fn floats(d: &HostData) -> Vec<f32> {
@@ -192,6 +233,8 @@ impl<B: Backend> GraphBatch<B> {
             num_atoms: Tensor::from_data(TensorData::new(counts, [g, 1]), device),
             energy: Tensor::from_data(TensorData::new(floats(field("energy")), [g, 1]), device),
             forces: Tensor::from_data(TensorData::new(floats(field("forces")), [v, 3]), device),
+            atoms_ptr: b.atoms_ptr.clone(),
+            edges_ptr: b.edges_ptr.clone(),
         }
     }
 
@@ -210,6 +253,8 @@ impl<B: Backend> GraphBatch<B> {
             forces: b.forces().ok_or_else(|| need("forces"))?,
             num_atoms: Self::counts_from_ptr(b.atoms_ptr),
             graph_index: b.graph_index,
+            atoms_ptr: b.host_atoms_ptr,
+            edges_ptr: b.host_edges_ptr,
         })
     }
 
@@ -234,6 +279,8 @@ impl<B: AutodiffBackend> GraphBatch<B> {
             num_atoms: Tensor::from_inner(b.num_atoms),
             energy: Tensor::from_inner(b.energy),
             forces: Tensor::from_inner(b.forces),
+            atoms_ptr: b.atoms_ptr,
+            edges_ptr: b.edges_ptr,
         }
     }
 }
@@ -253,18 +300,92 @@ fn scatter_sum<B: Backend>(values: Tensor<B, 2>, index: Tensor<B, 1, Int>, rows:
     Tensor::zeros([rows, c], &values.device()).select_assign(0, index, values, IndexingUpdateOp::Add)
 }
 
+/// A batch's gathers over edges and sums into atoms and graphs, in one of
+/// the two [`Scatter`] forms (equal up to float rounding).
+pub enum GraphOps<B: Backend> {
+    /// `select` / `select_assign` by the edge endpoints and graph index.
+    Select {
+        src: Tensor<B, 1, Int>,
+        dst: Tensor<B, 1, Int>,
+        graph_index: Tensor<B, 1, Int>,
+        atoms: usize,
+        graphs: usize,
+    },
+    /// Block-diagonal one-hot matmuls.
+    Incidence(Incidence<B>),
+}
+
+impl<B: Backend> GraphOps<B> {
+    /// The ops of `batch` in form `scatter`.
+    pub fn new(scatter: Scatter, batch: &GraphBatch<B>) -> GraphOps<B> {
+        match scatter {
+            Scatter::Select => {
+                let [e, _] = batch.edges.dims();
+                GraphOps::Select {
+                    src: batch.edges.clone().narrow(1, 0, 1).reshape([e]),
+                    dst: batch.edges.clone().narrow(1, 1, 1).reshape([e]),
+                    graph_index: batch.graph_index.clone(),
+                    atoms: batch.positions.dims()[0],
+                    graphs: batch.num_graphs,
+                }
+            }
+            Scatter::Incidence => GraphOps::Incidence(Incidence::new(&batch.edges, &batch.atoms_ptr, &batch.edges_ptr)),
+        }
+    }
+
+    /// `x[src]` `[E,C]` of atom rows `x` `[V,C]`.
+    pub fn gather_src(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        match self {
+            GraphOps::Select { src, .. } => x.select(0, src.clone()),
+            GraphOps::Incidence(i) => i.gather_src(x),
+        }
+    }
+
+    /// `x[dst]` `[E,C]` of atom rows `x` `[V,C]`.
+    pub fn gather_dst(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        match self {
+            GraphOps::Select { dst, .. } => x.select(0, dst.clone()),
+            GraphOps::Incidence(i) => i.gather_dst(x),
+        }
+    }
+
+    /// Edge rows `m` `[E,C]` summed into their source atoms: `[V,C]`.
+    pub fn sum_to_src(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+        match self {
+            GraphOps::Select { src, atoms, .. } => scatter_sum(m, src.clone(), *atoms),
+            GraphOps::Incidence(i) => i.sum_to_src(m),
+        }
+    }
+
+    /// Atom rows `a` `[V,C]` summed into their graphs: `[B,C]`.
+    pub fn sum_to_graphs(&self, a: Tensor<B, 2>) -> Tensor<B, 2> {
+        match self {
+            GraphOps::Select { graph_index, graphs, .. } => scatter_sum(a, graph_index.clone(), *graphs),
+            GraphOps::Incidence(i) => i.sum_to_graphs(a),
+        }
+    }
+}
+
 impl<B: Backend> Mlip<B> {
+    /// The model with its gathers and sums done in form `scatter`.
+    pub fn with_scatter(mut self, scatter: Scatter) -> Mlip<B> {
+        self.scatter = scatter;
+        self
+    }
+
     /// Energies and forces for a batch.
     pub fn forward(&self, batch: &GraphBatch<B>) -> Prediction<B> {
         let device = batch.positions.device();
         let [v, _] = batch.positions.dims();
         let [e, _] = batch.edges.dims();
+        let graph = GraphOps::new(self.scatter, batch);
+
+        // Edge geometry: r_ij = r_j - r_i + shift_ij (positions carry no
+        // gradient, so a plain gather serves both forms).
         let src = batch.edges.clone().narrow(1, 0, 1).reshape([e]);
         let dst = batch.edges.clone().narrow(1, 1, 1).reshape([e]);
-
-        // Edge geometry: r_ij = r_j - r_i + shift_ij.
-        let rvec = batch.positions.clone().select(0, dst.clone()) - batch.positions.clone().select(0, src.clone())
-            + batch.shifts.clone();
+        let rvec =
+            batch.positions.clone().select(0, dst) - batch.positions.clone().select(0, src) + batch.shifts.clone();
         let r = rvec.clone().powi_scalar(2).sum_dim(1).sqrt(); // [E,1]
         let unit = rvec / r.clone(); // [E,3]
         // Cosine envelope: every edge term goes smoothly to zero at the cutoff.
@@ -280,13 +401,13 @@ impl<B: Backend> Mlip<B> {
         let z = batch.atomic_numbers.clone().reshape([1, v]);
         let mut h = self.embed.forward(z).reshape([v, self.embed.weight.dims()[1]]);
         let pair_features = |h: &Tensor<B, 2>| {
-            let hi = h.clone().select(0, src.clone());
-            let hj = h.clone().select(0, dst.clone());
+            let hi = graph.gather_src(h.clone());
+            let hj = graph.gather_dst(h.clone());
             Tensor::cat(vec![hi.clone() + hj.clone(), hi * hj, rbf.clone()], 1)
         };
         for block in &self.interactions {
             let m = silu(block.msg2.forward(silu(block.msg1.forward(pair_features(&h))))) * env.clone();
-            let agg = scatter_sum(m, src.clone(), v) / self.avg_neighbors;
+            let agg = graph.sum_to_src(m) / self.avg_neighbors;
             h = h.clone() + silu(block.update.forward(Tensor::cat(vec![h, agg], 1)));
         }
 
@@ -294,13 +415,12 @@ impl<B: Backend> Mlip<B> {
         let g = silu(self.edge2.forward(silu(self.edge1.forward(pair_features(&h))))); // [E,H]
         // Direct force head: F_i = sum_j f(r_ij, h_i, h_j) r_ij/|r_ij|.
         let f = self.force_out.forward(g.clone()) * env.clone(); // [E,1]
-        let forces = scatter_sum(unit * f, src.clone(), v) * self.force_scale;
+        let forces = graph.sum_to_src(unit * f) * self.force_scale;
         // Energy head: per-atom energy = pair terms over the atom's edges + an atom term.
         let pair_e = self.pair_out.forward(g) * env; // [E,1]
-        let atom_e =
-            scatter_sum(pair_e, src, v) / self.avg_neighbors + self.atom_out.forward(silu(self.atom1.forward(h)));
+        let atom_e = graph.sum_to_src(pair_e) / self.avg_neighbors + self.atom_out.forward(silu(self.atom1.forward(h)));
         let atom_e = atom_e * self.energy_scale + self.energy_per_atom;
-        let energy = scatter_sum(atom_e, batch.graph_index.clone(), batch.num_graphs);
+        let energy = graph.sum_to_graphs(atom_e);
         Prediction { energy, forces }
     }
 }
@@ -469,21 +589,12 @@ mod model_tests {
     type B = Flex;
 
     /// A random 2-graph batch: one periodic-looking graph with shifts, one cluster.
-    fn toy_batch(device: &burn::tensor::Device<B>) -> GraphBatch<B> {
+    fn toy_batch<B: Backend>(device: &B::Device) -> GraphBatch<B> {
         let positions = vec![[0.0f32, 0.0, 0.0], [3.7, 0.2, 0.1], [0.3, 3.6, 0.0], [10.0, 0.0, 0.0], [13.8, 0.0, 0.4]];
-        let edges: Vec<i64> = vec![0, 1, 1, 0, 0, 2, 2, 0, 1, 2, 2, 1, 3, 4, 4, 3, 0, 0, 0, 0];
-        let shifts = vec![
-            [0.0f32, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 0.0],
-            [5.0, 0.0, 0.0],
-            [-5.0, 0.0, 0.0],
-        ];
+        let edges: Vec<i64> = vec![0, 1, 1, 0, 0, 2, 2, 0, 1, 2, 2, 1, 0, 0, 0, 0, 3, 4, 4, 3];
+        let mut shifts = vec![[0.0f32; 3]; 10];
+        shifts[6] = [5.0, 0.0, 0.0];
+        shifts[7] = [-5.0, 0.0, 0.0];
         let flat = |v: Vec<[f32; 3]>| v.into_iter().flatten().collect::<Vec<_>>();
         GraphBatch {
             num_graphs: 2,
@@ -495,7 +606,59 @@ mod model_tests {
             num_atoms: Tensor::from_data(TensorData::new(vec![3.0f32, 2.0], [2, 1]), device),
             energy: Tensor::zeros([2, 1], device),
             forces: Tensor::zeros([5, 3], device),
+            atoms_ptr: vec![0, 3, 5],
+            edges_ptr: vec![0, 8, 10],
         }
+    }
+
+    /// The incidence form computes what the select form does, forward and
+    /// backward: same energies and forces, same parameter gradients.
+    #[test]
+    fn incidence_and_select_forms_agree() {
+        type AD = burn::backend::Autodiff<B>;
+        let device = Default::default();
+        let mut batch = toy_batch::<AD>(&device);
+        batch.energy = Tensor::from_data(TensorData::new(vec![-1.0f32, -0.5], [2, 1]), &device);
+        let config = MlipConfig::new().with_interactions(2);
+        let model = config.init::<AD>(&device);
+        let run = |scatter: Scatter| {
+            let m = model.clone().with_scatter(scatter);
+            let p = m.forward(&batch);
+            let l = loss(&m, &p, &batch, LossWeights::default());
+            let grads = l.backward();
+            let g =
+                |w: &burn::module::Param<Tensor<AD, 2>>| w.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+            (
+                p.energy.into_data().to_vec::<f32>().unwrap(),
+                p.forces.into_data().to_vec::<f32>().unwrap(),
+                [g(&m.edge1.weight), g(&m.interactions[0].msg1.weight), g(&m.embed.weight)],
+            )
+        };
+        let (e1, f1, g1) = run(Scatter::Select);
+        let (e2, f2, g2) = run(Scatter::Incidence);
+        let close = |a: &[f32], b: &[f32], what: &str| {
+            let scale = a.iter().fold(1e-6f32, |m, x| m.max(x.abs()));
+            let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(a.len() == b.len() && worst <= 1e-5 * scale.max(1.0), "{what}: differ by {worst} (scale {scale})");
+        };
+        close(&e1, &e2, "energies");
+        close(&f1, &f2, "forces");
+        for (k, (a, b)) in g1.iter().zip(&g2).enumerate() {
+            close(a, b, &format!("gradient {k}"));
+        }
+    }
+
+    /// Graphs group into blocks of bounded atoms × edges, whole and in order.
+    #[test]
+    fn incidence_blocks_cover_the_graphs_in_order() {
+        let atoms = [0i64, 3, 5, 9, 10];
+        let edges = [0i64, 8, 10, 30, 30];
+        assert_eq!(crate::incidence::blocks(&atoms, &edges, 1 << 20), vec![(0, 4)]);
+        // 5 atoms × 10 edges fit 50; adding graph 2 (9 × 30) does not.
+        assert_eq!(crate::incidence::blocks(&atoms, &edges, 50), vec![(0, 2), (2, 3), (3, 4)]);
+        // A graph bigger than the budget is a block of its own.
+        assert_eq!(crate::incidence::blocks(&atoms, &edges, 1), vec![(0, 1), (1, 2), (2, 3), (3, 4)]);
+        assert!(crate::incidence::blocks(&[0], &[0], 1).is_empty());
     }
 
     /// Rotating the positions and shifts rotates the forces and leaves the
@@ -504,7 +667,7 @@ mod model_tests {
     fn force_head_is_equivariant_and_momentum_conserving() {
         let device = Default::default();
         let model = MlipConfig::new().init::<B>(&device);
-        let batch = toy_batch(&device);
+        let batch = toy_batch::<B>(&device);
         let p = model.forward(&batch);
         let (c, s) = (0.6f32, 0.8f32);
         let rot =

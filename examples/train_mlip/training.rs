@@ -32,6 +32,9 @@ pub struct LoaderOptions {
     pub seed: u64,
     /// Stage uploads in page-locked memory (useful on CUDA; a no-op on CPU).
     pub pin_memory: bool,
+    /// Build device batches on the loader's own upload thread (its own
+    /// device stream), overlapping uploads with the training step: for GPUs.
+    pub use_streams: bool,
 }
 
 /// Train and validation loaders over one store, split by index: the last
@@ -93,6 +96,7 @@ impl<B: AutodiffBackend> Split<B> {
             .with_seed(opts.seed)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
+            .with_use_streams(opts.use_streams)
             .with_sampler(ListSampler::new(train_indices.clone()))
             .with_rank(rank.0, rank.1)
             .build(device)?;
@@ -100,6 +104,7 @@ impl<B: AutodiffBackend> Split<B> {
             .with_batch_size(opts.batch_size)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
+            .with_use_streams(opts.use_streams)
             .with_sampler(ListSampler::new(val_indices.clone()))
             .build(device)?;
         Ok(Split { train, val, train_indices, val_indices, stats })

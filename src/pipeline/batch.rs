@@ -23,12 +23,13 @@ use std::collections::BTreeMap;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::data::CollatedBatch;
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, HostData, Level};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::pipeline::stage::{self, Kind};
 
 /// A field's tensor, flat over all elements, by element kind.
 #[derive(Debug, Clone)]
@@ -67,6 +68,11 @@ pub struct AtomicBatch<B: Backend> {
     pub atoms_ptr: Tensor<B, 1, Int>,
     /// `[B+1]` edge offsets.
     pub edges_ptr: Tensor<B, 1, Int>,
+    /// `atoms_ptr` on the host, for shaping work per graph without reading
+    /// the device.
+    pub host_atoms_ptr: Vec<i64>,
+    /// `edges_ptr` on the host.
+    pub host_edges_ptr: Vec<i64>,
     /// Every field by name.
     pub fields: BTreeMap<String, BatchField<B>>,
     /// Logical indices of the samples, in batch order (host side).
@@ -75,94 +81,78 @@ pub struct AtomicBatch<B: Backend> {
 
 /// The dtype `device` creates int tensors in.
 pub(crate) fn device_int_dtype<B: Backend>(device: &B::Device) -> burn::tensor::DType {
-    burn::tensor::get_device_settings::<B>(device).int_dtype.into()
+    stage::device_dtype(&stage::settings::<B>(device), Kind::Int)
 }
 
-fn host_to_tensor_data(data: HostData, shape: [usize; 1], int_dtype: burn::tensor::DType) -> TensorData {
-    // Narrow int64 to an int32 device with a plain cast when every value fits
-    // (atom indices and atomic numbers always do): Burn's generic per-element
-    // conversion is several times slower. The DataLoader has its reader
-    // narrow once per cached chunk (CollateOptions), so this pass only runs
-    // for batches built elsewhere.
-    if let HostData::Int64(v) = &data
-        && int_dtype == burn::tensor::DType::I32
-        && let Some(narrow) = crate::data::narrow_i64(v)
-    {
-        return TensorData::new(narrow, shape);
-    }
-    match data {
-        HostData::Bool(v) => TensorData::new(v, shape),
-        HostData::Int8(v) => TensorData::new(v, shape),
-        HostData::Int16(v) => TensorData::new(v, shape),
-        HostData::Int32(v) => TensorData::new(v, shape),
-        HostData::Int64(v) => TensorData::new(v, shape),
-        HostData::UInt8(v) => TensorData::new(v, shape),
-        HostData::UInt16(v) => TensorData::new(v, shape),
-        HostData::UInt32(v) => TensorData::new(v, shape),
-        HostData::UInt64(v) => TensorData::new(v, shape),
-        HostData::Float32(v) => TensorData::new(v, shape),
-        HostData::Float64(v) => TensorData::new(v, shape),
-        // Half types are widened: backends differ in which they accept.
-        other @ (HostData::Float16(_) | HostData::BFloat16(_)) => {
-            TensorData::new(other.to_f64_vec().into_iter().map(|x| x as f32).collect::<Vec<f32>>(), shape)
+/// `graph_index` (the graph of each atom) from the atom offsets, in int32
+/// when the device's ints are and the graph count fits, else int64.
+fn graph_index(atoms_ptr: &[i64], num_atoms: usize, int: burn::tensor::DType) -> HostData {
+    let graphs = atoms_ptr.windows(2).enumerate().map(|(k, w)| (k, (w[1] - w[0]).max(0) as usize));
+    if int == burn::tensor::DType::I32 && i32::try_from(atoms_ptr.len()).is_ok() {
+        let mut v: Vec<i32> = Vec::with_capacity(num_atoms);
+        for (k, n) in graphs {
+            v.extend(std::iter::repeat_n(k as i32, n));
         }
+        HostData::Int32(v)
+    } else {
+        let mut v: Vec<i64> = Vec::with_capacity(num_atoms);
+        for (k, n) in graphs {
+            v.extend(std::iter::repeat_n(k as i64, n));
+        }
+        HostData::Int64(v)
     }
 }
 
-enum Kind {
-    Float,
-    Int,
-    Bool,
+/// A batch's layout before upload; its buffers travel beside it as
+/// [`HostParts`], the three index tensors first (`graph_index`,
+/// `atoms_ptr`, `edges_ptr`), then the fields in name order.
+struct Layout {
+    num_graphs: usize,
+    num_atoms: usize,
+    num_edges: usize,
+    atoms_ptr: Vec<i64>,
+    edges_ptr: Vec<i64>,
+    indices: Vec<usize>,
+    fields: Vec<(String, Level, Vec<usize>, Kind)>,
 }
 
-fn kind(d: &HostData) -> Kind {
-    match d {
-        HostData::Bool(_) => Kind::Bool,
-        HostData::Float16(_) | HostData::BFloat16(_) | HostData::Float32(_) | HostData::Float64(_) => Kind::Float,
-        _ => Kind::Int,
+/// Each buffer of a batch with its name and the device dtype it becomes.
+type HostParts = Vec<(String, HostData, burn::tensor::DType)>;
+
+const INDEX_NAMES: [&str; 3] = ["graph_index", "atoms_ptr", "edges_ptr"];
+
+fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layout, HostParts) {
+    let int = stage::device_dtype(settings, Kind::Int);
+    let (num_graphs, num_atoms, num_edges) = (batch.num_graphs(), batch.num_atoms(), batch.num_edges());
+    let (atoms_ptr, edges_ptr) = (batch.atoms_ptr.clone(), batch.edges_ptr.clone());
+    let mut parts: HostParts = vec![
+        (INDEX_NAMES[0].into(), graph_index(&batch.atoms_ptr, num_atoms, int), int),
+        (INDEX_NAMES[1].into(), HostData::Int64(batch.atoms_ptr), int),
+        (INDEX_NAMES[2].into(), HostData::Int64(batch.edges_ptr), int),
+    ];
+    let mut fields = Vec::with_capacity(batch.fields.len());
+    for (name, f) in batch.fields {
+        let k = stage::kind(&f.data);
+        fields.push((name.clone(), f.level, f.shape(), k));
+        parts.push((name, f.data, stage::device_dtype(settings, k)));
     }
+    (Layout { num_graphs, num_atoms, num_edges, atoms_ptr, edges_ptr, indices: batch.indices, fields }, parts)
 }
 
-impl<B: Backend> AtomicBatch<B> {
-    /// Moves a host batch to `device`. With `pin`, the host buffers are first
-    /// handed to the backend's `staging` (page-locked memory on CUDA; a no-op
-    /// on CPU backends) so the copy can be asynchronous.
-    pub fn from_collated(batch: CollatedBatch, device: &B::Device, pin: bool) -> AtomicBatch<B> {
-        let num_graphs = batch.num_graphs();
-        let (num_atoms, num_edges) = (batch.num_atoms(), batch.num_edges());
-        // Index tensors are built in the backend's int type, so `from_data`
-        // does not convert them again.
-        let int = |x: i64| -> B::IntElem { x.elem() };
-        let mut graph: Vec<B::IntElem> = Vec::with_capacity(num_atoms);
-        for (k, w) in batch.atoms_ptr.windows(2).enumerate() {
-            graph.extend(std::iter::repeat_n(int(k as i64), (w[1] - w[0]) as usize));
-        }
-        let mut datas: Vec<TensorData> = Vec::with_capacity(batch.fields.len() + 3);
-        datas.push(TensorData::new(graph, [num_atoms]));
-        datas.push(TensorData::new(batch.atoms_ptr.iter().map(|&x| int(x)).collect::<Vec<_>>(), [num_graphs + 1]));
-        datas.push(TensorData::new(batch.edges_ptr.iter().map(|&x| int(x)).collect::<Vec<_>>(), [num_graphs + 1]));
-        let mut meta = Vec::with_capacity(batch.fields.len());
-        let int_dtype = device_int_dtype::<B>(device);
-        for (name, f) in batch.fields {
-            let shape = f.shape();
-            let k = kind(&f.data);
-            let n = f.data.len();
-            datas.push(host_to_tensor_data(f.data, [n], int_dtype));
-            meta.push((name, f.level, shape, k));
-        }
-        if pin {
-            B::staging(datas.iter_mut(), device);
-        }
-        let mut it = datas.into_iter();
-        // The three index tensors were pushed first, in this order.
-        let next_int = |it: &mut std::vec::IntoIter<TensorData>| -> Tensor<B, 1, Int> {
-            Tensor::from_data(it.next().unwrap_or_else(|| TensorData::new(Vec::<i64>::new(), [0])), device)
+impl Layout {
+    /// Creates the tensors on `device` from their data (in [`HostParts`]
+    /// order, each already in its device dtype).
+    fn upload<B: Backend>(self, tensors: Vec<TensorData>, device: &B::Device) -> Result<AtomicBatch<B>> {
+        let mut it = tensors.into_iter();
+        let mut next_int = |name: &str| -> Result<Tensor<B, 1, Int>> {
+            let d = it.next().ok_or_else(|| Error::Device { field: name.into(), reason: "no tensor data".into() })?;
+            Ok(Tensor::from_data(d, device))
         };
-        let graph_index = next_int(&mut it);
-        let atoms_ptr = next_int(&mut it);
-        let edges_ptr = next_int(&mut it);
+        let graph_index = next_int(INDEX_NAMES[0])?;
+        let atoms_ptr = next_int(INDEX_NAMES[1])?;
+        let edges_ptr = next_int(INDEX_NAMES[2])?;
         let mut fields = BTreeMap::new();
-        for ((name, level, shape, k), d) in meta.into_iter().zip(it) {
+        for ((name, level, shape, k), d) in self.fields.into_iter().zip(it) {
             let data = match k {
                 Kind::Float => BatchData::Float(Tensor::from_data(d, device)),
                 Kind::Int => BatchData::Int(Tensor::from_data(d, device)),
@@ -170,16 +160,91 @@ impl<B: Backend> AtomicBatch<B> {
             };
             fields.insert(name, BatchField { level, shape, data });
         }
-        AtomicBatch {
-            num_graphs,
-            num_atoms,
-            num_edges,
+        Ok(AtomicBatch {
+            num_graphs: self.num_graphs,
+            num_atoms: self.num_atoms,
+            num_edges: self.num_edges,
             graph_index,
             atoms_ptr,
             edges_ptr,
+            host_atoms_ptr: self.atoms_ptr,
+            host_edges_ptr: self.edges_ptr,
             fields,
-            indices: batch.indices,
+            indices: self.indices,
+        })
+    }
+}
+
+/// Reads a device tensor back to the host (an error, never empty data, when
+/// the device cannot).
+fn read_back<B: Backend, const D: usize, K: burn::tensor::BasicOps<B>>(
+    name: &str,
+    t: &Tensor<B, D, K>,
+) -> Result<TensorData> {
+    t.clone()
+        .try_into_data()
+        .map_err(|e| Error::Device { field: name.to_string(), reason: format!("read-back failed: {e:?}") })
+}
+
+impl<B: Backend> AtomicBatch<B> {
+    /// Moves a host batch to `device`, every field in the device's dtype for
+    /// its kind (float, int, bool), converted on the host so that
+    /// `Tensor::from_data` converts nothing. With `pin`, the buffers go
+    /// through the backend's `staging` (page-locked memory on CUDA, which
+    /// the conversion writes into directly; nothing on CPU backends and
+    /// wgpu) so the copy to the device is a DMA from pinned memory.
+    ///
+    /// A value the device dtype cannot hold (an int64 index beyond int32) is
+    /// an [`Error::Device`] naming the field and element.
+    pub fn from_collated(batch: CollatedBatch, device: &B::Device, pin: bool) -> Result<AtomicBatch<B>> {
+        if pin {
+            return Self::from_collated_staged(batch, device, |datas| B::staging(datas.iter_mut(), device));
         }
+        let (layout, parts) = split(batch, &stage::settings::<B>(device));
+        let tensors = parts
+            .into_iter()
+            .map(|(name, data, dtype)| stage::host_tensor_data(&name, data, dtype))
+            .collect::<Result<Vec<_>>>()?;
+        layout.upload(tensors, device)
+    }
+
+    /// As [`from_collated`](Self::from_collated) with pinning, `stage`
+    /// standing in for Burn's `Backend::staging`: it is handed every buffer
+    /// of the batch, each announcing the device's dtype, and may swap each
+    /// for a buffer of its own after filling it with the buffer's
+    /// `Bytes::copy_into` (which writes the converted values), as `staging`
+    /// does with pinned memory. Buffers it leaves alone are converted on the
+    /// host afterwards. Use it to upload from page-locked memory you
+    /// allocate yourself, or to observe the buffers the device copies from.
+    ///
+    /// ```
+    /// use burn::backend::Flex;
+    /// use atomzarr::{AtomicBatch, AtomicData, CollatedBatch};
+    /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2]).unwrap().with_pbc([true, false, true]);
+    /// let host = CollatedBatch::from_samples(&[0], &[s]).unwrap();
+    /// let mut seen = Vec::new();
+    /// let batch = AtomicBatch::<Flex>::from_collated_staged(host, &Default::default(), |datas| {
+    ///     seen = datas.iter().map(|d| d.dtype).collect();
+    /// })
+    /// .unwrap();
+    /// assert_eq!(seen.len(), 3 + 3); // graph_index, atoms_ptr, edges_ptr, then the fields
+    /// assert_eq!(batch.pbc().unwrap().to_data().to_vec::<bool>().unwrap(), vec![true, false, true]);
+    /// ```
+    pub fn from_collated_staged(
+        batch: CollatedBatch,
+        device: &B::Device,
+        stage: impl FnOnce(&mut [TensorData]),
+    ) -> Result<AtomicBatch<B>> {
+        let (layout, parts) = split(batch, &stage::settings::<B>(device));
+        let (mut datas, rest): (Vec<TensorData>, Vec<stage::Staged>) = parts
+            .into_iter()
+            .map(|(name, data, dtype)| stage::prepare(&name, data, dtype))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        stage(&mut datas);
+        let tensors = rest.into_iter().zip(datas).map(|(s, d)| s.finish(d)).collect::<Result<Vec<_>>>()?;
+        layout.upload(tensors, device)
     }
 
     /// A field's data and its shape as a rank-`D` array (`None` if absent or
@@ -216,22 +281,22 @@ impl<B: Backend> AtomicBatch<B> {
 
     /// Every field read back to the host as f64 (ints and bools too), with
     /// its shape: for checks and debugging, not the training path (it syncs).
-    pub fn to_host_f64(&self) -> BTreeMap<String, (Vec<usize>, Vec<f64>)> {
+    /// A field the device cannot read back is an [`Error::Device`].
+    pub fn to_host_f64(&self) -> Result<BTreeMap<String, (Vec<usize>, Vec<f64>)>> {
         self.fields
             .iter()
             .map(|(name, f)| {
-                let v: Vec<f64> = match &f.data {
-                    BatchData::Float(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap_or_default(),
-                    BatchData::Int(t) => t.to_data().convert::<f64>().to_vec::<f64>().unwrap_or_default(),
-                    BatchData::Bool(t) => t
-                        .to_data()
-                        .to_vec::<bool>()
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|x| f64::from(u8::from(x)))
-                        .collect(),
+                let data = match &f.data {
+                    BatchData::Float(t) => read_back(name, t)?,
+                    BatchData::Int(t) => read_back(name, t)?,
+                    BatchData::Bool(t) => read_back(name, t)?,
                 };
-                (name.clone(), (f.shape.clone(), v))
+                let dtype = data.dtype;
+                let v = data.convert::<f64>().into_vec::<f64>().map_err(|e| Error::Device {
+                    field: name.clone(),
+                    reason: format!("{dtype:?} data does not read back as f64: {e:?}"),
+                })?;
+                Ok((name.clone(), (f.shape.clone(), v)))
             })
             .collect()
     }
@@ -299,7 +364,7 @@ impl AtomicBatcher {
     /// dtypes or trailing shapes.
     pub fn try_batch<B: Backend>(&self, items: &[AtomicData], device: &B::Device) -> Result<AtomicBatch<B>> {
         let idx: Vec<usize> = (0..items.len()).collect();
-        Ok(AtomicBatch::from_collated(CollatedBatch::from_samples(&idx, items)?, device, self.pin_memory))
+        AtomicBatch::from_collated(CollatedBatch::from_samples(&idx, items)?, device, self.pin_memory)
     }
 }
 
@@ -317,23 +382,25 @@ impl<B: Backend> Batcher<B, AtomicData, AtomicBatch<B>> for AtomicBatcher {
 
 impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
     /// Uploads each host batch; several are concatenated into one graph.
+    /// Burn's trait cannot return an error: a batch that cannot be split or
+    /// uploaded stops with a message saying why.
     fn batch(&self, mut items: Vec<CollatedBatch>, device: &B::Device) -> AtomicBatch<B> {
-        if items.len() == 1
-            && let Some(one) = items.pop()
-        {
-            return AtomicBatch::from_collated(one, device, self.pin_memory);
-        }
-        let mut samples = Vec::new();
-        let mut idx = Vec::new();
-        for b in &items {
-            match b.to_samples() {
-                Ok(s) => samples.extend(s),
-                Err(e) => panic!("AtomicBatcher: cannot split a host batch: {e}"),
+        let one = if items.len() == 1 {
+            items.pop().ok_or_else(|| Error::Background("no host batch".into()))
+        } else {
+            let mut samples = Vec::new();
+            let mut idx = Vec::new();
+            for b in &items {
+                match b.to_samples() {
+                    Ok(s) => samples.extend(s),
+                    Err(e) => panic!("AtomicBatcher: cannot split a host batch: {e}"),
+                }
+                idx.extend(&b.indices);
             }
-            idx.extend(&b.indices);
-        }
-        match CollatedBatch::from_samples(&idx, &samples) {
-            Ok(c) => AtomicBatch::from_collated(c, device, self.pin_memory),
+            CollatedBatch::from_samples(&idx, &samples)
+        };
+        match one.and_then(|c| AtomicBatch::from_collated(c, device, self.pin_memory)) {
+            Ok(b) => b,
             Err(e) => panic!("AtomicBatcher: cannot batch these host batches: {e}"),
         }
     }

@@ -9,9 +9,11 @@
 //! order. For a device whose int tensors are int32 (Flex, CUDA) the reads ask
 //! for int64 fields narrowed to int32
 //! ([`CollateOptions::narrow_int64`](crate::data::CollateOptions::narrow_int64)),
-//! so building a device batch converts nothing. With `use_streams`, device tensors are built in the background on
-//! the thread that read the window (`num_streams` batches at a time), so the
-//! upload overlaps the training step and costs one hand-off per window.
+//! so building a device batch converts nothing. With `use_streams`, device
+//! batches are built in the background on the loader's own upload threads
+//! (`num_streams` of them, one device stream each, see
+//! [`Uploader`](super::upload)): each window's batches are handed to them as
+//! soon as it is read, so uploads overlap the training step.
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
@@ -36,7 +38,8 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::tensor::backend::Backend;
@@ -45,6 +48,7 @@ use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
+use crate::pipeline::upload::{self, Uploader};
 use crate::pipeline::{BatchTransform, DataLoaderBuilder, Dataset, LoaderState, Pending};
 use crate::source::Reader;
 
@@ -88,6 +92,9 @@ pub struct DataLoader<B: Backend, R: Reader> {
     pub(super) cursor: Arc<Mutex<Cursor>>,
     /// Counts of the last plan of a batch sampler, whose counts need one.
     pub(super) plan_cache: Arc<Mutex<Option<PlanCounts>>>,
+    /// The upload threads (with `use_streams`), started by the first
+    /// `iter()` and shared by clones on the same device.
+    pub(super) uploader: Arc<OnceLock<std::result::Result<Arc<Uploader<B>>, String>>>,
 }
 
 impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
@@ -105,6 +112,7 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
             clock: self.clock.clone(),
             cursor: self.cursor.clone(),
             plan_cache: self.plan_cache.clone(),
+            uploader: self.uploader.clone(),
         }
     }
 }
@@ -258,6 +266,33 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
         Ok(())
     }
 
+    /// Waits until the uploads this loader started have reached the device
+    /// (with `use_streams`, each upload thread's stream; without, nothing to
+    /// wait for: uploads run on the caller's thread, whose stream Burn's
+    /// `Backend::sync` waits on). Time an epoch of uploads with this and
+    /// `Backend::sync` on the training thread.
+    pub fn sync_uploads(&self) -> Result<()> {
+        match self.uploader.get() {
+            Some(Ok(u)) => u.sync(),
+            Some(Err(e)) => Err(Error::Background(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// The upload threads, started on first use (`None` without
+    /// `use_streams`).
+    fn uploader(&self) -> Option<Result<Arc<Uploader<B>>>> {
+        if self.num_streams == 0 {
+            return None;
+        }
+        let u = self.uploader.get_or_init(|| {
+            Uploader::new(self.num_streams, &self.device, self.pin_memory, &self.batch_transforms)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        });
+        Some(u.clone().map_err(Error::Background))
+    }
+
     /// The batches the next `iter()` would yield, without reading anything.
     pub fn planned_batches(&self) -> Vec<Vec<usize>> {
         let (epoch, pos) = self.next_start();
@@ -292,6 +327,11 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             }
             w
         };
+        let (uploader, failed) = match self.uploader() {
+            Some(Ok(u)) => (Some(u), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
         let mut it = LoaderIter {
             dataset: self.dataset.clone(),
             windows,
@@ -301,7 +341,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             pin_memory: self.pin_memory,
             transforms: self.batch_transforms.clone(),
             fused: self.prefetch_factor > 0,
-            streams: self.num_streams,
+            uploader,
+            failed,
             done: false,
             yielded: 0,
             total,
@@ -320,7 +361,7 @@ fn to_device<B: Backend>(
     pin: bool,
     transforms: &[BatchTransform<B>],
 ) -> Result<AtomicBatch<B>> {
-    let b = AtomicBatch::from_collated(c, device, pin);
+    let b = AtomicBatch::from_collated(c, device, pin)?;
     transforms.iter().try_fold(b, |b, t| t(b))
 }
 
@@ -340,57 +381,16 @@ fn mark_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<Option<Colla
         .collect()
 }
 
-/// A batch of a window: still on the host, already on the device, or
-/// emptied by `Skip`.
+/// A batch of a window: still on the host, being uploaded by the loader's
+/// upload threads, or emptied by `Skip`.
 enum Item<B: Backend> {
     Host(CollatedBatch),
-    Device(AtomicBatch<B>),
+    Uploading(Receiver<Result<AtomicBatch<B>>>),
     Emptied,
 }
 
 fn host_items<B: Backend>(batches: Vec<Option<CollatedBatch>>) -> Vec<Item<B>> {
     batches.into_iter().map(|b| b.map_or(Item::Emptied, Item::Host)).collect()
-}
-
-fn one_to_device<B: Backend>(
-    c: Option<CollatedBatch>,
-    device: &B::Device,
-    pin: bool,
-    transforms: &[BatchTransform<B>],
-) -> Result<Item<B>> {
-    match c {
-        Some(c) => to_device(c, device, pin, transforms).map(Item::Device),
-        None => Ok(Item::Emptied),
-    }
-}
-
-/// Builds the device batches of a window with up to `streams` at a time.
-fn window_to_device<B: Backend>(
-    batches: Vec<Option<CollatedBatch>>,
-    device: &B::Device,
-    pin: bool,
-    transforms: &[BatchTransform<B>],
-    streams: usize,
-) -> Result<Vec<Item<B>>> {
-    use rayon::prelude::*;
-    if streams <= 1 {
-        return batches.into_iter().map(|c| one_to_device(c, device, pin, transforms)).collect();
-    }
-    let chunk = batches.len().div_ceil(streams).max(1);
-    let mut groups: Vec<Vec<Option<CollatedBatch>>> = Vec::new();
-    let mut it = batches.into_iter().peekable();
-    while it.peek().is_some() {
-        groups.push(it.by_ref().take(chunk).collect());
-    }
-    let done: Vec<Result<Vec<Item<B>>>> = groups
-        .into_par_iter()
-        .map(|g| g.into_iter().map(|c| one_to_device(c, device, pin, transforms)).collect())
-        .collect();
-    let mut out = Vec::new();
-    for g in done {
-        out.extend(g?);
-    }
-    Ok(out)
 }
 
 /// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch<B>>`.
@@ -403,8 +403,11 @@ pub struct LoaderIter<B: Backend, R: Reader> {
     pin_memory: bool,
     transforms: Vec<BatchTransform<B>>,
     fused: bool,
-    /// 0: build device batches on the consumer thread.
-    streams: usize,
+    /// The loader's upload threads (`None`: build device batches on the
+    /// consumer thread).
+    uploader: Option<Arc<Uploader<B>>>,
+    /// The upload threads could not start: yielded once as the first item.
+    failed: Option<Error>,
     done: bool,
     yielded: usize,
     total: usize,
@@ -428,11 +431,13 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             // keep its chunks cached rather than evict them first.
             self.dataset.reader().announce_next(&w);
             let asked = asked_for(&w);
-            let h = if self.streams > 0 {
-                let (device, pin, transforms, streams) =
-                    (self.device.clone(), self.pin_memory, self.transforms.clone(), self.streams);
+            let h = if let Some(up) = self.uploader.clone() {
+                // Handed to the upload threads as soon as the window is read.
                 self.dataset.spawn_fused_with(w, move |batches| {
-                    window_to_device(mark_emptied(batches, &asked), &device, pin, &transforms, streams)
+                    Ok(mark_emptied(batches, &asked)
+                        .into_iter()
+                        .map(|b| b.map_or(Item::Emptied, |c| Item::Uploading(up.submit(c))))
+                        .collect())
                 })
             } else {
                 self.dataset.spawn_fused_with(w, move |batches| Ok(host_items(mark_emptied(batches, &asked))))
@@ -507,9 +512,13 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
         if self.done {
             return None;
         }
+        if let Some(e) = self.failed.take() {
+            self.stop();
+            return Some(Err(e));
+        }
         let item = self.next_item().map(|r| {
             r.and_then(|i| match i {
-                Item::Device(b) => Ok(b),
+                Item::Uploading(rx) => upload::wait(rx),
                 Item::Host(c) => to_device(c, &self.device, self.pin_memory, &self.transforms),
                 Item::Emptied => Err(Error::Background("an emptied batch reached the consumer".into())),
             })
@@ -579,6 +588,7 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
         let mut l = self.clone();
         l.device = device.clone();
         l.dataset = l.dataset.with_own_pool();
+        l.uploader = Arc::new(OnceLock::new());
         Arc::new(l)
     }
 
@@ -602,6 +612,7 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
         l.cursor = Arc::new(Mutex::new(*lock(&self.cursor)));
         l.plan_cache = Arc::new(Mutex::new(None));
         l.dataset = l.dataset.with_own_pool();
+        l.uploader = Arc::new(OnceLock::new());
         Arc::new(l)
     }
 }

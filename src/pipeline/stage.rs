@@ -1,0 +1,325 @@
+//! Host fields as device tensor data: each field is written once, already in
+//! the device's dtype, into the buffer the device copies from.
+//!
+//! A Burn device fixes one dtype per tensor kind ([`DeviceSettings`]): on
+//! CUDA and wgpu floats are f32, ints i32 and bools u8 or u32. `Tensor::from_data`
+//! converts any other dtype into a fresh pageable `Vec`, and a field staged in
+//! pinned memory before that conversion loses its pinning. So the conversion
+//! happens here, before `from_data`:
+//!
+//! * without staging, into a new host buffer of the device dtype (a field
+//!   already in it is moved, not copied);
+//! * with staging (`pin_memory`), inside the staging copy itself: the buffer
+//!   handed to [`Backend::staging`] is a [`Converting`] allocation whose
+//!   `copy_into` narrows (int64 to int32, float64 to float32, bool to u8)
+//!   straight into the pinned buffer the backend reserved. One pass reads the
+//!   host data and writes the device's bytes; `from_data` then converts
+//!   nothing and the pinned buffer goes to the device copy as it is.
+//!
+//! A value the device dtype cannot hold (an int64 beyond int32) is an
+//! [`Error::Device`] naming the field and the element, never a wrapped value.
+
+use std::mem::MaybeUninit;
+use std::sync::{Arc, Mutex};
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{BoolStore, DType, DeviceSettings, TensorData};
+use burn_std::{AllocationController, AllocationProperty, Bytes};
+use half::{bf16, f16};
+
+use crate::data::HostData;
+use crate::error::{Error, Result};
+
+/// The element kind a host field has on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Float,
+    Int,
+    Bool,
+}
+
+/// The kind of a host buffer.
+pub(crate) fn kind(d: &HostData) -> Kind {
+    match d {
+        HostData::Bool(_) => Kind::Bool,
+        HostData::Float16(_) | HostData::BFloat16(_) | HostData::Float32(_) | HostData::Float64(_) => Kind::Float,
+        _ => Kind::Int,
+    }
+}
+
+/// The dtype `device` creates tensors of `kind` in.
+pub(crate) fn device_dtype(settings: &DeviceSettings, kind: Kind) -> DType {
+    match kind {
+        Kind::Float => settings.float_dtype.into(),
+        Kind::Int => settings.int_dtype.into(),
+        Kind::Bool => settings.bool_dtype.into(),
+    }
+}
+
+/// The device settings of `device` (its float, int and bool dtypes).
+pub(crate) fn settings<B: Backend>(device: &B::Device) -> DeviceSettings {
+    burn::tensor::get_device_settings::<B>(device)
+}
+
+/// Whether `src` already has `dtype`'s bytes (bool is one byte, 0 or 1, so
+/// it already is a `u8` bool).
+fn same_bytes(src: &HostData, dtype: DType) -> bool {
+    let own = match src {
+        HostData::Bool(_) => return matches!(dtype, DType::Bool(BoolStore::Native | BoolStore::U8)),
+        HostData::Int8(_) => DType::I8,
+        HostData::Int16(_) => DType::I16,
+        HostData::Int32(_) => DType::I32,
+        HostData::Int64(_) => DType::I64,
+        HostData::UInt8(_) => DType::U8,
+        HostData::UInt16(_) => DType::U16,
+        HostData::UInt32(_) => DType::U32,
+        HostData::UInt64(_) => DType::U64,
+        HostData::Float16(_) => DType::F16,
+        HostData::BFloat16(_) => DType::BF16,
+        HostData::Float32(_) => return matches!(dtype, DType::F32 | DType::Flex32),
+        HostData::Float64(_) => DType::F64,
+    };
+    own == dtype
+}
+
+/// The first element of a field that `dtype` cannot hold.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Unfit {
+    index: usize,
+    value: String,
+}
+
+impl Unfit {
+    fn into_error(self, field: &str, dtype: DType) -> Error {
+        Error::Device {
+            field: field.to_string(),
+            reason: format!("element {} = {} does not fit the device's {dtype:?}", self.index, self.value),
+        }
+    }
+}
+
+/// Writes `v` into `out` element by element through `conv` (`None`: the
+/// value does not fit).
+fn write_each<S: Copy + std::fmt::Display, const N: usize>(
+    v: &[S],
+    out: &mut [u8],
+    conv: impl Fn(S) -> Option<[u8; N]>,
+) -> std::result::Result<(), Unfit> {
+    for (i, (o, &x)) in out.chunks_exact_mut(N).zip(v).enumerate() {
+        match conv(x) {
+            Some(b) => o.copy_from_slice(&b),
+            None => return Err(Unfit { index: i, value: x.to_string() }),
+        }
+    }
+    Ok(())
+}
+
+/// Integer elements as `T` (checked), for every integer host type.
+macro_rules! ints_as {
+    ($src:expr, $out:expr, $t:ty) => {
+        match $src {
+            HostData::Int8(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::Int16(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::Int32(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::Int64(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::UInt8(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::UInt16(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::UInt32(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            HostData::UInt64(v) => write_each(v, $out, |x| <$t>::try_from(x).ok().map(<$t>::to_ne_bytes)),
+            _ => Err(Unfit { index: 0, value: "a non-integer field".into() }),
+        }
+    };
+}
+
+/// Float elements through `f64` as `T` (rounded to nearest, as a cast).
+macro_rules! floats_as {
+    ($src:expr, $out:expr, $conv:expr) => {
+        match $src {
+            HostData::Float16(v) => write_each(v, $out, |x| Some($conv(x.to_f64()))),
+            HostData::BFloat16(v) => write_each(v, $out, |x| Some($conv(x.to_f64()))),
+            HostData::Float32(v) => write_each(v, $out, |x| Some($conv(f64::from(x)))),
+            HostData::Float64(v) => write_each(v, $out, |x| Some($conv(x))),
+            _ => Err(Unfit { index: 0, value: "a non-float field".into() }),
+        }
+    };
+}
+
+/// Writes `src` as `dtype` into `out` (`src.len() * dtype.size()` bytes):
+/// a plain copy when the bytes already match, else one converting pass.
+pub(crate) fn write_as(src: &HostData, dtype: DType, out: &mut [u8]) -> std::result::Result<(), Unfit> {
+    if out.len() != src.len() * dtype.size() {
+        return Err(Unfit { index: 0, value: format!("{} bytes for {} elements", out.len(), src.len()) });
+    }
+    if same_bytes(src, dtype) {
+        out.copy_from_slice(src.as_bytes());
+        return Ok(());
+    }
+    match (src, dtype) {
+        // The loader's common cases, one vectorized pass each.
+        (HostData::Int64(v), DType::I32) => {
+            if HostData::narrow_i64_into(src.as_bytes(), out) {
+                Ok(())
+            } else {
+                let i = v.iter().position(|&x| i32::try_from(x).is_err()).unwrap_or(0);
+                Err(Unfit { index: i, value: v.get(i).map(i64::to_string).unwrap_or_default() })
+            }
+        }
+        (HostData::Float64(v), DType::F32 | DType::Flex32) => write_each(v, out, |x| Some((x as f32).to_ne_bytes())),
+        (HostData::Bool(v), DType::Bool(BoolStore::U32)) => write_each(v, out, |x| Some(u32::from(x).to_ne_bytes())),
+        (_, DType::I64) => ints_as!(src, out, i64),
+        (_, DType::I32) => ints_as!(src, out, i32),
+        (_, DType::I16) => ints_as!(src, out, i16),
+        (_, DType::I8) => ints_as!(src, out, i8),
+        (_, DType::U64) => ints_as!(src, out, u64),
+        (_, DType::U32) => ints_as!(src, out, u32),
+        (_, DType::U16) => ints_as!(src, out, u16),
+        (_, DType::U8) => ints_as!(src, out, u8),
+        (_, DType::F64) => floats_as!(src, out, f64::to_ne_bytes),
+        (_, DType::F32 | DType::Flex32) => floats_as!(src, out, |x: f64| (x as f32).to_ne_bytes()),
+        (_, DType::F16) => floats_as!(src, out, |x: f64| f16::from_f64(x).to_ne_bytes()),
+        (_, DType::BF16) => floats_as!(src, out, |x: f64| bf16::from_f64(x).to_ne_bytes()),
+        (_, other) => Err(Unfit { index: 0, value: format!("{} data (no conversion to {other:?})", src.dtype()) }),
+    }
+}
+
+/// A zeroed host buffer of `n` elements of `dtype`, aligned for it.
+fn zeroed(dtype: DType, n: usize) -> Bytes {
+    match dtype.size() {
+        8 => Bytes::from_elems(vec![0u64; n]),
+        4 => Bytes::from_elems(vec![0u32; n]),
+        2 => Bytes::from_elems(vec![0u16; n]),
+        _ => Bytes::from_elems(vec![0u8; n * dtype.size()]),
+    }
+}
+
+/// The host buffer as it is, moved into `Bytes` (no copy).
+fn moved(data: HostData) -> Bytes {
+    match data {
+        HostData::Bool(v) => Bytes::from_elems(v),
+        HostData::Int8(v) => Bytes::from_elems(v),
+        HostData::Int16(v) => Bytes::from_elems(v),
+        HostData::Int32(v) => Bytes::from_elems(v),
+        HostData::Int64(v) => Bytes::from_elems(v),
+        HostData::UInt8(v) => Bytes::from_elems(v),
+        HostData::UInt16(v) => Bytes::from_elems(v),
+        HostData::UInt32(v) => Bytes::from_elems(v),
+        HostData::UInt64(v) => Bytes::from_elems(v),
+        HostData::Float16(v) => Bytes::from_elems(v),
+        HostData::BFloat16(v) => Bytes::from_elems(v),
+        HostData::Float32(v) => Bytes::from_elems(v),
+        HostData::Float64(v) => Bytes::from_elems(v),
+    }
+}
+
+/// `data` as tensor data of `dtype` in a plain host buffer: moved when its
+/// bytes already are `dtype`'s, else converted into a new buffer.
+pub(crate) fn host_tensor_data(name: &str, data: HostData, dtype: DType) -> Result<TensorData> {
+    let n = data.len();
+    let bytes = if same_bytes(&data, dtype) {
+        moved(data)
+    } else {
+        let mut out = zeroed(dtype, n);
+        write_as(&data, dtype, &mut out).map_err(|u| u.into_error(name, dtype))?;
+        out
+    };
+    Ok(TensorData::from_bytes(bytes, [n], dtype))
+}
+
+/// A host buffer posing as an allocation of `dtype` whose `copy_into` (what
+/// a backend's staging calls to fill its pinned buffer) writes the converted
+/// values. Only built when `dtype` is no wider than the host type, so the
+/// host bytes cover the length it claims.
+struct Converting {
+    src: HostData,
+    dtype: DType,
+    /// The first unfit element met by `copy_into` (it cannot return one).
+    unfit: Arc<Mutex<Option<Unfit>>>,
+}
+
+impl AllocationController for Converting {
+    fn alloc_align(&self) -> usize {
+        self.src.dtype().size().max(1)
+    }
+
+    fn property(&self) -> AllocationProperty {
+        // Not `Pinned` or `File`: a backend with staging copies it.
+        AllocationProperty::Other
+    }
+
+    unsafe fn memory_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        match self.src.as_bytes_mut() {
+            // SAFETY: initialized bytes are valid `MaybeUninit<u8>`, and the
+            // caller only writes initialized data back (the trait's contract).
+            Some(b) => unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), b.len()) },
+            // Bool buffers have no mutable byte view; `prepare` never wraps one.
+            None => &mut [],
+        }
+    }
+
+    fn memory(&self) -> &[MaybeUninit<u8>] {
+        let b = self.src.as_bytes();
+        // SAFETY: the same bytes, read as `MaybeUninit<u8>` (same layout).
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len()) }
+    }
+
+    unsafe fn copy_into(&self, buf: &mut [u8]) {
+        if let Err(u) = write_as(&self.src, self.dtype, buf)
+            && let Ok(mut slot) = self.unfit.lock()
+        {
+            slot.get_or_insert(u);
+        }
+    }
+}
+
+/// A field handed to staging: what [`Staged::finish`] needs to complete it.
+pub(crate) struct Staged {
+    name: String,
+    /// Set while the data may still be the host buffer (not yet converted):
+    /// its address and the conversion's error slot.
+    source: Option<(*const u8, Arc<Mutex<Option<Unfit>>>)>,
+}
+
+// SAFETY: the raw pointer is only compared, never dereferenced.
+unsafe impl Send for Staged {}
+
+/// A field prepared for staging: its host buffer posing as the device dtype
+/// when it can (see [`Converting`]), else converted now.
+pub(crate) fn prepare(name: &str, data: HostData, dtype: DType) -> Result<(TensorData, Staged)> {
+    let n = data.len();
+    if n == 0 || same_bytes(&data, dtype) || dtype.size() > data.dtype().size() {
+        // Nothing to convert (staging copies the bytes as they are), or a
+        // widening, which the host bytes cannot stand in for: convert first.
+        // (So a `Converting` never holds bool data: bool to u8 is the same
+        // bytes, bool to u32 a widening.)
+        let data = host_tensor_data(name, data, dtype)?;
+        return Ok((data, Staged { name: name.to_string(), source: None }));
+    }
+    let unfit = Arc::new(Mutex::new(None));
+    let src_ptr = data.as_bytes().as_ptr();
+    let len = n * dtype.size();
+    let controller = Box::new(Converting { src: data, dtype, unfit: unfit.clone() });
+    // SAFETY: `dtype` is no wider than the host type here, so the host
+    // buffer holds at least `len` initialized bytes.
+    let bytes = unsafe { Bytes::from_controller(controller, len) };
+    Ok((TensorData::from_bytes(bytes, [n], dtype), Staged { name: name.to_string(), source: Some((src_ptr, unfit)) }))
+}
+
+impl Staged {
+    /// After staging: data the backend did not copy (it has no staging, or
+    /// declined) is converted into a host buffer now; a conversion that met
+    /// a value the device dtype cannot hold is an error.
+    pub(crate) fn finish(self, mut data: TensorData) -> Result<TensorData> {
+        let Some((src_ptr, unfit)) = self.source else { return Ok(data) };
+        if std::ptr::eq(data.bytes.as_ptr(), src_ptr) {
+            let mut out = zeroed(data.dtype, data.num_elements());
+            // Runs `Converting::copy_into` into the new buffer.
+            data.bytes.copy_into(&mut out);
+            data.bytes = out;
+        }
+        let unfit = unfit.lock().map_err(|_| Error::Background("staging conversion panicked".into()))?.take();
+        match unfit {
+            Some(u) => Err(u.into_error(&self.name, data.dtype)),
+            None => Ok(data),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! [`Uploader`]: the loader's own upload threads, each one device stream.
+//!
+//! CubeCL backends (CUDA, wgpu) give every OS thread its own stream, with
+//! its own memory pools (pinned host memory included). Uploads made on
+//! whichever thread happens to run a job land on as many streams as there
+//! are such threads, and uploads made on the training thread queue behind
+//! its compute. So a loader with `use_streams` owns `num_streams` threads
+//! of its own that do nothing but build device batches: each keeps one
+//! stream (and its pinned pool) for the loader's life, and its copies run
+//! while the training thread's stream computes. Batches go round-robin to
+//! the threads; each submission returns a receiver for its batch, so the
+//! order stays the caller's.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use burn::tensor::backend::Backend;
+
+use crate::data::CollatedBatch;
+use crate::error::{Error, Result};
+use crate::pipeline::{AtomicBatch, BatchTransform};
+
+enum Job<B: Backend> {
+    /// Build one device batch and send it back.
+    Upload(CollatedBatch, Sender<Result<AtomicBatch<B>>>),
+    /// Wait until this thread's stream finished its work.
+    Sync(Sender<Result<()>>),
+}
+
+/// Upload threads owned by a [`DataLoader`](crate::DataLoader).
+pub(crate) struct Uploader<B: Backend> {
+    jobs: Vec<Sender<Job<B>>>,
+    next: AtomicUsize,
+}
+
+impl<B: Backend> Uploader<B> {
+    /// Starts `streams` upload threads for `device` (at least one).
+    pub(crate) fn new(
+        streams: usize,
+        device: &B::Device,
+        pin: bool,
+        transforms: &[BatchTransform<B>],
+    ) -> Result<Uploader<B>> {
+        let mut jobs = Vec::with_capacity(streams.max(1));
+        for i in 0..streams.max(1) {
+            let (tx, rx) = channel::<Job<B>>();
+            let (device, transforms) = (device.clone(), transforms.to_vec());
+            // The thread ends when the uploader (its only sender) is dropped;
+            // nothing joins it, so dropping a loader never waits on a copy.
+            std::thread::Builder::new()
+                .name(format!("atomzarr-upload-{i}"))
+                .spawn(move || {
+                    for job in rx {
+                        match job {
+                            Job::Upload(c, reply) => {
+                                // A panic (in a transform, say) is this batch's
+                                // error; the thread and its stream carry on.
+                                let b = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                    AtomicBatch::from_collated(c, &device, pin)
+                                        .and_then(|b| transforms.iter().try_fold(b, |b, t| t(b)))
+                                }))
+                                .unwrap_or_else(|p| {
+                                    Err(Error::Background(format!("upload panicked: {}", panic_message(&p))))
+                                });
+                                let _ = reply.send(b);
+                            }
+                            Job::Sync(reply) => {
+                                let r = B::sync(&device).map_err(|e| Error::Device {
+                                    field: "(upload stream)".into(),
+                                    reason: format!("sync failed: {e:?}"),
+                                });
+                                let _ = reply.send(r);
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| Error::Background(format!("could not start upload thread: {e}")))?;
+            jobs.push(tx);
+        }
+        Ok(Uploader { jobs, next: AtomicUsize::new(0) })
+    }
+
+    /// Queues `batch` on the next thread; the receiver yields its device
+    /// batch (an error if the thread died).
+    pub(crate) fn submit(&self, batch: CollatedBatch) -> Receiver<Result<AtomicBatch<B>>> {
+        let (tx, rx) = channel();
+        let k = self.next.fetch_add(1, Ordering::Relaxed) % self.jobs.len().max(1);
+        let sent = match self.jobs.get(k) {
+            Some(j) => j.send(Job::Upload(batch, tx)).map_err(|std::sync::mpsc::SendError(job)| job),
+            None => Err(Job::Upload(batch, tx)),
+        };
+        if let Err(Job::Upload(_, tx)) = sent {
+            let _ = tx.send(Err(Error::Background("upload thread is gone".into())));
+        }
+        rx
+    }
+
+    /// Waits until every upload thread's stream finished its work (Burn's
+    /// `Backend::sync` waits on the calling thread's stream only).
+    pub(crate) fn sync(&self) -> Result<()> {
+        let waits: Vec<Receiver<Result<()>>> = self
+            .jobs
+            .iter()
+            .map(|j| {
+                let (tx, rx) = channel();
+                let _ = j.send(Job::Sync(tx));
+                rx
+            })
+            .collect();
+        for w in waits {
+            w.recv().map_err(|_| Error::Background("upload thread died".into()))??;
+        }
+        Ok(())
+    }
+}
+
+/// The text of a panic payload.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+}
+
+/// Waits for a submitted batch.
+pub(crate) fn wait<B: Backend>(rx: Receiver<Result<AtomicBatch<B>>>) -> Result<AtomicBatch<B>> {
+    rx.recv().map_err(|_| Error::Background("upload thread died (a panic in a batch transform?)".into()))?
+}
