@@ -62,7 +62,8 @@
 //! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
 //! │                    chunk_shuffle, distributed (rank shards), size_aware, mixing
 //! ├── pipeline/        dataset.rs (Dataset) → builder.rs → loader.rs (DataLoader; plan.rs:
-//! │                    epoch plans, LoaderState) → batch.rs (AtomicBatch)
+//! │                    epoch plans, LoaderState; upload.rs: upload threads) → batch.rs
+//! │                    (AtomicBatch; stage.rs: fields in device dtypes, pinned staging)
 //! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, inspect.rs, stats.rs
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```

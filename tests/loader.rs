@@ -470,3 +470,78 @@ fn num_workers_after_the_pool_started_takes_effect() {
     let same = ds.clone().with_num_workers(3);
     assert_eq!(probe(&same, 3, Duration::from_secs(10)).0, 3);
 }
+
+/// With `use_streams`, device batches are built on the loader's own upload
+/// threads (one device stream each on CubeCL backends), `num_streams` of
+/// them in turn, across epochs the same threads; the batches still come in
+/// the sampler's order. Without it, on the consumer's thread. A transform
+/// that fails or panics there is that batch's error.
+#[test]
+fn uploads_run_on_the_loaders_own_threads() {
+    let dir = common::tmpdir();
+    let path = dir.path().join("u.zarr");
+    write_store(&path, 40, 8);
+    let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
+    let run = |streams: usize, epochs: usize| -> (Vec<Vec<usize>>, Vec<String>) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let mut b = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+            .with_batch_size(3)
+            .with_shuffle(true)
+            .with_seed(5)
+            .with_prefetch_factor(4)
+            .with_batch_transform(move |b| {
+                let t = std::thread::current();
+                log.lock().unwrap().push(t.name().unwrap_or("unnamed").to_string());
+                Ok(b)
+            });
+        if streams > 0 {
+            b = b.with_use_streams(true).with_num_streams(streams);
+        }
+        let loader = b.build(&Default::default()).unwrap();
+        let mut order = Vec::new();
+        for _ in 0..epochs {
+            let planned = loader.planned_batches();
+            let got: Vec<Vec<usize>> = loader.iter().map(|b| b.unwrap().indices).collect();
+            assert_eq!(got, planned, "streams {streams}");
+            order.extend(got);
+        }
+        loader.sync_uploads().unwrap();
+        let names = seen.lock().unwrap().clone();
+        (order, names)
+    };
+    let me = std::thread::current().name().unwrap_or("unnamed").to_string();
+    let (plain, names) = run(0, 1);
+    assert!(names.iter().all(|n| *n == me), "without use_streams: built on the consumer thread, got {names:?}");
+    for streams in [1usize, 2] {
+        let (order, names) = run(streams, 2);
+        assert_eq!(order[..plain.len()], plain[..], "same batches with {streams} upload streams");
+        let mut threads: Vec<&String> = names.iter().collect();
+        threads.sort();
+        threads.dedup();
+        let want: Vec<String> = (0..streams).map(|i| format!("atomzarr-upload-{i}")).collect();
+        assert_eq!(threads, want.iter().collect::<Vec<_>>(), "the loader's {streams} upload threads, over two epochs");
+    }
+    // A transform's failure and a transform's panic on an upload thread
+    // come back as that batch's error; the loader then stops the epoch.
+    for panics in [false, true] {
+        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+            .with_batch_size(4)
+            .with_use_streams(true)
+            .with_batch_transform(move |b| {
+                if b.indices.contains(&9) {
+                    if panics {
+                        panic!("transform panicked on purpose");
+                    }
+                    return Err(Error::Config("transform failed on purpose".into()));
+                }
+                Ok(b)
+            })
+            .build(&Default::default())
+            .unwrap();
+        let results: Vec<_> = loader.iter().collect();
+        assert_eq!(results.len(), 3, "two good batches, then the error");
+        let e = results[2].as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("on purpose"), "panics {panics}: {e}");
+    }
+}

@@ -42,6 +42,10 @@ pub enum BatchData<B: Backend> {
     Bool(Tensor<B, 1, Bool>),
 }
 
+/// Fields read back to the host by [`AtomicBatch::to_host_f64`]: by name,
+/// the shape and the values as f64.
+pub type HostFields = BTreeMap<String, (Vec<usize>, Vec<f64>)>;
+
 /// One field of a device batch.
 #[derive(Debug, Clone)]
 pub struct BatchField<B: Backend> {
@@ -282,7 +286,7 @@ impl<B: Backend> AtomicBatch<B> {
     /// Every field read back to the host as f64 (ints and bools too), with
     /// its shape: for checks and debugging, not the training path (it syncs).
     /// A field the device cannot read back is an [`Error::Device`].
-    pub fn to_host_f64(&self) -> Result<BTreeMap<String, (Vec<usize>, Vec<f64>)>> {
+    pub fn to_host_f64(&self) -> Result<HostFields> {
         self.fields
             .iter()
             .map(|(name, f)| {

@@ -389,8 +389,14 @@ enum Item<B: Backend> {
     Emptied,
 }
 
-fn host_items<B: Backend>(batches: Vec<Option<CollatedBatch>>) -> Vec<Item<B>> {
-    batches.into_iter().map(|b| b.map_or(Item::Emptied, Item::Host)).collect()
+/// A window's batches as items: handed to the upload threads when there
+/// are some, else left on the host for the consumer to upload.
+fn items<B: Backend>(batches: Vec<Option<CollatedBatch>>, uploader: Option<&Uploader<B>>) -> Vec<Item<B>> {
+    let item = |c: CollatedBatch| match uploader {
+        Some(up) => Item::Uploading(up.submit(c)),
+        None => Item::Host(c),
+    };
+    batches.into_iter().map(|b| b.map_or(Item::Emptied, item)).collect()
 }
 
 /// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch<B>>`.
@@ -431,17 +437,11 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             // keep its chunks cached rather than evict them first.
             self.dataset.reader().announce_next(&w);
             let asked = asked_for(&w);
-            let h = if let Some(up) = self.uploader.clone() {
-                // Handed to the upload threads as soon as the window is read.
-                self.dataset.spawn_fused_with(w, move |batches| {
-                    Ok(mark_emptied(batches, &asked)
-                        .into_iter()
-                        .map(|b| b.map_or(Item::Emptied, |c| Item::Uploading(up.submit(c))))
-                        .collect())
-                })
-            } else {
-                self.dataset.spawn_fused_with(w, move |batches| Ok(host_items(mark_emptied(batches, &asked))))
-            };
+            // Handed to the upload threads (if any) as soon as the window is read.
+            let up = self.uploader.clone();
+            let h = self
+                .dataset
+                .spawn_fused_with(w, move |batches| Ok(items(mark_emptied(batches, &asked), up.as_deref())));
             self.inflight.push_back(h);
         }
     }
@@ -466,7 +466,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             } else {
                 let w = self.windows.pop_front()?;
                 let asked = asked_for(&w);
-                self.dataset.load_batches(&w).map(|b| host_items(mark_emptied(b, &asked)))
+                self.dataset.load_batches(&w).map(|b| items(mark_emptied(b, &asked), self.uploader.as_deref()))
             };
             match result {
                 Ok(items) => self.ready.extend(items),

@@ -22,7 +22,7 @@ mod stage;
 mod upload;
 
 pub(crate) use batch::device_int_dtype;
-pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
+pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField, HostFields};
 pub use builder::{BatchTransform, DataLoaderBuilder};
 pub(crate) use dataset::Pending;
 pub use dataset::{Dataset, ErrorPolicy};
