@@ -153,7 +153,7 @@ pub mod source;
 pub mod store;
 
 pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, FieldLayout, HostData, Level};
-pub use error::{AppendStep, Error, RemoteErrorKind, Result};
+pub use error::{AppendStep, Error, LockHolder, RemoteErrorKind, Result};
 pub use pipeline::{
     AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy,
     LoaderState, LoaderStats,

@@ -55,6 +55,8 @@ enum Cmd {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        wait: WaitArg,
     },
     /// Import extended-XYZ files (ASE's dialect) into a store: created, or
     /// appended to when its fields match. String keys and columns are
@@ -72,6 +74,8 @@ enum Cmd {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        wait: WaitArg,
     },
     /// Dataset statistics for MLIP training: counts, atoms and edges per
     /// sample, elements, per-element reference energies (E0s, least
@@ -101,7 +105,23 @@ enum Cmd {
         dst: String,
         #[command(flatten)]
         remote: RemoteArgs,
+        #[command(flatten)]
+        wait: WaitArg,
     },
+}
+
+/// The writer lock of the commands that change a store.
+#[derive(Args, Clone, Copy)]
+struct WaitArg {
+    /// Wait up to SECONDS for another writer of the store to finish, instead
+    /// of failing at once (one writer per store at a time; readers never wait).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, default_value = "0")]
+    wait: std::time::Duration,
+}
+
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("{s}: seconds must be finite and not negative"))
 }
 
 /// How stores at URLs are reached and fetched. Credentials and the endpoint
@@ -410,14 +430,14 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
 }
 
 #[cfg(feature = "remote")]
-fn copy(src: &str, dst: &str, remote: &RemoteArgs) -> atomzarr::Result<()> {
-    let r = atomzarr::store::remote::copy(src, dst, &remote.options())?;
+fn copy(src: &str, dst: &str, remote: &RemoteArgs, wait: std::time::Duration) -> atomzarr::Result<()> {
+    let r = atomzarr::store::remote::copy(src, dst, &remote.options().with_lock_timeout(wait))?;
     println!("copied {src} to {dst}: {} objects, {} bytes", r.objects, r.bytes);
     Ok(())
 }
 
 #[cfg(not(feature = "remote"))]
-fn copy(src: &str, _dst: &str, _remote: &RemoteArgs) -> atomzarr::Result<()> {
+fn copy(src: &str, _dst: &str, _remote: &RemoteArgs, _wait: std::time::Duration) -> atomzarr::Result<()> {
     Err(atomzarr::Error::Remote {
         url: src.to_string(),
         kind: atomzarr::RemoteErrorKind::Unsupported,
@@ -488,21 +508,22 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::roundtrip(&w, &read)?;
             print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
         }
-        Cmd::Repair { store, dry_run, json } => {
+        Cmd::Repair { store, dry_run, json, wait } => {
             let report = if dry_run {
                 atomzarr::store::repair::check(&store)?
             } else {
-                atomzarr::store::repair::repair(&store)?
+                atomzarr::store::repair::repair_with_lock_timeout(&store, wait.wait)?
             };
             print_repair(&report, json)?;
         }
-        Cmd::Import { mut paths, cutoff, batch_frames, json } => {
+        Cmd::Import { mut paths, cutoff, batch_frames, json, wait } => {
             let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
             let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
             let options = atomzarr::store::import::ImportOptions::default()
                 .with_cutoff(cutoff)
                 .with_batch_frames(batch_frames)
-                .with_progress(show);
+                .with_progress(show)
+                .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
             let t = std::time::Instant::now();
             let r = atomzarr::store::import::import_extxyz(&paths, &store, &options)?;
             let secs = t.elapsed().as_secs_f64();
@@ -538,7 +559,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;
             print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
         }
-        Cmd::Copy { src, dst, remote } => copy(&src, &dst, &remote)?,
+        Cmd::Copy { src, dst, remote, wait } => copy(&src, &dst, &remote, wait.wait)?,
     }
     Ok(())
 }

@@ -176,10 +176,42 @@ pub fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
     }
 }
 
+/// Renames `from` to `to` unless `to` exists (Linux `renameat2` with
+/// `RENAME_NOREPLACE`, atomic; elsewhere a check then a rename), then syncs
+/// the parent of `to`. `ErrorKind::AlreadyExists` when `to` exists: a plain
+/// `rename` would silently replace an empty directory there.
+pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let cf = CString::new(from.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+        let ct = CString::new(to.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+        // SAFETY: both pointers are valid NUL-terminated strings that live
+        // across the call; AT_FDCWD resolves relative paths as std::fs does.
+        let rc = unsafe {
+            libc::renameat2(libc::AT_FDCWD, cf.as_ptr(), libc::AT_FDCWD, ct.as_ptr(), libc::RENAME_NOREPLACE)
+        };
+        if rc == 0 {
+            return sync_parent(to);
+        }
+        let e = std::io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::ENOTSUP)) {
+            return Err(e);
+        }
+        // The filesystem cannot: fall through to check-then-rename.
+    }
+    if to.symlink_metadata().is_ok() {
+        return Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, format!("{} exists", to.display())));
+    }
+    std::fs::rename(from, to)?;
+    sync_parent(to)
+}
+
 /// Removes every temporary file ([`TEMP_MARK`]) under `root`, left there by
 /// a writer that crashed before renaming it into place. Returns how many.
-/// Only a writer may call this (a reader must never write), and only while
-/// no other process writes the store.
+/// Only the holder of the store's writer lock may call this (a reader must
+/// never write; another writer's temporaries are its work in progress).
 pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
     let mut removed = 0;
     let mut stack = vec![root.to_path_buf()];
@@ -560,13 +592,18 @@ impl WritableStorageTraits for DurableStore {
     }
 }
 
+/// Whether `key` is store data (not a temporary, not the writer lock).
+fn is_data_key(key: &StoreKey) -> bool {
+    !key.as_str().contains(TEMP_MARK) && key.as_str() != crate::store::lock::LOCK_FILE
+}
+
 impl ListableStorageTraits for DurableStore {
     fn list(&self) -> Result<StoreKeys, StorageError> {
-        Ok(self.inner.list()?.into_iter().filter(|k| !k.as_str().contains(TEMP_MARK)).collect())
+        Ok(self.inner.list()?.into_iter().filter(is_data_key).collect())
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        Ok(self.inner.list_prefix(prefix)?.into_iter().filter(|k| !k.as_str().contains(TEMP_MARK)).collect())
+        Ok(self.inner.list_prefix(prefix)?.into_iter().filter(is_data_key).collect())
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {

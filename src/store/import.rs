@@ -140,12 +140,7 @@ pub fn import_extxyz<P: AsRef<Path> + Sync>(
         let p = p.as_ref();
         total_bytes += std::fs::metadata(p).map_err(|e| Error::io(p, e))?.len();
     }
-    let appended = store.exists();
-    let mut writer = if appended {
-        AtomicDataZarrWriter::open(store, options.write_config().clone())?
-    } else {
-        AtomicDataZarrWriter::create(store, options.write_config().clone())?
-    };
+    let (mut writer, appended) = open_or_create(store, options.write_config())?;
     let bar = Progress::new(options.progress(), total_bytes, "import");
     let mut report = ImportReport { store: store.to_path_buf(), appended, frames: 0, atoms: 0, edges: 0 };
     let result = import_into(inputs, &mut writer, options, &bar, &mut report);
@@ -154,8 +149,7 @@ pub fn import_extxyz<P: AsRef<Path> + Sync>(
         // A store this call created and wrote nothing to is removed again,
         // so that a corrected rerun does not meet an empty store.
         if !appended && report.frames == 0 {
-            drop(writer);
-            if let Err(rm) = std::fs::remove_dir_all(store) {
+            if let Err(rm) = writer.remove_store() {
                 log::warn!("{}: could not remove the empty store: {rm}", store.display());
             }
         }
@@ -165,6 +159,26 @@ pub fn import_extxyz<P: AsRef<Path> + Sync>(
         log::warn!("{}: no frames in the input", store.display());
     }
     Ok(report)
+}
+
+/// A writer of `store`: the existing store opened for appending (true), or a
+/// new one. Another import may create the store between the look and the
+/// create (then this one appends), or remove the empty store it made when
+/// it failed (then this one creates): a few looks settle it.
+fn open_or_create(store: &Path, config: &ZarrWriteConfig) -> Result<(AtomicDataZarrWriter, bool)> {
+    let mut last = None;
+    for _ in 0..4 {
+        let attempt = if store.exists() {
+            AtomicDataZarrWriter::open(store, config.clone()).map(|w| (w, true))
+        } else {
+            AtomicDataZarrWriter::create(store, config.clone()).map(|w| (w, false))
+        };
+        match attempt {
+            Err(e @ (Error::AlreadyExists { .. } | Error::NotFound { .. })) => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::NotFound { store: store.to_path_buf() }))
 }
 
 /// One parsed batch, handed from the parsing thread to the writing one.

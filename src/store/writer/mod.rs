@@ -35,6 +35,7 @@ use crate::store::ZarrWriteConfig;
 use crate::store::arrays;
 use crate::store::durable::Store;
 use crate::store::format::{self, RootAttrs, StoreGroup};
+use crate::store::lock::StoreLock;
 
 mod append;
 mod defragment;
@@ -71,6 +72,8 @@ pub struct AtomicDataZarrWriter {
     config: ZarrWriteConfig,
     fail_after: Option<AppendStep>,
     progress: bool,
+    /// The store's writer lock, held for the writer's lifetime.
+    lock: StoreLock,
 }
 
 /// A field's schema as the store holds it.
@@ -129,19 +132,15 @@ impl AtomicDataZarrWriter {
     ///
     /// The store is built in a sibling folder (`<path>.atomzarr-creating`)
     /// and renamed into place when complete, so a crash never leaves a
-    /// half-made store at `path`.
+    /// half-made store at `path`. The writer lock is taken in that folder
+    /// before anything is written and moves with it, so the store is never
+    /// at `path` unlocked; two creates of one path race for that lock, and
+    /// the loser gets [`Error::Locked`] (or, waiting, [`Error::AlreadyExists`]).
     pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = crate::store::bytes::writable_path(path.as_ref(), "create")?;
         config.validate()?;
-        if path.exists() {
-            return Err(Error::AlreadyExists { store: path });
-        }
         let building = format::sibling(&path, format::CREATING);
-        if building.exists() {
-            // Left by a create that crashed: it never became a store.
-            std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
-        }
-        std::fs::create_dir_all(&building).map_err(|e| Error::io(&building, e))?;
+        let lock = Self::lock_new_folder(&path, &building, config.lock_timeout())?;
         for g in ["meta", "core", "custom"] {
             format::write_group(&building, g)?;
         }
@@ -151,6 +150,7 @@ impl AtomicDataZarrWriter {
             config,
             fail_after: None,
             progress: false,
+            lock,
         };
         let txn = w.store.transaction();
         for (rel, dtype) in format::META_ARRAYS {
@@ -170,11 +170,56 @@ impl AtomicDataZarrWriter {
         }
         txn.commit().map_err(|e| Error::io(&building, e))?;
         format::write_root(&w.path, &RootAttrs { num_samples: 0, fields: BTreeMap::new(), extra: Default::default() })?;
-        std::fs::rename(&building, &path).map_err(|e| Error::io(&path, e))?;
-        sync_parent(&path)?;
+        match crate::store::durable::rename_noreplace(&building, &path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists || path.exists() => {
+                // Something appeared at `path` while this store was built.
+                std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
+                return Err(Error::AlreadyExists { store: path });
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        }
         w.store = arrays::open_store(&path)?;
         w.path = path;
         Ok(w)
+    }
+
+    /// Makes the empty folder `building` (the sibling a new store at `path`
+    /// is built in) and takes its writer lock. A folder already there was
+    /// left by a create that crashed (its lock is free: it is removed) or
+    /// belongs to a create still running (its lock is held: `Locked`).
+    fn lock_new_folder(path: &Path, building: &Path, timeout: std::time::Duration) -> Result<StoreLock> {
+        if let Some(parent) = building.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        // Each pass either returns or removes a folder some other create
+        // left or built meanwhile; a few passes settle any race.
+        for _ in 0..8 {
+            if path.exists() {
+                return Err(Error::AlreadyExists { store: path.to_path_buf() });
+            }
+            match std::fs::create_dir(building) {
+                Ok(()) => match StoreLock::acquire_for(building, path, std::time::Duration::ZERO) {
+                    Ok(lock) => return Ok(lock),
+                    // Another create took the folder for a leftover and
+                    // removed it between our mkdir and our lock.
+                    Err(Error::NotFound { .. }) => continue,
+                    Err(e) => return Err(e),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = match StoreLock::acquire_for(building, path, timeout) {
+                        Ok(lock) => lock,
+                        Err(Error::NotFound { .. }) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    // Left by a create that crashed: it never became a store.
+                    std::fs::remove_dir_all(building).map_err(|e| Error::io(building, e))?;
+                    drop(stale);
+                }
+                Err(e) => return Err(Error::io(building, e)),
+            }
+        }
+        Err(Error::Locked { store: path.to_path_buf(), holder: None, waited: timeout })
     }
 
     /// Shows a progress bar on stderr during defragment and large writes
@@ -187,6 +232,13 @@ impl AtomicDataZarrWriter {
     /// The store path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the whole store, under its lock (a writer waiting for the
+    /// lock then finds no store, rather than one being removed under it).
+    pub(crate) fn remove_store(self) -> Result<()> {
+        std::fs::remove_dir_all(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        sync_parent(&self.path)
     }
 
     /// Test hook: make the next appends fail right after `step` (None: never).
