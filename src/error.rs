@@ -275,14 +275,14 @@ impl std::fmt::Display for LockHolder {
 }
 
 fn locked_reason(holder: Option<&LockHolder>, waited: std::time::Duration) -> String {
-    let who = holder.map_or("another writer".to_string(), |h| format!("another writer ({h})"));
+    let who = holder.map_or("another process".to_string(), |h| h.to_string());
     let when = if waited.is_zero() {
         "one writer at a time: wait for it (`--wait SECONDS`, `ZarrWriteConfig::with_lock_timeout`) or stop it"
             .to_string()
     } else {
         format!("still held after waiting {:.1} s", waited.as_secs_f64())
     };
-    format!("locked by {who}; {when}")
+    format!("its writer lock is held by {who}; {when}")
 }
 
 fn append_bug_hint(shift: Option<i64>, store: &str) -> String {

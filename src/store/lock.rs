@@ -141,6 +141,8 @@ pub struct StoreLock {
     /// the lock (see the module docs on `fcntl`-emulated locks).
     file: Option<File>,
     id: FileId,
+    /// Exclusive (a writer, which records itself in the file) or shared.
+    exclusive: bool,
 }
 
 /// One attempt's outcome.
@@ -148,6 +150,16 @@ enum Attempt {
     Got(StoreLock),
     /// Held by someone else (the holder, where known).
     Busy(Option<LockHolder>),
+    /// A shared hold on a store whose lock file is missing or unreadable.
+    Unlockable,
+}
+
+/// Writers hold the lock exclusively; a whole-store reader such as `copy`
+/// holds it shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Exclusive,
+    Shared,
 }
 
 impl StoreLock {
@@ -166,11 +178,27 @@ impl StoreLock {
     /// store at `store`, which errors name (a store being built or restored
     /// in a sibling folder of its path).
     pub(crate) fn acquire_for(dir: &Path, store: &Path, timeout: Duration) -> Result<StoreLock> {
+        Self::wait_for(dir, store, timeout, Mode::Exclusive)?
+            .ok_or_else(|| Error::NotFound { store: store.to_path_buf() })
+    }
+
+    /// A shared hold on the writer lock of `dir`, for a process that reads
+    /// a store whole and must not see a writer's commits midway (`copy`):
+    /// it keeps writers out while letting other such readers in, and writes
+    /// nothing into the store. `None` when the store has no lock file or
+    /// it cannot be opened (a read-only store no writer of ours has
+    /// written): such a store is read unlocked.
+    pub fn acquire_shared(dir: &Path, timeout: Duration) -> Result<Option<StoreLock>> {
+        Self::wait_for(dir, dir, timeout, Mode::Shared)
+    }
+
+    fn wait_for(dir: &Path, store: &Path, timeout: Duration, mode: Mode) -> Result<Option<StoreLock>> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
-            match Self::attempt(dir, store)? {
-                Attempt::Got(lock) => return Ok(lock),
+            match Self::attempt(dir, store, mode)? {
+                Attempt::Got(lock) => return Ok(Some(lock)),
+                Attempt::Unlockable => return Ok(None),
                 Attempt::Busy(holder) => {
                     let waited = start.elapsed();
                     if waited >= timeout {
@@ -188,8 +216,9 @@ impl StoreLock {
 
     /// One try; `Busy` when someone holds it, loops over a lock file that
     /// was replaced between opening and locking it.
-    fn attempt(dir: &Path, store: &Path) -> Result<Attempt> {
+    fn attempt(dir: &Path, store: &Path, mode: Mode) -> Result<Attempt> {
         let path = dir.join(LOCK_FILE);
+        let exclusive = mode == Mode::Exclusive;
         loop {
             // The table stays locked for the whole attempt, so two threads of
             // this process never both open the file.
@@ -200,14 +229,24 @@ impl StoreLock {
                     return Ok(Attempt::Busy(Some(this_process(*since))));
                 }
             }
-            let mut file = match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path) {
+            let opened = if exclusive {
+                OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)
+            } else {
+                File::open(&path)
+            };
+            let mut file = match opened {
                 Ok(f) => f,
+                Err(e) if !exclusive => {
+                    log::debug!("{}: read without the writer lock ({e})", store.display());
+                    return Ok(Attempt::Unlockable);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(Error::NotFound { store: store.to_path_buf() });
                 }
                 Err(e) => return Err(Error::io(&path, e)),
             };
-            match file.try_lock() {
+            let locked = if exclusive { file.try_lock() } else { file.try_lock_shared() };
+            match locked {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => return Ok(Attempt::Busy(read_holder(&mut file))),
                 Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
@@ -227,9 +266,11 @@ impl StoreLock {
                 Err(e) => return Err(Error::io(&path, e)),
             }
             let since = SystemTime::now();
-            write_holder(&mut file, &this_process(since));
+            if exclusive {
+                write_holder(&mut file, &this_process(since));
+            }
             table.push((id.clone(), since));
-            return Ok(Attempt::Got(StoreLock { file: Some(file), id }));
+            return Ok(Attempt::Got(StoreLock { file: Some(file), id, exclusive }));
         }
     }
 }
@@ -261,7 +302,9 @@ impl Drop for StoreLock {
         if let Some(file) = self.file.take() {
             // Clear the holder line first, so no later error names a writer
             // that has gone; the lock itself goes with the descriptor.
-            let _ = file.set_len(0);
+            if self.exclusive {
+                let _ = file.set_len(0);
+            }
             drop(file);
         }
         table.retain(|(id, _)| *id != self.id);
@@ -303,6 +346,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         drop(lock);
         waiter.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_shared_hold_keeps_writers_out_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(StoreLock::acquire_shared(dir.path(), Duration::ZERO).unwrap().is_none(), "no lock file: unlocked");
+        assert!(!dir.path().join(LOCK_FILE).exists(), "a shared hold creates nothing");
+        drop(StoreLock::acquire(dir.path(), Duration::ZERO).unwrap());
+        let shared = StoreLock::acquire_shared(dir.path(), Duration::ZERO).unwrap().unwrap();
+        assert!(matches!(StoreLock::acquire(dir.path(), Duration::ZERO), Err(Error::Locked { .. })));
+        drop(shared);
+        drop(StoreLock::acquire(dir.path(), Duration::ZERO).unwrap());
     }
 
     #[test]

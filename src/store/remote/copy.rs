@@ -90,11 +90,12 @@ pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport>
     if dst.starts_with("http://") || dst.starts_with("https://") {
         return Err(Error::RemoteReadOnly { url: dst.to_string(), operation: "copy to an HTTP server".into() });
     }
-    // A local source is copied under its writer lock, so the copy is one
-    // commit of it, never a mix of two; a local destination is a new store,
-    // locked from the moment its folder exists.
+    // A local source is copied holding its writer lock shared (writers wait,
+    // other copies do not), so the copy is one commit of it, never a mix of
+    // two; a local destination is a new store, locked from the moment its
+    // folder exists.
     let _source_lock = match local_path(src) {
-        Some(p) => Some(StoreLock::acquire(&p, options.lock_timeout())?),
+        Some(p) => StoreLock::acquire_shared(&p, options.lock_timeout())?,
         None => None,
     };
     let _destination_lock = match local_path(dst) {

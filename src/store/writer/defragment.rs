@@ -19,6 +19,8 @@ impl AtomicDataZarrWriter {
     /// one and swapped in by renames, so an interruption loses nothing (see
     /// [`AtomicDataZarrWriter::open`] for the one state that needs a step back).
     pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
+        // Every array is replaced.
+        self.tails.clear();
         let root = format::read_root(&self.path)?;
         let replaces_config = config.is_some();
         let config = match config {

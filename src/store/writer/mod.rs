@@ -19,6 +19,7 @@
 //! | `append` | `write`, `append`: sample checks, the append transaction |
 //! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
 //! | `defragment` | `defragment` |
+//! | `tail` | tail chunks that small appends extend without compressing them again |
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -36,11 +37,13 @@ use crate::store::arrays;
 use crate::store::durable::Store;
 use crate::store::format::{self, RootAttrs, StoreGroup};
 use crate::store::lock::StoreLock;
+use tail::{Tail, TailCodec, Tails};
 
 mod append;
 mod defragment;
 mod edit;
 mod recover;
+mod tail;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
@@ -74,6 +77,21 @@ pub struct AtomicDataZarrWriter {
     progress: bool,
     /// The store's writer lock, held for the writer's lifetime.
     lock: StoreLock,
+    /// The tail chunks small appends extend (see `tail`).
+    tails: Tails,
+}
+
+/// One partly covered chunk of a row write.
+struct ChunkWrite<'a> {
+    /// The array.
+    rel: &'a str,
+    /// The chunk's grid indices.
+    idx: &'a [u64],
+    /// Rows per chunk, and bytes per row.
+    rows: u64,
+    row_bytes: usize,
+    /// The first row written, within the chunk.
+    start: u64,
 }
 
 /// A field's schema as the store holds it.
@@ -151,6 +169,7 @@ impl AtomicDataZarrWriter {
             fail_after: None,
             progress: false,
             lock,
+            tails: Tails::default(),
         };
         let txn = w.store.transaction();
         for (rel, dtype) in format::META_ARRAYS {
@@ -309,8 +328,49 @@ impl AtomicDataZarrWriter {
         Ok(v)
     }
 
+    /// Reads `meta/*_ptr[n]`, the end of the committed rows on its axis
+    /// (checked against `ptr[n-1]`): all an append needs of the pointers.
+    fn last_pointer(&self, rel: &str, n: usize) -> Result<i64> {
+        let a = self.open_array(rel)?;
+        if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
+            return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
+        }
+        let dtype = arrays::array_dtype(&self.path, rel, &a)?;
+        if dtype != DType::Int64 {
+            return Err(Error::inconsistent(&self.path, rel, format!("dtype {dtype}: appends need int64 pointers")));
+        }
+        let from = n.saturating_sub(1) as u64;
+        // From the kept tail where it holds them (no chunk decoded).
+        let kept = a
+            .chunk_shape(&[0])
+            .ok()
+            .and_then(|s| s.first().map(|d| d.get()))
+            .and_then(|chunk_rows| self.tails.rows(rel, from..n as u64 + 1, chunk_rows, 8));
+        let v = match kept {
+            Some(bytes) => {
+                bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default())).collect()
+            }
+            None => a.retrieve_array_subset::<Vec<i64>>(&[from..n as u64 + 1]).map_err(arr_err(&self.path, rel))?,
+        };
+        match v.as_slice() {
+            [last] if n == 0 && *last == 0 => Ok(0),
+            [before, last] if 0 <= *before && before <= last => Ok(*last),
+            _ => Err(Error::inconsistent(
+                &self.path,
+                rel,
+                format!("pointers {v:?} at sample {n} of {n} (the first must be 0, then never decrease)"),
+            )),
+        }
+    }
+
     /// Sets an array's length to `rows.end` and writes `bytes` into `rows`.
     fn write_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
+        self.write_rows_with(rel, rows, bytes, false)
+    }
+
+    /// [`write_rows`](Self::write_rows); `tail`: an append's write, whose
+    /// partly covered chunks go through the kept tails (see `tail`).
+    fn write_rows_with(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>, tail: bool) -> Result<()> {
         let mut a = self.open_rows_array(rel)?;
         let mut shape = a.shape().to_vec();
         if shape[0] != rows.end {
@@ -342,11 +402,17 @@ impl AtomicDataZarrWriter {
         let a = &a;
         let sharded = zarrs::array::ArrayShardedExt::is_exclusively_sharded(a);
         let store_empty = self.write_empty_chunks(rel);
+        let hand = if tail && !sharded { TailCodec::of(a) } else { None };
         for_each_io(&chunks, |&c| {
             let (lo, hi) = (rows.start.max(c * chunk_rows), rows.end.min((c + 1) * chunk_rows));
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
             let mut idx = vec![0u64; shape.len()];
             idx[0] = c;
+            let partial = lo != c * chunk_rows || hi != (c + 1) * chunk_rows;
+            if let (Some(codec), true) = (hand, partial) {
+                let chunk = ChunkWrite { rel, idx: &idx, rows: chunk_rows, row_bytes, start: lo - c * chunk_rows };
+                return self.write_tail(a, &chunk, data, &codec, store_empty);
+            }
             let subset: Vec<Range<u64>> = std::iter::once(lo - c * chunk_rows..hi - c * chunk_rows)
                 .chain(shape[1..].iter().map(|&d| 0..d))
                 .collect();
@@ -369,6 +435,51 @@ impl AtomicDataZarrWriter {
             a.store_chunk_subset_opt(&idx, &subset, ArrayBytes::new_flen(std::borrow::Cow::Borrowed(data)), &options)
                 .map_err(arr_err(&self.path, rel))
         })
+    }
+
+    /// Writes `data`, the rows from `chunk.start` to the end of the array,
+    /// into a partly covered chunk through its kept tail (see `tail`).
+    fn write_tail(
+        &self,
+        a: &Array<Store>,
+        chunk: &ChunkWrite<'_>,
+        data: &[u8],
+        codec: &TailCodec,
+        store_empty: bool,
+    ) -> Result<()> {
+        let (rel, c) = (chunk.rel, chunk.idx[0]);
+        let head = chunk.start as usize * chunk.row_bytes;
+        let mut tail = match self.tails.take(rel, c, head) {
+            Some(t) => t,
+            None if chunk.start == 0 => Tail::new(c, Vec::new()),
+            None => {
+                // Not kept (the first append to it since this writer opened
+                // the store): its committed rows from the store. The whole
+                // chunk is decoded, which checks its crc32c (zarrs' partial
+                // decoders skip it), so corrupt bytes are refused, never
+                // written back under a fresh checksum.
+                let got: ArrayBytes<'static> =
+                    a.retrieve_chunk_opt(chunk.idx, &CodecOptions::default()).map_err(arr_err(&self.path, rel))?;
+                let mut raw = got.into_fixed().map_err(|e| Error::zarr(&self.path, rel, e))?.into_owned();
+                raw.truncate(head);
+                Tail::new(c, raw)
+            }
+        };
+        tail.extend(data);
+        let chunk_bytes = chunk.rows as usize * chunk.row_bytes;
+        let encoded = tail.encode(codec, chunk_bytes).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        let key = a.chunk_key(chunk.idx);
+        use zarrs::storage::WritableStorageTraits;
+        if !store_empty && tail.decoded().iter().all(|&b| b == codec.fill()) {
+            // As zarrs does with a chunk of fill values: no file.
+            self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        } else {
+            self.store.set(&key, encoded.into()).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        }
+        if tail.decoded().len() < chunk_bytes {
+            self.tails.stage(rel, tail);
+        }
+        Ok(())
     }
 
     fn bar(&self, len: u64, msg: &'static str) -> Progress {

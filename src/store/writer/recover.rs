@@ -89,7 +89,15 @@ impl AtomicDataZarrWriter {
             std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
         }
         let store = arrays::open_store(&path)?;
-        Ok(AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false, lock })
+        Ok(AtomicDataZarrWriter {
+            path,
+            store,
+            config,
+            fail_after: None,
+            progress: false,
+            lock,
+            tails: Default::default(),
+        })
     }
 
     /// Takes the writer lock of the existing store at `path`. A defragment
