@@ -37,7 +37,7 @@ use crate::store::arrays;
 use crate::store::durable::Store;
 use crate::store::format::{self, RootAttrs, StoreGroup};
 use crate::store::lock::StoreLock;
-use tail::{Tail, TailCodec, Tails};
+use tail::{ChunkWrite, TailCodec, Tails};
 
 mod append;
 mod defragment;
@@ -79,19 +79,6 @@ pub struct AtomicDataZarrWriter {
     lock: StoreLock,
     /// The tail chunks small appends extend (see `tail`).
     tails: Tails,
-}
-
-/// One partly covered chunk of a row write.
-struct ChunkWrite<'a> {
-    /// The array.
-    rel: &'a str,
-    /// The chunk's grid indices.
-    idx: &'a [u64],
-    /// Rows per chunk, and bytes per row.
-    rows: u64,
-    row_bytes: usize,
-    /// The first row written, within the chunk.
-    start: u64,
 }
 
 /// A field's schema as the store holds it.
@@ -341,11 +328,7 @@ impl AtomicDataZarrWriter {
         }
         let from = n.saturating_sub(1) as u64;
         // From the kept tail where it holds them (no chunk decoded).
-        let kept = a
-            .chunk_shape(&[0])
-            .ok()
-            .and_then(|s| s.first().map(|d| d.get()))
-            .and_then(|chunk_rows| self.tails.rows(rel, from..n as u64 + 1, chunk_rows, 8));
+        let kept = self.tails.rows(rel, from..n as u64 + 1, 8);
         let v = match kept {
             Some(bytes) => {
                 bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default())).collect()
@@ -402,7 +385,8 @@ impl AtomicDataZarrWriter {
         let a = &a;
         let sharded = zarrs::array::ArrayShardedExt::is_exclusively_sharded(a);
         let store_empty = self.write_empty_chunks(rel);
-        let hand = if tail && !sharded { TailCodec::of(a) } else { None };
+        // (Rows of zero bytes, a zero-width trailing dimension, have no tail.)
+        let hand = if tail && row_bytes > 0 { TailCodec::of(a) } else { None };
         for_each_io(&chunks, |&c| {
             let (lo, hi) = (rows.start.max(c * chunk_rows), rows.end.min((c + 1) * chunk_rows));
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
@@ -435,51 +419,6 @@ impl AtomicDataZarrWriter {
             a.store_chunk_subset_opt(&idx, &subset, ArrayBytes::new_flen(std::borrow::Cow::Borrowed(data)), &options)
                 .map_err(arr_err(&self.path, rel))
         })
-    }
-
-    /// Writes `data`, the rows from `chunk.start` to the end of the array,
-    /// into a partly covered chunk through its kept tail (see `tail`).
-    fn write_tail(
-        &self,
-        a: &Array<Store>,
-        chunk: &ChunkWrite<'_>,
-        data: &[u8],
-        codec: &TailCodec,
-        store_empty: bool,
-    ) -> Result<()> {
-        let (rel, c) = (chunk.rel, chunk.idx[0]);
-        let head = chunk.start as usize * chunk.row_bytes;
-        let mut tail = match self.tails.take(rel, c, head) {
-            Some(t) => t,
-            None if chunk.start == 0 => Tail::new(c, Vec::new()),
-            None => {
-                // Not kept (the first append to it since this writer opened
-                // the store): its committed rows from the store. The whole
-                // chunk is decoded, which checks its crc32c (zarrs' partial
-                // decoders skip it), so corrupt bytes are refused, never
-                // written back under a fresh checksum.
-                let got: ArrayBytes<'static> =
-                    a.retrieve_chunk_opt(chunk.idx, &CodecOptions::default()).map_err(arr_err(&self.path, rel))?;
-                let mut raw = got.into_fixed().map_err(|e| Error::zarr(&self.path, rel, e))?.into_owned();
-                raw.truncate(head);
-                Tail::new(c, raw)
-            }
-        };
-        tail.extend(data);
-        let chunk_bytes = chunk.rows as usize * chunk.row_bytes;
-        let encoded = tail.encode(codec, chunk_bytes).map_err(|e| Error::zarr(&self.path, rel, e))?;
-        let key = a.chunk_key(chunk.idx);
-        use zarrs::storage::WritableStorageTraits;
-        if !store_empty && tail.decoded().iter().all(|&b| b == codec.fill()) {
-            // As zarrs does with a chunk of fill values: no file.
-            self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e))?;
-        } else {
-            self.store.set(&key, encoded.into()).map_err(|e| Error::zarr(&self.path, rel, e))?;
-        }
-        if tail.decoded().len() < chunk_bytes {
-            self.tails.stage(rel, tail);
-        }
-        Ok(())
     }
 
     fn bar(&self, len: u64, msg: &'static str) -> Progress {

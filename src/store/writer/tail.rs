@@ -24,10 +24,19 @@
 //! whole, and a chunk that fills up is compressed whole as one frame, so a
 //! store holds at most one such chunk per array, at most 1/8 uncompressed.
 //!
+//! Sharded arrays keep the tail inner chunk the same way, and the writer
+//! rebuilds the tail shard file from the old one: its other inner chunks'
+//! bytes copied as they are, the new ones, then the index (with its
+//! `crc32c`). zarrs decodes and compresses every inner chunk of a shard it
+//! rewrites (500,000 rows per array in the reference layout); this copies
+//! them. Files are still replaced whole, so an append to a sharded store
+//! writes its tail shards in full.
+//!
 //! Only for chains this module can encode by hand: `bytes` (little endian,
 //! on a little-endian host), `zstd` without its content checksum, an
-//! optional `crc32c`, unsharded, with a fill value of one repeated byte.
-//! Anything else goes through zarrs as before.
+//! optional `crc32c`; sharded only along the rows, with the index at the
+//! end in `bytes` (+ `crc32c`); a fill value of one repeated byte. Anything
+//! else goes through zarrs as before.
 //!
 //! The kept rows equal the committed ones because this writer holds the
 //! store's lock: appends only add rows past the committed end, and the
@@ -39,13 +48,17 @@
 //! a fresh checksum. (A chunk corrupted on disk after this writer wrote it
 //! is rewritten from the rows the writer kept, which are what it committed.)
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use serde_json::Value;
-use zarrs::array::Array;
+use zarrs::array::{Array, ArrayBytes, CodecOptions};
+use zarrs::storage::{ReadableStorageTraits, WritableStorageTraits};
 
+use super::{AtomicDataZarrWriter, arr_err};
+use crate::error::{Error, Result};
 use crate::store::arrays::is_crc32c;
+use crate::store::durable::Store;
 
 /// The zstd frame magic number (little endian on disk).
 const ZSTD_MAGIC: u32 = 0xFD2F_B528;
@@ -55,7 +68,7 @@ const MAX_BLOCK: usize = 128 << 10;
 /// fraction of the chunk.
 const RAW_SHARE: usize = 8;
 
-/// How an array's chunks are encoded by hand (see the module docs).
+/// How an array's (inner) chunks are encoded by hand (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct TailCodec {
     /// zstd level as the array's metadata states it (0: zstd's default).
@@ -64,6 +77,18 @@ pub(super) struct TailCodec {
     crc32c: bool,
     /// The fill value: one byte, repeated.
     fill: u8,
+    /// Set for sharded arrays.
+    shard: Option<ShardSpec>,
+}
+
+/// The shards of a sharded array: split along the rows only, index at the
+/// end, in `bytes` (+ `crc32c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ShardSpec {
+    /// Rows per inner chunk.
+    inner_rows: u64,
+    /// The index ends in a crc32c.
+    index_crc32c: bool,
 }
 
 impl TailCodec {
@@ -79,15 +104,38 @@ impl TailCodec {
         }
         let elem = fill.len();
         let meta = serde_json::to_value(array.metadata()).ok()?;
-        let codecs = meta.get("codecs")?.as_array()?;
+        let mut codecs = meta.get("codecs")?.as_array()?;
         let name = |c: &Value| c.as_str().or_else(|| c.get("name").and_then(Value::as_str)).map(str::to_owned);
-        let little = |c: &Value| {
+        let little = |c: &Value, size: usize| {
             name(c).as_deref() == Some("bytes")
                 && match c.pointer("/configuration/endian").and_then(Value::as_str) {
                     Some(e) => e == "little",
-                    None => elem == 1,
+                    None => size == 1,
                 }
         };
+        let mut shard = None;
+        if let [c] = codecs.as_slice()
+            && name(c).as_deref() == Some("sharding_indexed")
+        {
+            let dims = |v: Option<&Value>| -> Option<Vec<u64>> { v?.as_array()?.iter().map(Value::as_u64).collect() };
+            let outer = dims(meta.pointer("/chunk_grid/configuration/chunk_shape"))?;
+            let inner = dims(c.pointer("/configuration/chunk_shape"))?;
+            let (&o, &i) = (outer.first()?, inner.first()?);
+            if outer.get(1..) != inner.get(1..) || i == 0 || o % i != 0 {
+                return None;
+            }
+            if !matches!(c.pointer("/configuration/index_location").and_then(Value::as_str), None | Some("end")) {
+                return None;
+            }
+            let index_crc32c = match c.pointer("/configuration/index_codecs")?.as_array()?.as_slice() {
+                [b] if little(b, 8) => false,
+                [b, k] if little(b, 8) && is_crc32c(k) => true,
+                _ => return None,
+            };
+            shard = Some(ShardSpec { inner_rows: i, index_crc32c });
+            codecs = c.pointer("/configuration/codecs")?.as_array()?;
+        }
+        let little = |c: &Value| little(c, elem);
         let zstd_level = |c: &Value| -> Option<i32> {
             if name(c).as_deref() != Some("zstd")
                 || c.pointer("/configuration/checksum").and_then(Value::as_bool).unwrap_or(false)
@@ -101,12 +149,28 @@ impl TailCodec {
             [b, z, k] if little(b) && is_crc32c(k) => (zstd_level(z)?, true),
             _ => return None,
         };
-        Some(TailCodec { level, crc32c, fill: first })
+        Some(TailCodec { level, crc32c, fill: first, shard })
     }
 
-    /// The fill byte.
-    pub(super) fn fill(&self) -> u8 {
-        self.fill
+    /// Decodes one encoded (inner) chunk of `size` bytes, checking its
+    /// crc32c first.
+    fn decode(&self, encoded: &[u8], size: usize) -> std::result::Result<Vec<u8>, Bad> {
+        let body = if self.crc32c {
+            let body = encoded
+                .len()
+                .checked_sub(4)
+                .map(|n| &encoded[..n])
+                .ok_or(Bad::Other("shorter than its crc32c".into()))?;
+            check_crc32c(body, &encoded[body.len()..], "")?;
+            body
+        } else {
+            encoded
+        };
+        let out = zstd::bulk::decompress(body, size).map_err(|e| Bad::Other(format!("zstd: {e}")))?;
+        if out.len() != size {
+            return Err(Bad::Other(format!("decodes to {} bytes, expected {size}", out.len())));
+        }
+        Ok(out)
     }
 }
 
@@ -114,8 +178,10 @@ impl TailCodec {
 /// first rows, nothing past them) and the compressed head of the frame.
 #[derive(Debug)]
 pub(super) struct Tail {
-    /// The chunk's index along dimension 0.
+    /// The (inner) chunk's index along dimension 0.
     chunk: u64,
+    /// The array row its first row is.
+    first_row: u64,
     /// The decoded bytes of the chunk's first rows.
     decoded: Vec<u8>,
     /// Frame header and compressed blocks of `decoded[..packed]`.
@@ -126,25 +192,20 @@ pub(super) struct Tail {
 }
 
 impl Tail {
-    /// A tail of chunk `chunk` holding `decoded` (its first rows); nothing
-    /// compressed yet.
-    pub(super) fn new(chunk: u64, decoded: Vec<u8>) -> Tail {
-        Tail { chunk, decoded, head: Vec::new(), packed: 0, max_block: 0 }
-    }
-
-    /// The decoded bytes of its rows.
-    pub(super) fn decoded(&self) -> &[u8] {
-        &self.decoded
+    /// A tail of (inner) chunk `chunk` of `rows` rows holding `decoded`
+    /// (its first rows); nothing compressed yet.
+    fn new(chunk: u64, rows: u64, decoded: Vec<u8>) -> Tail {
+        Tail { chunk, first_row: chunk * rows, decoded, head: Vec::new(), packed: 0, max_block: 0 }
     }
 
     /// Appends rows.
-    pub(super) fn extend(&mut self, rows: &[u8]) {
+    fn extend(&mut self, rows: &[u8]) {
         self.decoded.extend_from_slice(rows);
     }
 
     /// The whole encoded chunk of `chunk_bytes` decoded bytes: the rows,
     /// then the fill byte. A full chunk is one ordinary compressed frame.
-    pub(super) fn encode(&mut self, codec: &TailCodec, chunk_bytes: usize) -> std::io::Result<Vec<u8>> {
+    fn encode(&mut self, codec: &TailCodec, chunk_bytes: usize) -> std::io::Result<Vec<u8>> {
         let n = self.decoded.len();
         if n > chunk_bytes {
             return Err(std::io::Error::other(format!("{n} tail bytes in a chunk of {chunk_bytes}")));
@@ -264,30 +325,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Tails {
     /// Takes the committed tail of array `rel` if it is chunk `chunk` with
     /// exactly `len` decoded bytes (else the caller reads the chunk).
-    pub(super) fn take(&self, rel: &str, chunk: u64, len: usize) -> Option<Tail> {
+    fn take(&self, rel: &str, chunk: u64, len: usize) -> Option<Tail> {
         let mut map = lock(&self.committed);
         let tail = map.remove(rel)?;
         (tail.chunk == chunk && tail.decoded.len() == len).then_some(tail)
     }
 
     /// The decoded bytes of rows `rows` of array `rel`, if its committed
-    /// tail holds them (`chunk_rows` rows per chunk, `row_bytes` per row).
-    pub(super) fn rows(
-        &self,
-        rel: &str,
-        rows: std::ops::Range<u64>,
-        chunk_rows: u64,
-        row_bytes: usize,
-    ) -> Option<Vec<u8>> {
+    /// tail holds them (`row_bytes` per row).
+    pub(super) fn rows(&self, rel: &str, rows: std::ops::Range<u64>, row_bytes: usize) -> Option<Vec<u8>> {
         let map = lock(&self.committed);
         let tail = map.get(rel)?;
-        let first = tail.chunk.checked_mul(chunk_rows)?;
-        let (a, b) = (rows.start.checked_sub(first)? as usize, rows.end.checked_sub(first)? as usize);
+        let (a, b) = (rows.start.checked_sub(tail.first_row)? as usize, rows.end.checked_sub(tail.first_row)? as usize);
         tail.decoded.get(a * row_bytes..b * row_bytes).map(<[u8]>::to_vec)
     }
 
     /// Stages the new tail of array `rel` (kept once the append commits).
-    pub(super) fn stage(&self, rel: &str, tail: Tail) {
+    fn stage(&self, rel: &str, tail: Tail) {
         lock(&self.staged).insert(rel.to_string(), tail);
     }
 
@@ -304,12 +358,223 @@ impl Tails {
     }
 }
 
+/// Why stored bytes were refused.
+enum Bad {
+    /// Their crc32c does not match.
+    Checksum(String),
+    Other(String),
+}
+
+/// Checks that `sum` (4 bytes, little endian) is the crc32c of `body`.
+fn check_crc32c(body: &[u8], sum: &[u8], what: &str) -> std::result::Result<(), Bad> {
+    let stored =
+        <[u8; 4]>::try_from(sum).map(u32::from_le_bytes).map_err(|_| Bad::Other(format!("{what}no crc32c")))?;
+    let computed = crc32c::crc32c(body);
+    if stored != computed {
+        return Err(Bad::Checksum(format!(
+            "{what}crc32c of its {} bytes is {computed:#010x}, stored {stored:#010x}",
+            body.len()
+        )));
+    }
+    Ok(())
+}
+
+/// One partly covered chunk (shard, for sharded arrays) of a row write.
+pub(super) struct ChunkWrite<'a> {
+    /// The array.
+    pub(super) rel: &'a str,
+    /// The chunk's grid indices.
+    pub(super) idx: &'a [u64],
+    /// Rows per chunk, and bytes per row.
+    pub(super) rows: u64,
+    pub(super) row_bytes: usize,
+    /// The first row written, within the chunk.
+    pub(super) start: u64,
+}
+
+/// An absent inner chunk's index entry.
+const MISSING: (u64, u64) = (u64::MAX, u64::MAX);
+
+impl AtomicDataZarrWriter {
+    /// Writes `data`, the rows from `chunk.start` to the end of the array,
+    /// into a partly covered chunk through its kept tail (see the module
+    /// docs).
+    pub(super) fn write_tail(
+        &self,
+        a: &Array<Store>,
+        chunk: &ChunkWrite<'_>,
+        data: &[u8],
+        codec: &TailCodec,
+        store_empty: bool,
+    ) -> Result<()> {
+        if let Some(spec) = codec.shard {
+            return self.write_shard_tail(a, chunk, data, codec, spec, store_empty);
+        }
+        let (rel, c) = (chunk.rel, chunk.idx[0]);
+        let head = chunk.start as usize * chunk.row_bytes;
+        let mut tail = match self.tails.take(rel, c, head) {
+            Some(t) => t,
+            None if chunk.start == 0 => Tail::new(c, chunk.rows, Vec::new()),
+            None => {
+                // Not kept (the first append to it since this writer opened
+                // the store): its committed rows from the store. The whole
+                // chunk is decoded, which checks its crc32c (zarrs' partial
+                // decoders skip it), so corrupt bytes are refused, never
+                // written back under a fresh checksum.
+                let got: ArrayBytes<'static> =
+                    a.retrieve_chunk_opt(chunk.idx, &CodecOptions::default()).map_err(arr_err(&self.path, rel))?;
+                let mut raw = got.into_fixed().map_err(|e| Error::zarr(&self.path, rel, e))?.into_owned();
+                raw.truncate(head);
+                Tail::new(c, chunk.rows, raw)
+            }
+        };
+        tail.extend(data);
+        let chunk_bytes = chunk.rows as usize * chunk.row_bytes;
+        let encoded = tail.encode(codec, chunk_bytes).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        let key = a.chunk_key(chunk.idx);
+        if !store_empty && tail.decoded.iter().all(|&b| b == codec.fill) {
+            // As zarrs does with a chunk of fill values: no file.
+            self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        } else {
+            self.store.set(&key, encoded.into()).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        }
+        if tail.decoded.len() < chunk_bytes {
+            self.tails.stage(rel, tail);
+        }
+        Ok(())
+    }
+
+    /// [`write_tail`](Self::write_tail) for a shard: the inner chunks the
+    /// rows touch encoded through the kept tail, the others' bytes copied
+    /// from the old shard file.
+    fn write_shard_tail(
+        &self,
+        a: &Array<Store>,
+        chunk: &ChunkWrite<'_>,
+        data: &[u8],
+        codec: &TailCodec,
+        spec: ShardSpec,
+        store_empty: bool,
+    ) -> Result<()> {
+        let (rel, shard) = (chunk.rel, chunk.idx[0]);
+        let per_shard = chunk.rows / spec.inner_rows;
+        let inner_bytes = spec.inner_rows as usize * chunk.row_bytes;
+        let key = a.chunk_key(chunk.idx);
+        let old = self.store.get(&key).map_err(|e| Error::zarr(&self.path, rel, e))?;
+        let bad = |inner: u64, why: Bad| {
+            let (store, array, chunk) = (self.path.clone(), rel.to_string(), shard * per_shard + inner);
+            match why {
+                Bad::Checksum(reason) => Error::Checksum { store, array, chunk, reason },
+                Bad::Other(reason) => Error::Chunk { store, array, chunk, reason },
+            }
+        };
+        let index = match &old {
+            None => vec![MISSING; per_shard as usize],
+            Some(bytes) => parse_index(bytes, per_shard, spec.index_crc32c).map_err(|why| bad(0, why))?,
+        };
+        let stored = |k: u64| -> Option<&[u8]> {
+            let (offset, size) = index[k as usize];
+            let bytes = old.as_deref()?;
+            ((offset, size) != MISSING).then(|| &bytes[offset as usize..(offset + size) as usize])
+        };
+        // The inner chunks the rows touch, encoded anew.
+        let rows = (data.len() / chunk.row_bytes) as u64;
+        let (lo, hi) = (chunk.start, chunk.start + rows);
+        let mut fresh: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
+        for k in lo / spec.inner_rows..=(hi - 1) / spec.inner_rows {
+            let (from, to) = (lo.max(k * spec.inner_rows), hi.min((k + 1) * spec.inner_rows));
+            let part = &data[((from - lo) as usize) * chunk.row_bytes..((to - lo) as usize) * chunk.row_bytes];
+            let start = (from - k * spec.inner_rows) as usize * chunk.row_bytes;
+            let global = shard * per_shard + k;
+            let mut tail = match self.tails.take(rel, global, start) {
+                Some(t) => t,
+                None if start == 0 => Tail::new(global, spec.inner_rows, Vec::new()),
+                None => {
+                    // As for unsharded chunks: decoded whole, crc32c checked.
+                    let mut decoded = match stored(k) {
+                        Some(enc) => codec.decode(enc, inner_bytes).map_err(|why| bad(k, why))?,
+                        None => vec![codec.fill; inner_bytes],
+                    };
+                    decoded.truncate(start);
+                    Tail::new(global, spec.inner_rows, decoded)
+                }
+            };
+            tail.extend(part);
+            let encoded = tail.encode(codec, inner_bytes).map_err(|e| Error::zarr(&self.path, rel, e))?;
+            let empty = !store_empty && tail.decoded.iter().all(|&b| b == codec.fill);
+            fresh.insert(k, (!empty).then_some(encoded));
+            if tail.decoded.len() < inner_bytes {
+                self.tails.stage(rel, tail);
+            }
+        }
+        // The shard: inner chunks in order, then the index.
+        let mut out = Vec::with_capacity(old.as_ref().map_or(0, |b| b.len()) + data.len() + 64);
+        let mut entries = Vec::with_capacity(per_shard as usize);
+        for k in 0..per_shard {
+            let bytes = match fresh.get(&k) {
+                Some(new) => new.as_deref(),
+                None => stored(k),
+            };
+            entries.push(match bytes {
+                Some(b) => {
+                    let at = out.len() as u64;
+                    out.extend_from_slice(b);
+                    (at, b.len() as u64)
+                }
+                None => MISSING,
+            });
+        }
+        if entries.iter().all(|&e| e == MISSING) {
+            return self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e));
+        }
+        let index_at = out.len();
+        for (offset, size) in &entries {
+            out.extend_from_slice(&offset.to_le_bytes());
+            out.extend_from_slice(&size.to_le_bytes());
+        }
+        if spec.index_crc32c {
+            let crc = crc32c::crc32c(&out[index_at..]);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        self.store.set(&key, out.into()).map_err(|e| Error::zarr(&self.path, rel, e))
+    }
+}
+
+/// A shard file's index (at its end): `(offset, size)` per inner chunk,
+/// checked against its crc32c and the file's data bytes.
+fn parse_index(file: &[u8], per_shard: u64, crc: bool) -> std::result::Result<Vec<(u64, u64)>, Bad> {
+    let entries = per_shard as usize * 16;
+    let len = entries + if crc { 4 } else { 0 };
+    let Some(data_end) = file.len().checked_sub(len) else {
+        return Err(Bad::Other(format!("shard file of {} bytes, shorter than its {len}-byte index", file.len())));
+    };
+    let (body, sum) = file[data_end..].split_at(entries);
+    if crc {
+        check_crc32c(body, sum, "shard index: ")?;
+    }
+    body.chunks_exact(16)
+        .map(|e| {
+            let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).unwrap_or(u64::MAX);
+            let entry = (word(&e[..8]), word(&e[8..]));
+            let inside = entry.0.checked_add(entry.1).is_some_and(|end| end <= data_end as u64);
+            if entry == MISSING || inside {
+                Ok(entry)
+            } else {
+                Err(Bad::Other(format!(
+                    "shard index: inner chunk at {}+{} outside the shard's {data_end} data bytes",
+                    entry.0, entry.1
+                )))
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn codec(crc32c: bool) -> TailCodec {
-        TailCodec { level: 3, crc32c, fill: 0 }
+        TailCodec { level: 3, crc32c, fill: 0, shard: None }
     }
 
     fn decode(encoded: &[u8], crc: bool, size: usize) -> Vec<u8> {
@@ -330,7 +595,7 @@ mod tests {
         for chunk_bytes in [48usize, 1000, 300_000, 1 << 20] {
             for crc in [false, true] {
                 let mut want: Vec<u8> = Vec::new();
-                let mut tail = Tail::new(0, Vec::new());
+                let mut tail = Tail::new(0, 1, Vec::new());
                 let mut seed = 7u64;
                 let mut step = 1usize;
                 while want.len() < chunk_bytes {
@@ -357,7 +622,7 @@ mod tests {
     fn a_small_append_adds_about_its_own_size() {
         let chunk_bytes = 1 << 20;
         let rows: Vec<u8> = (0..200_000u32).flat_map(|i| (i as f32).sin().to_le_bytes()).collect();
-        let mut tail = Tail::new(0, rows[..400_000].to_vec());
+        let mut tail = Tail::new(0, 1, rows[..400_000].to_vec());
         let first = tail.encode(&codec(true), chunk_bytes).unwrap().len();
         tail.extend(&rows[400_000..401_200]);
         let second = tail.encode(&codec(true), chunk_bytes).unwrap().len();
