@@ -294,6 +294,10 @@ struct RoundtripArgs {
     /// Write no crc32c checksum per chunk (as the reference toolkit writes).
     #[arg(long)]
     no_checksum: bool,
+    /// Samples per write call: the first writes, the rest append (small
+    /// values time small appends).
+    #[arg(long, default_value_t = atomzarr::cli::bench::DEFAULT_WRITE_BATCH)]
+    write_batch: usize,
     #[command(flatten)]
     read: ReadArgs,
 }
@@ -495,6 +499,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 edge_shard_size: a.edge_shard_size,
                 output_dir: a.output_dir.clone(),
                 checksum: !a.no_checksum,
+                write_batch: a.write_batch,
             };
             if !a.read.json {
                 eprintln!(
