@@ -38,9 +38,12 @@ fn frames() -> usize {
     std::env::var("ATOMZARR_LOCK_FRAMES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000)
 }
 
+/// A frame's atomic numbers, positions, forces and energy.
+type Frame = (Vec<i64>, Vec<[f32; 3]>, Vec<[f32; 3]>, f32);
+
 /// Frame `i` of input file `file` (0 or 1): 2-7 atoms; every value a
 /// multiple of 1/8 (exact in float32); the energy names the frame.
-fn frame_values(file: usize, i: usize) -> (Vec<i64>, Vec<[f32; 3]>, Vec<[f32; 3]>, f32) {
+fn frame_values(file: usize, i: usize) -> Frame {
     let n = 2 + (i * 7 + file * 3) % 6;
     let z: Vec<i64> = (0..n).map(|k| [1, 6, 7, 8][(i + k + file) % 4]).collect();
     let pos: Vec<[f32; 3]> =
@@ -301,9 +304,9 @@ fn appender(store: &Path) -> Result<(), String> {
 /// growing, whole commits.
 fn reader(store: &Path) -> Result<(), String> {
     let options = ReaderOptions::default().with_cache_bytes(16 << 20);
-    let early = AtomicDataZarrReader::open_with(store, options.clone()).map_err(|e| e.to_string())?;
+    let early = AtomicDataZarrReader::open_with(store, options).map_err(|e| e.to_string())?;
     let early_len = check_prefix(&early, "reader opened before the appends")?;
-    let refreshed = AtomicDataZarrReader::open_with(store, options.clone()).map_err(|e| e.to_string())?;
+    let refreshed = AtomicDataZarrReader::open_with(store, options).map_err(|e| e.to_string())?;
     let (mut last, mut rounds, mut lens) = (0usize, 0usize, std::collections::BTreeSet::new());
     let done = store.with_extension("done");
     loop {
@@ -315,7 +318,7 @@ fn reader(store: &Path) -> Result<(), String> {
         }
         last = len;
         lens.insert(len);
-        let fresh = AtomicDataZarrReader::open_with(store, options.clone()).map_err(|e| format!("open: {e}"))?;
+        let fresh = AtomicDataZarrReader::open_with(store, options).map_err(|e| format!("open: {e}"))?;
         check_prefix(&fresh, "fresh reader")?;
         if check_prefix(&early, "reader opened before the appends")? != early_len {
             return Err("the early reader's length changed without a refresh".into());

@@ -148,10 +148,11 @@ pub fn import_extxyz<P: AsRef<Path> + Sync>(
     if let Err(e) = result {
         // A store this call created and wrote nothing to is removed again,
         // so that a corrected rerun does not meet an empty store.
-        if !appended && report.frames == 0 {
-            if let Err(rm) = writer.remove_store() {
-                log::warn!("{}: could not remove the empty store: {rm}", store.display());
-            }
+        if !appended
+            && report.frames == 0
+            && let Err(rm) = writer.remove_store()
+        {
+            log::warn!("{}: could not remove the empty store: {rm}", store.display());
         }
         return Err(e);
     }

@@ -51,6 +51,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use rayon::prelude::*;
 use serde_json::Value;
 use zarrs::array::{Array, ArrayBytes, CodecOptions};
 use zarrs::storage::{ReadableStorageTraits, WritableStorageTraits};
@@ -150,6 +151,16 @@ impl TailCodec {
             _ => return None,
         };
         Some(TailCodec { level, crc32c, fill: first, shard })
+    }
+
+    /// One full (inner) chunk, compressed as one frame.
+    fn encode_whole(&self, decoded: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut out = compress(decoded, self.level, decoded.len(), true)?;
+        if self.crc32c {
+            let crc = crc32c::crc32c(&out);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        Ok(out)
     }
 
     /// Decodes one encoded (inner) chunk of `size` bytes, checking its
@@ -306,7 +317,7 @@ fn max_block(head: &[u8], chunk_bytes: usize) -> std::io::Result<usize> {
         let base = 1usize << log;
         base + (base / 8) * usize::from(wd & 7)
     };
-    Ok(window.min(MAX_BLOCK).max(1))
+    Ok(window.clamp(1, MAX_BLOCK))
 }
 
 /// The tails this writer keeps (see the module docs): committed ones, and
@@ -480,33 +491,43 @@ impl AtomicDataZarrWriter {
         // The inner chunks the rows touch, encoded anew.
         let rows = (data.len() / chunk.row_bytes) as u64;
         let (lo, hi) = (chunk.start, chunk.start + rows);
-        let mut fresh: BTreeMap<u64, Option<Vec<u8>>> = BTreeMap::new();
-        for k in lo / spec.inner_rows..=(hi - 1) / spec.inner_rows {
-            let (from, to) = (lo.max(k * spec.inner_rows), hi.min((k + 1) * spec.inner_rows));
-            let part = &data[((from - lo) as usize) * chunk.row_bytes..((to - lo) as usize) * chunk.row_bytes];
-            let start = (from - k * spec.inner_rows) as usize * chunk.row_bytes;
-            let global = shard * per_shard + k;
-            let mut tail = match self.tails.take(rel, global, start) {
-                Some(t) => t,
-                None if start == 0 => Tail::new(global, spec.inner_rows, Vec::new()),
-                None => {
-                    // As for unsharded chunks: decoded whole, crc32c checked.
-                    let mut decoded = match stored(k) {
-                        Some(enc) => codec.decode(enc, inner_bytes).map_err(|why| bad(k, why))?,
-                        None => vec![codec.fill; inner_bytes],
-                    };
-                    decoded.truncate(start);
-                    Tail::new(global, spec.inner_rows, decoded)
+        // In parallel: a large write fills many inner chunks of its last
+        // shard, each compressed whole.
+        let touched: Vec<u64> = (lo / spec.inner_rows..=(hi - 1) / spec.inner_rows).collect();
+        let fresh: BTreeMap<u64, Option<Vec<u8>>> = touched
+            .par_iter()
+            .map(|&k| -> Result<(u64, Option<Vec<u8>>)> {
+                let (from, to) = (lo.max(k * spec.inner_rows), hi.min((k + 1) * spec.inner_rows));
+                let part = &data[((from - lo) as usize) * chunk.row_bytes..((to - lo) as usize) * chunk.row_bytes];
+                let empty = |rows: &[u8]| !store_empty && rows.iter().all(|&b| b == codec.fill);
+                if part.len() == inner_bytes {
+                    let encoded = codec.encode_whole(part).map_err(|e| Error::zarr(&self.path, rel, e))?;
+                    return Ok((k, (!empty(part)).then_some(encoded)));
                 }
-            };
-            tail.extend(part);
-            let encoded = tail.encode(codec, inner_bytes).map_err(|e| Error::zarr(&self.path, rel, e))?;
-            let empty = !store_empty && tail.decoded.iter().all(|&b| b == codec.fill);
-            fresh.insert(k, (!empty).then_some(encoded));
-            if tail.decoded.len() < inner_bytes {
-                self.tails.stage(rel, tail);
-            }
-        }
+                let start = (from - k * spec.inner_rows) as usize * chunk.row_bytes;
+                let global = shard * per_shard + k;
+                let mut tail = match self.tails.take(rel, global, start) {
+                    Some(t) => t,
+                    None if start == 0 => Tail::new(global, spec.inner_rows, Vec::new()),
+                    None => {
+                        // As for unsharded chunks: decoded whole, crc32c checked.
+                        let mut decoded = match stored(k) {
+                            Some(enc) => codec.decode(enc, inner_bytes).map_err(|why| bad(k, why))?,
+                            None => vec![codec.fill; inner_bytes],
+                        };
+                        decoded.truncate(start);
+                        Tail::new(global, spec.inner_rows, decoded)
+                    }
+                };
+                tail.extend(part);
+                let encoded = tail.encode(codec, inner_bytes).map_err(|e| Error::zarr(&self.path, rel, e))?;
+                let kept = (!empty(&tail.decoded)).then_some(encoded);
+                if tail.decoded.len() < inner_bytes {
+                    self.tails.stage(rel, tail);
+                }
+                Ok((k, kept))
+            })
+            .collect::<Result<_>>()?;
         // The shard: inner chunks in order, then the index.
         let mut out = Vec::with_capacity(old.as_ref().map_or(0, |b| b.len()) + data.len() + 64);
         let mut entries = Vec::with_capacity(per_shard as usize);
