@@ -299,8 +299,8 @@ impl AtomicDataZarrWriter {
         Ok(out)
     }
 
-    /// Reads `meta/*_ptr[0..=n]`.
-    fn pointers(&self, rel: &str, n: usize) -> Result<Vec<i64>> {
+    /// Opens pointer array `rel`, checked to hold `n + 1` int64 entries.
+    fn pointer_array(&self, rel: &str, n: usize) -> Result<Array<Store>> {
         let a = self.open_array(rel)?;
         if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
             return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
@@ -310,6 +310,12 @@ impl AtomicDataZarrWriter {
         if dtype != DType::Int64 {
             return Err(Error::inconsistent(&self.path, rel, format!("dtype {dtype}: appends need int64 pointers")));
         }
+        Ok(a)
+    }
+
+    /// Reads `meta/*_ptr[0..=n]`.
+    fn pointers(&self, rel: &str, n: usize) -> Result<Vec<i64>> {
+        let a = self.pointer_array(rel, n)?;
         let v = a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))?;
         format::check_pointers(&self.path, rel, &v, n)?;
         Ok(v)
@@ -318,14 +324,7 @@ impl AtomicDataZarrWriter {
     /// Reads `meta/*_ptr[n]`, the end of the committed rows on its axis
     /// (checked against `ptr[n-1]`): all an append needs of the pointers.
     fn last_pointer(&self, rel: &str, n: usize) -> Result<i64> {
-        let a = self.open_array(rel)?;
-        if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
-            return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
-        }
-        let dtype = arrays::array_dtype(&self.path, rel, &a)?;
-        if dtype != DType::Int64 {
-            return Err(Error::inconsistent(&self.path, rel, format!("dtype {dtype}: appends need int64 pointers")));
-        }
+        let a = self.pointer_array(rel, n)?;
         let from = n.saturating_sub(1) as u64;
         // From the kept tail where it holds them (no chunk decoded).
         let kept = self.tails.rows(rel, from..n as u64 + 1, 8);
@@ -341,7 +340,7 @@ impl AtomicDataZarrWriter {
             _ => Err(Error::inconsistent(
                 &self.path,
                 rel,
-                format!("pointers {v:?} at sample {n} of {n} (the first must be 0, then never decrease)"),
+                format!("entries {v:?} end its {n} committed samples (the first must be 0, and none may decrease)"),
             )),
         }
     }
