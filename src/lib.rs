@@ -48,8 +48,10 @@
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable.rs     crash-safe storage below zarrs
 //! │   ├── limits.rs      size limits, checked before anything is allocated
+//! │   ├── lock.rs        the writer lock: one writer per store at a time
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
-//! │   │                  append, edit (add_custom, delete), defragment
+//! │   │                  append, edit (add_custom, delete), defragment, tail
+//! │   │                  (tail chunks small appends extend)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
 //! │   │                  pool (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
@@ -71,7 +73,7 @@
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
 //! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; extended XYZ ([`source::extxyz`]); dataset statistics ([`source::stats`]) |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |

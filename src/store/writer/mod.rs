@@ -47,6 +47,11 @@ mod tail;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
+/// A writer holds its store's writer lock ([`crate::store::lock`]) from
+/// [`create`](Self::create) or [`open`](Self::open) until it is dropped: one
+/// writer per store at a time; a second one gets [`Error::Locked`], or waits
+/// up to [`ZarrWriteConfig::with_lock_timeout`]. Readers never wait.
+///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::{AtomicData, AtomicDataZarrWriter, AtomicDataZarrReader, Codec, Level, Reader,
