@@ -118,8 +118,30 @@ fn node_process() {
     println!("NODE_RESULT samples_seen={samples} params_checksum={checksum}");
 }
 
+/// A port for a node to bind. burn-collective binds the ports it is given
+/// (it cannot bind port 0 and report the port back), so they are drawn
+/// below the kernel's ephemeral range (`ip_local_port_range`): the kernel
+/// hands no port there to a `bind(0)` or to an outgoing connection, so
+/// between this check and the node's own bind nothing else in the test
+/// run can take it. Each port is drawn once per process.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use rand::RngExt;
+    static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    assert!(ephemeral_low > 12_000, "ephemeral ports start at {ephemeral_low}: no room below them");
+    let mut taken = TAKEN.lock().unwrap();
+    let mut rng = rand::rng();
+    for _ in 0..1000 {
+        let port = rng.random_range(10_000..ephemeral_low);
+        if !taken.contains(&port) && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            taken.push(port);
+            return port;
+        }
+    }
+    panic!("no free port in 10000..{ephemeral_low}");
 }
 
 /// Runs the two node processes once; `None` when they do not finish within
