@@ -21,7 +21,7 @@ pub fn open_store(path: &Path) -> Result<Arc<Store>> {
 }
 
 /// Opens an array of the store (with zarrs' zstd and blosc decoders
-/// bounded, see [`crate::store::limits::install_bounded_codecs`]).
+/// bounded unless the user opted out, see [`crate::store::set_bounded_codecs`]).
 pub fn open_array<T: ?Sized + ReadableStorageTraits + 'static>(
     store_path: &Path,
     store: &Arc<T>,
