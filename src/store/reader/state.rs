@@ -64,6 +64,8 @@ pub(crate) struct State {
     /// Physical index of each logical index; `None` when nothing is deleted.
     pub active: Option<Vec<usize>>,
     pub fields: Vec<FieldArray>,
+    /// The string labels (`strings/`), in name order.
+    pub strings: Vec<super::strings::StringArray>,
 }
 
 impl State {
@@ -287,7 +289,8 @@ impl AtomicDataZarrReader {
             limits::check_field_bytes(p, &rel, need, &g, &backing)?;
             fields.push(self.field_array(name, &rel, info.level, dtype, array, g));
         }
-        Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
+        let strings = self.open_strings(&root, n as u64, total_atoms)?;
+        Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields, strings })
     }
 
     /// Field `name` (array `rel`) ready for reading, with its checked
@@ -328,9 +331,6 @@ impl AtomicDataZarrReader {
     /// custom field whose array is still in the pending folder.
     fn remote_pending(&self, root: &format::RootAttrs) -> Result<Option<String>> {
         for (name, info) in &root.fields {
-            if info.group != format::StoreGroup::Custom {
-                continue;
-            }
             let placed = format!("{}/zarr.json", format::field_path(info.group, name));
             if self.bytes.size(&placed)?.is_none()
                 && self.bytes.size(&format!("{}/zarr.json", format::pending_path(name)))?.is_some()

@@ -57,6 +57,7 @@ impl AtomicDataZarrWriter {
         let n = root.num_samples;
         let existing = self.store_schema(&root)?;
         let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty(), validate_values)?;
+        let labels = self.check_strings(&root, samples, n == 0 && existing.is_empty())?;
         let atoms_ptr = self.pointers(format::ATOMS_PTR, n)?;
         let edges_ptr = self.pointers(format::EDGES_PTR, n)?;
         let (v0, e0) = (atoms_ptr[n] as u64, edges_ptr[n] as u64);
@@ -98,6 +99,8 @@ impl AtomicDataZarrWriter {
             for (name, sc) in &schema {
                 attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
             }
+            self.create_strings(&labels)?;
+            format::set_string_fields(&mut attrs, &labels);
         }
         self.checkpoint(AppendStep::Schema)?;
 
@@ -144,6 +147,7 @@ impl AtomicDataZarrWriter {
             Ok(())
         })?;
         bar.finish_and_clear();
+        self.write_strings(samples, &labels, n as u64, v0)?;
         self.checkpoint(AppendStep::FieldData)?;
 
         // Masks (independent arrays: in parallel, as above).
