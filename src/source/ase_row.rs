@@ -96,7 +96,7 @@ impl AseRow {
         let n = self.numbers.len();
         let f32s = |v: &[f64], factor: f64| -> Vec<f32> { v.iter().map(|&x| scale_f32(x, factor)).collect() };
         let mut d = AtomicData::default();
-        let mut put = |d: &mut AtomicData, name: &str, level: Level, shape: Vec<usize>, data: HostData| -> Result<()> {
+        let put = |d: &mut AtomicData, name: &str, level: Level, shape: Vec<usize>, data: HostData| -> Result<()> {
             let f = Field::new(level, shape, data).map_err(|e| err(name, e.to_string()))?;
             d.fields.insert(name.to_string(), f);
             Ok(())

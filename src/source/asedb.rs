@@ -73,7 +73,7 @@ impl FrameSource for AseDbReader {
         };
         let mut stmt = self
             .conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM systems WHERE id > ?1 ORDER BY id LIMIT ?2"))
+            .prepare(&format!("SELECT {COLUMNS} FROM systems WHERE id > ?1 ORDER BY id LIMIT ?2"))
             .map_err(sql)?;
         let mut rows = stmt.query(rusqlite::params![self.last_id, max_frames.max(1) as i64]).map_err(sql)?;
         let mut raw: Vec<(AseRow, Option<String>)> = Vec::new();

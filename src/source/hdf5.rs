@@ -27,7 +27,8 @@
 
 use std::path::{Path, PathBuf};
 
-use hdf5_reader::{Dataset, Datatype, Group, Hdf5File};
+use hdf5_reader::group::Group;
+use hdf5_reader::{Dataset, Datatype, Hdf5File};
 
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};

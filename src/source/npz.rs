@@ -126,9 +126,11 @@ fn entry_locations(path: &Path) -> Result<BTreeMap<String, EntryLoc>> {
     for i in 0..zip.len() {
         let f = zip.by_index_raw(i).map_err(|e| bad(e.to_string()))?;
         let name = f.name().trim_end_matches(".npy").to_string();
+        // Deflate is read here (flate2), so the zip crate is built without
+        // its decompressors and reports method 8 as unsupported.
         let deflated = match f.compression() {
             zip::CompressionMethod::Stored => false,
-            zip::CompressionMethod::Deflated => true,
+            m if m == zip::CompressionMethod::DEFLATE => true,
             other => return Err(bad(format!("{name}: compression {other:?} (numpy writes stored or deflated)"))),
         };
         let start = f.data_start().ok_or_else(|| bad(format!("{name}: no data offset")))?;
@@ -303,7 +305,7 @@ impl NpzReader {
         if positions.header.shape != [frames, n, 3] {
             return Err(bad(r_key, format!("shape {:?}, expected [frames, {n}, 3]", positions.header.shape)));
         }
-        let mut read_str = |k: &str| -> Result<Option<String>> {
+        let read_str = |k: &str| -> Result<Option<String>> {
             if !has(k) {
                 return Ok(None);
             }
