@@ -116,9 +116,20 @@ def ase_fields(a):
     return f
 
 
+def no_nan(x):
+    """NaN (an absent label) as null: strict JSON readers refuse NaN."""
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, list):
+        return [no_nan(v) for v in x]
+    if isinstance(x, dict):
+        return {k: no_nan(v) for k, v in x.items()}
+    return x
+
+
 def write_json(name, obj):
     with open(os.path.join(OUT, name), "w") as fh:
-        json.dump(obj, fh, indent=None, separators=(",", ":"))
+        json.dump(no_nan(obj), fh, indent=None, separators=(",", ":"), allow_nan=False)
 
 
 # ------------------------------------------------------------------ extxyz

@@ -213,11 +213,11 @@ impl Labels {
                 writer.add_strings(name, self.strings[name])?;
             }
             for (name, stored_had_it) in &flags {
-                writer.add_filled(&presence_name(name), Level::System, DType::Bool, &[1], f64::from(u8::from(*stored_had_it)))?;
+                writer.add_filled(&presence_name(name), Level::System, DType::Bool, &[], f64::from(u8::from(*stored_had_it)))?;
             }
         }
         for (name, _) in flags {
-            self.fields.insert(presence_name(&name), (Level::System, DType::Bool, vec![1]));
+            self.fields.insert(presence_name(&name), (Level::System, DType::Bool, vec![]));
             self.tracked.insert(name);
         }
         for s in samples.iter_mut() {
