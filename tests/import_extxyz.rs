@@ -220,7 +220,7 @@ fn parse_errors_name_file_line_and_field() {
         let file = dir.path().join(format!("bad{k}.extxyz"));
         std::fs::write(&file, text).unwrap();
         let store = dir.path().join(format!("s{k}.zarr"));
-        match import_files(&[&file], &store, &ImportOptions::default()) {
+        match import_files(&[&file], &store, &ImportOptions::default().with_missing(Missing::Error)) {
             Err(Error::Parse { file: f, line: l, field: fd, reason }) => {
                 assert_eq!((f.as_path(), l, fd.as_str()), (file.as_path(), line, field), "case {k}: {reason}");
             }
