@@ -15,8 +15,8 @@ crystals, 8-24 atoms), then times
   convert, write the store), and
 - the Python route: ase.io.read(FILE, ":") for extxyz and the ASE db;
   fairchem's row decode (lmdb + zlib + orjson + AtomsRow.toatoms) for
-  aselmdb; h5py and a loop over conformers for HDF5; numpy.load and a loop
-  over frames for npz; json.load for MPtrj (and json.load plus
+  aselmdb; h5py and a loop over conformers for HDF5; numpy.load and an ASE Atoms per
+  frame for npz; json.load for MPtrj (and json.load plus
   pymatgen's Structure.from_dict per frame),
 and prints frames per second of each and their ratio, as one JSON line per
 format and a table.
@@ -170,11 +170,18 @@ def py_h5(path):
 
 
 def py_npz(path):
+    """numpy.load, then an ASE Atoms with its labels per frame (in eV/A),
+    as a conversion to any other format starts."""
+    from ase import Atoms, units
+    from ase.calculators.singlepoint import SinglePointCalculator
+
     d = np.load(path)
     z, R, E, F = d["nuclear_charges"], d["coords"], d["energies"], d["forces"]
+    kcal = units.kcal / units.mol
     n = 0
     for k in range(len(E)):
-        _ = (z, R[k], E[k], F[k])
+        a = Atoms(numbers=z, positions=R[k])
+        a.calc = SinglePointCalculator(a, energy=E[k] * kcal, forces=F[k] * kcal)
         n += 1
     return n
 
@@ -203,7 +210,7 @@ FORMATS = {
     "asedb": ("bench.db", gen_asedb, [("ase.io.read(':')", py_ase_read)]),
     "aselmdb": ("bench.aselmdb", gen_aselmdb, [("lmdb+zlib+orjson, AtomsRow.toatoms", py_aselmdb)]),
     "hdf5": ("bench.hdf5", gen_spice, [("h5py + loop over conformers", py_h5)]),
-    "npz": ("bench.npz", gen_npz, [("numpy.load + loop over frames", py_npz)]),
+    "npz": ("bench.npz", gen_npz, [("numpy.load + ASE Atoms per frame", py_npz)]),
     "mptrj": ("bench.json", gen_mptrj, [("json.load", py_json_load), ("json.load + Structure.from_dict", py_json_pymatgen)]),
 }
 

@@ -112,60 +112,96 @@ struct Entry {
     value: Vec<u8>,
 }
 
-/// Splits the top-level object into entries without parsing their values.
+/// Splits the top-level object into entries without parsing their values:
+/// a tight loop over a buffer of the text, tracking strings and nesting
+/// (a byte at a time through a reader call would cost more than the parse).
 struct Scanner {
     input: TextInput,
-    /// Bytes read but not yet consumed.
+    /// Text read and not yet handed out, from `pos` (indices into it stay
+    /// valid within one [`Scanner::next`]).
     buf: Vec<u8>,
     pos: usize,
+    eof: bool,
     started: bool,
     finished: bool,
-    /// Bytes of decompressed text consumed, for error positions.
-    offset: u64,
+    /// Bytes of text before `buf[0]`, for error positions.
+    base: u64,
 }
 
 impl Scanner {
-    /// The next byte, refilling the buffer; `None` at the end of input.
-    fn byte(&mut self) -> std::io::Result<Option<u8>> {
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-            let chunk = self.input.fill_buf()?;
-            if chunk.is_empty() {
+    fn new(input: TextInput) -> Scanner {
+        Scanner { input, buf: Vec::new(), pos: 0, eof: false, started: false, finished: false, base: 0 }
+    }
+
+    /// Reads more text onto the buffer; false at the end of input.
+    fn fill(&mut self) -> std::io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        let chunk = self.input.fill_buf()?;
+        if chunk.is_empty() {
+            self.eof = true;
+            return Ok(false);
+        }
+        self.buf.extend_from_slice(chunk);
+        let n = chunk.len();
+        self.input.consume(n);
+        Ok(true)
+    }
+
+    /// The index of the next non-blank byte at or after `i`, reading more
+    /// as needed; `None` at the end of input.
+    fn skip_ws(&mut self, mut i: usize) -> std::io::Result<Option<usize>> {
+        loop {
+            while i < self.buf.len() {
+                if !self.buf[i].is_ascii_whitespace() {
+                    return Ok(Some(i));
+                }
+                i += 1;
+            }
+            if !self.fill()? {
                 return Ok(None);
             }
-            self.buf.extend_from_slice(chunk);
-            let n = chunk.len();
-            self.input.consume(n);
         }
-        let b = self.buf[self.pos];
-        self.pos += 1;
-        self.offset += 1;
-        Ok(Some(b))
     }
 
-    fn skip_ws(&mut self) -> std::io::Result<Option<u8>> {
+    /// The index just past the end of the value starting at `i` (an object,
+    /// an array or a string), reading more as needed.
+    fn value_end(&mut self, i: usize) -> std::io::Result<Option<usize>> {
+        let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+        let mut j = i;
         loop {
-            match self.byte()? {
-                Some(b) if b.is_ascii_whitespace() => {}
-                other => return Ok(other),
+            let buf = &self.buf;
+            while j < buf.len() {
+                let b = buf[j];
+                j += 1;
+                if in_str {
+                    if esc {
+                        esc = false;
+                    } else if b == b'\\' {
+                        esc = true;
+                    } else if b == b'"' {
+                        in_str = false;
+                        if depth == 0 {
+                            return Ok(Some(j));
+                        }
+                    }
+                    continue;
+                }
+                match b {
+                    b'"' => in_str = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return Ok(Some(j));
+                        }
+                    }
+                    _ => {}
+                }
             }
-        }
-    }
-
-    /// A JSON string's raw bytes (after its opening quote), quotes excluded.
-    fn string(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
-        let mut escaped = false;
-        loop {
-            let Some(b) = self.byte()? else { return Ok(false) };
-            out.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                out.pop();
-                return Ok(true);
+            if !self.fill()? {
+                return Ok(None);
             }
         }
     }
@@ -177,62 +213,45 @@ impl Scanner {
         if self.finished {
             return Ok(None);
         }
-        let at = |s: &Scanner, what: &str| format!("byte {} of the JSON text: {what}", s.offset);
+        // Drop what was handed out (indices below stay valid for this call:
+        // the buffer only grows until the next one).
+        if self.pos > 0 && self.pos * 2 >= self.buf.len() {
+            self.buf.drain(..self.pos);
+            self.base += self.pos as u64;
+            self.pos = 0;
+        }
+        let at = |s: &Scanner, i: usize, what: &str| format!("byte {} of the JSON text: {what}", s.base + i as u64);
+        let mut i = self.skip_ws(self.pos).map_err(io)?.ok_or_else(|| at(self, self.buf.len(), "empty input"))?;
         if !self.started {
-            match self.skip_ws().map_err(io)? {
-                Some(b'{') => self.started = true,
-                _ => return Err(at(self, "expected the top-level object `{`")),
+            if self.buf[i] != b'{' {
+                return Err(at(self, i, "expected the top-level object `{`"));
             }
+            self.started = true;
+            i = self.skip_ws(i + 1).map_err(io)?.ok_or_else(|| at(self, self.buf.len(), "end of input"))?;
+        } else if self.buf[i] == b',' {
+            i = self.skip_ws(i + 1).map_err(io)?.ok_or_else(|| at(self, self.buf.len(), "end of input"))?;
         }
-        let mut b = self.skip_ws().map_err(io)?;
-        if b == Some(b',') {
-            b = self.skip_ws().map_err(io)?;
-        }
-        match b {
-            Some(b'}') => {
+        match self.buf[i] {
+            b'}' => {
                 self.finished = true;
+                self.pos = i + 1;
                 return Ok(None);
             }
-            Some(b'"') => {}
-            _ => return Err(at(self, "expected a key")),
+            b'"' => {}
+            _ => return Err(at(self, i, "expected a key")),
         }
-        let mut raw_key = vec![b'"'];
-        if !self.string(&mut raw_key).map_err(io)? {
-            return Err(at(self, "end of input inside a key"));
+        let key_end = self.value_end(i).map_err(io)?.ok_or_else(|| at(self, i, "end of input inside a key"))?;
+        let key: String =
+            serde_json::from_slice(&self.buf[i..key_end]).map_err(|e| at(self, i, &format!("bad key ({e})")))?;
+        let colon = self.skip_ws(key_end).map_err(io)?.filter(|&c| self.buf[c] == b':');
+        let colon = colon.ok_or_else(|| at(self, key_end, "expected `:` after a key"))?;
+        let v = self.skip_ws(colon + 1).map_err(io)?.ok_or_else(|| at(self, colon, "end of input before a value"))?;
+        if self.buf[v] != b'{' {
+            return Err(at(self, v, "an MPtrj entry is an object of frames"));
         }
-        raw_key.push(b'"');
-        let key: String = serde_json::from_slice(&raw_key).map_err(|e| at(self, &format!("bad key ({e})")))?;
-        if self.skip_ws().map_err(io)? != Some(b':') {
-            return Err(at(self, "expected `:` after a key"));
-        }
-        let first = self.skip_ws().map_err(io)?.ok_or_else(|| at(self, "end of input before a value"))?;
-        let mut value = vec![first];
-        let mut depth: usize = match first {
-            b'{' | b'[' => 1,
-            b'"' => {
-                if !self.string(&mut value).map_err(io)? {
-                    return Err(at(self, "end of input inside a string"));
-                }
-                value.push(b'"');
-                0
-            }
-            _ => return Err(at(self, "an MPtrj entry is an object of frames")),
-        };
-        while depth > 0 {
-            let Some(b) = self.byte().map_err(io)? else { return Err(at(self, "end of input inside an entry")) };
-            value.push(b);
-            match b {
-                b'"' => {
-                    if !self.string(&mut value).map_err(io)? {
-                        return Err(at(self, "end of input inside a string"));
-                    }
-                    value.push(b'"');
-                }
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => depth -= 1,
-                _ => {}
-            }
-        }
+        let end = self.value_end(v).map_err(io)?.ok_or_else(|| at(self, v, "end of input inside an entry"))?;
+        let value = self.buf[v..end].to_vec();
+        self.pos = end;
         Ok(Some(Entry { key, value }))
     }
 }
@@ -255,7 +274,7 @@ impl MptrjReader {
         let (input, file_bytes) = open_text(path)?;
         Ok(MptrjReader {
             path: path.to_path_buf(),
-            scanner: Scanner { input, buf: Vec::new(), pos: 0, started: false, finished: false, offset: 0 },
+            scanner: Scanner::new(input),
             file_bytes,
             size,
             frames: 0,

@@ -148,6 +148,17 @@ impl Labels {
         let mut new_fields: Vec<String> = Vec::new();
         let mut new_strings: Vec<String> = Vec::new();
         for (s, &line) in samples.iter().zip(lines) {
+            // The usual frame has exactly the known fields: one walk of both
+            // sorted maps checks it, without lookups.
+            let same = s.fields.len() == self.fields.len()
+                && s.fields.iter().zip(&self.fields).all(|((a, f), (b, k))| {
+                    a == b && f.level == k.0 && f.dtype() == k.1 && f.trailing_shape() == k.2.as_slice()
+                })
+                && s.strings.len() == self.strings.len()
+                && s.strings.iter().zip(&self.strings).all(|((a, f), (b, l))| a == b && f.level == *l);
+            if same {
+                continue;
+            }
             for (name, f) in &s.fields {
                 let sig = (f.level, f.dtype(), f.trailing_shape().to_vec());
                 if self.strings.contains_key(name) {
@@ -221,6 +232,10 @@ impl Labels {
             self.tracked.insert(name);
         }
         for s in samples.iter_mut() {
+            if self.tracked.is_empty() && s.fields.len() == self.fields.len() && s.strings.len() == self.strings.len() {
+                // Checked above: the same names, so nothing to fill.
+                continue;
+            }
             let (n, e) = (s.num_atoms(), s.num_edges());
             for name in &self.tracked {
                 let has = s.fields.contains_key(name);
