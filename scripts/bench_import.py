@@ -18,8 +18,9 @@ crystals, 8-24 atoms), then times
   aselmdb; h5py and a loop over conformers for HDF5; numpy.load and an ASE Atoms per
   frame for npz; json.load for MPtrj (and json.load plus
   pymatgen's Structure.from_dict per frame),
-and prints frames per second of each and their ratio, as one JSON line per
-format and a table.
+and prints frames per second of each, their ratio, and the ratio of CPU
+seconds (load-independent on a shared machine: the Python routes use one
+core, atomzarr several), as one JSON line per format and a table.
 """
 
 from __future__ import annotations
@@ -39,9 +40,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def timed(fn):
-    t = time.perf_counter()
+    """Wall and CPU seconds of fn() (this process's CPU: the routes are single-threaded)."""
+    t, c = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def children_cpu():
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def frames_of(n, rng):
@@ -237,26 +246,33 @@ def main():
         size = os.path.getsize(path)
         store = os.path.join(a.dir, fmt + ".zarr")
         shutil.rmtree(store, ignore_errors=True)
+        c0 = children_cpu()
         out = subprocess.run([a.bin, "import", path, store, "--json"], capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(out.stderr)
+        ours_cpu = children_cpu() - c0
         rep = json.loads(out.stdout)
         ours = rep["frames"] / rep["seconds"]
         for label, fn in routes:
             n = [0]
-            secs = timed(lambda: n.__setitem__(0, fn(path)))
+            secs, cpu = timed(lambda: n.__setitem__(0, fn(path)))
             theirs = n[0] / secs
+            load = os.getloadavg()[0]
             row = {"format": fmt, "frames": rep["frames"], "file_mb": round(size / 1e6, 1),
-                   "atomzarr_s": round(rep["seconds"], 2), "atomzarr_frames_per_s": round(ours),
-                   "python_route": label, "python_s": round(secs, 2), "python_frames_per_s": round(theirs),
-                   "ratio": round(ours / theirs, 1)}
+                   "atomzarr_s": round(rep["seconds"], 2), "atomzarr_cpu_s": round(ours_cpu, 2),
+                   "atomzarr_frames_per_s": round(ours),
+                   "python_route": label, "python_s": round(secs, 2), "python_cpu_s": round(cpu, 2),
+                   "python_frames_per_s": round(theirs),
+                   "ratio": round(ours / theirs, 1), "cpu_ratio": round(cpu / max(ours_cpu, 1e-9), 1),
+                   "load_average": round(load, 1)}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print(f"\n| format | frames | file | atomzarr import | Python route | ratio |\n|---|---|---|---|---|---|")
+    print("\n| format | frames | file | atomzarr import | Python route | ratio (wall) | ratio (CPU) |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['format']} | {r['frames']} | {r['file_mb']} MB | {r['atomzarr_frames_per_s']:,} frames/s "
-              f"({r['atomzarr_s']} s) | {r['python_route']}: {r['python_frames_per_s']:,} frames/s ({r['python_s']} s) "
-              f"| {r['ratio']}x |")
+              f"({r['atomzarr_s']} s, {r['atomzarr_cpu_s']} s CPU) | {r['python_route']}: "
+              f"{r['python_frames_per_s']:,} frames/s ({r['python_s']} s) | {r['ratio']}x | {r['cpu_ratio']}x |")
 
 
 if __name__ == "__main__":

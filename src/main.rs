@@ -538,9 +538,10 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             use atomzarr::source::input::Format;
             let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
             let format = match format {
-                Some(f) => Some(Format::parse(&f).ok_or_else(|| {
-                    atomzarr::Error::Config(format!("--format {f}: one of {}", Format::names()))
-                })?),
+                Some(f) => Some(
+                    Format::parse(&f)
+                        .ok_or_else(|| atomzarr::Error::Config(format!("--format {f}: one of {}", Format::names())))?,
+                ),
                 None => None,
             };
             let units = match units {

@@ -251,12 +251,8 @@ fn an_unknown_file_asks_for_a_format() {
 fn missing_error_keeps_the_strict_rule() {
     let dir = common::tmpdir();
     let store = dir.path().join("s.zarr");
-    let e = import_files(
-        &[asset("partial.extxyz")],
-        &store,
-        &ImportOptions::default().with_missing(Missing::Error),
-    )
-    .unwrap_err();
+    let e = import_files(&[asset("partial.extxyz")], &store, &ImportOptions::default().with_missing(Missing::Error))
+        .unwrap_err();
     match &e {
         Error::Parse { line, field, reason, .. } => {
             // Frame 2 (line 7) has no stress and no initial_magmoms.

@@ -196,7 +196,12 @@ pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
                     );
                     write_data(&mut out, &f.data);
                 } else if let Some(f) = s.strings.get(name) {
-                    let _ = write!(out, "{}: {{\"dtype\": \"string\", \"shape\": [{}], \"data\": [", py_json_str(name), f.values.len());
+                    let _ = write!(
+                        out,
+                        "{}: {{\"dtype\": \"string\", \"shape\": [{}], \"data\": [",
+                        py_json_str(name),
+                        f.values.len()
+                    );
                     for (k, v) in f.values.iter().enumerate() {
                         if k > 0 {
                             out.push_str(", ");

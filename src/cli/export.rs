@@ -23,7 +23,8 @@ pub fn export_extxyz(reader: &dyn Reader, out: &Path) -> Result<usize> {
     for start in (0..reader.len()).step_by(STEP) {
         let idx: Vec<usize> = (start..(start + STEP).min(reader.len())).collect();
         for (k, s) in reader.load_many(&idx)?.iter().enumerate() {
-            write_frame(&mut text, s).map_err(|r| Error::invalid(format!("{} sample {}", reader.source(), start + k), r))?;
+            write_frame(&mut text, s)
+                .map_err(|r| Error::invalid(format!("{} sample {}", reader.source(), start + k), r))?;
         }
         w.write_all(text.as_bytes()).map_err(|e| Error::io(&tmp, e))?;
         text.clear();

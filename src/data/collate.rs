@@ -255,8 +255,11 @@ impl CollatedBatch {
                 }
             }
             if k == 0 {
-                self.strings =
-                    s.strings.iter().map(|(n, f)| (n.clone(), StringField { level: f.level, values: vec![] })).collect();
+                self.strings = s
+                    .strings
+                    .iter()
+                    .map(|(n, f)| (n.clone(), StringField { level: f.level, values: vec![] }))
+                    .collect();
             }
             if s.strings.len() != self.strings.len() {
                 return Err(Error::invalid(

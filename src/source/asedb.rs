@@ -48,8 +48,9 @@ impl AseDbReader {
             field: "systems".into(),
             reason: format!("not an ASE database? {e}"),
         };
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(sql)?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(sql)?;
         let total: i64 = conn.query_row("SELECT COUNT(*) FROM systems", [], |r| r.get(0)).map_err(sql)?;
         Ok(AseDbReader {
             path: path.to_path_buf(),

@@ -86,20 +86,16 @@ impl AseLmdbReader {
         // meanwhile; an import reads a finished data set (the same as
         // fairchem's readonly=True, lock=False). NO_SUB_DIR and READ_ONLY
         // are safe.
-        let env = unsafe {
-            opts.flags(EnvFlags::NO_SUB_DIR | EnvFlags::READ_ONLY | EnvFlags::NO_LOCK).max_dbs(1).open(path)
-        }
-        .map_err(lmdb)?;
+        let env =
+            unsafe { opts.flags(EnvFlags::NO_SUB_DIR | EnvFlags::READ_ONLY | EnvFlags::NO_LOCK).max_dbs(1).open(path) }
+                .map_err(lmdb)?;
         let rtxn = env.read_txn().map_err(lmdb)?;
-        let db: Database<Bytes, Bytes> = env
-            .open_database(&rtxn, None)
-            .map_err(lmdb)?
-            .ok_or_else(|| Error::Parse {
-                file: path.to_path_buf(),
-                line: 0,
-                field: "lmdb".into(),
-                reason: "no main database".into(),
-            })?;
+        let db: Database<Bytes, Bytes> = env.open_database(&rtxn, None).map_err(lmdb)?.ok_or_else(|| Error::Parse {
+            file: path.to_path_buf(),
+            line: 0,
+            field: "lmdb".into(),
+            reason: "no main database".into(),
+        })?;
         let bad = |key: &str, reason: String| Error::Parse {
             file: path.to_path_buf(),
             line: 0,
@@ -184,7 +180,9 @@ impl FrameSource for AseLmdbReader {
                     .key_value_pairs
                     .unwrap_or_default()
                     .iter()
-                    .map(|(k, v)| Ok((k.clone(), crate::source::ase_row::key_value(k, v).map_err(|r| err("key_value_pairs", r))?)))
+                    .map(|(k, v)| {
+                        Ok((k.clone(), crate::source::ase_row::key_value(k, v).map_err(|r| err("key_value_pairs", r))?))
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 let row = AseRow {
                     id: *id,

@@ -87,7 +87,9 @@ fn read_numeric(path: &Path, d: &Dataset) -> Result<Option<HostData>> {
         Datatype::FloatingPoint { size: 4, .. } => {
             HostData::Float64(d.read_array::<f32>().map_err(e)?.iter().map(|&x| f64::from(x)).collect())
         }
-        Datatype::FloatingPoint { size: 8, .. } => HostData::Float64(d.read_array::<f64>().map_err(e)?.iter().copied().collect()),
+        Datatype::FloatingPoint { size: 8, .. } => {
+            HostData::Float64(d.read_array::<f64>().map_err(e)?.iter().copied().collect())
+        }
         Datatype::FixedPoint { size, signed, .. } => {
             let v: Vec<i64> = match (size, signed) {
                 (1, true) => d.read_array::<i8>().map_err(e)?.iter().map(|&x| i64::from(x)).collect(),
@@ -117,7 +119,8 @@ impl Hdf5Reader {
         let file = Hdf5File::open(path).map_err(|e| h5err(path, "hdf5", e))?;
         let root = file.root_group().map_err(|e| h5err(path, "hdf5", e))?;
         let groups = root.groups().map_err(|e| h5err(path, "hdf5", e))?;
-        let first = groups.first().ok_or_else(|| h5err(path, "hdf5", "no groups (SPICE and ANI-1x have one per molecule)"))?;
+        let first =
+            groups.first().ok_or_else(|| h5err(path, "hdf5", "no groups (SPICE and ANI-1x have one per molecule)"))?;
         let (_, names) = first.member_names().map_err(|e| h5err(path, first.name(), e))?;
         let has = |k: &str| names.iter().any(|n| n == k);
         let layout = if has("conformations") {
@@ -185,7 +188,8 @@ impl Hdf5Reader {
             return Err(bad(pos_key, format!("shape {shape:?}, expected [conformers, {n}, 3]")));
         }
         let m = shape[0];
-        let positions = read_numeric(path, pos_set)?.map(|d| d.to_f64_vec()).ok_or_else(|| bad(pos_key, "not numbers".into()))?;
+        let positions =
+            read_numeric(path, pos_set)?.map(|d| d.to_f64_vec()).ok_or_else(|| bad(pos_key, "not numbers".into()))?;
         let per_conf = |d: &Dataset, want_row: usize| -> Result<Vec<f64>> {
             let s: Vec<usize> = d.shape().iter().map(|&x| x as usize).collect();
             let row: usize = s.iter().skip(1).product();
@@ -202,7 +206,8 @@ impl Hdf5Reader {
             f.iter_mut().for_each(|x| *x = -*x);
         }
         let mut extra = Vec::new();
-        let mut labels = vec![(if self.layout == Layout::Spice { "molecule" } else { "formula" }.to_string(), gname.clone())];
+        let mut labels =
+            vec![(if self.layout == Layout::Spice { "molecule" } else { "formula" }.to_string(), gname.clone())];
         for d in &datasets {
             let name = d.name();
             if [pos_key, "atomic_numbers", self.energy_key.as_str(), self.forces_key.as_str()].contains(&name) {
@@ -213,7 +218,11 @@ impl Hdf5Reader {
                 let v = d.read_strings().map_err(|e| h5err(path, name, e))?;
                 match v.as_slice() {
                     [one] => labels.push((name.to_string(), one.clone())),
-                    _ => log::warn!("{}: {gname}/{name}: {} strings, not one per group; not kept", path.display(), v.len()),
+                    _ => log::warn!(
+                        "{}: {gname}/{name}: {} strings, not one per group; not kept",
+                        path.display(),
+                        v.len()
+                    ),
                 }
                 continue;
             }

@@ -207,7 +207,8 @@ impl<R: Read> Read for Counting<R> {
 /// A text input, decompressed as it is read.
 pub type TextInput = Box<dyn BufRead + Send>;
 
-/// Opens a text file (plain, gzip, xz or bzip2, told by its magic bytes);
+/// Opens a text file (plain, gzip, xz (feature `xz`) or bzip2, told by its
+/// magic bytes);
 /// the counter holds the file bytes read so far (compressed bytes for a
 /// compressed file), for progress against the file size.
 pub fn open_text(path: &Path) -> Result<(TextInput, Arc<AtomicU64>)> {
@@ -219,8 +220,16 @@ pub fn open_text(path: &Path) -> Result<(TextInput, Arc<AtomicU64>)> {
         Compression::None => Box::new(raw),
         // Multi-member: `cat a.gz b.gz` and pigz output are one stream.
         Compression::Gzip => Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(raw))),
+        #[cfg(feature = "xz")]
         Compression::Xz => {
             Box::new(BufReader::with_capacity(1 << 20, liblzma::bufread::XzDecoder::new_multi_decoder(raw)))
+        }
+        #[cfg(not(feature = "xz"))]
+        Compression::Xz => {
+            return Err(Error::invalid(
+                path.display().to_string(),
+                "xz-compressed input needs atomzarr built with the `xz` feature",
+            ));
         }
         Compression::Bzip2 => Box::new(BufReader::with_capacity(1 << 20, bzip2::bufread::MultiBzDecoder::new(raw))),
     };

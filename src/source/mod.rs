@@ -33,11 +33,11 @@ pub mod hdf5;
 pub mod input;
 pub mod memory;
 pub mod mptrj;
-pub mod npz;
-pub mod units;
 pub mod multi;
+pub mod npz;
 pub mod reader;
 pub mod stats;
+pub mod units;
 
 pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};

@@ -284,7 +284,13 @@ impl MptrjReader {
     }
 }
 
-fn frame(mp_id: &str, frame_id: &str, f: MptrjFrame, factors: &Factors, sign_flip: bool) -> std::result::Result<AtomicData, (String, String)> {
+fn frame(
+    mp_id: &str,
+    frame_id: &str,
+    f: MptrjFrame,
+    factors: &Factors,
+    sign_flip: bool,
+) -> std::result::Result<AtomicData, (String, String)> {
     let bad = |field: &str, r: String| (field.to_string(), r);
     let n = f.structure.sites.len();
     let mut numbers = Vec::with_capacity(n);
@@ -294,15 +300,18 @@ fn frame(mp_id: &str, frame_id: &str, f: MptrjFrame, factors: &Factors, sign_fli
             [one] if (one.occu - 1.0).abs() < 1e-6 => one,
             _ => return Err(bad("structure", "a disordered site (several species or partial occupancy)".into())),
         };
-        numbers.push(atomic_number(&sp.element).ok_or_else(|| bad("structure", format!("unknown element {}", sp.element)))?);
+        numbers.push(
+            atomic_number(&sp.element).ok_or_else(|| bad("structure", format!("unknown element {}", sp.element)))?,
+        );
         positions.extend(s.xyz.iter().map(|&x| scale_f32(x, factors.length)));
     }
     let mut d = AtomicData::default();
-    let mut put = |name: &str, level: Level, shape: Vec<usize>, data: HostData| -> std::result::Result<(), (String, String)> {
-        let field = Field::new(level, shape, data).map_err(|e| bad(name, e.to_string()))?;
-        d.fields.insert(name.to_string(), field);
-        Ok(())
-    };
+    let mut put =
+        |name: &str, level: Level, shape: Vec<usize>, data: HostData| -> std::result::Result<(), (String, String)> {
+            let field = Field::new(level, shape, data).map_err(|e| bad(name, e.to_string()))?;
+            d.fields.insert(name.to_string(), field);
+            Ok(())
+        };
     put("atomic_numbers", Level::Atom, vec![n], numbers.into())?;
     put("positions", Level::Atom, vec![n, 3], positions.into())?;
     let cell: Vec<f32> = f.structure.lattice.matrix.iter().flatten().map(|&x| scale_f32(x, factors.length)).collect();
@@ -386,12 +395,14 @@ impl FrameSource for MptrjReader {
                     field: field.to_string(),
                     reason: format!("{}: {reason}", e.key),
                 };
-                let frames: Ordered<MptrjFrame> = serde_json::from_slice(&e.value).map_err(|x| err("json", x.to_string()))?;
+                let frames: Ordered<MptrjFrame> =
+                    serde_json::from_slice(&e.value).map_err(|x| err("json", x.to_string()))?;
                 frames
                     .0
                     .into_iter()
                     .map(|(fid, f)| {
-                        frame(&e.key, &fid, f, factors, flip).map_err(|(field, r)| err(&field, format!("frame {fid}: {r}")))
+                        frame(&e.key, &fid, f, factors, flip)
+                            .map_err(|(field, r)| err(&field, format!("frame {fid}: {r}")))
                     })
                     .collect()
             })

@@ -36,7 +36,9 @@ use crate::source::units::{Energy, Factors, Length, Stress, Units, scale_f32};
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
     Float,
-    Int { signed: bool },
+    Int {
+        signed: bool,
+    },
     Bool,
     /// `<U`: UCS-4 code points.
     Unicode,
@@ -205,7 +207,13 @@ impl NpyStream {
         Ok(match h.kind {
             Kind::Unicode => raw
                 .chunks_exact(4)
-                .map(|c| if h.little { u32::from_le_bytes([c[0], c[1], c[2], c[3]]) } else { u32::from_be_bytes([c[0], c[1], c[2], c[3]]) })
+                .map(|c| {
+                    if h.little {
+                        u32::from_le_bytes([c[0], c[1], c[2], c[3]])
+                    } else {
+                        u32::from_be_bytes([c[0], c[1], c[2], c[3]])
+                    }
+                })
                 .take_while(|&c| c != 0)
                 .filter_map(char::from_u32)
                 .collect(),
@@ -282,7 +290,8 @@ pub struct NpzReader {
 impl NpzReader {
     /// Opens an `.npz`; `units` override the key set's own.
     pub fn open(path: &Path, units: Option<Units>) -> Result<NpzReader> {
-        let bad = |field: &str, r: String| Error::Parse { file: path.to_path_buf(), line: 0, field: field.into(), reason: r };
+        let bad =
+            |field: &str, r: String| Error::Parse { file: path.to_path_buf(), line: 0, field: field.into(), reason: r };
         let locs = entry_locations(path)?;
         let has = |k: &str| locs.contains_key(k);
         let (layout, [z_key, r_key, e_key, f_key]) = if has("nuclear_charges") && has("coords") {
@@ -293,7 +302,9 @@ impl NpzReader {
             let names: Vec<&str> = locs.keys().map(String::as_str).collect();
             return Err(bad(
                 "npz",
-                format!("neither the rMD17 (nuclear_charges, coords, ...) nor the sGDML (z, R, E, F) key set: {names:?}"),
+                format!(
+                    "neither the rMD17 (nuclear_charges, coords, ...) nor the sGDML (z, R, E, F) key set: {names:?}"
+                ),
             ));
         };
         let open = |k: &str| NpyStream::open(path, k, &locs[k]);
@@ -479,7 +490,13 @@ impl FrameSource for NpzReader {
             let p: Vec<f32> = pos[i * 3 * n..(i + 1) * 3 * n].iter().map(|&x| scale_f32(x, f.length)).collect();
             put(&mut d, "positions", Level::Atom, vec![n, 3], p.into())?;
             let periodic = self.cell.is_some();
-            put(&mut d, "cell", Level::System, vec![1, 3, 3], self.cell.clone().unwrap_or_else(|| vec![0.0; 9]).into())?;
+            put(
+                &mut d,
+                "cell",
+                Level::System,
+                vec![1, 3, 3],
+                self.cell.clone().unwrap_or_else(|| vec![0.0; 9]).into(),
+            )?;
             put(&mut d, "pbc", Level::System, vec![1, 3], vec![periodic; 3].into())?;
             if let Some(e) = &energies {
                 put(&mut d, "energy", Level::System, vec![1, 1], vec![scale_f32(e[i], f.energy)].into())?;
@@ -494,7 +511,9 @@ impl FrameSource for NpzReader {
                 let one = HostData::from_bytes(data.dtype(), bytes)?;
                 let (level, shape) = match shape.as_slice() {
                     [_] => (Level::System, vec![1]),
-                    [_, a, rest @ ..] if *a == n => (Level::Atom, std::iter::once(n).chain(rest.iter().copied()).collect()),
+                    [_, a, rest @ ..] if *a == n => {
+                        (Level::Atom, std::iter::once(n).chain(rest.iter().copied()).collect())
+                    }
                     [_, rest @ ..] => (Level::System, std::iter::once(1).chain(rest.iter().copied()).collect()),
                     [] => continue,
                 };

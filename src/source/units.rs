@@ -27,7 +27,7 @@ use serde::Serialize;
 mod codata {
     pub const C: f64 = 299_792_458.;
     pub const HPLANCK: f64 = 6.626_070_040e-34;
-    pub const E: f64 = 1.602_176_6208e-19;
+    pub const E: f64 = 1.602_176_620_8e-19;
     pub const ME: f64 = 9.109_383_56e-31;
     pub const NAV: f64 = 6.022_140_857e23;
 }

@@ -398,12 +398,14 @@ pub fn string_path(name: &str) -> String {
 pub fn string_fields(store: &Path, root: &RootAttrs) -> Result<BTreeMap<String, Level>> {
     let mut out = BTreeMap::new();
     let Some(v) = root.extra.get(STRINGS_ATTR) else { return Ok(out) };
-    let map = v.as_object().ok_or_else(|| Error::format(store, format!("root attribute {STRINGS_ATTR} is not an object")))?;
+    let map =
+        v.as_object().ok_or_else(|| Error::format(store, format!("root attribute {STRINGS_ATTR} is not an object")))?;
     for (name, level) in map {
         check_field_name(name).map_err(|why| Error::format(store, format!("{STRINGS_ATTR}: {why}")))?;
-        let level = level.as_str().and_then(Level::parse).filter(|l| *l != Level::Edge).ok_or_else(|| {
-            Error::format(store, format!("string label {name}: level {level} is not atom or system"))
-        })?;
+        let level =
+            level.as_str().and_then(Level::parse).filter(|l| *l != Level::Edge).ok_or_else(|| {
+                Error::format(store, format!("string label {name}: level {level} is not atom or system"))
+            })?;
         if root.fields.contains_key(name) {
             return Err(Error::format(store, format!("{name} is listed both as a field and as a string label")));
         }

@@ -290,13 +290,25 @@ impl FrameText<'_> {
                 "energy" => {
                     let v =
                         nums.filter(|v| v.len() == 1).ok_or_else(|| self.err(cl, "energy", "expected one number"))?;
-                    put(&mut data, "energy", Level::System, vec![1, 1], vec![scale_f32(v[0], self.factors.energy)].into())?;
+                    put(
+                        &mut data,
+                        "energy",
+                        Level::System,
+                        vec![1, 1],
+                        vec![scale_f32(v[0], self.factors.energy)].into(),
+                    )?;
                 }
                 "free_energy" => {
                     let v = nums
                         .filter(|v| v.len() == 1)
                         .ok_or_else(|| self.err(cl, "free_energy", "expected one number"))?;
-                    put(&mut data, "free_energy", Level::System, vec![1], vec![scale_f32(v[0], self.factors.energy)].into())?;
+                    put(
+                        &mut data,
+                        "free_energy",
+                        Level::System,
+                        vec![1],
+                        vec![scale_f32(v[0], self.factors.energy)].into(),
+                    )?;
                 }
                 "stress" | "virial" => {
                     let v = nums.ok_or_else(|| self.err(cl, &key, "expected 9 or 6 numbers"))?;

@@ -90,7 +90,15 @@ impl ExtxyzReader {
         let path = path.as_ref().to_path_buf();
         let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
         let (input, file_bytes) = open_text(&path)?;
-        Ok(ExtxyzReader { path, input, file_bytes, size, line: 0, buf: Vec::new(), factors: Units::default().factors() })
+        Ok(ExtxyzReader {
+            path,
+            input,
+            file_bytes,
+            size,
+            line: 0,
+            buf: Vec::new(),
+            factors: Units::default().factors(),
+        })
     }
 
     /// Reads the file's energies, lengths, forces and stresses in `units`

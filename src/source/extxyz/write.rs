@@ -111,7 +111,13 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
         comment.push_str("\" ");
     }
     let pbc = pbc.unwrap_or_else(|| vec![0; 3]);
-    let _ = write!(comment, "pbc=\"{} {} {}\" ", ["F", "T"][(pbc[0] != 0) as usize], ["F", "T"][(pbc[1] != 0) as usize], ["F", "T"][(pbc[2] != 0) as usize]);
+    let _ = write!(
+        comment,
+        "pbc=\"{} {} {}\" ",
+        ["F", "T"][(pbc[0] != 0) as usize],
+        ["F", "T"][(pbc[1] != 0) as usize],
+        ["F", "T"][(pbc[2] != 0) as usize]
+    );
     // Columns: species, pos, then the other atom fields and labels by name.
     let mut columns: Vec<(&str, &HostData, usize)> = Vec::new();
     let mut props = String::from("species:S:1:pos:R:3");
@@ -142,7 +148,11 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
     }
     let _ = write!(comment, "Properties={props}");
     for (name, f) in &s.fields {
-        if f.level != Level::System || matches!(name.as_str(), "cell" | "pbc") || name.ends_with("_present") || !present(s, name, f) {
+        if f.level != Level::System
+            || matches!(name.as_str(), "cell" | "pbc")
+            || name.ends_with("_present")
+            || !present(s, name, f)
+        {
             continue;
         }
         let len = f.data.len();

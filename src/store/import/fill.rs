@@ -99,7 +99,10 @@ impl Labels {
                     match sig.get(k) {
                         None => return Some((k.clone(), "missing in this frame, present in the first".into())),
                         Some(g) if g != w => {
-                            return Some((k.clone(), format!("is {} here but {} in the first frame", show(g), show(w))));
+                            return Some((
+                                k.clone(),
+                                format!("is {} here but {} in the first frame", show(g), show(w)),
+                            ));
                         }
                         _ => {}
                     }
@@ -107,7 +110,9 @@ impl Labels {
                 if let Some(k) = sig.keys().find(|k| !want.contains_key(*k)) {
                     return Some((k.clone(), "not in the first frame".into()));
                 }
-                if let Some(k) = want_strings.keys().chain(strings.keys()).find(|k| want_strings.get(*k) != strings.get(*k)) {
+                if let Some(k) =
+                    want_strings.keys().chain(strings.keys()).find(|k| want_strings.get(*k) != strings.get(*k))
+                {
                     return Some((k.clone(), "string label in one of this frame and the first, not both".into()));
                 }
                 None
@@ -224,7 +229,13 @@ impl Labels {
                 writer.add_strings(name, self.strings[name])?;
             }
             for (name, stored_had_it) in &flags {
-                writer.add_filled(&presence_name(name), Level::System, DType::Bool, &[], f64::from(u8::from(*stored_had_it)))?;
+                writer.add_filled(
+                    &presence_name(name),
+                    Level::System,
+                    DType::Bool,
+                    &[],
+                    f64::from(u8::from(*stored_had_it)),
+                )?;
             }
         }
         for (name, _) in flags {
@@ -239,7 +250,10 @@ impl Labels {
             let (n, e) = (s.num_atoms(), s.num_edges());
             for name in &self.tracked {
                 let has = s.fields.contains_key(name);
-                s.fields.insert(presence_name(name), Field { level: Level::System, shape: vec![1], data: vec![has].into() });
+                s.fields.insert(
+                    presence_name(name),
+                    Field { level: Level::System, shape: vec![1], data: vec![has].into() },
+                );
             }
             for (name, (level, dtype, trailing)) in &self.fields {
                 if s.fields.contains_key(name) {

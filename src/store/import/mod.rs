@@ -239,10 +239,7 @@ fn record_provenance(store: &Path, report: &ImportReport) -> Result<()> {
         return Ok(());
     }
     let mut root = format::read_root(store)?;
-    root.extra.insert(
-        "units".into(),
-        json!({"energy": "eV", "length": "Å", "forces": "eV/Å", "stress": "eV/Å^3"}),
-    );
+    root.extra.insert("units".into(), json!({"energy": "eV", "length": "Å", "forces": "eV/Å", "stress": "eV/Å^3"}));
     let mut imports = root.extra.get("imports").and_then(|v| v.as_array().cloned()).unwrap_or_default();
     for f in &report.files {
         let units: crate::source::units::Units = f.units.parse().unwrap_or_default();
@@ -288,7 +285,13 @@ fn produce<P: AsRef<Path>>(
             // Progress in file bytes, whatever the source counts in.
             let now = if total == 0 { size } else { (size as f64 * (done as f64 / total as f64)) as u64 };
             let Some(frames) = frames else {
-                let end = Batch { file: file.clone(), info: info.take(), lines: vec![], samples: vec![], bytes: size.saturating_sub(shown) };
+                let end = Batch {
+                    file: file.clone(),
+                    info: info.take(),
+                    lines: vec![],
+                    samples: vec![],
+                    bytes: size.saturating_sub(shown),
+                };
                 if send.send(Ok(end)).is_err() {
                     return Ok(());
                 }

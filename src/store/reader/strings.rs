@@ -45,7 +45,8 @@ impl AtomicDataZarrReader {
         for (name, level) in format::string_fields(&self.path, root)? {
             let rel = format::string_path(&name);
             let array = crate::store::arrays::open_array(&self.path, &self.store, &rel)?;
-            let is_string = matches!(array.metadata(), zarrs::array::ArrayMetadata::V3(m) if m.data_type.name() == "string");
+            let is_string =
+                matches!(array.metadata(), zarrs::array::ArrayMetadata::V3(m) if m.data_type.name() == "string");
             if !is_string || array.dimensionality() != 1 {
                 return Err(Error::inconsistent(&self.path, &rel, "a string label must be a 1-d Zarr `string` array"));
             }
@@ -71,10 +72,12 @@ impl AtomicDataZarrReader {
         if let Some(hit) = cache.get(&c) {
             return Ok(hit.clone());
         }
-        let v: Vec<String> = s
-            .array
-            .retrieve_chunk_opt(&[c], &self.codec_options)
-            .map_err(|e| Error::Chunk { store: self.path.clone(), array: s.rel.clone(), chunk: c, reason: e.to_string() })?;
+        let v: Vec<String> = s.array.retrieve_chunk_opt(&[c], &self.codec_options).map_err(|e| Error::Chunk {
+            store: self.path.clone(),
+            array: s.rel.clone(),
+            chunk: c,
+            reason: e.to_string(),
+        })?;
         let v = Arc::new(v);
         cache.put(c, v.clone());
         Ok(v)

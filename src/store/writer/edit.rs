@@ -102,7 +102,15 @@ impl AtomicDataZarrWriter {
         shape.extend(trailing.iter().map(|&d| d as u64));
         let txn = self.store.transaction();
         let resolved = self.config.resolve(group, name);
-        arrays::create_array_filled(&self.path, &self.store, &pending_rel, dtype, shape, &resolved, &fill_bytes(dtype, fill))?;
+        arrays::create_array_filled(
+            &self.path,
+            &self.store,
+            &pending_rel,
+            dtype,
+            shape,
+            &resolved,
+            &fill_bytes(dtype, fill),
+        )?;
         txn.commit().map_err(|e| Error::io(&pending, e))?;
         self.place_pending(name, FieldInfo { group, level }, root)
     }

@@ -55,7 +55,10 @@ impl AtomicDataZarrWriter {
                 if f.values.len() != want || s.fields.contains_key(name) {
                     return Err(Error::invalid(
                         ctx(i),
-                        format!("string label {name}: {} values for {want} rows, or a field of the same name", f.values.len()),
+                        format!(
+                            "string label {name}: {} values for {want} rows, or a field of the same name",
+                            f.values.len()
+                        ),
                     ));
                 }
             }
