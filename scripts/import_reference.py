@@ -127,6 +127,21 @@ def no_nan(x):
     return x
 
 
+def row_frame(row, row_id):
+    """An ASE database row as the importer keeps it: the Atoms' fields,
+    numeric key-value pairs as fields, string ones as labels, the id."""
+    a = row.toatoms()
+    fields = ase_fields(a)
+    strings = {}
+    for k, v in row.key_value_pairs.items():
+        if isinstance(v, str):
+            strings[k] = v
+        else:
+            fields[k] = [v]
+    fields["ase_id"] = [row_id]
+    return ref_frame(a.numbers, a.positions, a.cell.array, a.pbc, fields, strings)
+
+
 def write_json(name, obj):
     with open(os.path.join(OUT, name), "w") as fh:
         json.dump(no_nan(obj), fh, indent=None, separators=(",", ":"), allow_nan=False)
@@ -206,16 +221,7 @@ def asedb():
         db.write(a, config_type=["molecule", "bulk"][i % 2], weight=float(i) + 0.5, step=i)
     ref = []
     for row in db.select():
-        a = row.toatoms()
-        fields = ase_fields(a)
-        strings = {}
-        for k, v in row.key_value_pairs.items():
-            if isinstance(v, str):
-                strings[k] = v
-            else:
-                fields[k] = [v]
-        fields["ase_id"] = [row.id]
-        ref.append(ref_frame(a.numbers, a.positions, a.cell.array, a.pbc, fields, strings))
+        ref.append(row_frame(row, row.id))
     write_json("asedb.ref.json", ref)
 
 
@@ -271,17 +277,7 @@ def aselmdb():
                 continue
             dct = orjson.loads(zlib.decompress(t.get(f"{i}".encode("ascii"))))
             dct["id"] = i
-            row = AtomsRow(dct)
-            a = row.toatoms()
-            fields = ase_fields(a)
-            strings = {}
-            for k, v in row.key_value_pairs.items():
-                if isinstance(v, str):
-                    strings[k] = v
-                else:
-                    fields[k] = [v]
-            fields["ase_id"] = [i]
-            ref.append(ref_frame(a.numbers, a.positions, a.cell.array, a.pbc, fields, strings))
+            ref.append(row_frame(AtomsRow(dct), i))
     env.close()
     write_json("fairchem.ref.json", ref)
 

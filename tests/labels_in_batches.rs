@@ -36,13 +36,19 @@ fn loader(store: &std::path::Path) -> DataLoader<B, AtomicDataZarrReader> {
     DataLoader::<B, _>::builder(ds).with_batch_size(3).build(&Default::default()).unwrap()
 }
 
+/// FRAMES imported into a new store in `dir`, and its path.
+fn store_of_frames(dir: &std::path::Path) -> std::path::PathBuf {
+    let xyz = dir.join("f.extxyz");
+    std::fs::write(&xyz, FRAMES).unwrap();
+    let store = dir.join("s.zarr");
+    import_files(&[&xyz], &store, &ImportOptions::default()).unwrap();
+    store
+}
+
 #[test]
 fn a_force_loss_is_masked_on_frames_without_forces_or_stress() {
     let dir = common::tmpdir();
-    let xyz = dir.path().join("f.extxyz");
-    std::fs::write(&xyz, FRAMES).unwrap();
-    let store = dir.path().join("s.zarr");
-    import_files(&[&xyz], &store, &ImportOptions::default()).unwrap();
+    let store = store_of_frames(dir.path());
     let loader = loader(&store);
     let batch = loader.iter().next().unwrap().unwrap();
     assert_eq!(batch.num_graphs, 3);
@@ -68,10 +74,7 @@ fn a_force_loss_is_masked_on_frames_without_forces_or_stress() {
 #[test]
 fn string_labels_reach_the_training_step() {
     let dir = common::tmpdir();
-    let xyz = dir.path().join("f.extxyz");
-    std::fs::write(&xyz, FRAMES).unwrap();
-    let store = dir.path().join("s.zarr");
-    import_files(&[&xyz], &store, &ImportOptions::default()).unwrap();
+    let store = store_of_frames(dir.path());
     let loader = loader(&store);
     let batch = loader.iter().next().unwrap().unwrap();
     let types = batch.strings("config_type").unwrap();
