@@ -306,6 +306,14 @@ fn labels_first_met_later_fill_the_frames_before() {
     assert_eq!(imports.len(), 3);
     assert_eq!(imports[1]["format"], "extxyz");
     assert_eq!(imports[1]["factors"]["energy"], 1.0);
+    // MPtrj's stress is kBar: the record says so, with its factor (0.1 GPa in eV/Å³).
+    let m = dir.path().join("m.zarr");
+    import_files(&[asset("mptrj.json")], &m, &ImportOptions::default()).unwrap();
+    let rec = &common::zarr_json(&m, "")["attributes"]["imports"][0];
+    assert!(rec["source_units"].as_str().unwrap().ends_with("stress=kBar"), "{rec}");
+    let gpa = common::json(&asset("units.ase.json"))["GPa"].as_f64().unwrap();
+    assert!((rec["factors"]["stress"].as_f64().unwrap() - 0.1 * gpa).abs() < 1e-15, "{rec}");
+    assert_eq!("energy=hartree,length=Å".parse::<atomzarr::source::units::Units>().unwrap().length, atomzarr::source::units::Length::Angstrom);
 }
 
 #[test]

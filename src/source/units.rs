@@ -257,7 +257,7 @@ impl FromStr for Units {
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) =
                 part.split_once('=').ok_or_else(|| format!("`{part}`: expected key=unit (energy=hartree)"))?;
-            let v = value.trim().to_ascii_lowercase();
+            let v = value.trim().to_lowercase();
             match key.trim() {
                 "energy" => {
                     u.energy = match v.as_str() {

@@ -149,8 +149,8 @@ pub struct ImportedFile {
     pub format: String,
     /// Its layout within the format.
     pub layout: String,
-    /// Its units (`energy=...,length=...,forces=...,stress=...`).
-    pub units: String,
+    /// Its units (the format's own, or `--units`).
+    pub units: crate::source::units::Units,
     /// Frames read from it.
     pub frames: usize,
 }
@@ -242,13 +242,12 @@ fn record_provenance(store: &Path, report: &ImportReport) -> Result<()> {
     root.extra.insert("units".into(), json!({"energy": "eV", "length": "Å", "forces": "eV/Å", "stress": "eV/Å^3"}));
     let mut imports = root.extra.get("imports").and_then(|v| v.as_array().cloned()).unwrap_or_default();
     for f in &report.files {
-        let units: crate::source::units::Units = f.units.parse().unwrap_or_default();
         imports.push(json!({
             "file": f.file.display().to_string(),
             "format": f.format,
             "layout": f.layout,
-            "source_units": f.units,
-            "factors": units.factors(),
+            "source_units": f.units.describe(),
+            "factors": f.units.factors(),
             "frames": f.frames,
         }));
     }
@@ -360,7 +359,7 @@ fn consume(
                 file: file.clone(),
                 format: info.format.name().to_string(),
                 layout: info.layout.clone(),
-                units: info.units.describe(),
+                units: info.units,
                 frames: 0,
             });
         }
