@@ -313,7 +313,10 @@ fn labels_first_met_later_fill_the_frames_before() {
     assert!(rec["source_units"].as_str().unwrap().ends_with("stress=kBar"), "{rec}");
     let gpa = common::json(&asset("units.ase.json"))["GPa"].as_f64().unwrap();
     assert!((rec["factors"]["stress"].as_f64().unwrap() - 0.1 * gpa).abs() < 1e-15, "{rec}");
-    assert_eq!("energy=hartree,length=Å".parse::<atomzarr::source::units::Units>().unwrap().length, atomzarr::source::units::Length::Angstrom);
+    assert_eq!(
+        "energy=hartree,length=Å".parse::<atomzarr::source::units::Units>().unwrap().length,
+        atomzarr::source::units::Length::Angstrom
+    );
 }
 
 #[test]

@@ -87,8 +87,9 @@ fn string_labels_reach_the_training_step() {
     assert!((weighted - (-2.0 - 10.0 - 3.5)).abs() < 1e-6, "{weighted}");
     // A store held in memory (built a chunk at a time) keeps them too.
     let reader = AtomicDataZarrReader::open(&store).unwrap();
-    let mem = atomzarr::InMemoryDataset::from_reader_with(&reader, atomzarr::InMemoryOptions::default().with_chunk_size(2))
-        .unwrap();
+    let mem =
+        atomzarr::InMemoryDataset::from_reader_with(&reader, atomzarr::InMemoryOptions::default().with_chunk_size(2))
+            .unwrap();
     let b = mem.load_batches(&[vec![1, 0, 2]]).unwrap();
     assert_eq!(b[0].strings["config_type"].values, ["atom", "bulk", "bulk"]);
     assert_eq!(atomzarr::Reader::read(&mem, 1).unwrap().data.string("config_type"), Some("atom"));
