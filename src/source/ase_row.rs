@@ -176,6 +176,7 @@ impl AseRow {
 }
 
 /// ASE's `key_value_pairs` JSON (numbers, bools and strings only).
+#[cfg(feature = "sqlite")]
 pub(crate) fn key_values(json: &str) -> std::result::Result<Vec<(String, KeyValue)>, String> {
     let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("key_value_pairs: {e}"))?;
     let Some(map) = v.as_object() else { return Ok(vec![]) };

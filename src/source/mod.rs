@@ -21,6 +21,7 @@
 //! The Zarr backend ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`].
 
+#[cfg(any(feature = "sqlite", feature = "lmdb"))]
 mod ase_row;
 #[cfg(feature = "sqlite")]
 pub mod asedb;
