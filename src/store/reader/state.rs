@@ -64,6 +64,8 @@ pub(crate) struct State {
     /// Physical index of each logical index; `None` when nothing is deleted.
     pub active: Option<Vec<usize>>,
     pub fields: Vec<FieldArray>,
+    /// The string labels (`strings/`), in name order.
+    pub strings: Vec<super::strings::StringArray>,
 }
 
 impl State {
@@ -176,7 +178,8 @@ impl AtomicDataZarrReader {
             limits::check_field_bytes(p, &f.rel, f.need, &f.opened.geometry, &backing)?;
             fields.push(self.field_array(f.name, &f.rel, f.level, f.opened.dtype, f.opened.array, f.opened.geometry));
         }
-        Ok(State { num_samples: n, atoms_ptr: ptrs.atoms, edges_ptr: ptrs.edges, active: ptrs.active, fields })
+        let strings = self.open_strings(&root, n as u64, total_atoms)?;
+        Ok(State { num_samples: n, atoms_ptr: ptrs.atoms, edges_ptr: ptrs.edges, active: ptrs.active, fields, strings })
     }
 
     /// The root attributes (read anew: a refresh forgets what the byte
@@ -383,9 +386,6 @@ impl AtomicDataZarrReader {
     /// custom field whose array is still in the pending folder.
     fn remote_pending(&self, root: &format::RootAttrs) -> Result<Option<String>> {
         for (name, info) in &root.fields {
-            if info.group != format::StoreGroup::Custom {
-                continue;
-            }
             let placed = format!("{}/zarr.json", format::field_path(info.group, name));
             if self.bytes.size(&placed)?.is_none()
                 && self.bytes.size(&format!("{}/zarr.json", format::pending_path(name)))?.is_some()

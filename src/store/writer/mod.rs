@@ -19,6 +19,7 @@
 //! | `append` | `write`, `append`: sample checks, the append transaction |
 //! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
 //! | `defragment` | `defragment` |
+//! | `strings` | string labels: checks, rows in the append, `add_strings` |
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -40,6 +41,7 @@ mod append;
 mod defragment;
 mod edit;
 mod recover;
+mod strings;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
