@@ -163,12 +163,13 @@ pub enum Error {
         /// `atomzarr repair` fixes.
         append_shift: Option<i64>,
     },
-    /// An input file (extended XYZ) that does not parse.
+    /// An input file (any import format) that does not parse.
     #[error("{}:{line}: {field}: {reason}", file.display())]
     Parse {
         /// The input file.
         file: PathBuf,
-        /// The 1-based line number.
+        /// Where in it, 1-based: the line of a text file, else the record
+        /// (row, entry, conformer); 0 for the file as a whole.
         line: usize,
         /// The field or key being read (`atom count`, `Lattice`, `forces`, ...).
         field: String,

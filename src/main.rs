@@ -58,13 +58,34 @@ enum Cmd {
         #[command(flatten)]
         wait: WaitArg,
     },
-    /// Import extended-XYZ files (ASE's dialect) into a store: created, or
-    /// appended to when its fields match. String keys and columns are
-    /// skipped with a warning.
+    /// Import data sets into a store (created, or appended to): extended XYZ
+    /// (plain, .gz, .xz, .bz2), ASE SQLite .db, fairchem .aselmdb, SPICE and
+    /// ANI-1x HDF5, rMD17 and sGDML npz, MPtrj JSON. The format is told from
+    /// each file; values are stored in eV, Å, eV/Å and eV/Å³.
     Import {
         /// Input files, then the store (the last path).
         #[arg(required = true, num_args = 2..)]
         paths: Vec<PathBuf>,
+        /// The inputs' format, instead of telling it from each file:
+        /// extxyz, asedb, aselmdb, hdf5, npz or mptrj.
+        #[arg(long)]
+        format: Option<String>,
+        /// The inputs' units, over their format's own: e.g.
+        /// `energy=hartree,length=bohr` or `stress=kbar` (energy: eV, hartree,
+        /// kcal/mol, kJ/mol, Ry; length: Å, bohr, nm; stress: GPa, kbar).
+        #[arg(long)]
+        units: Option<String>,
+        /// HDF5: the energy dataset (another level of theory), e.g. `ccsd(t)_cbs.energy`.
+        #[arg(long)]
+        energy_key: Option<String>,
+        /// HDF5: the forces (or gradient) dataset.
+        #[arg(long)]
+        forces_key: Option<String>,
+        /// Labels only some frames have: `fill` stores them for every frame
+        /// (NaN, 0 with `<name>_present`, or ""); `error` stops at the first
+        /// frame whose fields differ from the first frame's.
+        #[arg(long, value_enum, default_value_t = MissingArg::Fill)]
+        missing: MissingArg,
         /// Build neighbor lists (`neighbor_list`, `shifts`) for this cutoff, Å.
         #[arg(long)]
         cutoff: Option<f64>,
@@ -76,6 +97,15 @@ enum Cmd {
         json: bool,
         #[command(flatten)]
         wait: WaitArg,
+    },
+    /// Write a store's samples as extended XYZ that `ase.io.read(OUT, ":")`
+    /// reads back as the original frames (labels a frame does not have are
+    /// left out of it; neighbor lists are not written).
+    Export {
+        /// The store.
+        store: PathBuf,
+        /// The extended-XYZ file to write (must not exist).
+        out: PathBuf,
     },
     /// Dataset statistics for MLIP training: counts, atoms and edges per
     /// sample, elements, per-element reference energies (E0s, least
@@ -170,6 +200,14 @@ impl RemoteArgs {
         }
         o
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MissingArg {
+    /// Store every label any frame has; absent values read as NaN, 0 / false (with `<name>_present`) or "".
+    Fill,
+    /// Stop at a frame whose fields differ from the first frame's.
+    Error,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -521,22 +559,47 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             };
             print_repair(&report, json)?;
         }
-        Cmd::Import { mut paths, cutoff, batch_frames, json, wait } => {
+        Cmd::Import { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json, wait } => {
+            use atomzarr::source::input::Format;
             let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
+            let format = match format {
+                Some(f) => Some(
+                    Format::parse(&f)
+                        .ok_or_else(|| atomzarr::Error::Config(format!("--format {f}: one of {}", Format::names())))?,
+                ),
+                None => None,
+            };
+            let units = match units {
+                Some(u) => Some(u.parse().map_err(|e| atomzarr::Error::Config(format!("--units: {e}")))?),
+                None => None,
+            };
             let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let source = atomzarr::source::frames::SourceOptions::default()
+                .with_format(format)
+                .with_units(units)
+                .with_energy_key(energy_key)
+                .with_forces_key(forces_key);
             let options = atomzarr::store::import::ImportOptions::default()
                 .with_cutoff(cutoff)
                 .with_batch_frames(batch_frames)
+                .with_missing(match missing {
+                    MissingArg::Fill => atomzarr::store::import::Missing::Fill,
+                    MissingArg::Error => atomzarr::store::import::Missing::Error,
+                })
+                .with_source(source)
                 .with_progress(show)
                 .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
             let t = std::time::Instant::now();
-            let r = atomzarr::store::import::import_extxyz(&paths, &store, &options)?;
+            let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
             let secs = t.elapsed().as_secs_f64();
             if json {
                 let mut v = serde_json::to_value(&r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
                 v["seconds"] = secs.into();
                 println!("{v}");
             } else {
+                for f in &r.files {
+                    println!("{}: {} {} ({}), {} frames", f.file.display(), f.format, f.layout, f.units, f.frames);
+                }
                 println!(
                     "{} {}: {} frames, {} atoms, {} edges from {} files in {secs:.2} s ({:.0} frames/s)",
                     if r.appended { "appended to" } else { "created" },
@@ -548,6 +611,11 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                     r.frames as f64 / secs.max(1e-9)
                 );
             }
+        }
+        Cmd::Export { store, out } => {
+            let reader = AtomicDataZarrReader::open(&store)?;
+            let n = atomzarr::cli::export::export_extxyz(&reader, &out)?;
+            println!("wrote {n} frames to {}", out.display());
         }
         Cmd::Stats { store, json } => {
             let reader = AtomicDataZarrReader::open(&store)?;

@@ -27,7 +27,7 @@ use burn::tensor::{Bool, ElementConversion, Int, Tensor, TensorData};
 
 use crate::data::CollatedBatch;
 use crate::data::NEIGHBOR_LIST;
-use crate::data::{AtomicData, HostData, Level};
+use crate::data::{AtomicData, HostData, Level, StringField};
 use crate::error::Result;
 
 /// A field's tensor, flat over all elements, by element kind.
@@ -71,6 +71,9 @@ pub struct AtomicBatch<B: Backend> {
     pub fields: BTreeMap<String, BatchField<B>>,
     /// Logical indices of the samples, in batch order (host side).
     pub indices: Vec<usize>,
+    /// String labels (`config_type`, `mp_id`, ...), host side: one value per
+    /// graph (system labels) or per atom (atom labels), in batch order.
+    pub strings: BTreeMap<String, StringField>,
 }
 
 /// The dtype `device` creates int tensors in.
@@ -179,6 +182,7 @@ impl<B: Backend> AtomicBatch<B> {
             edges_ptr,
             fields,
             indices: batch.indices,
+            strings: batch.strings,
         }
     }
 
@@ -279,6 +283,20 @@ impl<B: Backend> AtomicBatch<B> {
     /// `charges` `[V]`.
     pub fn charges(&self) -> Option<Tensor<B, 1>> {
         self.float("charges")
+    }
+    /// A string label's values, one per graph (system labels) or per atom
+    /// (atom labels): for per-config weights, splits and logging.
+    ///
+    /// ```
+    /// use burn::backend::Flex;
+    /// use atomzarr::{AtomicBatch, AtomicBatcher, AtomicData};
+    /// let a = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_string("config_type", "atom");
+    /// let b = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_string("config_type", "dimer");
+    /// let batch: AtomicBatch<Flex> = AtomicBatcher::default().try_batch(&[a, b], &Default::default()).unwrap();
+    /// assert_eq!(batch.strings("config_type").unwrap(), ["atom", "dimer"]);
+    /// ```
+    pub fn strings(&self, name: &str) -> Option<&[String]> {
+        self.strings.get(name).map(|f| f.values.as_slice())
     }
 }
 

@@ -8,12 +8,14 @@
 //! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
 //! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
 //! | [`builder`] | [`DataLoaderBuilder`]: the loader's knobs, checked once |
+//! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
 //! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | [`plan`] | epoch plans per rank and device slice, [`LoaderState`] (resume) |
 
 pub mod batch;
 pub mod builder;
 pub mod dataset;
+pub mod labels;
 pub mod loader;
 pub mod plan;
 

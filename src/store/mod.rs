@@ -31,6 +31,7 @@ mod writer;
 
 pub use config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use format::StoreGroup;
+pub use limits::set_bounded_codecs;
 pub use reader::cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub use reader::{AtomicDataZarrReader, DEFAULT_WINDOW_DECODE_BYTES, ReaderOptions};
 pub use writer::{AppendStep, AtomicDataZarrWriter};

@@ -14,12 +14,10 @@ use crate::error::{AppendStep, Error, Result};
 use crate::store::arrays;
 use crate::store::format::{self, FieldInfo};
 
-/// Field `k` (in name order) of `s`, which must be field `name`.
-fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result<&'s Field> {
-    s.fields
-        .values()
-        .nth(k)
-        .ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
+/// Field `k` (in name order) of a sample whose fields are `cols`, which
+/// must be field `name`.
+fn nth_field<'s>(cols: &[&'s Field], k: usize, name: &str, path: &Path) -> Result<&'s Field> {
+    cols.get(k).copied().ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
 }
 
 impl AtomicDataZarrWriter {
@@ -69,6 +67,7 @@ impl AtomicDataZarrWriter {
         let n = root.num_samples;
         let existing = self.store_schema(&root)?;
         let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty(), validate_values)?;
+        let labels = self.check_strings(&root, samples, n == 0 && existing.is_empty())?;
         let (v0, e0) =
             (self.last_pointer(format::ATOMS_PTR, n)? as u64, self.last_pointer(format::EDGES_PTR, n)? as u64);
 
@@ -109,6 +108,8 @@ impl AtomicDataZarrWriter {
             for (name, sc) in &schema {
                 attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
             }
+            self.create_strings(&labels)?;
+            format::set_string_fields(&mut attrs, &labels);
         }
         self.checkpoint(AppendStep::Schema)?;
 
@@ -119,6 +120,9 @@ impl AtomicDataZarrWriter {
         // commit order across steps below is unchanged.
         let bar = self.bar(schema.len() as u64, "append");
         let fields: Vec<(usize, &String, &Schema)> = schema.iter().enumerate().map(|(k, (n, sc))| (k, n, sc)).collect();
+        // Each sample's fields in name order, once: `values().nth(k)` per
+        // field would walk the map again for every field.
+        let cols: Vec<Vec<&Field>> = samples.iter().map(|s| s.fields.values().collect()).collect();
         for_each_io(&fields, |&(k, name, sc)| -> Result<()> {
             let rel = format::field_path(sc.group, name);
             let (start, end) = match sc.level {
@@ -130,16 +134,16 @@ impl AtomicDataZarrWriter {
             // and both maps iterate in name order, so a sample's k-th field is
             // `name`: positional access skips a string-compared map lookup per
             // sample and field (a tenth of a write's CPU in profiles).
-            let field = |s| nth_field(s, k, name, &self.path);
+            let field = |i: usize| nth_field(&cols[i], k, name, &self.path);
             // Concatenate straight into the byte buffer zarrs takes (no
             // intermediate typed buffer and copy).
             let mut total = 0;
-            for s in samples {
-                total += field(s)?.data.len();
+            for i in 0..samples.len() {
+                total += field(i)?.data.len();
             }
             let mut bytes = Vec::with_capacity(total * sc.dtype.size());
-            for (i, s) in samples.iter().enumerate() {
-                let f = field(s)?;
+            for i in 0..samples.len() {
+                let f = field(i)?;
                 if name == NEIGHBOR_LIST {
                     // Sample-local to store-global, in the copy.
                     let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
@@ -155,6 +159,7 @@ impl AtomicDataZarrWriter {
             Ok(())
         })?;
         bar.finish_and_clear();
+        self.write_strings(samples, &labels, n as u64, v0)?;
         self.checkpoint(AppendStep::FieldData)?;
 
         // Masks (independent arrays: in parallel, as above).

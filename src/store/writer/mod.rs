@@ -20,6 +20,7 @@
 //! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
 //! | `defragment` | `defragment` |
 //! | `tail` | tail chunks that small appends extend without compressing them again |
+//! | `strings` | string labels: checks, rows in the append, `add_strings` |
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -44,6 +45,7 @@ mod defragment;
 mod edit;
 mod recover;
 mod tail;
+mod strings;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///

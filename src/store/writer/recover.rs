@@ -80,7 +80,8 @@ impl AtomicDataZarrWriter {
         // (an attempt that stopped earlier) and is dropped.
         while let Some((name, pending)) = format::interrupted_add_custom(&path, &root) {
             log::warn!("{}: finishing an interrupted add_custom of field {name}", path.display());
-            let dst = path.join(format::field_path(StoreGroup::Custom, &name));
+            let group = root.fields.get(&name).map_or(StoreGroup::Custom, |f| f.group);
+            let dst = path.join(format::field_path(group, &name));
             std::fs::rename(&pending, &dst).map_err(|e| Error::io(&pending, e))?;
             sync_parent(&dst)?;
         }
