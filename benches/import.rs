@@ -1,4 +1,4 @@
-//! Speed of bringing your own data (issue 16):
+//! Speed of bringing your own data:
 //! - `import/extxyz_50_atoms`: parse plus write of 50-atom periodic
 //!   structures (energy, forces, stress, Lattice, pbc) from an extended-XYZ
 //!   file into a new store, in structures per second (target >= 20,000/s);
@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 
 use atomzarr::data::neighbors::neighbor_list;
-use atomzarr::store::import::{ImportOptions, import_extxyz};
+use atomzarr::store::import::{ImportOptions, import_files};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             k += 1;
             let store = dir.path().join(format!("s{k}.zarr"));
-            let r = import_extxyz(&[&input], &store, &ImportOptions::default()).unwrap();
+            let r = import_files(&[&input], &store, &ImportOptions::default()).unwrap();
             assert_eq!(r.frames, N);
             std::fs::remove_dir_all(&store).unwrap();
         })

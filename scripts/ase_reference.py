@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates the ASE reference files under assets/import/ (issue 16).
+"""Regenerates the ASE reference files under assets/import/.
 
 Run by hand, never by CI (CI must not need ASE):
 
@@ -121,7 +121,11 @@ def ase_values(frames):
                 d["forces"] = r["forces"].tolist()
             if "stress" in r:
                 d["stress"] = a.get_stress(voigt=False).tolist()
+        d["strings"] = {}
         for k, v in a.info.items():
+            if isinstance(v, str):
+                d["strings"][k] = v
+                continue
             v = np.asarray(v)
             if v.dtype.kind in "ifb":
                 d["info"][k] = v.tolist()
@@ -130,6 +134,8 @@ def ase_values(frames):
                 continue
             if v.dtype.kind in "ifb":
                 d["arrays"][k] = v.tolist()
+            elif v.dtype.kind in "UO":
+                d["strings"][k] = v.tolist()
         out.append(d)
     return out
 

@@ -11,8 +11,10 @@ change to what the writer puts in a store (codecs, checksums, layout):
 What it does, for each layout (codec zstd / none / blosc-lz4, unsharded and
 sharded, checksums on; and zstd with checksums off):
 
-1. writes a store with `atomzarr roundtrip --output-dir` (an initial write
-   plus appends: the writer rewrites metadata and tail chunks);
+1. writes a store with `atomzarr roundtrip --output-dir --write-batch 7`
+   (a write of 7 samples, then appends of 7: the writer rewrites metadata
+   and tail chunks, extending them with uncompressed zstd blocks; the
+   store holds the writer's lock file);
 2. checks that every array's codec chain (the inner chain when sharded) ends
    in `{"name": "crc32c"}` exactly when checksums are on;
 3. reads every sample with the toolkit's `AtomicDataZarrReader` (zarr-python
@@ -26,6 +28,17 @@ Then the alternative it was chosen against, zstd's own `checksum: true`: the
 toolkit's writer writes a store with `ZstdCodec(level=3, checksum=True)`; it
 is read by both sides and compared, then a byte of one zstd payload is
 flipped and each side's reaction is printed.
+
+With --labels it checks instead the additions of docs/LABELS.md: it
+imports assets/import/formats/partial.extxyz (stress and magnetic moments on
+some frames only, string labels) and mptrj.json with `atomzarr import`, then
+
+1. reads every string label with zarr-python 3 (`strings/<name>`, a Zarr v3
+   `string` array) and compares it with `atomzarr dump`;
+2. reads every field with zarr-python and with the toolkit's
+   `AtomicDataZarrReader` and compares them with the dump, NaN (an absent
+   label) equal to NaN; the toolkit sees no string labels and must not fail
+   on them.
 
 Exit status 0 when every comparison matched and every flipped byte was
 refused where a checksum covers it.
@@ -158,7 +171,7 @@ def corrupt_and_read(bin_: Path, store: Path, work: Path, expect_refusal: bool, 
 def write_ours(bin_: Path, out: Path, n: int, codec: str, sharded: bool, checksum: bool) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     args = [str(bin_), "roundtrip", "-n", str(n), "--codec", codec, "--level", "3", "--output-dir", str(out),
-            "--read-mode", "raw", "--json", "--chunk-size", "500", "--edge-chunk-size", "1000"]
+            "--read-mode", "raw", "--json", "--chunk-size", "500", "--edge-chunk-size", "1000", "--write-batch", "7"]
     if sharded:
         args += ["--shard-size", "2000", "--edge-shard-size", "4000"]
     if not checksum:
@@ -201,11 +214,74 @@ def toolkit_zstd_checksum(bin_: Path, src: dict, work: Path) -> None:
     corrupt_and_read(bin_, store, work, True, "toolkit store, zstd checksum: true")
 
 
+def same(a, b) -> bool:
+    """Equal, NaN equal to NaN (absent labels)."""
+    import math
+
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sorted(a) == sorted(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def check_labels(bin_: Path, work: Path) -> None:
+    import numpy as np
+    import zarr
+
+    root = Path(__file__).resolve().parent.parent / "assets" / "import" / "formats"
+    for name in ("partial.extxyz", "mptrj.json"):
+        store = work / (name + ".zarr")
+        shutil.rmtree(store, ignore_errors=True)
+        res = subprocess.run([str(bin_), "import", str(root / name), str(store)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr)
+        ours = dump(bin_, store)
+        g = zarr.open_group(str(store), mode="r")
+        labels = dict(g.attrs.get("strings", {}))
+        check(bool(labels), f"{name}: string labels listed in the root attributes: {sorted(labels)}")
+        for label in labels:
+            arr = g["strings"][label]
+            got = [str(x) for x in arr[:]]
+            want = [v for s in ours["samples"] for v in s[label]["data"]]
+            check(got == want, f"{name}: zarr-python reads strings/{label} ({arr.dtype}) as the dump's values")
+        fields = dict(g.attrs["fields"]["core"]) | dict(g.attrs["fields"]["custom"])
+        bad = []
+        for field, level in fields.items():
+            group = "core" if field in g.attrs["fields"]["core"] else "custom"
+            data = g[group][field][:]
+            ptr = g["meta"]["atoms_ptr"][:]
+            for i, s in enumerate(ours["samples"]):
+                rows = data[ptr[i]:ptr[i + 1]] if level == "atom" else data[i:i + 1]
+                vals = rows.astype(np.float64).ravel().tolist() if rows.dtype.kind == "f" else rows.ravel().tolist()
+                if not same(vals, s[field]["data"]):
+                    bad.append(f"sample {i} {field}")
+        check(not bad, f"{name}: zarr-python reads every field as the dump, NaN where absent" + (f" (first: {bad[0]})" if bad else ""))
+        try:
+            theirs, _ = toolkit_samples(store)
+        except Exception as e:  # whatever the toolkit raises
+            check(False, f"{name}: the toolkit opens the store ({type(e).__name__}: {e})")
+            continue
+        bad = []
+        for i, (a, b) in enumerate(zip(ours["samples"], theirs)):
+            tb = {k: as_dump_field(v) for k, v in b.items()}
+            numeric = {k: v for k, v in a.items() if v["dtype"] != "string"}
+            if sorted(numeric) != sorted(tb):
+                bad.append(f"sample {i}: fields {sorted(numeric)} vs {sorted(tb)}")
+                continue
+            bad += [f"sample {i} {k}" for k in numeric if not same(numeric[k], tb[k])]
+        check(len(theirs) == ours["num_samples"] and not bad,
+              f"{name}: the toolkit reads every sample as the dump (string labels not seen by it)" + (f" (first: {bad[0]})" if bad else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", type=Path, default=Path("target/release/atomzarr"))
     ap.add_argument("-n", type=int, default=300, help="samples per store")
     ap.add_argument("--keep", type=Path, help="write the stores here (kept) instead of a temp dir")
+    ap.add_argument("--labels", action="store_true", help="check string and absent labels (docs/LABELS.md) instead")
     a = ap.parse_args()
     import zarr
     import nvalchemi
@@ -214,6 +290,10 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory(prefix="atomzarr_interop_")
     work = a.keep or Path(tmp.name)
     work.mkdir(parents=True, exist_ok=True)
+    if a.labels:
+        check_labels(a.bin, work)
+        print(f"{len(FAILURES)} failure(s)")
+        return 1 if FAILURES else 0
     layouts = [(c, sh, True) for c in ("zstd", "none", "lz4") for sh in (False, True)]
     layouts.append(("zstd", True, False))
     zstd_dump = None

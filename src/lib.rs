@@ -32,6 +32,7 @@
 //! │   ├── host.rs        HostData: a typed host buffer
 //! │   ├── indices.rs     neighbor-index rebasing, fused range checks, int32 narrowing
 //! │   ├── sample.rs      AtomicData, Field
+//! │   ├── strings.rs     StringField: string labels of a sample
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
 //! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
@@ -39,7 +40,16 @@
 //! │   ├── reader.rs      the Reader trait every backend implements
 //! │   ├── memory.rs      InMemoryDataset: a whole source resident in memory
 //! │   ├── multi.rs       MultiDataset: several readers, one index space
-//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches
+//! │   ├── frames.rs      FrameSource: any import format as frames, a batch at a time
+//! │   ├── input.rs       format detection, gzip / xz / bzip2 text
+//! │   ├── units.rs       eV, Å, eV/Å, eV/Å³; CODATA 2014 as ase.units
+//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches; write.rs: back to ASE
+//! │   ├── ase_row.rs     an ASE database row as a frame
+//! │   ├── asedb.rs       ASE SQLite .db (feature sqlite)
+//! │   ├── aselmdb.rs     fairchem .aselmdb (feature lmdb)
+//! │   ├── hdf5.rs        SPICE and ANI-1x HDF5 (feature hdf5)
+//! │   ├── npz.rs         rMD17 and sGDML npz
+//! │   ├── mptrj.rs       the MPtrj JSON, streamed
 //! │   └── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
@@ -48,34 +58,39 @@
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable.rs     crash-safe storage below zarrs
 //! │   ├── limits.rs      size limits, checked before anything is allocated
+//! │   ├── lock.rs        the writer lock: one writer per store at a time
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
-//! │   │                  append, edit (add_custom, delete), defragment
+//! │   │                  append, edit (add_custom, add_filled, delete), strings
+//! │   │                  (string labels), defragment, tail (tail chunks
+//! │   │                  small appends extend)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
 //! │   │                  pool (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
 //! │   │                  ranges in flight), neighbors, rows (row copy, collate),
-//! │   │                  reader_impl (the Reader impl)
+//! │   │                  reader_impl (the Reader impl), strings (string labels)
 //! │   ├── remote/        feature `remote`: URLs on object storage and HTTP (options,
 //! │   │                  source, disk_cache, copy)
-//! │   ├── import.rs      extended XYZ into a store (atomzarr import)
+//! │   ├── import/        files of any format into a store (atomzarr import); fill: labels
+//! │   │                  only some frames have
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
 //! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
 //! │                    chunk_shuffle, distributed (rank shards), size_aware, mixing
 //! ├── pipeline/        dataset.rs (Dataset) → builder.rs → loader.rs (DataLoader; plan.rs:
 //! │                    epoch plans, LoaderState; upload.rs: upload threads) → batch.rs
-//! │                    (AtomicBatch; stage.rs: fields in device dtypes, pinned staging)
-//! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, inspect.rs, stats.rs
+//! │                    (AtomicBatch; stage.rs: fields in device dtypes, pinned staging);
+//! │                    labels.rs: losses that leave absent labels out
+//! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, export.rs, inspect.rs, stats.rs
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; extended XYZ ([`source::extxyz`]); dataset statistics ([`source::stats`]) |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], extended-XYZ import ([`store::import`]), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
+//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
-//! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect` |
+//! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `export`, `inspect` |
 //!
 //! Imports between these top-level modules point only downward, so the
 //! graph has no cycle (`tests/architecture.rs` fails on an upward import):
@@ -117,6 +132,7 @@
 //! | `remote` | on | stores at URLs: s3://, gs://, az://, http(s):// ([`store::remote`]; object_store, tokio) |
 //! | `train` | off | burn-train and burn-collective, for the training example's `--learner` and `--num-nodes` |
 //! | `cuda` | off | Burn's CUDA backend |
+//! | `formats` | on | the import formats that need their own crates: `sqlite` (ASE `.db`, rusqlite with a bundled SQLite), `lmdb` (`.aselmdb`, heed over a bundled LMDB), `hdf5` (SPICE and ANI-1x, the pure-Rust hdf5-reader) |
 //!
 //! With `default-features = false` the crate is the library alone: burn
 //! (`std`, `dataset`), zarrs, rayon, serde, thiserror, zstd and a few small
@@ -154,7 +170,7 @@ pub mod source;
 pub mod store;
 
 pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, FieldLayout, HostData, Level};
-pub use error::{AppendStep, Error, RemoteErrorKind, Result};
+pub use error::{AppendStep, Error, LockHolder, RemoteErrorKind, Result};
 pub use pipeline::{
     AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy,
     LoaderState, LoaderStats,

@@ -55,14 +55,37 @@ enum Cmd {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        wait: WaitArg,
     },
-    /// Import extended-XYZ files (ASE's dialect) into a store: created, or
-    /// appended to when its fields match. String keys and columns are
-    /// skipped with a warning.
+    /// Import data sets into a store (created, or appended to): extended XYZ
+    /// (plain, .gz, .xz, .bz2), ASE SQLite .db, fairchem .aselmdb, SPICE and
+    /// ANI-1x HDF5, rMD17 and sGDML npz, MPtrj JSON. The format is told from
+    /// each file; values are stored in eV, Å, eV/Å and eV/Å³.
     Import {
         /// Input files, then the store (the last path).
         #[arg(required = true, num_args = 2..)]
         paths: Vec<PathBuf>,
+        /// The inputs' format, instead of telling it from each file:
+        /// extxyz, asedb, aselmdb, hdf5, npz or mptrj.
+        #[arg(long)]
+        format: Option<String>,
+        /// The inputs' units, over their format's own: e.g.
+        /// `energy=hartree,length=bohr` or `stress=kbar` (energy: eV, hartree,
+        /// kcal/mol, kJ/mol, Ry; length: Å, bohr, nm; stress: GPa, kbar).
+        #[arg(long)]
+        units: Option<String>,
+        /// HDF5: the energy dataset (another level of theory), e.g. `ccsd(t)_cbs.energy`.
+        #[arg(long)]
+        energy_key: Option<String>,
+        /// HDF5: the forces (or gradient) dataset.
+        #[arg(long)]
+        forces_key: Option<String>,
+        /// Labels only some frames have: `fill` stores them for every frame
+        /// (NaN, 0 with `<name>_present`, or ""); `error` stops at the first
+        /// frame whose fields differ from the first frame's.
+        #[arg(long, value_enum, default_value_t = MissingArg::Fill)]
+        missing: MissingArg,
         /// Build neighbor lists (`neighbor_list`, `shifts`) for this cutoff, Å.
         #[arg(long)]
         cutoff: Option<f64>,
@@ -72,6 +95,17 @@ enum Cmd {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        wait: WaitArg,
+    },
+    /// Write a store's samples as extended XYZ that `ase.io.read(OUT, ":")`
+    /// reads back as the original frames (labels a frame does not have are
+    /// left out of it; neighbor lists are not written).
+    Export {
+        /// The store.
+        store: PathBuf,
+        /// The extended-XYZ file to write (must not exist).
+        out: PathBuf,
     },
     /// Dataset statistics for MLIP training: counts, atoms and edges per
     /// sample, elements, per-element reference energies (E0s, least
@@ -101,7 +135,23 @@ enum Cmd {
         dst: String,
         #[command(flatten)]
         remote: RemoteArgs,
+        #[command(flatten)]
+        wait: WaitArg,
     },
+}
+
+/// The writer lock of the commands that change a store.
+#[derive(Args, Clone, Copy)]
+struct WaitArg {
+    /// Wait up to SECONDS for another writer of the store to finish, instead
+    /// of failing at once (one writer per store at a time; readers never wait).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, default_value = "0")]
+    wait: std::time::Duration,
+}
+
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("{s}: seconds must be finite and not negative"))
 }
 
 /// How stores at URLs are reached and fetched. Credentials and the endpoint
@@ -150,6 +200,14 @@ impl RemoteArgs {
         }
         o
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MissingArg {
+    /// Store every label any frame has; absent values read as NaN, 0 / false (with `<name>_present`) or "".
+    Fill,
+    /// Stop at a frame whose fields differ from the first frame's.
+    Error,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -274,6 +332,10 @@ struct RoundtripArgs {
     /// Write no crc32c checksum per chunk (as the reference toolkit writes).
     #[arg(long)]
     no_checksum: bool,
+    /// Samples per write call: the first writes, the rest append (small
+    /// values time small appends).
+    #[arg(long, default_value_t = atomzarr::cli::bench::DEFAULT_WRITE_BATCH)]
+    write_batch: usize,
     #[command(flatten)]
     read: ReadArgs,
 }
@@ -410,14 +472,14 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
 }
 
 #[cfg(feature = "remote")]
-fn copy(src: &str, dst: &str, remote: &RemoteArgs) -> atomzarr::Result<()> {
-    let r = atomzarr::store::remote::copy(src, dst, &remote.options())?;
+fn copy(src: &str, dst: &str, remote: &RemoteArgs, wait: std::time::Duration) -> atomzarr::Result<()> {
+    let r = atomzarr::store::remote::copy(src, dst, &remote.options().with_lock_timeout(wait))?;
     println!("copied {src} to {dst}: {} objects, {} bytes", r.objects, r.bytes);
     Ok(())
 }
 
 #[cfg(not(feature = "remote"))]
-fn copy(src: &str, _dst: &str, _remote: &RemoteArgs) -> atomzarr::Result<()> {
+fn copy(src: &str, _dst: &str, _remote: &RemoteArgs, _wait: std::time::Duration) -> atomzarr::Result<()> {
     Err(atomzarr::Error::Remote {
         url: src.to_string(),
         kind: atomzarr::RemoteErrorKind::Unsupported,
@@ -475,6 +537,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 edge_shard_size: a.edge_shard_size,
                 output_dir: a.output_dir.clone(),
                 checksum: !a.no_checksum,
+                write_batch: a.write_batch,
             };
             if !a.read.json {
                 eprintln!(
@@ -488,29 +551,55 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::roundtrip(&w, &read)?;
             print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
         }
-        Cmd::Repair { store, dry_run, json } => {
+        Cmd::Repair { store, dry_run, json, wait } => {
             let report = if dry_run {
                 atomzarr::store::repair::check(&store)?
             } else {
-                atomzarr::store::repair::repair(&store)?
+                atomzarr::store::repair::repair_with_lock_timeout(&store, wait.wait)?
             };
             print_repair(&report, json)?;
         }
-        Cmd::Import { mut paths, cutoff, batch_frames, json } => {
+        Cmd::Import { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json, wait } => {
+            use atomzarr::source::input::Format;
             let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
+            let format = match format {
+                Some(f) => Some(
+                    Format::parse(&f)
+                        .ok_or_else(|| atomzarr::Error::Config(format!("--format {f}: one of {}", Format::names())))?,
+                ),
+                None => None,
+            };
+            let units = match units {
+                Some(u) => Some(u.parse().map_err(|e| atomzarr::Error::Config(format!("--units: {e}")))?),
+                None => None,
+            };
             let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let source = atomzarr::source::frames::SourceOptions::default()
+                .with_format(format)
+                .with_units(units)
+                .with_energy_key(energy_key)
+                .with_forces_key(forces_key);
             let options = atomzarr::store::import::ImportOptions::default()
                 .with_cutoff(cutoff)
                 .with_batch_frames(batch_frames)
-                .with_progress(show);
+                .with_missing(match missing {
+                    MissingArg::Fill => atomzarr::store::import::Missing::Fill,
+                    MissingArg::Error => atomzarr::store::import::Missing::Error,
+                })
+                .with_source(source)
+                .with_progress(show)
+                .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
             let t = std::time::Instant::now();
-            let r = atomzarr::store::import::import_extxyz(&paths, &store, &options)?;
+            let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
             let secs = t.elapsed().as_secs_f64();
             if json {
                 let mut v = serde_json::to_value(&r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
                 v["seconds"] = secs.into();
                 println!("{v}");
             } else {
+                for f in &r.files {
+                    println!("{}: {} {} ({}), {} frames", f.file.display(), f.format, f.layout, f.units, f.frames);
+                }
                 println!(
                     "{} {}: {} frames, {} atoms, {} edges from {} files in {secs:.2} s ({:.0} frames/s)",
                     if r.appended { "appended to" } else { "created" },
@@ -522,6 +611,11 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                     r.frames as f64 / secs.max(1e-9)
                 );
             }
+        }
+        Cmd::Export { store, out } => {
+            let reader = AtomicDataZarrReader::open(&store)?;
+            let n = atomzarr::cli::export::export_extxyz(&reader, &out)?;
+            println!("wrote {n} frames to {}", out.display());
         }
         Cmd::Stats { store, json } => {
             let reader = AtomicDataZarrReader::open(&store)?;
@@ -538,7 +632,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;
             print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
         }
-        Cmd::Copy { src, dst, remote } => copy(&src, &dst, &remote)?,
+        Cmd::Copy { src, dst, remote, wait } => copy(&src, &dst, &remote, wait.wait)?,
     }
     Ok(())
 }

@@ -2,9 +2,9 @@
 //! same extended-XYZ files (assets/import/*.extxyz and *.ase.json, made by
 //! scripts/ase_reference.py): triclinic bulk with 3x3 stress and custom info
 //! keys and per-atom arrays, molecules without a cell, a `T T F` slab, and a
-//! hand-written Voigt-6 stress. Also: appending, schema mismatches, parse
-//! errors that name file, line and field, and `atomzarr stats` against
-//! numbers computed by numpy and ASE.
+//! hand-written Voigt-6 stress. Also: appending, schema mismatches under
+//! `--missing error`, parse errors that name file, line and field, and
+//! `atomzarr stats` against numbers computed by numpy and ASE.
 
 mod common;
 
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use atomzarr::source::stats::{StatsOptions, dataset_stats};
-use atomzarr::store::import::{ImportOptions, import_extxyz};
+use atomzarr::store::import::{ImportOptions, Missing, import_files};
 use atomzarr::{AtomicDataZarrReader, Error, Reader};
 use serde_json::Value;
 
@@ -118,7 +118,18 @@ fn check_file(name: &str) {
             }
             expected_fields.push(key);
         }
-        // Nothing else: string keys (config_type, label) are skipped.
+        // String keys and columns (config_type, label) are string labels.
+        for (key, v) in a.get("strings").and_then(Value::as_object).into_iter().flatten() {
+            let f = &s[key.as_str()];
+            assert_eq!(f["dtype"], "string", "{}", what(key));
+            let want: Vec<Value> = match v {
+                Value::Array(many) => many.clone(),
+                one => vec![one.clone()],
+            };
+            assert_eq!(f["data"], Value::Array(want), "{}", what(key));
+            expected_fields.push(key);
+        }
+        // Nothing else.
         let mut got: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
         got.sort();
         expected_fields.sort();
@@ -151,22 +162,22 @@ fn appends_when_the_schema_matches_and_refuses_otherwise() {
     let dir = common::tmpdir();
     let store = dir.path().join("s.zarr");
     let bulk = asset("bulk_triclinic.extxyz");
-    let opts = ImportOptions::default().with_batch_frames(2);
-    let r = import_extxyz(&[&bulk], &store, &opts).unwrap();
+    let opts = ImportOptions::default().with_batch_frames(2).with_missing(Missing::Error);
+    let r = import_files(&[&bulk], &store, &opts).unwrap();
     assert_eq!((r.frames, r.appended), (3, false));
-    let r = import_extxyz(&[&bulk, &bulk], &store, &opts).unwrap();
+    let r = import_files(&[&bulk, &bulk], &store, &opts).unwrap();
     assert_eq!((r.frames, r.appended), (6, true));
     let reader = AtomicDataZarrReader::open(&store).unwrap();
     assert_eq!(reader.len(), 9);
     assert_eq!(reader.read(7).unwrap().data, reader.read(1).unwrap().data);
     // Molecules have none of the bulk's custom fields: refused, nothing written.
-    let e = import_extxyz(&[asset("molecule.extxyz")], &store, &opts).unwrap_err();
+    let e = import_files(&[asset("molecule.extxyz")], &store, &opts).unwrap_err();
     assert!(e.to_string().contains("do not match the existing store"), "{e}");
     reader.refresh().unwrap();
     assert_eq!(reader.len(), 9);
     // Two files with different fields in one import: the frame is named.
     let other = dir.path().join("o.zarr");
-    let e = import_extxyz(&[asset("bulk_triclinic.extxyz"), asset("molecule.extxyz")], &other, &opts).unwrap_err();
+    let e = import_files(&[asset("bulk_triclinic.extxyz"), asset("molecule.extxyz")], &other, &opts).unwrap_err();
     match &e {
         Error::Parse { file, line, .. } => {
             assert!(file.ends_with("molecule.extxyz"), "{e}");
@@ -179,13 +190,13 @@ fn appends_when_the_schema_matches_and_refuses_otherwise() {
     // Molecules and slabs have the same fields (cell and pbc always, zero and
     // F F F without a Lattice): one store takes both.
     let mixed = dir.path().join("m.zarr");
-    let r = import_extxyz(&[asset("molecule.extxyz"), asset("slab.extxyz")], &mixed, &opts).unwrap();
+    let r = import_files(&[asset("molecule.extxyz"), asset("slab.extxyz")], &mixed, &opts).unwrap();
     assert_eq!(r.frames, 5);
     // A store this import created and never wrote to is removed again.
     let fresh = dir.path().join("fresh.zarr");
     let bad = dir.path().join("bad.extxyz");
     std::fs::write(&bad, "1\n\nH 0 0 zero\n").unwrap();
-    assert!(import_extxyz(&[&bad], &fresh, &opts).is_err());
+    assert!(import_files(&[&bad], &fresh, &opts).is_err());
     assert!(!fresh.exists());
 }
 
@@ -209,7 +220,7 @@ fn parse_errors_name_file_line_and_field() {
         let file = dir.path().join(format!("bad{k}.extxyz"));
         std::fs::write(&file, text).unwrap();
         let store = dir.path().join(format!("s{k}.zarr"));
-        match import_extxyz(&[&file], &store, &ImportOptions::default()) {
+        match import_files(&[&file], &store, &ImportOptions::default().with_missing(Missing::Error)) {
             Err(Error::Parse { file: f, line: l, field: fd, reason }) => {
                 assert_eq!((f.as_path(), l, fd.as_str()), (file.as_path(), line, field), "case {k}: {reason}");
             }
@@ -289,8 +300,8 @@ fn on_the_fly_edges_equal_imported_edges() {
     let dir = common::tmpdir();
     let (plain, with_edges) = (dir.path().join("plain.zarr"), dir.path().join("edges.zarr"));
     let input = asset("stats.extxyz");
-    import_extxyz(&[&input], &plain, &ImportOptions::default()).unwrap();
-    import_extxyz(&[&input], &with_edges, &ImportOptions::default().with_cutoff(Some(cutoff))).unwrap();
+    import_files(&[&input], &plain, &ImportOptions::default()).unwrap();
+    import_files(&[&input], &with_edges, &ImportOptions::default().with_cutoff(Some(cutoff))).unwrap();
     let stored = AtomicDataZarrReader::open(&with_edges).unwrap();
     let ds = Dataset::new(AtomicDataZarrReader::open(&plain).unwrap()).with_transform(neighbor_transform(cutoff));
     let mut edges = 0;

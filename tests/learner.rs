@@ -120,14 +120,45 @@ fn node_process() {
     println!("NODE_RESULT samples_seen={samples} params_checksum={checksum}");
 }
 
+/// A port for a node to bind. burn-collective binds the ports it is given
+/// (it cannot bind port 0 and report the port back), so they are drawn
+/// below the kernel's ephemeral range (`ip_local_port_range`): the kernel
+/// hands no port there to a `bind(0)` or to an outgoing connection, so
+/// between this check and the node's own bind nothing else in the test
+/// run can take it. Each port is drawn once per process.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use rand::RngExt;
+    static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    assert!(ephemeral_low > 12_000, "ephemeral ports start at {ephemeral_low}: no room below them");
+    let mut taken = TAKEN.lock().unwrap();
+    let mut rng = rand::rng();
+    for _ in 0..1000 {
+        let port = rng.random_range(10_000..ephemeral_low);
+        if !taken.contains(&port) && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            taken.push(port);
+            return port;
+        }
+    }
+    panic!("no free port in 10000..{ephemeral_low}");
 }
 
-/// Runs the two node processes once; `None` when they do not finish within
-/// `limit`. Their output goes to files, not pipes: a pipe read only after
-/// exit blocks a node that writes more than the pipe holds.
-fn run_two_nodes(dir: &Path, store: &Path, attempt: usize, limit: Duration) -> Option<Vec<String>> {
+/// How a run of the two node processes ended.
+enum Run {
+    /// Both finished; their standard outputs.
+    Done(Vec<String>),
+    /// Why the run is worth another attempt: a hang, or the data-service
+    /// race of burn-collective 0.21 (see `wait_for_port` in the example).
+    Retry(String),
+}
+
+/// Runs the two node processes once, for at most `limit`. Their output goes
+/// to files, not pipes: a pipe read only after exit blocks a node that
+/// writes more than the pipe holds.
+fn run_two_nodes(dir: &Path, store: &Path, attempt: usize, limit: Duration) -> Run {
     let global = format!("127.0.0.1:{}", free_port());
     let exe = std::env::current_exe().unwrap();
     let log = |rank: usize, what: &str| dir.join(format!("node{rank}.attempt{attempt}.{what}"));
@@ -149,22 +180,33 @@ fn run_two_nodes(dir: &Path, store: &Path, attempt: usize, limit: Duration) -> O
     for (rank, child) in children.iter_mut().enumerate() {
         loop {
             if let Some(status) = child.try_wait().unwrap() {
-                let err = std::fs::read_to_string(log(rank, "err")).unwrap_or_default();
-                assert!(status.success(), "node {rank} failed: {status}\n{err}");
-                break;
+                if status.success() {
+                    break;
+                }
+                kill_all(&mut children);
+                let errs: Vec<String> =
+                    (0..2).map(|r| std::fs::read_to_string(log(r, "err")).unwrap_or_default()).collect();
+                if errs.iter().any(|e| e.contains("Failed to connect to data server")) {
+                    return Run::Retry(format!("node {rank} could not reach a peer's data server"));
+                }
+                panic!("node {rank} failed: {status}\n--- node 0:\n{}\n--- node 1:\n{}", errs[0], errs[1]);
             }
             if Instant::now() > deadline {
-                // SIGKILL: a node running the orchestrator ignores SIGTERM.
-                for c in &mut children {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                return None;
+                kill_all(&mut children);
+                return Run::Retry(format!("did not finish within {} s (burn-collective hang)", limit.as_secs()));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    Some((0..2).map(|rank| std::fs::read_to_string(log(rank, "out")).unwrap()).collect())
+    Run::Done((0..2).map(|rank| std::fs::read_to_string(log(rank, "out")).unwrap()).collect())
+}
+
+/// SIGKILL: a node running the orchestrator ignores SIGTERM.
+fn kill_all(children: &mut [std::process::Child]) {
+    for c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }
 
 #[test]
@@ -173,20 +215,21 @@ fn two_nodes_on_loopback_agree() {
     let store = tiny_store(dir.path(), 40);
     // Bounded: two tiny epochs take about a second. burn-collective 0.21
     // sometimes never completes an all-reduce across processes (see the
-    // README's multi-node section); such a run is killed and retried with
-    // fresh ports, at most three times, and each retry is reported. Every
-    // finished run must agree exactly.
+    // README's multi-node section), and its data service can be reached
+    // before it listens; such a run is killed and retried with fresh ports,
+    // at most three times, and each retry is reported. Every finished run
+    // must agree exactly.
     let mut outputs = None;
     for attempt in 0..3 {
-        outputs = run_two_nodes(dir.path(), &store, attempt, Duration::from_secs(90));
-        if outputs.is_some() {
-            break;
+        match run_two_nodes(dir.path(), &store, attempt, Duration::from_secs(90)) {
+            Run::Done(out) => {
+                outputs = Some(out);
+                break;
+            }
+            Run::Retry(why) => eprintln!("two_nodes_on_loopback_agree: attempt {attempt}: {why}; retrying"),
         }
-        eprintln!(
-            "two_nodes_on_loopback_agree: attempt {attempt} did not finish within 90 s (burn-collective hang); retrying"
-        );
     }
-    let outputs = outputs.expect("the two nodes did not finish in any of 3 attempts of 90 s");
+    let outputs = outputs.expect("the two nodes did not finish in any of 3 attempts");
     let parse = |out: &str| -> (usize, String) {
         let line = out.lines().find(|l| l.starts_with("NODE_RESULT")).unwrap_or_else(|| panic!("no result in:\n{out}"));
         let field = |k: &str| line.split(' ').find_map(|f| f.strip_prefix(k)).unwrap().to_string();

@@ -8,7 +8,7 @@
 mod common;
 
 use atomzarr::AtomicData;
-use atomzarr::data::neighbors::{add_neighbors, neighbor_list, neighbor_lists};
+use atomzarr::data::neighbors::{Geometry, add_neighbors, neighbor_list, neighbor_lists};
 use serde_json::Value;
 
 fn v3(v: &Value) -> [f64; 3] {
@@ -84,7 +84,8 @@ fn equals_ase_on_every_case() {
 #[test]
 fn parallel_batches_and_samples_equal_ase() {
     let cases = cases();
-    let structures: Vec<_> = cases.iter().map(|c| (c.positions.clone(), c.cell, c.pbc)).collect();
+    let structures: Vec<_> =
+        cases.iter().map(|c| Geometry { positions: c.positions.clone(), cell: c.cell, pbc: c.pbc }).collect();
     // One cutoff for all: the first case's; compare with the single-structure call.
     let cutoff = cases[0].cutoff;
     let many = neighbor_lists(&structures, cutoff).unwrap();

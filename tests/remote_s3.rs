@@ -10,9 +10,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use atomzarr::store::remote::{RemoteOptions, copy};
@@ -23,6 +25,21 @@ use common::{assets, dump_json, expected_dump, fixture_names, tmpdir};
 struct Moto {
     child: Child,
     endpoint: String,
+    /// The last lines moto wrote to stderr, for a failure message.
+    log: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Moto {
+    /// Whether moto is still running, and what it last logged.
+    fn describe(&mut self) -> String {
+        let state = match self.child.try_wait() {
+            Ok(None) => "running".to_string(),
+            Ok(Some(status)) => format!("exited: {status}"),
+            Err(e) => format!("state unknown: {e}"),
+        };
+        let log = self.log.lock().map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+        format!("moto_server {state}; its last lines:\n{log}")
+    }
 }
 
 impl Drop for Moto {
@@ -71,30 +88,87 @@ fn moto_server() -> String {
         .clone()
 }
 
+/// Starts moto_server on a port it binds itself (`-p 0`), so no other
+/// process can take the port between its choice and its bind, reads the
+/// port back from the line werkzeug logs (` * Running on
+/// http://127.0.0.1:PORT`), and returns once the server answers a real
+/// HTTP request, not merely a TCP accept.
 fn start_moto() -> Moto {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(moto_server())
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+    let mut child = Command::new(moto_server())
+        .args(["-H", "127.0.0.1", "-p", "0"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start moto_server");
-    let moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
+    let stderr = child.stderr.take().expect("piped stderr");
+    let log = Arc::new(Mutex::new(VecDeque::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads stderr to the end (moto logs every request there, and a full
+    // pipe would stall it), keeping the last lines for failure messages.
+    std::thread::spawn({
+        let log = log.clone();
+        move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.split("Running on http://").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                let mut log = log.lock().unwrap();
+                if log.len() == 20 {
+                    log.pop_front();
+                }
+                log.push_back(line);
+            }
+        }
+    });
+    let mut moto = Moto { child, endpoint: String::new(), log };
+    let Ok(addr) = rx.recv_timeout(Duration::from_secs(60)) else {
+        panic!("moto_server did not report its port within 60 s: {}", moto.describe())
+    };
+    moto.endpoint = format!("http://{addr}");
     let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "moto_server did not listen on {port} within 30 s");
-        std::thread::sleep(Duration::from_millis(100));
+    loop {
+        match http(&addr, &format!("GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")) {
+            Ok(reply) if reply.starts_with("HTTP/1.") => return moto,
+            Ok(reply) => panic!("moto_server on {addr} answered a non-HTTP reply {reply:?}: {}", moto.describe()),
+            Err(e) if t0.elapsed() > Duration::from_secs(60) => {
+                panic!("moto_server on {addr} did not answer within 60 s ({e}): {}", moto.describe())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
     }
-    moto
 }
 
-/// Creates `bucket` (moto accepts unsigned requests): one plain HTTP PUT.
-fn create_bucket(endpoint: &str, bucket: &str) {
-    let host = endpoint.trim_start_matches("http://");
-    let mut s = TcpStream::connect(host).unwrap();
-    write!(s, "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+/// One request on a fresh connection; the whole reply.
+fn http(host: &str, request: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(host)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(request.as_bytes())?;
     let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
+    s.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+/// Creates `bucket` (moto accepts unsigned requests): one plain HTTP PUT,
+/// retried a bounded number of times on a transport error.
+fn create_bucket(moto: &mut Moto, bucket: &str) {
+    let host = moto.endpoint.trim_start_matches("http://").to_string();
+    let request = format!("PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let mut attempt = 0;
+    let reply = loop {
+        match http(&host, &request) {
+            Ok(reply) => break reply,
+            Err(e) if attempt < 5 => {
+                eprintln!("create bucket {bucket}: {e}; retrying");
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(200 << attempt));
+            }
+            Err(e) => panic!("create bucket {bucket} on {host}: {e} after {attempt} retries; {}", moto.describe()),
+        }
+    };
     assert!(reply.starts_with("HTTP/1.1 200"), "create bucket {bucket}: {reply}");
 }
 
@@ -109,8 +183,8 @@ fn options(endpoint: &str) -> RemoteOptions {
 
 #[test]
 fn fixtures_published_to_s3_dump_as_expected() {
-    let moto = start_moto();
-    create_bucket(&moto.endpoint, "stores");
+    let mut moto = start_moto();
+    create_bucket(&mut moto, "stores");
     let opts = options(&moto.endpoint);
     let back = tmpdir();
     for name in fixture_names() {
@@ -150,8 +224,8 @@ fn fixtures_published_to_s3_dump_as_expected() {
 
 #[test]
 fn a_missing_bucket_or_store_is_a_typed_error_naming_it() {
-    let moto = start_moto();
-    create_bucket(&moto.endpoint, "empty");
+    let mut moto = start_moto();
+    create_bucket(&mut moto, "empty");
     let opts = options(&moto.endpoint).with_retries(0);
     for url in ["s3://no-such-bucket/x.zarr", "s3://empty/x.zarr"] {
         let e = AtomicDataZarrReader::open_remote(url, ReaderOptions::default(), opts.clone()).unwrap_err();

@@ -455,6 +455,7 @@ impl Nodes {
 pub struct CollectiveStrategy<LC: LearningComponentsTypes> {
     device: Device<TrainingBackend<LC>>,
     config: CollectiveConfig,
+    data_port: u16,
 }
 
 type Inner<LC> = <TrainingBackend<LC> as AutodiffBackend>::InnerBackend;
@@ -469,7 +470,12 @@ impl<LC: LearningComponentsTypes> SupervisedLearningStrategy<LC> for CollectiveS
         starting_epoch: usize,
     ) -> (TrainingModel<LC>, SupervisedTrainingEventProcessor<LC>) {
         let peer = PeerId::from(0usize);
-        let session = Session { peer, device: self.device.inner().clone(), config: self.config.clone() };
+        let session = Session {
+            peer,
+            device: self.device.inner().clone(),
+            config: self.config.clone(),
+            data_port: self.data_port,
+        };
         let dataloader_train = dataloader_train.to_device(&self.device);
         let dataloader_valid = dataloader_valid.to_device(self.device.inner());
         learner.fork(&self.device);
@@ -579,8 +585,10 @@ pub fn all_reduce_fused<B: AutodiffBackend, M: AutodiffModule<B>>(
     // burn-train's strategies cannot return errors: a failed collective
     // stops this node with the collective's error.
     let fail = |what: &str, e| -> ! { panic!("train_mlip: burn-collective {what}: {e:?}") };
+    wait_for_port(session.data_port, "free", port_free);
     register::<B::InnerBackend>(peer, session.device.clone(), session.config.clone())
         .unwrap_or_else(|e| fail("register", e));
+    wait_for_port(session.data_port, "listening", port_listening);
     let reduced = all_reduce::<B::InnerBackend>(peer, flat.into_primitive().tensor(), ReduceOperation::Mean)
         .unwrap_or_else(|e| fail("all_reduce", e));
     finish_collective::<B::InnerBackend>(peer).unwrap_or_else(|e| fail("finish", e));
@@ -594,6 +602,36 @@ pub struct Session<B: Backend> {
     peer: PeerId,
     device: B::Device,
     config: CollectiveConfig,
+    /// The port of this node's tensor data service.
+    data_port: u16,
+}
+
+/// Waits, at most 10 s, until `ready` holds for this node's data port.
+///
+/// burn-collective 0.21 starts a node's data server anew at each
+/// registration, as a task it does not wait for, and stops it at
+/// `finish_collective` the same way (`global/node/base.rs`: `runtime.spawn`;
+/// a failed bind is dropped with the task). On a loaded machine the next
+/// registration could then try to bind while the last server still
+/// listens, and a peer could download from a server not yet listening;
+/// both end in `Failed to connect to data server`. So each step starts
+/// only once the old server is gone and proceeds once the new one listens.
+fn wait_for_port(port: u16, what: &str, ready: impl Fn(u16) -> bool) {
+    let t0 = std::time::Instant::now();
+    while !ready(port) {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            panic!("train_mlip: the data service port {port} is not {what} after 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+fn port_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+fn port_listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
 
 /// The options of a Learner run.
@@ -649,7 +687,8 @@ pub fn fit<B: AutodiffBackend>(
         training = training.checkpoint(c);
     }
     if let Some(nodes) = &run.nodes {
-        let strategy = CollectiveStrategy { device: device.clone(), config: nodes.config()? };
+        let strategy =
+            CollectiveStrategy { device: device.clone(), config: nodes.config()?, data_port: nodes.node_port };
         training = training.with_training_strategy(TrainingStrategy::Custom(Arc::new(strategy)));
     }
     let result = training.launch(Learner::new(model, optim, scheduler));

@@ -2,7 +2,9 @@
 //! reference fixtures' `*.expected.json` (Python's `json.dumps` of the
 //! reference reader's output): `{"num_samples", "fields", "samples"}`, field
 //! keys sorted, each field `{"dtype", "shape", "data"}` with flat data, floats
-//! widened to f64 and printed as Python's `repr` prints them.
+//! widened to f64 and printed as Python's `repr` prints them (`NaN` for an
+//! absent label). String labels appear among the fields with dtype
+//! `"string"` and their values as JSON strings.
 //!
 //! Written by hand rather than with `serde_json` because Python's float
 //! formatting (`1e-05`, `5.0`, `1e+16`) and its `", "` / `": "` separators
@@ -156,7 +158,8 @@ fn write_data(out: &mut String, d: &HostData) {
 
 /// Writes every logical sample of `reader` as the fixtures' JSON.
 pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
-    let levels = reader.field_levels();
+    let mut levels = reader.field_levels();
+    levels.extend(reader.string_levels());
     let mut out = String::new();
     let _ = write!(out, "{{\"num_samples\": {}, \"fields\": {{", reader.len());
     for (i, (name, level)) in levels.iter().enumerate() {
@@ -175,19 +178,38 @@ pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
                 out.push_str(", ");
             }
             out.push('{');
-            for (j, (name, f)) in s.fields.iter().enumerate() {
+            // Fields and string labels in one name order (names are distinct).
+            let mut names: Vec<&String> = s.fields.keys().chain(s.strings.keys()).collect();
+            names.sort();
+            for (j, name) in names.into_iter().enumerate() {
                 if j > 0 {
                     out.push_str(", ");
                 }
-                let shape: Vec<String> = f.shape.iter().map(ToString::to_string).collect();
-                let _ = write!(
-                    out,
-                    "{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": ",
-                    py_json_str(name),
-                    f.dtype(),
-                    shape.join(", ")
-                );
-                write_data(&mut out, &f.data);
+                if let Some(f) = s.fields.get(name) {
+                    let shape: Vec<String> = f.shape.iter().map(ToString::to_string).collect();
+                    let _ = write!(
+                        out,
+                        "{}: {{\"dtype\": \"{}\", \"shape\": [{}], \"data\": ",
+                        py_json_str(name),
+                        f.dtype(),
+                        shape.join(", ")
+                    );
+                    write_data(&mut out, &f.data);
+                } else if let Some(f) = s.strings.get(name) {
+                    let _ = write!(
+                        out,
+                        "{}: {{\"dtype\": \"string\", \"shape\": [{}], \"data\": [",
+                        py_json_str(name),
+                        f.values.len()
+                    );
+                    for (k, v) in f.values.iter().enumerate() {
+                        if k > 0 {
+                            out.push_str(", ");
+                        }
+                        out.push_str(&py_json_str(v));
+                    }
+                    out.push(']');
+                }
                 out.push('}');
             }
             out.push('}');

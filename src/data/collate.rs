@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::data::NEIGHBOR_LIST;
-use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level};
+use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level, StringField};
 use crate::error::{Error, Result};
 
 /// How a reader lays out collated batches (see
@@ -100,6 +100,10 @@ pub struct CollatedBatch {
     pub edges_ptr: Vec<i64>,
     /// Fields by name.
     pub fields: BTreeMap<String, CollatedField>,
+    /// String labels by name, every graph's rows concatenated in batch
+    /// order (one value per graph for system labels, one per atom for atom
+    /// labels).
+    pub strings: BTreeMap<String, StringField>,
 }
 
 impl CollatedBatch {
@@ -127,6 +131,7 @@ impl CollatedBatch {
         self.edges_ptr.clear();
         self.edges_ptr.push(0);
         self.fields.retain(|name, _| layout.iter().any(|l| &l.name == name));
+        self.strings.clear();
         for FieldLayout { name, level, dtype, trailing } in layout {
             let keep = self
                 .fields
@@ -249,6 +254,30 @@ impl CollatedBatch {
                     dst.data.extend_from(&f.data)?;
                 }
             }
+            if k == 0 {
+                self.strings = s
+                    .strings
+                    .iter()
+                    .map(|(n, f)| (n.clone(), StringField { level: f.level, values: vec![] }))
+                    .collect();
+            }
+            if s.strings.len() != self.strings.len() {
+                return Err(Error::invalid(
+                    format!("batch sample {k}"),
+                    format!("{} string labels, the first sample has {}", s.strings.len(), self.strings.len()),
+                ));
+            }
+            for (name, f) in &s.strings {
+                match self.strings.get_mut(name) {
+                    Some(dst) if dst.level == f.level => dst.values.extend(f.values.iter().cloned()),
+                    _ => {
+                        return Err(Error::invalid(
+                            format!("batch sample {k}"),
+                            format!("string label {name} ({}) differs from the first sample's", f.level),
+                        ));
+                    }
+                }
+            }
             self.atoms_ptr.push(atom_base + s.num_atoms() as i64);
             let e = *self.edges_ptr.last().unwrap_or(&0);
             self.edges_ptr.push(e + s.num_edges() as i64);
@@ -327,6 +356,19 @@ impl CollatedBatch {
             shape.push(rows.len());
             shape.extend(&f.trailing_shape);
             s.fields.insert(name.clone(), crate::data::Field { level: f.level, shape, data });
+        }
+        for (name, f) in &self.strings {
+            let values = self
+                .graph_rows(f.level, k)
+                .and_then(|rows| f.values.get(rows))
+                .ok_or_else(|| {
+                    Error::invalid(
+                        format!("batch sample {k}, string label {name}"),
+                        format!("{} values do not cover graph {k}'s rows", f.values.len()),
+                    )
+                })?
+                .to_vec();
+            s.strings.insert(name.clone(), StringField { level: f.level, values });
         }
         Ok(s)
     }

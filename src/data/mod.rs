@@ -13,6 +13,7 @@
 //! | `host` | [`HostData`], the typed host buffer |
 //! | `indices` | neighbor-index arithmetic: offsets, fused range checks, int32 narrowing |
 //! | `sample` | [`AtomicData`] and its [`Field`]s |
+//! | `strings` | [`StringField`]: string labels of a sample |
 //! | [`neighbors`] | periodic neighbor lists (cell lists, triclinic, mixed pbc), ASE-equal; the on-the-fly edge transform |
 //! | `pointers` | [`Pointers`]: the rows a sample owns on each axis |
 //! | [`collate`] | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
@@ -25,6 +26,7 @@ mod indices;
 pub mod neighbors;
 mod pointers;
 mod sample;
+mod strings;
 pub mod synth;
 
 pub(crate) use collate::bad_indices;
@@ -34,3 +36,4 @@ pub use host::HostData;
 pub(crate) use indices::{IndexRange, IndexReport, append_shifts, fold_index, narrow_i64};
 pub use pointers::Pointers;
 pub use sample::{AtomicData, Field, NEIGHBOR_LIST};
+pub use strings::StringField;

@@ -27,9 +27,16 @@ use crate::error::{Error, Result};
 /// The name of the per-edge shift field (`[E, 3]`, Å).
 pub const SHIFTS: &str = "shifts";
 
-/// One structure's geometry: positions (Å), cell rows (Å; only the
-/// periodic ones are used) and periodicity per direction.
-pub type Geometry = (Vec<[f64; 3]>, [[f64; 3]; 3], [bool; 3]);
+/// One structure's geometry, the input of [`neighbor_lists`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Geometry {
+    /// Positions, Å (need not be wrapped into the cell).
+    pub positions: Vec<[f64; 3]>,
+    /// Cell rows (lattice vectors), Å; only the periodic ones are used.
+    pub cell: [[f64; 3]; 3],
+    /// Periodicity per direction.
+    pub pbc: [bool; 3],
+}
 
 /// A neighbor list of one structure.
 ///
@@ -170,32 +177,60 @@ fn neighbor_list_into(
     out.pairs.clear();
     out.images.clear();
     out.shifts.clear();
+    check_input(positions, cutoff)?;
+    if positions.is_empty() {
+        return Ok(());
+    }
+    let lattice = Lattice::new(cell, pbc, cutoff)?;
+    lattice.wrap(positions, s)?;
+    lattice.images(s)?;
+    let bins = Bins::sort(s, cutoff);
+    lattice.scan(&bins, cutoff, s, out);
+    Ok(())
+}
+
+/// Refuses a cutoff that is not a positive finite number, more atoms than
+/// the `u32` indices hold, and non-finite positions.
+fn check_input(positions: &[[f64; 3]], cutoff: f64) -> Result<()> {
     if !(cutoff.is_finite() && cutoff > 0.0) {
         return Err(Error::invalid("neighbor list", format!("cutoff {cutoff} is not a positive finite number")));
     }
     let n = positions.len();
-    if n == 0 {
-        return Ok(());
-    }
     if n > u32::MAX as usize / 2 {
         return Err(Error::invalid("neighbor list", format!("{n} atoms is more than this builder indexes")));
     }
     if let Some(p) = positions.iter().find(|p| p.iter().any(|x| !x.is_finite())) {
         return Err(Error::invalid("neighbor list", format!("non-finite position {p:?}")));
     }
-    let eff = effective_cell(cell, pbc)?;
-    let vol = dot(eff[0], cross(eff[1], eff[2]));
-    // Reciprocal vectors: fractional coordinate k of p is dot(p, recip[k]).
-    let recip = [
-        scale(cross(eff[1], eff[2]), 1.0 / vol),
-        scale(cross(eff[2], eff[0]), 1.0 / vol),
-        scale(cross(eff[0], eff[1]), 1.0 / vol),
-    ];
-    // Images per direction: the cell's height along k is 1/|recip_k|.
-    let mut reach = [0i32; 3];
-    let mut margin = [0f64; 3];
-    for k in 0..3 {
-        if pbc[k] {
+    Ok(())
+}
+
+/// The cell as the search sees it: reciprocal vectors, and how many images
+/// each periodic direction needs for the cutoff.
+struct Lattice {
+    cell: [[f64; 3]; 3],
+    pbc: [bool; 3],
+    /// Fractional coordinate k of p is `dot(p, recip[k])`.
+    recip: [[f64; 3]; 3],
+    /// Images per direction (0 along non-periodic ones).
+    reach: [i32; 3],
+    /// The cutoff in fractional units per direction.
+    margin: [f64; 3],
+}
+
+impl Lattice {
+    fn new(cell: &[[f64; 3]; 3], pbc: [bool; 3], cutoff: f64) -> Result<Lattice> {
+        let eff = effective_cell(cell, pbc)?;
+        let vol = dot(eff[0], cross(eff[1], eff[2]));
+        let recip = [
+            scale(cross(eff[1], eff[2]), 1.0 / vol),
+            scale(cross(eff[2], eff[0]), 1.0 / vol),
+            scale(cross(eff[0], eff[1]), 1.0 / vol),
+        ];
+        // The cell's height along k is 1/|recip_k|.
+        let mut reach = [0i32; 3];
+        let mut margin = [0f64; 3];
+        for k in (0..3).filter(|&k| pbc[k]) {
             margin[k] = cutoff * norm(recip[k]);
             let r = margin[k].ceil() + 1.0;
             if r > 1e6 {
@@ -206,163 +241,173 @@ fn neighbor_list_into(
             }
             reach[k] = r as i32;
         }
+        Ok(Lattice { cell: *cell, pbc, recip, reach, margin })
     }
 
-    // Wrap along periodic directions, remembering the offsets.
-    s.wrap.clear();
-    s.wrapped.clear();
-    for &p in positions {
-        let mut w = [0i32; 3];
-        let mut q = p;
-        for k in 0..3 {
-            if pbc[k] {
-                let f = dot(p, recip[k]);
-                let fl = f.floor();
+    /// `p + S·cell` for integer image offsets `S`, one cell vector at a time.
+    fn translate(&self, mut p: [f64; 3], image: [i32; 3]) -> [f64; 3] {
+        for k in (0..3).filter(|&k| image[k] != 0) {
+            p = add(p, scale(self.cell[k], f64::from(image[k])));
+        }
+        p
+    }
+
+    /// Wraps the positions into the cell along periodic directions
+    /// (`s.wrapped`), remembering the offsets (`s.wrap`).
+    fn wrap(&self, positions: &[[f64; 3]], s: &mut Scratch) -> Result<()> {
+        s.wrap.clear();
+        s.wrapped.clear();
+        for &p in positions {
+            let mut w = [0i32; 3];
+            let mut q = p;
+            for k in (0..3).filter(|&k| self.pbc[k]) {
+                let fl = dot(p, self.recip[k]).floor();
                 if fl.abs() > 1e9 {
                     return Err(Error::invalid("neighbor list", format!("position {p:?} is too far from the cell")));
                 }
                 w[k] = -(fl as i32);
-                q = add(q, scale(cell[k], -fl));
+                q = add(q, scale(self.cell[k], -fl));
             }
+            s.wrap.push(w);
+            s.wrapped.push(q);
         }
-        s.wrap.push(w);
-        s.wrapped.push(q);
+        Ok(())
     }
 
-    // Images that can be within the cutoff of some wrapped atom: fractional
-    // coordinate within (-margin, 1 + margin) along every periodic direction.
-    s.img_pos.clear();
-    s.img_atom.clear();
-    s.img_shift.clear();
-    s.central.clear();
-    s.central.resize(n, 0);
-    let eps = 1e-9;
-    for (a, &q) in s.wrapped.iter().enumerate() {
-        let f = [dot(q, recip[0]), dot(q, recip[1]), dot(q, recip[2])];
-        for i0 in -reach[0]..=reach[0] {
-            let f0 = f[0] + f64::from(i0);
-            if pbc[0] && !(f0 > -margin[0] - eps && f0 < 1.0 + margin[0] + eps) {
-                continue;
-            }
-            for i1 in -reach[1]..=reach[1] {
-                let f1 = f[1] + f64::from(i1);
-                if pbc[1] && !(f1 > -margin[1] - eps && f1 < 1.0 + margin[1] + eps) {
-                    continue;
-                }
-                for i2 in -reach[2]..=reach[2] {
-                    let f2 = f[2] + f64::from(i2);
-                    if pbc[2] && !(f2 > -margin[2] - eps && f2 < 1.0 + margin[2] + eps) {
-                        continue;
+    /// The images that can be within the cutoff of some wrapped atom:
+    /// fractional coordinate within (-margin, 1 + margin) along every
+    /// periodic direction.
+    fn images(&self, s: &mut Scratch) -> Result<()> {
+        s.img_pos.clear();
+        s.img_atom.clear();
+        s.img_shift.clear();
+        s.central.clear();
+        s.central.resize(s.wrapped.len(), 0);
+        let eps = 1e-9;
+        let (reach, margin) = (self.reach, self.margin);
+        let inside = |k: usize, f: f64| !self.pbc[k] || (f > -margin[k] - eps && f < 1.0 + margin[k] + eps);
+        for (a, &q) in s.wrapped.iter().enumerate() {
+            let f = self.recip.map(|r| dot(q, r));
+            for i0 in (-reach[0]..=reach[0]).filter(|&i| inside(0, f[0] + f64::from(i))) {
+                for i1 in (-reach[1]..=reach[1]).filter(|&i| inside(1, f[1] + f64::from(i))) {
+                    for i2 in (-reach[2]..=reach[2]).filter(|&i| inside(2, f[2] + f64::from(i))) {
+                        let sh = [i0, i1, i2];
+                        if sh == [0, 0, 0] {
+                            s.central[a] = s.img_pos.len() as u32;
+                        }
+                        s.img_pos.push(self.translate(q, sh));
+                        s.img_atom.push(a as u32);
+                        s.img_shift.push(sh);
                     }
-                    let sh = [i0, i1, i2];
-                    let mut p = q;
-                    for k in 0..3 {
-                        if sh[k] != 0 {
-                            p = add(p, scale(cell[k], f64::from(sh[k])));
+                }
+            }
+        }
+        let m = s.img_pos.len();
+        if m > u32::MAX as usize / 2 {
+            return Err(Error::invalid(
+                "neighbor list",
+                format!("{m} periodic images is more than this builder indexes"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Each atom of the cell against the 27 bins around its central image;
+    /// edges ordered by `i`, then `j`, then image.
+    fn scan(&self, bins: &Bins, cutoff: f64, s: &mut Scratch, out: &mut NeighborList) {
+        let c2 = cutoff * cutoff;
+        let dims = bins.dims;
+        for i in 0..s.wrapped.len() {
+            let ci = s.central[i] as usize;
+            let pi = s.img_pos[ci];
+            let c = bins.coord(pi);
+            s.row.clear();
+            for b0 in c[0].saturating_sub(1)..=(c[0] + 1).min(dims[0] - 1) {
+                for b1 in c[1].saturating_sub(1)..=(c[1] + 1).min(dims[1] - 1) {
+                    for b2 in c[2].saturating_sub(1)..=(c[2] + 1).min(dims[2] - 1) {
+                        let b = (b0 * dims[1] + b1) * dims[2] + b2;
+                        for &t in &s.sorted[s.bin_start[b] as usize..s.bin_start[b + 1] as usize] {
+                            let t = t as usize;
+                            let p = s.img_pos[t];
+                            let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
+                            if t != ci && dot(d, d) < c2 {
+                                let j = s.img_atom[t];
+                                // Back to the positions as given: r_j - r_i + S·cell
+                                // with S = image + w_j - w_i.
+                                let (wi, wj, sh) = (s.wrap[i], s.wrap[j as usize], s.img_shift[t]);
+                                s.row.push((j, [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k])));
+                            }
                         }
                     }
-                    if sh == [0, 0, 0] {
-                        s.central[a] = s.img_pos.len() as u32;
-                    }
-                    s.img_pos.push(p);
-                    s.img_atom.push(a as u32);
-                    s.img_shift.push(sh);
                 }
+            }
+            s.row.sort_unstable();
+            for &(j, img) in &s.row {
+                out.pairs.push([i as i64, i64::from(j)]);
+                out.images.push(img);
+                out.shifts.push(self.translate([0.0; 3], img));
             }
         }
     }
-    let m = s.img_pos.len();
-    if m > u32::MAX as usize / 2 {
-        return Err(Error::invalid("neighbor list", format!("{m} periodic images is more than this builder indexes")));
-    }
+}
 
-    // Bins: cubes of edge >= cutoff over the images' bounding box, with no
-    // more bins than a few per image (a sparse molecule gets bigger bins).
-    let mut lo = [f64::INFINITY; 3];
-    let mut hi = [f64::NEG_INFINITY; 3];
-    for p in &s.img_pos {
-        for k in 0..3 {
-            lo[k] = lo[k].min(p[k]);
-            hi[k] = hi[k].max(p[k]);
+/// Bins: cubes of edge >= cutoff over the images' bounding box, with no
+/// more bins than a few per image (a sparse molecule gets bigger bins).
+struct Bins {
+    lo: [f64; 3],
+    edge: f64,
+    dims: [usize; 3],
+}
+
+impl Bins {
+    /// The bins of `s.img_pos`, with the images counting-sorted by bin into
+    /// `s.sorted` (CSR: `s.bin_start`).
+    fn sort(s: &mut Scratch, cutoff: f64) -> Bins {
+        let m = s.img_pos.len();
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for p in &s.img_pos {
+            for k in 0..3 {
+                lo[k] = lo[k].min(p[k]);
+                hi[k] = hi[k].max(p[k]);
+            }
         }
-    }
-    let mut edge = cutoff * (1.0 + 1e-9) + 1e-9;
-    let dims = loop {
-        let d = [0, 1, 2].map(|k| (((hi[k] - lo[k]) / edge).floor() as usize) + 1);
-        if d[0].saturating_mul(d[1]).saturating_mul(d[2]) <= 4 * m + 64 {
-            break d;
+        let mut edge = cutoff * (1.0 + 1e-9) + 1e-9;
+        let dims = loop {
+            let d = [0, 1, 2].map(|k| (((hi[k] - lo[k]) / edge).floor() as usize) + 1);
+            if d[0].saturating_mul(d[1]).saturating_mul(d[2]) <= 4 * m + 64 {
+                break d;
+            }
+            edge *= 1.5;
+        };
+        let bins = Bins { lo, edge, dims };
+        let nbins = dims[0] * dims[1] * dims[2];
+        s.bin_of.clear();
+        s.bin_start.clear();
+        s.bin_start.resize(nbins + 1, 0);
+        for p in &s.img_pos {
+            let c = bins.coord(*p);
+            let b = (c[0] * dims[1] + c[1]) * dims[2] + c[2];
+            s.bin_of.push(b as u32);
+            s.bin_start[b + 1] += 1;
         }
-        edge *= 1.5;
-    };
-    let bin_coord =
-        |p: [f64; 3]| -> [usize; 3] { [0, 1, 2].map(|k| (((p[k] - lo[k]) / edge) as usize).min(dims[k] - 1)) };
-    let nbins = dims[0] * dims[1] * dims[2];
-    s.bin_of.clear();
-    s.bin_start.clear();
-    s.bin_start.resize(nbins + 1, 0);
-    for p in &s.img_pos {
-        let c = bin_coord(*p);
-        let b = (c[0] * dims[1] + c[1]) * dims[2] + c[2];
-        s.bin_of.push(b as u32);
-        s.bin_start[b + 1] += 1;
-    }
-    for b in 0..nbins {
-        s.bin_start[b + 1] += s.bin_start[b];
-    }
-    s.sorted.clear();
-    s.sorted.resize(m, 0);
-    {
+        for b in 0..nbins {
+            s.bin_start[b + 1] += s.bin_start[b];
+        }
+        s.sorted.clear();
+        s.sorted.resize(m, 0);
         let mut fill: Vec<u32> = s.bin_start[..nbins].to_vec();
         for (idx, &b) in s.bin_of.iter().enumerate() {
             let slot = &mut fill[b as usize];
             s.sorted[*slot as usize] = idx as u32;
             *slot += 1;
         }
+        bins
     }
 
-    // Each atom of the cell against the 27 bins around its central image.
-    let c2 = cutoff * cutoff;
-    for i in 0..n {
-        let ci = s.central[i] as usize;
-        let pi = s.img_pos[ci];
-        let c = bin_coord(pi);
-        s.row.clear();
-        for b0 in c[0].saturating_sub(1)..=(c[0] + 1).min(dims[0] - 1) {
-            for b1 in c[1].saturating_sub(1)..=(c[1] + 1).min(dims[1] - 1) {
-                for b2 in c[2].saturating_sub(1)..=(c[2] + 1).min(dims[2] - 1) {
-                    let b = (b0 * dims[1] + b1) * dims[2] + b2;
-                    for &t in &s.sorted[s.bin_start[b] as usize..s.bin_start[b + 1] as usize] {
-                        let t = t as usize;
-                        if t == ci {
-                            continue;
-                        }
-                        let p = s.img_pos[t];
-                        let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
-                        if dot(d, d) < c2 {
-                            let j = s.img_atom[t];
-                            // Back to the positions as given: r_j - r_i + S·cell
-                            // with S = image + w_j - w_i.
-                            let (wi, wj, sh) = (s.wrap[i], s.wrap[j as usize], s.img_shift[t]);
-                            s.row.push((j, [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k])));
-                        }
-                    }
-                }
-            }
-        }
-        s.row.sort_unstable();
-        for &(j, img) in &s.row {
-            out.pairs.push([i as i64, i64::from(j)]);
-            out.images.push(img);
-            let mut sv = [0.0; 3];
-            for k in 0..3 {
-                if img[k] != 0 {
-                    sv = add(sv, scale(cell[k], f64::from(img[k])));
-                }
-            }
-            out.shifts.push(sv);
-        }
+    fn coord(&self, p: [f64; 3]) -> [usize; 3] {
+        [0, 1, 2].map(|k| (((p[k] - self.lo[k]) / self.edge) as usize).min(self.dims[k] - 1))
     }
-    Ok(())
 }
 
 /// Reads a structure's geometry from its fields: `positions` (any float
@@ -402,7 +447,7 @@ fn geometry(sample: &AtomicData) -> Result<Geometry> {
         }
         pbc.copy_from_slice(&v);
     }
-    Ok((positions, cell, pbc))
+    Ok(Geometry { positions, cell, pbc })
 }
 
 /// `sample` with its `neighbor_list` (`[E, 2]` int64) and `shifts`
@@ -436,8 +481,8 @@ fn with_neighbors_using(
             format!("edge field {name} cannot be kept when the neighbor list is rebuilt"),
         ));
     }
-    let (positions, cell, pbc) = geometry(&sample)?;
-    neighbor_list_into(&positions, &cell, pbc, cutoff, scratch, nl)?;
+    let g = geometry(&sample)?;
+    neighbor_list_into(&g.positions, &g.cell, g.pbc, cutoff, scratch, nl)?;
     let e = nl.len();
     let pairs: Vec<i64> = nl.pairs.iter().flatten().copied().collect();
     let shifts: Vec<f32> = nl.shifts.iter().flatten().map(|&x| x as f32).collect();
@@ -462,13 +507,13 @@ pub fn add_neighbors(samples: Vec<AtomicData>, cutoff: f64) -> Result<Vec<Atomic
         .collect()
 }
 
-/// Neighbor lists of many structures (positions, cell, pbc), in parallel.
+/// Neighbor lists of many structures, in parallel.
 pub fn neighbor_lists(structures: &[Geometry], cutoff: f64) -> Result<Vec<NeighborList>> {
     structures
         .par_iter()
-        .map_init(Scratch::default, |scratch, (p, c, b)| {
+        .map_init(Scratch::default, |scratch, g| {
             let mut out = NeighborList::default();
-            neighbor_list_into(p, c, *b, cutoff, scratch, &mut out)?;
+            neighbor_list_into(&g.positions, &g.cell, g.pbc, cutoff, scratch, &mut out)?;
             Ok(out)
         })
         .collect()

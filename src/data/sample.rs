@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::data::{DType, HostData, IndexReport, Level};
+use crate::data::{DType, HostData, IndexReport, Level, StringField};
 use crate::error::{Error, Result};
 
 /// The field whose values are atom indices (`[n_edges, 2]`, sender and
@@ -89,6 +89,9 @@ impl Field {
 pub struct AtomicData {
     /// Fields by name (sorted, which keeps dumps and comparisons stable).
     pub fields: BTreeMap<String, Field>,
+    /// String labels by name (`config_type`, `sid`, ...), kept on the host;
+    /// names distinct from the fields'.
+    pub strings: BTreeMap<String, StringField>,
 }
 
 fn flat3<const N: usize>(v: Vec<[f32; N]>) -> Vec<f32> {
@@ -228,6 +231,24 @@ impl AtomicData {
         self.fields.get(name)
     }
 
+    /// Adds (or replaces) a system-level string label.
+    ///
+    /// ```
+    /// use atomzarr::AtomicData;
+    /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_string("config_type", "isolated_atom");
+    /// assert_eq!(s.string("config_type"), Some("isolated_atom"));
+    /// assert_eq!(s.string("sid"), None);
+    /// ```
+    pub fn with_string(mut self, name: impl Into<String>, value: impl Into<String>) -> AtomicData {
+        self.strings.insert(name.into(), StringField::system(value));
+        self
+    }
+
+    /// A system-level string label by name.
+    pub fn string(&self, name: &str) -> Option<&str> {
+        self.strings.get(name).filter(|f| f.level == Level::System).and_then(|f| f.values.first()).map(String::as_str)
+    }
+
     /// Atom count (rows of the first atom field; 0 if none).
     pub fn num_atoms(&self) -> usize {
         self.fields.values().find(|f| f.level == Level::Atom).map_or(0, Field::rows)
@@ -267,6 +288,19 @@ impl AtomicData {
                     return Err(format!("{name}: system field with {} rows, expected 1", f.rows()));
                 }
                 _ => {}
+            }
+        }
+        for (name, f) in &self.strings {
+            let want = match f.level {
+                Level::System => 1,
+                Level::Atom => n,
+                Level::Edge => return Err(format!("{name}: string labels are system or atom level, not edge")),
+            };
+            if f.values.len() != want {
+                return Err(format!("{name}: {} strings, expected {want} ({} level)", f.values.len(), f.level));
+            }
+            if self.fields.contains_key(name) {
+                return Err(format!("{name}: both a field and a string label"));
             }
         }
         if let Some(nl) = self.fields.get(NEIGHBOR_LIST) {

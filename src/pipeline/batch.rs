@@ -27,7 +27,7 @@ use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::data::CollatedBatch;
 use crate::data::NEIGHBOR_LIST;
-use crate::data::{AtomicData, HostData, Level};
+use crate::data::{AtomicData, HostData, Level, StringField};
 use crate::error::{Error, Result};
 use crate::pipeline::stage::{self, Kind};
 
@@ -81,6 +81,9 @@ pub struct AtomicBatch<B: Backend> {
     pub fields: BTreeMap<String, BatchField<B>>,
     /// Logical indices of the samples, in batch order (host side).
     pub indices: Vec<usize>,
+    /// String labels (`config_type`, `mp_id`, ...), host side: one value per
+    /// graph (system labels) or per atom (atom labels), in batch order.
+    pub strings: BTreeMap<String, StringField>,
 }
 
 /// The dtype `device` creates int tensors in.
@@ -117,6 +120,7 @@ struct Layout {
     atoms_ptr: Vec<i64>,
     edges_ptr: Vec<i64>,
     indices: Vec<usize>,
+    strings: BTreeMap<String, StringField>,
     fields: Vec<(String, Level, Vec<usize>, Kind)>,
 }
 
@@ -140,7 +144,7 @@ fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layo
         fields.push((name.clone(), f.level, f.shape(), k));
         parts.push((name, f.data, stage::device_dtype(settings, k)));
     }
-    (Layout { num_graphs, num_atoms, num_edges, atoms_ptr, edges_ptr, indices: batch.indices, fields }, parts)
+    (Layout { num_graphs, num_atoms, num_edges, atoms_ptr, edges_ptr, indices: batch.indices, strings: batch.strings, fields }, parts)
 }
 
 impl Layout {
@@ -175,6 +179,7 @@ impl Layout {
             host_edges_ptr: self.edges_ptr,
             fields,
             indices: self.indices,
+            strings: self.strings,
         })
     }
 }
@@ -348,6 +353,20 @@ impl<B: Backend> AtomicBatch<B> {
     /// `charges` `[V]`.
     pub fn charges(&self) -> Option<Tensor<B, 1>> {
         self.float("charges")
+    }
+    /// A string label's values, one per graph (system labels) or per atom
+    /// (atom labels): for per-config weights, splits and logging.
+    ///
+    /// ```
+    /// use burn::backend::Flex;
+    /// use atomzarr::{AtomicBatch, AtomicBatcher, AtomicData};
+    /// let a = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_string("config_type", "atom");
+    /// let b = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_string("config_type", "dimer");
+    /// let batch: AtomicBatch<Flex> = AtomicBatcher::default().try_batch(&[a, b], &Default::default()).unwrap();
+    /// assert_eq!(batch.strings("config_type").unwrap(), ["atom", "dimer"]);
+    /// ```
+    pub fn strings(&self, name: &str) -> Option<&[String]> {
+        self.strings.get(name).map(|f| f.values.as_slice())
     }
 }
 

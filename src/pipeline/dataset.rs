@@ -633,6 +633,10 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.field_levels()
     }
 
+    fn string_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
+        self.reader.string_levels()
+    }
+
     fn load_sample(&self, index: usize) -> Result<AtomicData> {
         self.get_sample(index)
     }

@@ -8,7 +8,8 @@
 //! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
 //! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
 //! | [`builder`] | [`DataLoaderBuilder`]: the loader's knobs, checked once |
-//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, background uploads; Burn's `DataLoader` |
+//! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
+//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | [`plan`] | epoch plans per rank and device slice, [`LoaderState`] (resume) |
@@ -16,6 +17,7 @@
 pub mod batch;
 pub mod builder;
 pub mod dataset;
+pub mod labels;
 pub mod loader;
 pub mod plan;
 mod stage;

@@ -138,6 +138,24 @@ pub(crate) fn gather_append(
             }
         }
     }
+    // String labels: the first pick's source names them.
+    if dst.strings.is_empty()
+        && let Some(&(s, _)) = picks.first()
+    {
+        for (name, f) in &sources[s].strings {
+            dst.strings.insert(name.clone(), crate::data::StringField { level: f.level, values: Vec::new() });
+        }
+    }
+    for (name, f) in dst.strings.iter_mut() {
+        for &(s, k) in picks {
+            let values = sources[s]
+                .strings
+                .get(name)
+                .and_then(|sf| sources[s].graph_rows(sf.level, k).and_then(|rows| sf.values.get(rows)))
+                .ok_or_else(|| Error::invalid("batch", format!("string label {name} missing from a sample")))?;
+            f.values.extend(values.iter().cloned());
+        }
+    }
     Ok(())
 }
 
@@ -348,6 +366,10 @@ impl Reader for InMemoryDataset {
 
     fn field_levels(&self) -> BTreeMap<String, Level> {
         self.levels.clone()
+    }
+
+    fn string_levels(&self) -> BTreeMap<String, Level> {
+        self.data.strings.iter().map(|(k, f)| (k.clone(), f.level)).collect()
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {

@@ -5,18 +5,40 @@
 //! |---|---|
 //! | [`reader`] | the [`Reader`] contract every backend implements ([`Sample`], [`SampleMetadata`]) |
 //! | [`memory`] | [`InMemoryDataset`]: a whole source resident in host memory |
+//! | [`frames`] | [`frames::FrameSource`]: a file read as frames a batch at a time; [`frames::open_frames`] opens any format below |
+//! | [`input`] | format detection (magic bytes, extensions), gzip / xz / bzip2 text input |
+//! | [`units`] | source units to the store's (eV, Å, eV/Å, eV/Å³), CODATA 2014 as `ase.units` |
 //! | [`extxyz`] | extended XYZ in ASE's dialect, streamed in batches of [`AtomicData`](crate::AtomicData) frames |
+//! | `ase_row` | an ASE database row as a frame (shared by the two ASE databases) |
+//! | `asedb` | ASE's SQLite database (feature `sqlite`) |
+//! | `aselmdb` | fairchem's `.aselmdb` (feature `lmdb`) |
+//! | `hdf5` | SPICE and ANI-1x HDF5 (feature `hdf5`) |
+//! | [`npz`] | rMD17 and sGDML npz |
+//! | [`mptrj`] | the MPtrj JSON, streamed |
 //! | [`stats`] | dataset statistics (counts, elements, E0s, energy per atom, force RMS, neighbors), streamed and parallel |
 //! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
 //!
 //! The Zarr backend ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`].
 
+#[cfg(any(feature = "sqlite", feature = "lmdb"))]
+mod ase_row;
+#[cfg(feature = "sqlite")]
+pub mod asedb;
+#[cfg(feature = "lmdb")]
+pub mod aselmdb;
 pub mod extxyz;
+pub mod frames;
+#[cfg(feature = "hdf5")]
+pub mod hdf5;
+pub mod input;
 pub mod memory;
+pub mod mptrj;
 pub mod multi;
+pub mod npz;
 pub mod reader;
 pub mod stats;
+pub mod units;
 
 pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};

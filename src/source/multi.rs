@@ -231,6 +231,11 @@ impl Reader for MultiDataset {
         c.field_levels()
     }
 
+    fn string_levels(&self) -> BTreeMap<String, Level> {
+        let c = self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]);
+        c.string_levels()
+    }
+
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         let offsets = self.snapshot();
         let n = self.children.len();

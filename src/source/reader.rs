@@ -117,6 +117,12 @@ pub trait Reader: Send + Sync {
     /// Field name to level, for every field a sample has.
     fn field_levels(&self) -> BTreeMap<String, Level>;
 
+    /// String label name to level, for every string label a sample has
+    /// ([`AtomicData::strings`]). Default: none.
+    fn string_levels(&self) -> BTreeMap<String, Level> {
+        BTreeMap::new()
+    }
+
     /// Single-sample hook. Default: a one-element [`Reader::load_many`].
     fn load_sample(&self, index: usize) -> Result<AtomicData> {
         self.load_many(&[index])?

@@ -109,9 +109,11 @@ pub struct DatasetStats {
     pub elements: Vec<ElementStats>,
     /// Why the E0s are missing, when they are.
     pub e0_note: Option<String>,
-    /// Total energy divided by atom count, over samples (`energy` field).
+    /// Total energy divided by atom count, over samples (`energy` field;
+    /// samples whose energy is absent, NaN, are left out, here and in the E0s).
     pub energy_per_atom: Option<MeanStd>,
-    /// Root mean square of every force component (`forces` field).
+    /// Root mean square of every force component (`forces` field; NaN
+    /// components, absent forces, left out).
     pub force_rms: Option<f64>,
     /// Edges per atom (`num_edges / num_atoms`): the normalisation of
     /// message sums in most MLIPs.
@@ -169,12 +171,17 @@ impl Acc {
             *self.counts.entry(x).or_default() += 1;
             *comp.entry(x).or_default() += 1.0;
         }
+        // An absent label (NaN, see docs/LABELS.md) takes no part in the sums.
         if let Some(e) = s.field("energy") {
             let e = e
                 .data
                 .get_f64(0)
                 .filter(|_| e.data.len() == 1)
                 .ok_or_else(|| bad("energy is not one number".into()))?;
+            if e.is_nan() {
+                self.add_forces(s);
+                return Ok(());
+            }
             for (&a, &na) in &comp {
                 *self.atb.entry(a).or_default() += na * e;
                 for (&b, &nb) in &comp {
@@ -189,12 +196,18 @@ impl Acc {
                 self.epa_m2 += d * (x - self.epa_mean);
             }
         }
-        if let Some(f) = s.field("forces") {
-            let v = f.data.to_f64_vec();
-            self.force_sq += v.iter().map(|x| x * x).sum::<f64>();
-            self.force_n += v.len() as u64;
-        }
+        self.add_forces(s);
         Ok(())
+    }
+
+    /// Force components into the RMS, NaN ones (absent forces) left out.
+    fn add_forces(&mut self, s: &AtomicData) {
+        if let Some(f) = s.field("forces") {
+            for x in f.data.to_f64_vec().into_iter().filter(|x| !x.is_nan()) {
+                self.force_sq += x * x;
+                self.force_n += 1;
+            }
+        }
     }
 
     fn merge(mut self, o: Acc) -> Acc {

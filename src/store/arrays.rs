@@ -15,13 +15,21 @@ use crate::error::{Error, Result};
 use crate::store::config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig};
 use crate::store::durable::Store;
 
+/// Whether codec metadata `c` is the Zarr v3 `crc32c` codec (checksum last,
+/// the only form it has; `numcodecs.crc32c` with a `location` is not it).
+pub(crate) fn is_crc32c(c: &Value) -> bool {
+    c == "crc32c"
+        || (c.get("name").and_then(|n| n.as_str()) == Some("crc32c")
+            && c.get("configuration").is_none_or(|conf| conf.as_object().is_some_and(|m| m.is_empty())))
+}
+
 /// Opens a filesystem store handle.
 pub fn open_store(path: &Path) -> Result<Arc<Store>> {
     Store::new(path).map(Arc::new).map_err(|e| Error::zarr(path, "/", e))
 }
 
 /// Opens an array of the store (with zarrs' zstd and blosc decoders
-/// bounded, see [`crate::store::limits::install_bounded_codecs`]).
+/// bounded unless the user opted out, see [`crate::store::set_bounded_codecs`]).
 pub fn open_array<T: ?Sized + ReadableStorageTraits + 'static>(
     store_path: &Path,
     store: &Arc<T>,
@@ -97,6 +105,22 @@ pub fn create_array(
     shape: Vec<u64>,
     config: &ResolvedArrayConfig,
 ) -> Result<Array<Store>> {
+    create_array_filled(store_path, store, rel, dtype, shape, config, &vec![0u8; dtype.size()])
+}
+
+/// [`create_array`] with another fill value (`fill`: one element's
+/// little-endian bytes): every row not written reads as it. A field that
+/// only later frames carry is created this way over the rows already in
+/// the store (NaN for floats), without writing them.
+pub fn create_array_filled(
+    store_path: &Path,
+    store: &Arc<Store>,
+    rel: &str,
+    dtype: DType,
+    shape: Vec<u64>,
+    config: &ResolvedArrayConfig,
+    fill: &[u8],
+) -> Result<Array<Store>> {
     config.validate(rel)?;
     let row_elems: u64 = shape.iter().skip(1).product();
     let row_bytes = (row_elems as usize).max(1) * dtype.size();
@@ -106,7 +130,7 @@ pub fn create_array(
     chunk_shape.extend(shape.iter().skip(1).map(|&d| d.max(1)));
     // A byte-vector fill value must go in as `FillValue` bytes: zarrs reads a
     // plain `Vec<u8>` as JSON array metadata, which no scalar dtype accepts.
-    let fill = zarrs::array::FillValue::new(vec![0u8; dtype.size()]);
+    let fill = zarrs::array::FillValue::new(fill.to_vec());
     let mut builder = ArrayBuilder::new(shape.clone(), chunk_shape.clone(), dtype.name(), fill);
     let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
         Codec::None => vec![],
@@ -147,6 +171,41 @@ pub fn create_array(
         inner.extend(chunk_shape.iter().skip(1));
         builder.subchunk_shape(inner);
     }
+    let array = builder.build(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))?;
+    array.store_metadata().map_err(|e| Error::zarr(store_path, rel, e))?;
+    Ok(array)
+}
+
+/// Builds (and stores the metadata of) a new 1-d string array at `rel`
+/// (Zarr v3 `string`, `vlen-utf8`, then the configured compressor and
+/// checksum; fill value `""`), `rows` long. Unsharded: a string row is a
+/// label of a few bytes, so one chunk holds `chunk_size` rows (default
+/// 65,536).
+pub fn create_string_array(
+    store_path: &Path,
+    store: &Arc<Store>,
+    rel: &str,
+    rows: u64,
+    config: &ResolvedArrayConfig,
+) -> Result<Array<Store>> {
+    config.validate(rel)?;
+    let chunk = config.chunk_size.unwrap_or(1 << 16).max(1);
+    let mut builder = ArrayBuilder::new(vec![rows], vec![chunk], zarrs::array::data_type::string(), "");
+    let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
+        Codec::None => vec![],
+        Codec::Gzip { level } => {
+            vec![Arc::new(GzipCodec::new(level).map_err(|e| Error::Config(format!("{rel}: {e}")))?)]
+        }
+        // Blosc's shuffle is for fixed-size elements: strings take zstd.
+        Codec::Zstd { level } => vec![Arc::new(ZstdCodec::new(level, false))],
+        Codec::BloscLz4 { clevel, .. } | Codec::BloscZstd { clevel, .. } => {
+            vec![Arc::new(ZstdCodec::new(i32::from(clevel), false))]
+        }
+    };
+    if config.checksum {
+        b2b.push(Arc::new(Crc32cCodec::new()));
+    }
+    builder.bytes_to_bytes_codecs(b2b);
     let array = builder.build(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))?;
     array.store_metadata().map_err(|e| Error::zarr(store_path, rel, e))?;
     Ok(array)

@@ -334,6 +334,13 @@ fn parse_root(
 /// of an append: a crash leaves either the old or the new metadata, never a
 /// torn file.
 pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
+    let bytes = root_bytes(store, attrs)?;
+    let dst = store.join("zarr.json");
+    crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
+}
+
+/// The root group's zarr.json holding `attrs`, as [`write_root`] writes it.
+pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
     let mut core = Map::new();
     let mut custom = Map::new();
     for (name, info) in &attrs.fields {
@@ -344,9 +351,7 @@ pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     a.insert("num_samples".into(), json!(attrs.num_samples));
     a.insert("fields".into(), json!({"core": core, "custom": custom}));
     let doc = json!({"attributes": a, "zarr_format": 3, "node_type": "group"});
-    let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))?;
-    let dst = store.join("zarr.json");
-    crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
+    serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))
 }
 
 /// Whether the root attributes list any field (`fields.core` or
@@ -374,9 +379,56 @@ pub fn field_path(group: StoreGroup, name: &str) -> String {
     format!("{}/{}", group.name(), name)
 }
 
-/// Folder inside a store where `add_custom` writes a new array before it is
-/// listed and moved into `custom/` (so readers never see half of one).
+/// Folder inside a store where `add_custom` (and `add_filled`) write a new
+/// array before it is listed and moved into `core/` or `custom/` (so readers
+/// never see half of one).
 pub const PENDING_DIR: &str = ".atomzarr-pending";
+
+/// The group of string labels: one Zarr v3 `string` array (`vlen-utf8`)
+/// per label, rows on the label's axis as for any field. A group of its own,
+/// beside `core/` and `custom/`, because the toolkit turns every array of
+/// those into a tensor (docs/LABELS.md).
+pub const STRINGS_GROUP: &str = "strings";
+
+/// The root attribute listing the string labels: `{name: level}`. Only
+/// listed labels are read: the listing is their commit point.
+pub const STRINGS_ATTR: &str = "strings";
+
+/// The array path of string label `name`.
+pub fn string_path(name: &str) -> String {
+    format!("{STRINGS_GROUP}/{name}")
+}
+
+/// The string labels the root attributes list, by name.
+pub fn string_fields(store: &Path, root: &RootAttrs) -> Result<BTreeMap<String, Level>> {
+    let mut out = BTreeMap::new();
+    let Some(v) = root.extra.get(STRINGS_ATTR) else { return Ok(out) };
+    let map =
+        v.as_object().ok_or_else(|| Error::format(store, format!("root attribute {STRINGS_ATTR} is not an object")))?;
+    for (name, level) in map {
+        check_field_name(name).map_err(|why| Error::format(store, format!("{STRINGS_ATTR}: {why}")))?;
+        let level =
+            level.as_str().and_then(Level::parse).filter(|l| *l != Level::Edge).ok_or_else(|| {
+                Error::format(store, format!("string label {name}: level {level} is not atom or system"))
+            })?;
+        if root.fields.contains_key(name) {
+            return Err(Error::format(store, format!("{name} is listed both as a field and as a string label")));
+        }
+        out.insert(name.clone(), level);
+    }
+    Ok(out)
+}
+
+/// Lists the string labels `labels` in the root attributes (written by
+/// [`write_root`]).
+pub fn set_string_fields(root: &mut RootAttrs, labels: &BTreeMap<String, Level>) {
+    if labels.is_empty() {
+        root.extra.remove(STRINGS_ATTR);
+        return;
+    }
+    let map: Map<String, Value> = labels.iter().map(|(k, l)| (k.clone(), json!(l.as_str()))).collect();
+    root.extra.insert(STRINGS_ATTR.into(), Value::Object(map));
+}
 
 /// Suffixes of the siblings `defragment` writes the new store to and moves
 /// the original to (see [`sibling`]).
@@ -393,15 +445,15 @@ pub fn pending_path(name: &str) -> String {
     format!("{PENDING_DIR}/{name}")
 }
 
-/// A custom field listed in the root attributes whose array is still in
-/// [`PENDING_DIR`]: an `add_custom` stopped between listing the field and
-/// moving its finished array into place. Returns `(name, pending folder)`.
+/// A field listed in the root attributes whose array is still in
+/// [`PENDING_DIR`]: an `add_custom` or `add_filled` stopped between listing
+/// the field and moving its finished array into place. Returns `(name,
+/// pending folder)`.
 pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String, PathBuf)> {
     root.fields.iter().find_map(|(name, info)| {
         let pending = store.join(pending_path(name));
         let placed = store.join(field_path(info.group, name)).join("zarr.json");
-        (info.group == StoreGroup::Custom && !placed.exists() && pending.join("zarr.json").exists())
-            .then(|| (name.clone(), pending))
+        (!placed.exists() && pending.join("zarr.json").exists()).then(|| (name.clone(), pending))
     })
 }
 

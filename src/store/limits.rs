@@ -367,19 +367,71 @@ impl BytesToBytesCodecTraits for Bounded {
     }
 }
 
-/// Registers bounded `zstd` and `blosc` decoders with zarrs (once per
-/// process; runtime plugins take precedence over zarrs' built-in ones).
-/// Encoding and metadata are zarrs' own, unchanged.
-pub fn install_bounded_codecs() {
+/// The registry handles of the bounded decoders while they are installed.
+static INSTALLED: std::sync::Mutex<Option<Vec<zarrs::array::codec::api::CodecRuntimeRegistryHandleV3>>> =
+    std::sync::Mutex::new(None);
+
+/// Set by `set_bounded_codecs(false)`: opening a store no longer installs them.
+static OPTED_OUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Registers bounded `zstd` and `blosc` decoders with zarrs' runtime codec
+/// registry, unless [`set_bounded_codecs`]`(false)` was called. Runtime
+/// plugins take precedence over zarrs' built-in ones, so this affects every
+/// zarrs array the process opens afterwards, atomzarr's or not. Encoding,
+/// metadata and the decoded bytes are zarrs' own; only a frame that claims
+/// more than its chunk's decoded size is refused instead of allocated.
+///
+/// zarrs builds each array's codec chain from the registry and offers no
+/// public way to hand one array its own chain, so the bounds cannot be
+/// attached per array.
+pub(crate) fn install_bounded_codecs() {
+    if OPTED_OUT.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+    }
+    let mut installed = INSTALLED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if installed.is_none() {
+        *installed = Some(register_bounded());
+    }
+}
+
+/// Whether opening a store installs atomzarr's bounded `zstd` and `blosc`
+/// decoders in zarrs' process-wide codec registry (the default: `true`).
+///
+/// A damaged or hostile chunk can claim any decoded size in its frame
+/// header, and zarrs' own decoders allocate what it claims; the bounded
+/// ones refuse anything larger than the chunk. They are installed when the
+/// first store is opened and then serve every zarrs array of the process.
+/// `set_bounded_codecs(false)` removes them and keeps later opens from
+/// installing them again (zarrs' own decoders serve everything);
+/// `set_bounded_codecs(true)` installs them now.
+///
+/// ```
+/// atomzarr::store::set_bounded_codecs(false); // zarrs' own decoders for the whole process
+/// atomzarr::store::set_bounded_codecs(true);
+/// ```
+pub fn set_bounded_codecs(enabled: bool) {
+    use zarrs::array::codec::api::unregister_codec_v3;
+    OPTED_OUT.store(!enabled, std::sync::atomic::Ordering::Release);
+    let mut installed = INSTALLED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match (enabled, installed.take()) {
+        (true, None) => *installed = Some(register_bounded()),
+        (true, Some(handles)) => *installed = Some(handles),
+        (false, Some(handles)) => handles.iter().for_each(|h| {
+            unregister_codec_v3(h);
+        }),
+        (false, None) => {}
+    }
+}
+
+fn register_bounded() -> Vec<zarrs::array::codec::api::CodecRuntimeRegistryHandleV3> {
     use zarrs::array::Codec;
     use zarrs::array::CodecTraitsV3;
     use zarrs::array::codec::api::{CodecRuntimePluginV3, register_codec_v3};
     use zarrs::array::codec::{BloscCodec, ZstdCodec};
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for (name, kind) in [("zstd", Kind::Zstd), ("blosc", Kind::Blosc)] {
-            // The registry keeps the plugin for the life of the process.
-            let _handle = register_codec_v3(CodecRuntimePluginV3::new(
+    [("zstd", Kind::Zstd), ("blosc", Kind::Blosc)]
+        .into_iter()
+        .map(|(name, kind)| {
+            register_codec_v3(CodecRuntimePluginV3::new(
                 move |n: &str| n == name,
                 move |metadata| {
                     let codec = match kind {
@@ -391,7 +443,7 @@ pub fn install_bounded_codecs() {
                         other => Ok(other),
                     }
                 },
-            ));
-        }
-    });
+            ))
+        })
+        .collect()
 }

@@ -119,10 +119,19 @@ pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
 /// The rows from the first fixed sample to the end of `neighbor_list` are
 /// rewritten in one write (the writer's row writes set the array's length),
 /// so memory use is those rows.
+///
+/// Fails with [`Error::Locked`] when another writer holds the store; see
+/// [`repair_with_lock_timeout`] to wait for it.
 pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+    repair_with_lock_timeout(path, std::time::Duration::ZERO)
+}
+
+/// [`repair`], waiting up to `timeout` for another writer's lock.
+pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Duration) -> Result<RepairReport> {
     let path = path.as_ref();
-    // The writer first: opening it finishes any interrupted operation.
-    let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default())?;
+    // The writer first: opening it takes the lock and finishes any
+    // interrupted operation.
+    let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default().with_lock_timeout(timeout))?;
     let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
     let (mut report, st) = plan(&reader)?;
     if report.fixed.is_empty() {
@@ -220,14 +229,29 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
         written: false,
     };
     let Some(f) = neighbor_field(&st) else { return Ok((report, st)) };
-    let n = st.num_samples;
-    let mut logical: Vec<Option<usize>> = vec![None; n];
+    let mut logical: Vec<Option<usize>> = vec![None; st.num_samples];
     match &st.active {
         Some(active) => active.iter().enumerate().for_each(|(k, &p)| logical[p] = Some(k)),
         None => logical.iter_mut().enumerate().for_each(|(k, l)| *l = Some(k)),
     }
+    let seen = scan(reader.path(), &st, f, &logical, &mut report)?;
+    let mut runs = Runs { atoms: &st.atoms_ptr, seen: &seen, logical: &logical, report, run: vec![], shared: vec![] };
+    runs.group();
+    let mut report = runs.report;
+    report.unfixed.sort_by_key(|u| u.physical_index);
+    Ok((report, st))
+}
 
-    // Pass 1: each sample's status, reading a window of edge rows at a time.
+/// Pass 1: each physical sample's status, reading a window of edge rows
+/// at a time.
+fn scan(
+    path: &Path,
+    st: &State,
+    f: &crate::store::reader::FieldArray,
+    logical: &[Option<usize>],
+    report: &mut RepairReport,
+) -> Result<Vec<Seen>> {
+    let n = st.num_samples;
     let (atoms, edges) = (&st.atoms_ptr, &st.edges_ptr);
     let mut seen = Vec::with_capacity(n);
     let mut p = 0;
@@ -237,7 +261,7 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
             q += 1;
         }
         let base = edges[p] as u64;
-        let vals = read_rows(reader.path(), f, base..edges[q] as u64)?;
+        let vals = read_rows(path, f, base..edges[q] as u64)?;
         for s in p..q {
             let (e0, e1) =
                 ((edges[s] as u64 - base) as usize * f.row_elems, (edges[s + 1] as u64 - base) as usize * f.row_elems);
@@ -263,84 +287,97 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
         }
         p = q;
     }
+    Ok(seen)
+}
 
-    // Pass 2: runs of bad samples that share a shift.
-    let mut run: Vec<usize> = Vec::new();
-    let mut shared: Vec<i64> = Vec::new();
-    let unfixed = |report: &mut RepairReport, p: usize, reason: String| {
-        if let Seen::Bad { value, .. } = seen[p] {
-            report.unfixed.push(UnfixedSample {
-                index: logical[p].unwrap_or(p),
+/// Pass 2: runs of bad samples that share a shift.
+struct Runs<'a> {
+    atoms: &'a [i64],
+    seen: &'a [Seen],
+    logical: &'a [Option<usize>],
+    report: RepairReport,
+    /// The physical samples of the run being built.
+    run: Vec<usize>,
+    /// The shifts every sample of the run admits.
+    shared: Vec<i64>,
+}
+
+impl Runs<'_> {
+    fn group(&mut self) {
+        let atoms = self.atoms;
+        for p in 0..self.seen.len() {
+            let Seen::Bad { min, max, .. } = self.seen[p] else {
+                if matches!(self.seen[p], Seen::Good) {
+                    self.close();
+                }
+                continue;
+            };
+            let num = (atoms[p + 1] - atoms[p]) as usize;
+            let mine: Vec<i64> = append_shifts(atoms, p, min, max, num).collect();
+            if mine.is_empty() {
+                self.close();
+                self.unfixed(
+                    p,
+                    format!(
+                        "no earlier atom offset brings its indices ({min}..={max}) into [0, {num}): not the toolkit's append bug"
+                    ),
+                );
+                continue;
+            }
+            let both: Vec<i64> = self.shared.iter().copied().filter(|k| mine.contains(k)).collect();
+            if self.run.is_empty() || both.is_empty() {
+                // A new run (a new appended batch).
+                self.close();
+                self.run.push(p);
+                self.shared = mine;
+            } else if mine.contains(&atoms[p]) {
+                // Either the run's shift continues here, or a new appended batch
+                // starts at this sample (its own offset): the data cannot tell.
+                self.close();
+                self.unfixed(
+                    p,
+                    format!(
+                        "ambiguous: continues the shift {both:?} of the samples before it, or starts a new appended batch (shift {})",
+                        atoms[p]
+                    ),
+                );
+            } else {
+                self.run.push(p);
+                self.shared = both;
+            }
+        }
+        self.close();
+    }
+
+    fn unfixed(&mut self, p: usize, reason: String) {
+        if let Seen::Bad { value, .. } = self.seen[p] {
+            self.report.unfixed.push(UnfixedSample {
+                index: self.logical[p].unwrap_or(p),
                 physical_index: p,
                 value,
-                num_atoms: (atoms[p + 1] - atoms[p]) as usize,
+                num_atoms: (self.atoms[p + 1] - self.atoms[p]) as usize,
                 reason,
             });
         }
-    };
-    let close = |report: &mut RepairReport, run: &mut Vec<usize>, shared: &mut Vec<i64>| {
-        if run.is_empty() {
+    }
+
+    /// Ends the current run: fixed when exactly one shift fits all of it.
+    fn close(&mut self) {
+        if self.run.is_empty() {
             return;
         }
-        if let [shift] = shared[..] {
-            report.fixed.push(RepairedRun { physical: std::mem::take(run), shift });
+        if let [shift] = self.shared[..] {
+            self.report.fixed.push(RepairedRun { physical: std::mem::take(&mut self.run), shift });
         } else {
-            let (a, b) = (run[0], run[run.len() - 1]);
-            for &p in run.iter() {
-                unfixed(
-                    report,
+            let (a, b) = (self.run[0], self.run[self.run.len() - 1]);
+            let shared = std::mem::take(&mut self.shared);
+            for p in std::mem::take(&mut self.run) {
+                self.unfixed(
                     p,
                     format!("ambiguous: shifts {shared:?} all bring physical samples {a}..={b} into range"),
                 );
             }
-            run.clear();
         }
-        shared.clear();
-    };
-    for p in 0..n {
-        let Seen::Bad { min, max, .. } = seen[p] else {
-            if matches!(seen[p], Seen::Good) {
-                close(&mut report, &mut run, &mut shared);
-            }
-            continue;
-        };
-        let num = (atoms[p + 1] - atoms[p]) as usize;
-        let mine: Vec<i64> = append_shifts(atoms, p, min, max, num).collect();
-        if mine.is_empty() {
-            close(&mut report, &mut run, &mut shared);
-            unfixed(
-                &mut report,
-                p,
-                format!(
-                    "no earlier atom offset brings its indices ({min}..={max}) into [0, {num}): not the toolkit's append bug"
-                ),
-            );
-            continue;
-        }
-        let both: Vec<i64> = shared.iter().copied().filter(|k| mine.contains(k)).collect();
-        if run.is_empty() || both.is_empty() {
-            // A new run (a new appended batch).
-            close(&mut report, &mut run, &mut shared);
-            run.push(p);
-            shared = mine;
-        } else if mine.contains(&atoms[p]) {
-            // Either the run's shift continues here, or a new appended batch
-            // starts at this sample (its own offset): the data cannot tell.
-            close(&mut report, &mut run, &mut shared);
-            unfixed(
-                &mut report,
-                p,
-                format!(
-                    "ambiguous: continues the shift {both:?} of the samples before it, or starts a new appended batch (shift {})",
-                    atoms[p]
-                ),
-            );
-        } else {
-            run.push(p);
-            shared = both;
-        }
+        self.shared.clear();
     }
-    close(&mut report, &mut run, &mut shared);
-    report.unfixed.sort_by_key(|u| u.physical_index);
-    Ok((report, st))
 }

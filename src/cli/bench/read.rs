@@ -288,6 +288,7 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
         atoms_ptr: ints(&batch.atoms_ptr, "atoms_ptr")?,
         edges_ptr: ints(&batch.edges_ptr, "edges_ptr")?,
         fields: BTreeMap::new(),
+        strings: batch.strings.clone(),
     };
     for (name, f) in &batch.fields {
         let dtype = schema

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use super::comment::{self, Value};
 use super::elements;
-use crate::data::{AtomicData, Field, HostData, Level};
+use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
+use crate::source::units::Factors;
 
-/// Where a frame's text sits and what the parse skipped.
+/// Where a frame's text sits, and the units it converts from.
 pub(crate) struct FrameText<'a> {
     /// The file, for errors.
     pub file: &'a Path,
@@ -20,6 +21,8 @@ pub(crate) struct FrameText<'a> {
     pub atoms: &'a str,
     /// The atom count.
     pub natoms: usize,
+    /// Unit conversion of energies, lengths, forces and stresses.
+    pub factors: &'a Factors,
 }
 
 /// A per-atom column as `Properties` declares it.
@@ -29,8 +32,8 @@ enum Column {
     Bool(Vec<bool>),
     /// `species`: symbols read as atomic numbers.
     Species(Vec<i64>),
-    /// Strings other than `species`: skipped.
-    Skip,
+    /// Strings other than `species`: an atom-level string label.
+    Str(Vec<String>),
 }
 
 struct Property {
@@ -110,7 +113,21 @@ fn field_name(file_name: &str) -> String {
     .to_string()
 }
 
+/// `x * factor` in f64, rounded once to f32.
+fn scale_f32(x: f64, factor: f64) -> f32 {
+    crate::source::units::scale_f32(x, factor)
+}
+
 impl FrameText<'_> {
+    /// A float column scaled by `factor` (a no-op for 1). Columns are parsed
+    /// to f32 already; a conversion widens back to f64 for the product.
+    fn scaled(&self, mut v: Vec<f32>, factor: f64) -> Vec<f32> {
+        if factor != 1.0 {
+            v.iter_mut().for_each(|x| *x = (f64::from(*x) * factor) as f32);
+        }
+        v
+    }
+
     fn err(&self, line: usize, field: &str, reason: impl Into<String>) -> Error {
         Error::Parse { file: self.file.to_path_buf(), line, field: field.to_string(), reason: reason.into() }
     }
@@ -130,7 +147,10 @@ impl FrameText<'_> {
             let n = self.natoms * cols;
             let column = match (ty, name) {
                 ("S", "species") if cols == 1 => Column::Species(Vec::with_capacity(n)),
-                ("S", _) => Column::Skip,
+                ("S", _) if cols == 1 => Column::Str(Vec::with_capacity(n)),
+                ("S", _) => {
+                    return Err(self.err(l, "Properties", format!("{name}: string columns have one column (S:1)")));
+                }
                 ("R", _) => Column::Float(Vec::with_capacity(n)),
                 ("I", _) => Column::Int(Vec::with_capacity(n)),
                 ("L", _) => Column::Bool(Vec::with_capacity(n)),
@@ -145,9 +165,9 @@ impl FrameText<'_> {
         Ok(out)
     }
 
-    /// Parses the frame; `skipped` receives the names of string-valued keys
-    /// and columns that were left out.
-    pub(crate) fn parse(&self, skipped: &mut Vec<String>) -> Result<AtomicData> {
+    /// Parses the frame: numeric and logical keys and columns become fields,
+    /// string ones string labels.
+    pub(crate) fn parse(&self) -> Result<AtomicData> {
         let cl = self.line + 1;
         let pairs = comment::split_pairs(self.comment).map_err(|r| self.err(cl, "comment line", r))?;
         let mut spec = "species:S:1:pos:R:3".to_string();
@@ -188,7 +208,7 @@ impl FrameText<'_> {
                         Column::Species(v) => {
                             v.push(elements::atomic_number(t).ok_or_else(|| bad("a chemical symbol"))?)
                         }
-                        Column::Skip => {}
+                        Column::Str(v) => v.push(t.to_string()),
                     }
                 }
             }
@@ -210,7 +230,7 @@ impl FrameText<'_> {
             _ => return Err(self.err(cl, "Properties", "neither species nor Z: no atomic numbers")),
         };
         let positions = match take(&mut props, "positions") {
-            Some(Property { column: Column::Float(p), cols: 3, .. }) => p,
+            Some(Property { column: Column::Float(p), cols: 3, .. }) => self.scaled(p, self.factors.length),
             Some(p) => return Err(self.err(cl, &p.file_name, "positions must be pos:R:3")),
             None => return Err(self.err(cl, "Properties", "no pos:R:3 column")),
         };
@@ -228,12 +248,15 @@ impl FrameText<'_> {
         for p in props {
             let shape = if p.cols == 1 { vec![n] } else { vec![n, p.cols] };
             let d: HostData = match p.column {
+                Column::Float(v) if p.name == "forces" => self.scaled(v, self.factors.forces).into(),
                 Column::Float(v) => v.into(),
                 Column::Int(v) => v.into(),
                 Column::Bool(v) => v.into(),
                 Column::Species(v) => v.into(),
-                Column::Skip => {
-                    skipped.push(p.file_name);
+                Column::Str(v) => {
+                    if data.strings.insert(p.name.clone(), StringField::atoms(v)).is_some() {
+                        return Err(self.err(cl, &p.file_name, "declared twice"));
+                    }
                     continue;
                 }
             };
@@ -255,7 +278,7 @@ impl FrameText<'_> {
                         nums.filter(|v| v.len() == 9).ok_or_else(|| self.err(cl, "Lattice", "expected 9 numbers"))?;
                     // Lattice lists a, b, c one after another: the cell's rows.
                     for (c, x) in cell.iter_mut().zip(&v) {
-                        *c = *x as f32;
+                        *c = scale_f32(*x, self.factors.length);
                     }
                     has_lattice = true;
                 }
@@ -267,7 +290,25 @@ impl FrameText<'_> {
                 "energy" => {
                     let v =
                         nums.filter(|v| v.len() == 1).ok_or_else(|| self.err(cl, "energy", "expected one number"))?;
-                    put(&mut data, "energy", Level::System, vec![1, 1], vec![v[0] as f32].into())?;
+                    put(
+                        &mut data,
+                        "energy",
+                        Level::System,
+                        vec![1, 1],
+                        vec![scale_f32(v[0], self.factors.energy)].into(),
+                    )?;
+                }
+                "free_energy" => {
+                    let v = nums
+                        .filter(|v| v.len() == 1)
+                        .ok_or_else(|| self.err(cl, "free_energy", "expected one number"))?;
+                    put(
+                        &mut data,
+                        "free_energy",
+                        Level::System,
+                        vec![1],
+                        vec![scale_f32(v[0], self.factors.energy)].into(),
+                    )?;
                 }
                 "stress" | "virial" => {
                     let v = nums.ok_or_else(|| self.err(cl, &key, "expected 9 or 6 numbers"))?;
@@ -278,7 +319,9 @@ impl FrameText<'_> {
                         6 => [v[0], v[5], v[4], v[5], v[1], v[3], v[4], v[3], v[2]],
                         k => return Err(self.err(cl, &key, format!("expected 9 or 6 numbers, got {k}"))),
                     };
-                    let m: Vec<f32> = m.iter().map(|&x| x as f32).collect();
+                    // Stress in pressure units; the virial is an energy.
+                    let f = if key == "stress" { self.factors.stress } else { self.factors.energy };
+                    let m: Vec<f32> = m.iter().map(|&x| scale_f32(x, f)).collect();
                     put(&mut data, &key, Level::System, vec![1, 3, 3], m.into())?;
                 }
                 "atomic_numbers" | "positions" | "cell" | "neighbor_list" | "shifts" => {
@@ -289,8 +332,11 @@ impl FrameText<'_> {
                         Value::Int(v) => (v.len(), v.into()),
                         Value::Float(v) => (v.len(), v.iter().map(|&x| x as f32).collect::<Vec<f32>>().into()),
                         Value::Bool(v) => (v.len(), v.into()),
-                        Value::Str(_) => {
-                            skipped.push(key);
+                        Value::Str(v) => {
+                            if data.fields.contains_key(&key) || data.strings.contains_key(&key) {
+                                return Err(self.err(cl, &key, "given both as a per-atom column and as a key"));
+                            }
+                            data.strings.insert(key, StringField::system(v));
                             continue;
                         }
                     };

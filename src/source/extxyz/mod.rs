@@ -15,15 +15,17 @@
 //! | `energy=` | `energy` | float32 `[1, 1]` |
 //! | `stress=`, `virial=`: 9 numbers (ASE's column-major order) or Voigt 6 (`xx yy zz yz xz xy`) | `stress`, `virial` | float32 `[1, 3, 3]` |
 //! | any other numeric or logical key | same name | float32 / int64 / bool, `[1]` or `[1, k]` |
+//! | a key holding a string (`config_type=bulk`, ASE's `_JSON` values kept as written) | a system string label | [`StringField`](crate::data::StringField) |
+//! | any other `S` column (`label:S:1`) | an atom string label | one string per atom |
 //!
-//! Keys and columns holding strings (`config_type=bulk`, `label:S:1`, ASE's
-//! `_JSON` values) are **skipped**, with one `log::warn!` per name and file.
 //! Floats are parsed as f64 (as ASE does) and stored as float32, the
-//! toolkit's dtype. Every frame of one import must have the same fields with
-//! the same dtypes and trailing shapes (a store has one schema); a frame that
-//! differs is an [`Error::Parse`] naming its line. Lines with more or fewer
-//! columns than `Properties` declares are errors too (ASE ignores extra
-//! columns). Blank lines between frames are skipped.
+//! toolkit's dtype; energies, lengths, forces and stresses are converted
+//! from the units given at open ([`ExtxyzReader::with_units`]; ASE's eV and
+//! Å by default). Frames may differ in their fields (the import fills what
+//! a frame lacks, see [`crate::store::import`]). Lines with more or fewer
+//! columns than `Properties` declares are errors (ASE ignores extra
+//! columns). Blank lines between frames are skipped. The file may be gzip,
+//! xz or bzip2 compressed ([`crate::source::input::open_text`]).
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
@@ -42,30 +44,25 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use crate::data::AtomicData;
 use crate::error::{Error, Result};
+pub use crate::source::frames::Frame;
+use crate::source::frames::FrameSource;
+use crate::source::input::{TextInput, open_text};
+use crate::source::units::{Factors, Units};
 
 mod comment;
 pub(crate) mod elements;
 mod frame;
+pub mod write;
 
 use frame::FrameText;
-
-/// One frame and where it starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Frame {
-    /// 1-based line number of the frame's atom-count line.
-    pub line: usize,
-    /// The structure.
-    pub data: AtomicData,
-}
 
 /// A frame's place in the batch buffer.
 struct RawFrame {
@@ -79,26 +76,36 @@ struct RawFrame {
 /// batch's text and structures, whatever the file's size.
 pub struct ExtxyzReader {
     path: PathBuf,
-    input: BufReader<File>,
+    input: TextInput,
+    file_bytes: Arc<AtomicU64>,
+    size: u64,
     line: usize,
-    bytes: u64,
-    warned: BTreeSet<String>,
     buf: Vec<u8>,
+    factors: Factors,
 }
 
 impl ExtxyzReader {
-    /// Opens a file.
+    /// Opens a file (plain, or gzip / xz / bzip2 compressed).
     pub fn open(path: impl AsRef<Path>) -> Result<ExtxyzReader> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
+        let (input, file_bytes) = open_text(&path)?;
         Ok(ExtxyzReader {
             path,
-            input: BufReader::with_capacity(1 << 20, file),
+            input,
+            file_bytes,
+            size,
             line: 0,
-            bytes: 0,
-            warned: BTreeSet::new(),
             buf: Vec::new(),
+            factors: Units::default().factors(),
         })
+    }
+
+    /// Reads the file's energies, lengths, forces and stresses in `units`
+    /// (default: eV and Å, ASE's), converting them to the store's.
+    pub fn with_units(mut self, units: Units) -> Self {
+        self.factors = units.factors();
+        self
     }
 
     /// The file.
@@ -106,9 +113,10 @@ impl ExtxyzReader {
         &self.path
     }
 
-    /// Bytes consumed so far (for progress).
+    /// File bytes consumed so far (compressed bytes for a compressed file),
+    /// for progress against its size.
     pub fn bytes_read(&self) -> u64 {
-        self.bytes
+        self.file_bytes.load(Ordering::Relaxed)
     }
 
     /// Appends the next line to `buf`; its range, or `None` at the end.
@@ -119,7 +127,6 @@ impl ExtxyzReader {
             return Ok(None);
         }
         self.line += 1;
-        self.bytes += n as u64;
         let mut end = self.buf.len();
         while end > start && matches!(self.buf[end - 1], b'\n' | b'\r') {
             end -= 1;
@@ -170,6 +177,7 @@ impl ExtxyzReader {
         }
         let path = &self.path;
         let buf = &self.buf;
+        let factors = &self.factors;
         let text = |r: (usize, usize), line: usize, field: &str| -> Result<&str> {
             std::str::from_utf8(&buf[r.0..r.1]).map_err(|e| Error::Parse {
                 file: path.clone(),
@@ -178,7 +186,7 @@ impl ExtxyzReader {
                 reason: format!("not UTF-8 ({e})"),
             })
         };
-        let parsed: Vec<(Frame, Vec<String>)> = raw
+        let frames: Vec<Frame> = raw
             .par_iter()
             .map(|f| {
                 let ft = FrameText {
@@ -187,22 +195,24 @@ impl ExtxyzReader {
                     comment: text(f.comment, f.line + 1, "comment line")?,
                     atoms: text(f.atoms, f.line + 2, "atoms")?,
                     natoms: f.natoms,
+                    factors,
                 };
-                let mut skipped = Vec::new();
-                let data = ft.parse(&mut skipped)?;
-                Ok((Frame { line: f.line, data }, skipped))
+                Ok(Frame { line: f.line, data: ft.parse()? })
             })
             .collect::<Result<_>>()?;
-        let mut frames = Vec::with_capacity(parsed.len());
-        for (f, skipped) in parsed {
-            for name in skipped {
-                if self.warned.insert(name.clone()) {
-                    log::warn!("{}: `{name}` holds strings and is skipped (first at line {})", path.display(), f.line);
-                }
-            }
-            frames.push(f);
-        }
         Ok(Some(frames))
+    }
+}
+
+impl FrameSource for ExtxyzReader {
+    fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
+        ExtxyzReader::next_batch(self, max_frames)
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn progress(&self) -> (u64, u64) {
+        (self.bytes_read(), self.size)
     }
 }
 

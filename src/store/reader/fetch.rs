@@ -84,6 +84,102 @@ pub(super) fn merge(located: &[(usize, &Located)], gap: Option<u64>) -> (Vec<Ran
     (requests, parts)
 }
 
+/// The result of one wanted chunk, as `decode_chunk_as` returns it.
+type Slot = OnceLock<Result<Option<ChunkBytes>>>;
+
+/// One `fetch_and_decode` call: what it wants, where each chunk lies, and
+/// a result slot per wanted chunk, filled from rayon jobs.
+struct Fetch<'a> {
+    reader: &'a AtomicDataZarrReader,
+    st: &'a State,
+    wanted: &'a [(usize, u64)],
+    narrowed: &'a [bool],
+    located: Vec<Located>,
+    results: Vec<Slot>,
+}
+
+impl Fetch<'_> {
+    fn set(&self, slot: usize, r: Result<Option<ChunkBytes>>) {
+        let _ = self.results[slot].set(r);
+    }
+
+    /// Decodes `slot` through zarrs (fill values, layouts the direct path
+    /// does not read).
+    fn decode_through_zarrs(&self, slot: usize) {
+        let (fi, c) = self.wanted[slot];
+        let f = &self.st.fields[fi];
+        let r = self
+            .reader
+            .decode_raw(f, c)
+            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.narrowed[fi], raw));
+        self.set(slot, r);
+    }
+
+    /// Decodes the encoded bytes of `slot`.
+    fn decode(&self, slot: usize, encoded: Bytes) {
+        let (fi, c) = self.wanted[slot];
+        let f = &self.st.fields[fi];
+        let expected = (f.chunk_rows * f.row_bytes as u64) as usize;
+        let r = self
+            .reader
+            .decode_encoded(f, c, &encoded, expected)
+            .and_then(|raw| self.reader.check_len(f, c, raw))
+            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.narrowed[fi], raw));
+        self.set(slot, r);
+    }
+
+    /// The error of the chunk in `slot`.
+    fn chunk_error(&self, slot: usize, why: String) -> Error {
+        let (fi, c) = self.wanted[slot];
+        self.reader.chunk_error(&self.st.fields[fi], c, why)
+    }
+
+    /// Hands the response `got` to request `key` to a decode job per member
+    /// chunk (`members`: slot and bytes in the response). An error fails
+    /// the whole fetch.
+    fn deliver<'s>(
+        &'s self,
+        s: &rayon::Scope<'s>,
+        key: &str,
+        members: &'s [(usize, Option<Range<usize>>)],
+        got: Result<Option<Bytes>>,
+    ) -> Result<()> {
+        let bytes = match got {
+            Ok(Some(b)) => b,
+            Ok(None) if members.iter().all(|(_, sub)| sub.is_none()) => {
+                // An unsharded chunk never written: its fill value, through zarrs.
+                for &(slot, _) in members {
+                    s.spawn(move |_| self.decode_through_zarrs(slot));
+                }
+                return Ok(());
+            }
+            Ok(None) => return Err(self.chunk_error(members[0].0, format!("object {key} vanished"))),
+            Err(e) => {
+                let (fi, c) = self.wanted[members[0].0];
+                return Err(self.reader.read_error(&self.st.fields[fi], c, e));
+            }
+        };
+        for (slot, sub) in members.iter().cloned() {
+            let part = match sub {
+                None => bytes.clone(),
+                Some(r) if r.end <= bytes.len() => bytes.slice(r),
+                Some(r) => {
+                    let why = format!("{} bytes received from {key}, the chunk ends at {}", bytes.len(), r.end);
+                    self.set(slot, Err(self.chunk_error(slot, why)));
+                    continue;
+                }
+            };
+            s.spawn(move |_| {
+                if let Located::At { key, range } = &self.located[slot] {
+                    self.reader.bytes.keep(key, range.as_ref(), &part);
+                }
+                self.decode(slot, part)
+            });
+        }
+        Ok(())
+    }
+}
+
 impl AtomicDataZarrReader {
     /// Decodes chunks `wanted` ((field, chunk) pairs of `st`) of a remote
     /// store as described in the module docs. One entry per wanted chunk, as
@@ -98,10 +194,18 @@ impl AtomicDataZarrReader {
         // Every index is cached now: locating makes no request.
         let located: Vec<Located> =
             wanted.iter().map(|&(fi, c)| self.locate(&st.fields[fi], c)).collect::<Result<_>>()?;
+        let job = Fetch {
+            reader: self,
+            st,
+            wanted,
+            narrowed,
+            located,
+            results: wanted.iter().map(|_| Slot::new()).collect(),
+        };
         // Chunks the source's disk cache holds are decoded without a request.
         let mut held: Vec<(usize, Bytes)> = Vec::new();
-        let mut slots: Vec<(usize, &Located)> = Vec::with_capacity(located.len());
-        for (slot, loc) in located.iter().enumerate() {
+        let mut slots: Vec<(usize, &Located)> = Vec::with_capacity(job.located.len());
+        for (slot, loc) in job.located.iter().enumerate() {
             if let Located::At { key, range } = loc
                 && let Some(b) = self.bytes.cached(key, range.as_ref())
             {
@@ -111,102 +215,32 @@ impl AtomicDataZarrReader {
             slots.push((slot, loc));
         }
         let (requests, parts) = merge(&slots, self.bytes.merge_gap());
-        let results: Vec<OnceLock<Result<Option<ChunkBytes>>>> = wanted.iter().map(|_| OnceLock::new()).collect();
-        let set = |slot: usize, r: Result<Option<ChunkBytes>>| {
-            let _ = results[slot].set(r);
-        };
-        let decode = |slot: usize, encoded: Bytes| {
-            let (fi, c) = wanted[slot];
-            let f = &st.fields[fi];
-            let expected = (f.chunk_rows * f.row_bytes as u64) as usize;
-            let r = self
-                .decode_encoded(f, c, &encoded, expected)
-                .and_then(|raw| self.check_len(f, c, raw))
-                .and_then(|raw| self.keep_decoded(st, f, c, narrowed[fi], raw));
-            set(slot, r);
-        };
         let mut failure: Option<Error> = None;
         rayon::in_place_scope(|s| {
-            // Chunks the direct path does not read (fill values, other
-            // layouts) go through zarrs meanwhile.
-            for (slot, loc) in located.iter().enumerate() {
+            let job = &job;
+            // Chunks the direct path does not read go through zarrs meanwhile.
+            for (slot, loc) in job.located.iter().enumerate() {
                 if *loc == Located::Elsewhere {
-                    let (fi, c) = wanted[slot];
-                    let set = &set;
-                    s.spawn(move |_| {
-                        let f = &st.fields[fi];
-                        set(slot, self.decode_raw(f, c).and_then(|raw| self.keep_decoded(st, f, c, narrowed[fi], raw)));
-                    });
+                    s.spawn(move |_| job.decode_through_zarrs(slot));
                 }
             }
             for (slot, b) in held {
-                let decode = &decode;
-                s.spawn(move |_| decode(slot, b));
+                s.spawn(move |_| job.decode(slot, b));
             }
             let (tx, rx) = mpsc::channel();
             let keys: Vec<String> = requests.iter().map(|r| r.key.clone()).collect();
             self.bytes.fetch_many(requests, tx);
             for (ri, got) in rx {
-                let members = &parts[ri];
-                let bytes = match got {
-                    Ok(Some(b)) => b,
-                    Ok(None) if members.iter().all(|(_, sub)| sub.is_none()) => {
-                        // An unsharded chunk never written: its fill value,
-                        // through zarrs.
-                        for &(slot, _) in members {
-                            let (fi, c) = wanted[slot];
-                            let set = &set;
-                            s.spawn(move |_| {
-                                let f = &st.fields[fi];
-                                let r = self
-                                    .decode_raw(f, c)
-                                    .and_then(|raw| self.keep_decoded(st, f, c, narrowed[fi], raw));
-                                set(slot, r);
-                            });
-                        }
-                        continue;
-                    }
-                    Ok(None) => {
-                        let (fi, c) = wanted[members[0].0];
-                        failure = Some(self.chunk_error(&st.fields[fi], c, format!("object {} vanished", keys[ri])));
-                        break;
-                    }
-                    Err(e) => {
-                        let (fi, c) = wanted[members[0].0];
-                        failure = Some(self.read_error(&st.fields[fi], c, e));
-                        break;
-                    }
-                };
-                for (slot, sub) in members.iter().cloned() {
-                    let part = match sub {
-                        None => bytes.clone(),
-                        Some(r) if r.end <= bytes.len() => bytes.slice(r),
-                        Some(r) => {
-                            let (fi, c) = wanted[slot];
-                            let why = format!(
-                                "{} bytes received from {}, the chunk ends at {}",
-                                bytes.len(),
-                                keys[ri],
-                                r.end
-                            );
-                            set(slot, Err(self.chunk_error(&st.fields[fi], c, why)));
-                            continue;
-                        }
-                    };
-                    let (decode, located) = (&decode, &located);
-                    s.spawn(move |_| {
-                        if let Located::At { key, range } = &located[slot] {
-                            self.bytes.keep(key, range.as_ref(), &part);
-                        }
-                        decode(slot, part)
-                    });
+                if let Err(e) = job.deliver(s, &keys[ri], &parts[ri], got) {
+                    failure = Some(e);
+                    break;
                 }
             }
         });
         if let Some(e) = failure {
             return Err(e);
         }
-        results
+        job.results
             .into_iter()
             .map(|r| {
                 r.into_inner().unwrap_or_else(|| Err(Error::Background("remote fetch left a chunk undecoded".into())))

@@ -19,6 +19,7 @@
 //! | `fetch` | remote stores: a request's chunks fetched many at a time, merged, decoded as they arrive |
 //! | `neighbors` | neighbor-index checks per decoded chunk, refused samples |
 //! | `rows` | row copy into samples and collated batches |
+//! | `strings` | string labels: opened with the state, rows copied into samples and batches |
 //! | `reader_impl` | the [`Reader`] implementation |
 
 use std::collections::BTreeMap;
@@ -45,6 +46,7 @@ mod pool;
 mod reader_impl;
 mod rows;
 mod state;
+mod strings;
 
 /// Options of [`AtomicDataZarrReader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,6 +251,7 @@ impl AtomicDataZarrReader {
                 edges_ptr: vec![0],
                 active: None,
                 fields: vec![],
+                strings: vec![],
             })),
             cache: ChunkCache::with_pool_limit(
                 options.cache_bytes,

@@ -42,11 +42,21 @@ impl Reader for AtomicDataZarrReader {
             .collect::<Result<_>>()?;
         let dec = self.decode_needed(&st, &physical, CollateOptions::default())?;
         // A few samples are copied faster than rayon hands them out.
-        if physical.len() < 16 {
-            physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+        let mut samples: Vec<AtomicData> = if physical.len() < 16 {
+            physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect::<Result<_>>()?
         } else {
-            physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect()
+            physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect::<Result<_>>()?
+        };
+        if !st.strings.is_empty() {
+            for (s, &p) in samples.iter_mut().zip(&physical) {
+                self.fill_strings(&st.strings, st.ptrs(), &[p], &mut s.strings)?;
+            }
         }
+        Ok(samples)
+    }
+
+    fn string_levels(&self) -> BTreeMap<String, Level> {
+        self.snapshot().strings.iter().map(|s| (s.name.clone(), s.level)).collect()
     }
 
     fn physical_index(&self, index: usize) -> usize {
@@ -95,10 +105,14 @@ impl Reader for AtomicDataZarrReader {
         for g in decode_groups(&st, batches, limit) {
             let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
             let dec = self.decode_needed(&st, &physical, opts)?;
-            out[g.clone()]
-                .par_iter_mut()
-                .zip(batches[g].par_iter())
-                .try_for_each(|(dst, b)| self.collate_into(&st, &dec, b, dst))?;
+            out[g.clone()].par_iter_mut().zip(batches[g].par_iter()).try_for_each(|(dst, b)| -> Result<()> {
+                self.collate_into(&st, &dec, b, dst)?;
+                if !st.strings.is_empty() {
+                    let physical: Vec<usize> = b.iter().map(|&i| st.physical(i)).collect();
+                    self.fill_strings(&st.strings, st.ptrs(), &physical, &mut dst.strings)?;
+                }
+                Ok(())
+            })?;
         }
         Ok(())
     }

@@ -64,6 +64,8 @@ pub(crate) struct State {
     /// Physical index of each logical index; `None` when nothing is deleted.
     pub active: Option<Vec<usize>>,
     pub fields: Vec<FieldArray>,
+    /// The string labels (`strings/`), in name order.
+    pub strings: Vec<super::strings::StringArray>,
 }
 
 impl State {
@@ -103,109 +105,180 @@ impl State {
     }
 }
 
+/// An array opened and measured, not yet read.
+struct Opened {
+    array: Array<Store>,
+    dtype: DType,
+    geometry: limits::Geometry,
+}
+
+/// The pointers and the sample mask, read and checked.
+struct StoredPointers {
+    atoms: Vec<i64>,
+    edges: Vec<i64>,
+    /// Physical index of each logical index; `None` when nothing is deleted.
+    active: Option<Vec<usize>>,
+}
+
+/// A field array opened at `rel`, with the rows the pointers need of it.
+struct OpenedField<'a> {
+    name: &'a str,
+    level: Level,
+    rel: String,
+    opened: Opened,
+    need: u64,
+}
+
+/// The arrays on the atom and the edge axis, with their geometry: some
+/// array on each axis must back the pointers' totals.
+#[derive(Default)]
+struct Axes {
+    atom: Vec<(String, limits::Geometry)>,
+    edge: Vec<(String, limits::Geometry)>,
+}
+
 impl AtomicDataZarrReader {
     /// Reads the root, the pointers and the mask, and opens every field
     /// array; every size the metadata claims is checked against the files
     /// before anything of that size is allocated (see [`crate::store::limits`]).
     pub(super) fn load_state(&self) -> Result<State> {
         let p = &self.path;
-        let remote = self.bytes.is_remote();
-        // A refresh reads the metadata again.
-        self.bytes.forget();
-        let root = if remote { format::read_root_from(&*self.bytes, p)? } else { format::read_root(p)? };
-        if remote {
-            let mut keys: Vec<String> = format::META_ARRAYS.iter().map(|(rel, _)| format!("{rel}/zarr.json")).collect();
-            for (name, info) in &root.fields {
-                keys.push(format!("{}/zarr.json", format::field_path(info.group, name)));
-                keys.push(format!("{}/zarr.json", format::pending_path(name)));
-            }
-            self.bytes.prefetch(&keys);
-        }
-        // An add_custom that listed its field (its commit point) but had not
-        // yet moved the finished array into `custom/`: the field is
-        // committed, so read it where it is (the next writer moves it).
-        let pending = if remote {
-            self.remote_pending(&root)?
-        } else {
-            format::interrupted_add_custom(p, &root).map(|(name, _)| name)
-        };
-        let backing = |rel: &str, g: &limits::Geometry, enough: u64| self.backed(rel, g, enough);
+        let (root, pending) = self.root_and_pending()?;
         let n = root.num_samples;
-        let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
-        let open = |rel: &str| -> Result<(Array<Store>, DType, limits::Geometry)> {
-            let a = arrays::open_array(p, &self.store, rel)?;
-            let dt = arrays::array_dtype(p, rel, &a)?;
-            let g = limits::geometry(p, rel, &a, dt)?;
-            Ok((a, dt, g))
-        };
-        let (atoms_arr, atoms_dt, atoms_g) = open(format::ATOMS_PTR)?;
-        let (edges_arr, edges_dt, edges_g) = open(format::EDGES_PTR)?;
-        let (mask_arr, mask_dt, mask_g) = open(format::SAMPLES_MASK)?;
-        for (rel, a, dt) in [(format::ATOMS_PTR, &atoms_arr, atoms_dt), (format::EDGES_PTR, &edges_arr, edges_dt)] {
-            if !matches!(dt, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
-                return Err(Error::inconsistent(p, rel, format!("dtype {dt}, expected int64")));
+        let ptrs = self.read_pointers(n)?;
+        // Non-decreasing from 0, so the last pointer is the (non-negative) total.
+        let (total_atoms, total_edges) = (ptrs.atoms[n] as u64, ptrs.edges[n] as u64);
+        let mut axes = self.mask_axes(total_atoms, total_edges)?;
+        let mut opened = Vec::with_capacity(root.fields.len());
+        for (name, info) in &root.fields {
+            let rel = if pending.as_deref() == Some(name.as_str()) {
+                format::pending_path(name)
+            } else {
+                format::field_path(info.group, name)
+            };
+            let field = self.open_field(name, info.level, rel, [total_atoms, total_edges, n as u64])?;
+            match info.level {
+                Level::Atom => axes.atom.push((field.rel.clone(), field.opened.geometry)),
+                Level::Edge => axes.edge.push((field.rel.clone(), field.opened.geometry)),
+                Level::System => {}
             }
-            let len = a.shape().first().copied().unwrap_or(0);
-            if a.dimensionality() != 1 || len < n1 {
+            opened.push(field);
+        }
+        // The pointer values are claims too: some array on each axis must
+        // hold that many rows.
+        let backing = |rel: &str, g: &limits::Geometry, enough: u64| self.backed(rel, g, enough);
+        for (rel, rows, axis) in
+            [(format::ATOMS_PTR, total_atoms, &axes.atom), (format::EDGES_PTR, total_edges, &axes.edge)]
+        {
+            let arrays: Vec<(&str, limits::Geometry)> = axis.iter().map(|(r, g)| (r.as_str(), *g)).collect();
+            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays, &backing)?;
+        }
+        let mut fields = Vec::with_capacity(opened.len());
+        for f in opened {
+            limits::check_field_bytes(p, &f.rel, f.need, &f.opened.geometry, &backing)?;
+            fields.push(self.field_array(f.name, &f.rel, f.level, f.opened.dtype, f.opened.array, f.opened.geometry));
+        }
+        let strings = self.open_strings(&root, n as u64, total_atoms)?;
+        Ok(State { num_samples: n, atoms_ptr: ptrs.atoms, edges_ptr: ptrs.edges, active: ptrs.active, fields, strings })
+    }
+
+    /// The root attributes (read anew: a refresh forgets what the byte
+    /// source knew), with every array's metadata prefetched over a network,
+    /// and the custom field an interrupted `add_custom` left committed but
+    /// unmoved: its array is read where it is (the next writer moves it).
+    fn root_and_pending(&self) -> Result<(format::RootAttrs, Option<String>)> {
+        let p = &self.path;
+        self.bytes.forget();
+        if !self.bytes.is_remote() {
+            let root = format::read_root(p)?;
+            let pending = format::interrupted_add_custom(p, &root).map(|(name, _)| name);
+            return Ok((root, pending));
+        }
+        let root = format::read_root_from(&*self.bytes, p)?;
+        let mut keys: Vec<String> = format::META_ARRAYS.iter().map(|(rel, _)| format!("{rel}/zarr.json")).collect();
+        for (name, info) in &root.fields {
+            keys.push(format!("{}/zarr.json", format::field_path(info.group, name)));
+            keys.push(format!("{}/zarr.json", format::pending_path(name)));
+        }
+        self.bytes.prefetch(&keys);
+        let pending = self.remote_pending(&root)?;
+        Ok((root, pending))
+    }
+
+    /// Array `rel` opened, with its dtype and checked geometry.
+    fn open_measured(&self, rel: &str) -> Result<Opened> {
+        let array = arrays::open_array(&self.path, &self.store, rel)?;
+        let dtype = arrays::array_dtype(&self.path, rel, &array)?;
+        let geometry = limits::geometry(&self.path, rel, &array, dtype)?;
+        Ok(Opened { array, dtype, geometry })
+    }
+
+    /// The pointer arrays and the sample mask: shapes and dtypes checked,
+    /// their files checked to hold `n + 1` (`n`) entries, then read.
+    fn read_pointers(&self, n: usize) -> Result<StoredPointers> {
+        let p = &self.path;
+        let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
+        let atoms = self.open_measured(format::ATOMS_PTR)?;
+        let edges = self.open_measured(format::EDGES_PTR)?;
+        let mask = self.open_measured(format::SAMPLES_MASK)?;
+        for (rel, o) in [(format::ATOMS_PTR, &atoms), (format::EDGES_PTR, &edges)] {
+            if !matches!(o.dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
+                return Err(Error::inconsistent(p, rel, format!("dtype {}, expected int64", o.dtype)));
+            }
+            let len = o.array.shape().first().copied().unwrap_or(0);
+            if o.array.dimensionality() != 1 || len < n1 {
                 return Err(Error::inconsistent(
                     p,
                     rel,
-                    format!("shape {:?} too short for num_samples {n} (needs {n1} entries)", a.shape()),
+                    format!("shape {:?} too short for num_samples {n} (needs {n1} entries)", o.array.shape()),
                 ));
             }
         }
         // One bool per sample, or the flags below would index past the pointers.
-        if mask_dt != DType::Bool || mask_arr.dimensionality() != 1 {
+        if mask.dtype != DType::Bool || mask.array.dimensionality() != 1 {
             return Err(Error::inconsistent(
                 p,
                 format::SAMPLES_MASK,
-                format!("{mask_dt} array of shape {:?}, expected a 1-d bool array", mask_arr.shape()),
+                format!("{} array of shape {:?}, expected a 1-d bool array", mask.dtype, mask.array.shape()),
             ));
         }
-        let mask_len = mask_arr.shape().first().copied().unwrap_or(0);
+        let mask_len = mask.array.shape().first().copied().unwrap_or(0);
         if mask_len < n as u64 {
             return Err(Error::inconsistent(p, format::SAMPLES_MASK, format!("{mask_len} entries for {n} samples")));
         }
         // num_samples (and the pointer shapes) are numbers anyone can write:
         // the pointer and mask files must be able to hold that many entries.
-        limits::check_rows(
-            p,
-            format::ATOMS_PTR,
-            &format!("num_samples {n}"),
-            n1,
-            &[(format::ATOMS_PTR, atoms_g), (format::EDGES_PTR, edges_g), (format::SAMPLES_MASK, mask_g)],
-            &backing,
-        )?;
-        let read_i64 = |rel: &str, a: Array<Store>, dt: DType| -> Result<Vec<i64>> {
+        let backing = |rel: &str, g: &limits::Geometry, enough: u64| self.backed(rel, g, enough);
+        let geometries = [
+            (format::ATOMS_PTR, atoms.geometry),
+            (format::EDGES_PTR, edges.geometry),
+            (format::SAMPLES_MASK, mask.geometry),
+        ];
+        limits::check_rows(p, format::ATOMS_PTR, &format!("num_samples {n}"), n1, &geometries, &backing)?;
+        let read_i64 = |rel: &str, o: Opened| -> Result<Vec<i64>> {
             // Through the checksummed decode path (see `read_rows`).
-            let raw = self.read_rows(a, rel, dt, 0..n1)?;
-            let data = HostData::from_bytes(dt, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
+            let raw = self.read_rows(o.array, rel, o.dtype, 0..n1)?;
+            let data = HostData::from_bytes(o.dtype, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
             let v = data.to_i64_vec().unwrap_or_default();
             format::check_pointers(p, rel, &v, n)?;
             Ok(v)
         };
-        let read_mask = |a: Array<Store>| self.read_rows(a, format::SAMPLES_MASK, mask_dt, 0..n as u64);
+        let mask_dt = mask.dtype;
+        let read_mask = |o: Opened| self.read_rows(o.array, format::SAMPLES_MASK, mask_dt, 0..n as u64);
         // Over a network, the three reads (each a shard index, then its
         // chunks) go together: opening waits for one round trip, not three.
-        let (atoms_ptr, edges_ptr, mask) = if remote {
+        let (atoms, edges, mask) = if self.bytes.is_remote() {
             std::thread::scope(|s| {
-                let atoms = s.spawn(|| read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt));
-                let edges = s.spawn(|| read_i64(format::EDGES_PTR, edges_arr, edges_dt));
-                let mask = read_mask(mask_arr);
+                let atoms = s.spawn(|| read_i64(format::ATOMS_PTR, atoms));
+                let edges = s.spawn(|| read_i64(format::EDGES_PTR, edges));
+                let mask = read_mask(mask);
                 let died = |_| Error::Background("a pointer reader thread panicked".into());
                 (atoms.join().unwrap_or_else(|e| Err(died(e))), edges.join().unwrap_or_else(|e| Err(died(e))), mask)
             })
         } else {
-            let atoms = read_i64(format::ATOMS_PTR, atoms_arr, atoms_dt);
-            let edges = read_i64(format::EDGES_PTR, edges_arr, edges_dt);
-            (atoms, edges, read_mask(mask_arr))
+            (read_i64(format::ATOMS_PTR, atoms), read_i64(format::EDGES_PTR, edges), read_mask(mask))
         };
-        let (atoms_ptr, edges_ptr) = (atoms_ptr?, edges_ptr?);
-        // Non-decreasing from 0, so the last pointer is the (non-negative) total.
-        let total_atoms = atoms_ptr[n] as u64;
-        let total_edges = edges_ptr[n] as u64;
-
-        let mask = mask?;
+        let (atoms, edges, mask) = (atoms?, edges?, mask?);
         if mask.len() != n {
             return Err(Error::inconsistent(
                 p,
@@ -218,76 +291,61 @@ impl AtomicDataZarrReader {
         } else {
             Some(mask.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, _)| i).collect())
         };
-        // Every array on the atom (edge) axis can back the pointers' totals.
-        let mut atom_axis: Vec<(String, limits::Geometry)> = Vec::new();
-        let mut edge_axis: Vec<(String, limits::Geometry)> = Vec::new();
+        Ok(StoredPointers { atoms, edges, active })
+    }
+
+    /// The atom and edge masks, where the store has them, each checked to
+    /// be as long as the pointers' totals.
+    fn mask_axes(&self, total_atoms: u64, total_edges: u64) -> Result<Axes> {
+        let mut axes = Axes::default();
         for (rel, need, axis) in
-            [(format::ATOMS_MASK, total_atoms, &mut atom_axis), (format::EDGES_MASK, total_edges, &mut edge_axis)]
+            [(format::ATOMS_MASK, total_atoms, &mut axes.atom), (format::EDGES_MASK, total_edges, &mut axes.edge)]
         {
             if self.bytes.size(&format!("{rel}/zarr.json"))?.is_some() {
-                let (a, _, g) = open(rel)?;
-                let len = a.shape().first().copied().unwrap_or(0);
+                let o = self.open_measured(rel)?;
+                let len = o.array.shape().first().copied().unwrap_or(0);
                 if len < need {
-                    return Err(Error::inconsistent(p, rel, format!("{len} entries, pointers need {need}")));
+                    return Err(Error::inconsistent(&self.path, rel, format!("{len} entries, pointers need {need}")));
                 }
-                axis.push((rel.to_string(), g));
+                axis.push((rel.to_string(), o.geometry));
             }
         }
+        Ok(axes)
+    }
 
-        let mut opened = Vec::with_capacity(root.fields.len());
-        for (name, info) in &root.fields {
-            let rel = if pending.as_deref() == Some(name.as_str()) {
-                format::pending_path(name)
-            } else {
-                format::field_path(info.group, name)
-            };
-            let (array, dtype, g) = open(&rel)?;
-            // Its values are shifted by atom offsets on every read, and
-            // checked per sample against the edge pointers.
-            if name == NEIGHBOR_LIST && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
-                return Err(Error::inconsistent(
-                    p,
-                    &rel,
-                    format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)"),
-                ));
-            }
-            if name == NEIGHBOR_LIST && info.level != Level::Edge {
-                return Err(Error::inconsistent(
-                    p,
-                    &rel,
-                    format!("listed at {} level; neighbor lists are edge-level", info.level),
-                ));
-            }
-            let need = info.level.pick(total_atoms, total_edges, n as u64);
-            let len = array.shape().first().copied().unwrap_or(0);
-            if len < need {
-                return Err(Error::inconsistent(
-                    p,
-                    &rel,
-                    format!("{len} rows, but the pointers need {need} ({} level)", info.level),
-                ));
-            }
-            match info.level {
-                Level::Atom => atom_axis.push((rel.clone(), g)),
-                Level::Edge => edge_axis.push((rel.clone(), g)),
-                Level::System => {}
-            }
-            opened.push((name, info, rel, array, dtype, g, need));
+    /// Field `name` at `rel` opened and checked: a neighbor list must be an
+    /// edge-level index array, and every field must have the rows its level
+    /// needs (`totals`: atoms, edges, samples).
+    fn open_field<'a>(&self, name: &'a str, level: Level, rel: String, totals: [u64; 3]) -> Result<OpenedField<'a>> {
+        let p = &self.path;
+        let opened = self.open_measured(&rel)?;
+        let dtype = opened.dtype;
+        // Its values are shifted by atom offsets on every read, and
+        // checked per sample against the edge pointers.
+        if name == NEIGHBOR_LIST && !matches!(dtype, DType::Int64 | DType::Int32 | DType::UInt64 | DType::UInt32) {
+            return Err(Error::inconsistent(
+                p,
+                &rel,
+                format!("dtype {dtype} is not an index type (int32/int64/uint32/uint64)"),
+            ));
         }
-        // The pointer values are claims too: some array on each axis must
-        // hold that many rows.
-        for (what, rows, axis) in [("atoms_ptr", total_atoms, &atom_axis), ("edges_ptr", total_edges, &edge_axis)] {
-            let arrays: Vec<(&str, limits::Geometry)> = axis.iter().map(|(r, g)| (r.as_str(), *g)).collect();
-            let rel = if what == "atoms_ptr" { format::ATOMS_PTR } else { format::EDGES_PTR };
-            limits::check_rows(p, rel, &format!("the last pointer ({rows})"), rows, &arrays, &backing)?;
+        if name == NEIGHBOR_LIST && level != Level::Edge {
+            return Err(Error::inconsistent(
+                p,
+                &rel,
+                format!("listed at {level} level; neighbor lists are edge-level"),
+            ));
         }
-
-        let mut fields = Vec::with_capacity(opened.len());
-        for (name, info, rel, array, dtype, g, need) in opened {
-            limits::check_field_bytes(p, &rel, need, &g, &backing)?;
-            fields.push(self.field_array(name, &rel, info.level, dtype, array, g));
+        let need = level.pick(totals[0], totals[1], totals[2]);
+        let len = opened.array.shape().first().copied().unwrap_or(0);
+        if len < need {
+            return Err(Error::inconsistent(
+                p,
+                &rel,
+                format!("{len} rows, but the pointers need {need} ({level} level)"),
+            ));
         }
-        Ok(State { num_samples: n, atoms_ptr, edges_ptr, active, fields })
+        Ok(OpenedField { name, level, rel, opened, need })
     }
 
     /// Field `name` (array `rel`) ready for reading, with its checked
@@ -328,9 +386,6 @@ impl AtomicDataZarrReader {
     /// custom field whose array is still in the pending folder.
     fn remote_pending(&self, root: &format::RootAttrs) -> Result<Option<String>> {
         for (name, info) in &root.fields {
-            if info.group != format::StoreGroup::Custom {
-                continue;
-            }
             let placed = format!("{}/zarr.json", format::field_path(info.group, name));
             if self.bytes.size(&placed)?.is_none()
                 && self.bytes.size(&format!("{}/zarr.json", format::pending_path(name)))?.is_some()

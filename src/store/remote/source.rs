@@ -122,27 +122,30 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// An `object_store` error as [`Error::Remote`] naming `url`.
+///
+/// Stores that map HTTP statuses to `object_store`'s own variants are
+/// classified by the variant. Otherwise only the status the text reports
+/// (`status code: 503 ...`) and words outside URLs count: the text quotes
+/// the request's URL, whose port or key may well contain `403` or
+/// `timeout`.
 pub(super) fn remote_error(url: String, e: &object_store::Error) -> Error {
     let reason = chain(e);
     // object_store's retry errors quote their `retry_timeout` setting:
     // not a sign of a timeout.
     let low = reason.to_ascii_lowercase().replace("retry_timeout", "");
+    let status: Option<u16> = low.split("status code: ").nth(1).and_then(|s| s.get(..3)?.parse().ok());
+    let words: String = low.split_whitespace().filter(|w| !w.contains("://")).collect::<Vec<_>>().join(" ");
+    let said = |keys: &[&str]| keys.iter().any(|k| words.contains(k));
     let kind = match e {
         object_store::Error::NotFound { .. } => RemoteErrorKind::NotFound,
         object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
             RemoteErrorKind::Forbidden
         }
         object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented => RemoteErrorKind::Unsupported,
-        _ if low.contains("timed out") || low.contains("timeout") => RemoteErrorKind::Timeout,
-        _ if low.contains("403") || low.contains("forbidden") || low.contains("accessdenied") => {
-            RemoteErrorKind::Forbidden
-        }
-        _ if low.contains("nosuchbucket") || low.contains("404") => RemoteErrorKind::NotFound,
-        _ if low.contains("incomplete")
-            || low.contains("end of file")
-            || low.contains("unexpected eof")
-            || low.contains("error decoding response body") =>
-        {
+        _ if said(&["timed out", "timeout"]) => RemoteErrorKind::Timeout,
+        _ if matches!(status, Some(401 | 403)) || said(&["forbidden", "accessdenied"]) => RemoteErrorKind::Forbidden,
+        _ if status == Some(404) || said(&["nosuchbucket"]) => RemoteErrorKind::NotFound,
+        _ if said(&["incomplete", "end of file", "unexpected eof", "error decoding response body"]) => {
             RemoteErrorKind::Truncated
         }
         _ => RemoteErrorKind::Other,
@@ -481,5 +484,33 @@ impl ByteSource for RemoteSource {
         if let Some(d) = &self.disk {
             d.put(key, range, bytes);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic { store: "HTTP", source: text.to_string().into() }
+    }
+
+    #[test]
+    fn a_status_or_keyword_inside_a_url_does_not_classify_an_error() {
+        // Ports 40319 and 54041 hold "403" and "404"; the key holds "timeout".
+        let text = "Error performing GET http://127.0.0.1:40319/timeout/x.zarr/zarr.json in 1ms, after 1 \
+                    retries, max_retries: 1, retry_timeout: 60s - Server returned non-2xx status code: 503 \
+                    Service Unavailable: ";
+        let kind = |e: Error| match e {
+            Error::Remote { kind, .. } => kind,
+            other => panic!("{other}"),
+        };
+        assert_eq!(kind(remote_error("u".into(), &generic(text))), RemoteErrorKind::Other);
+        let e = generic(&text.replace("503 Service Unavailable", "403 Forbidden").replace("40319", "54041"));
+        assert_eq!(kind(remote_error("u".into(), &e)), RemoteErrorKind::Forbidden);
+        let e = generic(&text.replace("503 Service Unavailable", "404 Not Found"));
+        assert_eq!(kind(remote_error("u".into(), &e)), RemoteErrorKind::NotFound);
+        let e = generic("error sending request for url (http://127.0.0.1:1/x): operation timed out");
+        assert_eq!(kind(remote_error("u".into(), &e)), RemoteErrorKind::Timeout);
     }
 }

@@ -14,12 +14,10 @@ use crate::error::{AppendStep, Error, Result};
 use crate::store::arrays;
 use crate::store::format::{self, FieldInfo};
 
-/// Field `k` (in name order) of `s`, which must be field `name`.
-fn nth_field<'s>(s: &'s AtomicData, k: usize, name: &str, path: &Path) -> Result<&'s Field> {
-    s.fields
-        .values()
-        .nth(k)
-        .ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
+/// Field `k` (in name order) of a sample whose fields are `cols`, which
+/// must be field `name`.
+fn nth_field<'s>(cols: &[&'s Field], k: usize, name: &str, path: &Path) -> Result<&'s Field> {
+    cols.get(k).copied().ok_or_else(|| Error::invalid(path.display().to_string(), format!("field {name} is missing")))
 }
 
 impl AtomicDataZarrWriter {
@@ -53,13 +51,25 @@ impl AtomicDataZarrWriter {
         if samples.is_empty() {
             return Ok(());
         }
+        // The tails it wrote are kept only if it committed; otherwise the
+        // store may hold older ones (see `tail`).
+        let done = self.append_transaction(samples, validate_values);
+        if done.is_ok() {
+            self.tails.commit();
+        } else {
+            self.tails.clear();
+        }
+        done
+    }
+
+    fn append_transaction(&mut self, samples: &[AtomicData], validate_values: bool) -> Result<()> {
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
         let existing = self.store_schema(&root)?;
         let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty(), validate_values)?;
-        let atoms_ptr = self.pointers(format::ATOMS_PTR, n)?;
-        let edges_ptr = self.pointers(format::EDGES_PTR, n)?;
-        let (v0, e0) = (atoms_ptr[n] as u64, edges_ptr[n] as u64);
+        let labels = self.check_strings(&root, samples, n == 0 && existing.is_empty())?;
+        let (v0, e0) =
+            (self.last_pointer(format::ATOMS_PTR, n)? as u64, self.last_pointer(format::EDGES_PTR, n)? as u64);
 
         // New pointers.
         let mut new_atoms = Vec::with_capacity(samples.len());
@@ -98,6 +108,8 @@ impl AtomicDataZarrWriter {
             for (name, sc) in &schema {
                 attrs.fields.insert(name.clone(), FieldInfo { group: sc.group, level: sc.level });
             }
+            self.create_strings(&labels)?;
+            format::set_string_fields(&mut attrs, &labels);
         }
         self.checkpoint(AppendStep::Schema)?;
 
@@ -108,6 +120,9 @@ impl AtomicDataZarrWriter {
         // commit order across steps below is unchanged.
         let bar = self.bar(schema.len() as u64, "append");
         let fields: Vec<(usize, &String, &Schema)> = schema.iter().enumerate().map(|(k, (n, sc))| (k, n, sc)).collect();
+        // Each sample's fields in name order, once: `values().nth(k)` per
+        // field would walk the map again for every field.
+        let cols: Vec<Vec<&Field>> = samples.iter().map(|s| s.fields.values().collect()).collect();
         for_each_io(&fields, |&(k, name, sc)| -> Result<()> {
             let rel = format::field_path(sc.group, name);
             let (start, end) = match sc.level {
@@ -119,16 +134,16 @@ impl AtomicDataZarrWriter {
             // and both maps iterate in name order, so a sample's k-th field is
             // `name`: positional access skips a string-compared map lookup per
             // sample and field (a tenth of a write's CPU in profiles).
-            let field = |s| nth_field(s, k, name, &self.path);
+            let field = |i: usize| nth_field(&cols[i], k, name, &self.path);
             // Concatenate straight into the byte buffer zarrs takes (no
             // intermediate typed buffer and copy).
             let mut total = 0;
-            for s in samples {
-                total += field(s)?.data.len();
+            for i in 0..samples.len() {
+                total += field(i)?.data.len();
             }
             let mut bytes = Vec::with_capacity(total * sc.dtype.size());
-            for (i, s) in samples.iter().enumerate() {
-                let f = field(s)?;
+            for i in 0..samples.len() {
+                let f = field(i)?;
                 if name == NEIGHBOR_LIST {
                     // Sample-local to store-global, in the copy.
                     let base = if i == 0 { v0 as i64 } else { new_atoms[i - 1] };
@@ -139,32 +154,33 @@ impl AtomicDataZarrWriter {
                     bytes.extend_from_slice(f.data.as_bytes());
                 }
             }
-            self.write_rows(&rel, start..end, bytes)?;
+            self.write_rows_with(&rel, start..end, bytes, true)?;
             bar.inc(1);
             Ok(())
         })?;
         bar.finish_and_clear();
+        self.write_strings(samples, &labels, n as u64, v0)?;
         self.checkpoint(AppendStep::FieldData)?;
 
         // Masks (independent arrays: in parallel, as above).
         let masks = [(format::SAMPLES_MASK, n as u64..n1), (format::ATOMS_MASK, v0..v1), (format::EDGES_MASK, e0..e1)];
         for_each_io(&masks, |(rel, range)| {
-            self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize])
+            self.write_rows_with(rel, range.clone(), vec![1u8; (range.end - range.start) as usize], true)
         })?;
         self.checkpoint(AppendStep::Masks)?;
 
         // Pointers (in parallel, as above).
         let ptrs = [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)];
         for_each_io(&ptrs, |(rel, vals)| {
-            self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec())
+            self.write_rows_with(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec(), true)
         })?;
         self.checkpoint(AppendStep::Pointers)?;
 
         // Make the staged files durable and visible, then commit: readers
         // see the new samples only once `num_samples` says so.
-        txn.commit().map_err(|e| Error::io(&self.path, e))?;
         attrs.num_samples = n1 as usize;
-        format::write_root(&self.path, &attrs)?;
+        let root = format::root_bytes(&self.path, &attrs)?;
+        txn.commit_then_replace(&self.path.join("zarr.json"), &root).map_err(|e| Error::io(&self.path, e))?;
         self.checkpoint(AppendStep::NumSamples)?;
         Ok(())
     }

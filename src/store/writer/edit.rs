@@ -7,7 +7,7 @@ use std::ops::Range;
 use zarrs::array::{ArrayBytes, CodecOptions};
 
 use super::{AtomicDataZarrWriter, arr_err, sync_parent};
-use crate::data::{Field, HostData, Level, Pointers};
+use crate::data::{DType, Field, HostData, Level, Pointers};
 use crate::error::{Error, Result};
 use crate::store::arrays;
 use crate::store::format::{self, FieldInfo, StoreGroup};
@@ -17,10 +17,10 @@ impl AtomicDataZarrWriter {
     /// rows = samples (system), total atoms (atom) or total edges (edge).
     pub fn add_custom(&mut self, name: &str, level: Level, shape: &[usize], data: impl Into<HostData>) -> Result<()> {
         let field = Field::new(level, shape.to_vec(), data)?;
-        let mut root = format::read_root(&self.path)?;
+        let root = format::read_root(&self.path)?;
         format::check_field_name(name)
             .map_err(|r| Error::invalid(format!("{}: add_custom", self.path.display()), r))?;
-        if root.fields.contains_key(name) {
+        if root.fields.contains_key(name) || format::string_fields(&self.path, &root)?.contains_key(name) {
             return Err(Error::invalid(
                 format!("{}: add_custom", self.path.display()),
                 format!("field {name} already exists"),
@@ -41,7 +41,6 @@ impl AtomicDataZarrWriter {
         // before the listing leaves only pending data, which the next
         // `open` drops; a crash after it leaves a finished array that `open`
         // moves into place (readers say so meanwhile).
-        let rel = format::field_path(StoreGroup::Custom, name);
         let pending_rel = format::pending_path(name);
         let pending = self.path.join(&pending_rel);
         if pending.exists() {
@@ -56,7 +55,72 @@ impl AtomicDataZarrWriter {
         arrays::create_array(&self.path, &self.store, &pending_rel, field.dtype(), shape, &resolved)?;
         self.write_rows(&pending_rel, 0..need, field.data.as_bytes().to_vec())?;
         txn.commit().map_err(|e| Error::io(&pending, e))?;
-        root.fields.insert(name.to_string(), FieldInfo { group: StoreGroup::Custom, level });
+        self.place_pending(name, FieldInfo { group: StoreGroup::Custom, level }, root)
+    }
+
+    /// Adds field `name` to every sample already in the store, with `fill`
+    /// in every row: NaN for a float label that only later frames carry
+    /// (`fill` is converted to `dtype`; bool is `fill != 0`). The field goes
+    /// to `core/` or `custom/` by its name, like a first write's; appends
+    /// must carry it from then on. Only metadata is written (the rows read
+    /// as the array's fill value), so this costs the same for any store
+    /// size; it commits as [`add_custom`](Self::add_custom) does.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DType, Level, Reader, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("s.zarr");
+    /// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
+    /// let h = AtomicData::new(vec![1], vec![[0.0; 3]])?;
+    /// w.write(&[h.clone()])?;
+    /// w.add_filled("energy", Level::System, DType::Float32, &[1], f64::NAN)?;
+    /// w.append(&[h.with_energy(-13.6)])?;
+    /// let r = AtomicDataZarrReader::open(&path)?;
+    /// let e = |i| r.read(i).unwrap().data.field("energy").unwrap().data.get_f64(0).unwrap();
+    /// assert!(e(0).is_nan());
+    /// assert_eq!(e(1), -13.6f32 as f64);
+    /// # Ok(()) }
+    /// ```
+    pub fn add_filled(&mut self, name: &str, level: Level, dtype: DType, trailing: &[usize], fill: f64) -> Result<()> {
+        let root = format::read_root(&self.path)?;
+        let ctx = || format!("{}: add_filled {name}", self.path.display());
+        format::check_field_name(name).map_err(|r| Error::invalid(ctx(), r))?;
+        if root.fields.contains_key(name) || format::string_fields(&self.path, &root)?.contains_key(name) {
+            return Err(Error::invalid(ctx(), "a field or string label of this name exists"));
+        }
+        let n = root.num_samples;
+        let (atoms, edges) = (self.pointers(format::ATOMS_PTR, n)?, self.pointers(format::EDGES_PTR, n)?);
+        let rows = Pointers { atoms: &atoms, edges: &edges }.total(level, n);
+        let group = format::group_for_new_field(name);
+        let pending_rel = format::pending_path(name);
+        let pending = self.path.join(&pending_rel);
+        if pending.exists() {
+            std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
+        }
+        let mut shape: Vec<u64> = vec![rows];
+        shape.extend(trailing.iter().map(|&d| d as u64));
+        let txn = self.store.transaction();
+        let resolved = self.config.resolve(group, name);
+        arrays::create_array_filled(
+            &self.path,
+            &self.store,
+            &pending_rel,
+            dtype,
+            shape,
+            &resolved,
+            &fill_bytes(dtype, fill),
+        )?;
+        txn.commit().map_err(|e| Error::io(&pending, e))?;
+        self.place_pending(name, FieldInfo { group, level }, root)
+    }
+
+    /// Lists field `name` (the commit point) and moves its finished array
+    /// from the pending folder into its group.
+    fn place_pending(&mut self, name: &str, info: FieldInfo, mut root: format::RootAttrs) -> Result<()> {
+        let pending = self.path.join(format::pending_path(name));
+        let rel = format::field_path(info.group, name);
+        root.fields.insert(name.to_string(), info);
         format::write_root(&self.path, &root)?;
         let dst = self.path.join(&rel);
         if let Some(parent) = dst.parent() {
@@ -73,6 +137,8 @@ impl AtomicDataZarrWriter {
     /// seeing them), then their rows zeroed. Pointers are unchanged.
     /// Already-deleted samples are left as they are.
     pub fn delete(&mut self, physical: &[usize]) -> Result<()> {
+        // Zeroed rows may lie in kept tail chunks.
+        self.tails.clear();
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
         if let Some(&bad) = physical.iter().find(|&&i| i >= n) {
@@ -139,6 +205,7 @@ impl AtomicDataZarrWriter {
     /// `atomzarr repair`). `rows.end` must be the array's length: the row
     /// writer sets the length to it, and a shorter array would lose its tail.
     pub(crate) fn overwrite_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
+        self.tails.clear();
         let len = self.open_rows_array(rel)?.shape()[0];
         if rows.end != len || rows.start > rows.end {
             return Err(Error::invalid(
@@ -147,5 +214,25 @@ impl AtomicDataZarrWriter {
             ));
         }
         self.write_rows(rel, rows, bytes)
+    }
+}
+
+/// One element of `dtype` holding `x`, as little-endian bytes (a fill value).
+fn fill_bytes(dtype: DType, x: f64) -> Vec<u8> {
+    match dtype {
+        DType::Bool => vec![u8::from(x != 0.0)],
+        DType::Float16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
+        DType::BFloat16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
+        DType::Float32 => (x as f32).to_le_bytes().to_vec(),
+        DType::Float64 => x.to_le_bytes().to_vec(),
+        // Integers: `x` truncated toward zero and saturated, as `as` does.
+        DType::Int8 => (x as i8).to_le_bytes().to_vec(),
+        DType::Int16 => (x as i16).to_le_bytes().to_vec(),
+        DType::Int32 => (x as i32).to_le_bytes().to_vec(),
+        DType::Int64 => (x as i64).to_le_bytes().to_vec(),
+        DType::UInt8 => (x as u8).to_le_bytes().to_vec(),
+        DType::UInt16 => (x as u16).to_le_bytes().to_vec(),
+        DType::UInt32 => (x as u32).to_le_bytes().to_vec(),
+        DType::UInt64 => (x as u64).to_le_bytes().to_vec(),
     }
 }

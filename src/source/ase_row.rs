@@ -1,0 +1,198 @@
+//! An ASE database row (`ase.db.row.AtomsRow`: what ASE's SQLite database
+//! and fairchem's `.aselmdb` both hold) as an [`AtomicData`] frame.
+//!
+//! | row | field | dtype, shape |
+//! |---|---|---|
+//! | `numbers` | `atomic_numbers` | int64 `[n]` |
+//! | `positions`, `cell`, `pbc` | same names | float32 `[n,3]`, `[1,3,3]`; bool `[1,3]` |
+//! | `energy` | `energy` | float32 `[1,1]` |
+//! | `free_energy`, `magmom` | same names | float32 `[1]` |
+//! | `forces` | `forces` | float32 `[n,3]` |
+//! | `stress` (Voigt 6 `xx yy zz yz xz xy`, or 3x3) | `stress` | float32 `[1,3,3]` |
+//! | `dipole` | `dipole` | float32 `[1,3]` |
+//! | `magmoms`, `charges`, `initial_magmoms`, `initial_charges` | same names | float32 `[n]` |
+//! | `masses` | `atomic_masses` | float32 `[n]` |
+//! | `momenta` | `momenta` | float32 `[n,3]` |
+//! | `tags` | `tags` | int64 `[n]` |
+//! | the row id | `ase_id` | int64 `[1]` |
+//! | `key_value_pairs`: numbers, bools | same names | float32 / int64 / bool `[1]` |
+//! | `key_value_pairs`: strings | string labels | |
+//!
+//! A row's `data` dictionary (free-form, often large) and its bookkeeping
+//! (`unique_id`, `user`, `ctime`, `mtime`, `calculator`, constraints) are
+//! not kept. Energies, lengths, forces and stresses are converted by the
+//! given [`Factors`].
+
+use crate::data::{AtomicData, Field, HostData, Level, StringField};
+use crate::error::{Error, Result};
+use crate::source::units::{Factors, scale_f32};
+
+/// A value of `key_value_pairs`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KeyValue {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+}
+
+/// The parts of a row the import keeps (flat row-major arrays).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct AseRow {
+    pub id: i64,
+    pub numbers: Vec<i64>,
+    pub positions: Vec<f64>,
+    pub cell: Vec<f64>,
+    pub pbc: [bool; 3],
+    pub energy: Option<f64>,
+    pub free_energy: Option<f64>,
+    pub magmom: Option<f64>,
+    pub forces: Option<Vec<f64>>,
+    pub stress: Option<Vec<f64>>,
+    pub dipole: Option<Vec<f64>>,
+    pub magmoms: Option<Vec<f64>>,
+    pub charges: Option<Vec<f64>>,
+    pub initial_magmoms: Option<Vec<f64>>,
+    pub initial_charges: Option<Vec<f64>>,
+    pub masses: Option<Vec<f64>>,
+    pub momenta: Option<Vec<f64>>,
+    pub tags: Option<Vec<i64>>,
+    pub key_value_pairs: Vec<(String, KeyValue)>,
+}
+
+/// The names a key-value pair may not take: they are the row's own fields.
+const RESERVED: &[&str] = &[
+    "atomic_numbers",
+    "positions",
+    "cell",
+    "pbc",
+    "energy",
+    "free_energy",
+    "magmom",
+    "forces",
+    "stress",
+    "dipole",
+    "magmoms",
+    "charges",
+    "initial_magmoms",
+    "initial_charges",
+    "atomic_masses",
+    "momenta",
+    "tags",
+    "ase_id",
+    "neighbor_list",
+    "shifts",
+];
+
+impl AseRow {
+    /// The row as a frame; `file` and `record` name it in errors.
+    pub(crate) fn into_frame(self, factors: &Factors, file: &std::path::Path, record: usize) -> Result<AtomicData> {
+        let err = |field: &str, reason: String| Error::Parse {
+            file: file.to_path_buf(),
+            line: record,
+            field: field.to_string(),
+            reason: format!("row id {}: {reason}", self.id),
+        };
+        let n = self.numbers.len();
+        let f32s = |v: &[f64], factor: f64| -> Vec<f32> { v.iter().map(|&x| scale_f32(x, factor)).collect() };
+        let mut d = AtomicData::default();
+        let put = |d: &mut AtomicData, name: &str, level: Level, shape: Vec<usize>, data: HostData| -> Result<()> {
+            let f = Field::new(level, shape, data).map_err(|e| err(name, e.to_string()))?;
+            d.fields.insert(name.to_string(), f);
+            Ok(())
+        };
+        if self.positions.len() != 3 * n {
+            return Err(err("positions", format!("{} values for {n} atoms", self.positions.len())));
+        }
+        if self.cell.len() != 9 {
+            return Err(err("cell", format!("{} values, expected 9", self.cell.len())));
+        }
+        put(&mut d, "atomic_numbers", Level::Atom, vec![n], self.numbers.clone().into())?;
+        put(&mut d, "positions", Level::Atom, vec![n, 3], f32s(&self.positions, factors.length).into())?;
+        put(&mut d, "cell", Level::System, vec![1, 3, 3], f32s(&self.cell, factors.length).into())?;
+        put(&mut d, "pbc", Level::System, vec![1, 3], self.pbc.to_vec().into())?;
+        put(&mut d, "ase_id", Level::System, vec![1], vec![self.id].into())?;
+        if let Some(e) = self.energy {
+            put(&mut d, "energy", Level::System, vec![1, 1], vec![scale_f32(e, factors.energy)].into())?;
+        }
+        if let Some(e) = self.free_energy {
+            put(&mut d, "free_energy", Level::System, vec![1], vec![scale_f32(e, factors.energy)].into())?;
+        }
+        if let Some(m) = self.magmom {
+            put(&mut d, "magmom", Level::System, vec![1], vec![m as f32].into())?;
+        }
+        let per_atom = [
+            ("forces", &self.forces, 3, factors.forces),
+            ("momenta", &self.momenta, 3, 1.0),
+            ("magmoms", &self.magmoms, 1, 1.0),
+            ("charges", &self.charges, 1, 1.0),
+            ("initial_magmoms", &self.initial_magmoms, 1, 1.0),
+            ("initial_charges", &self.initial_charges, 1, 1.0),
+            ("atomic_masses", &self.masses, 1, 1.0),
+        ];
+        for (name, v, k, factor) in per_atom {
+            let Some(v) = v else { continue };
+            if v.len() != n * k {
+                return Err(err(name, format!("{} values for {n} atoms", v.len())));
+            }
+            let shape = if k == 1 { vec![n] } else { vec![n, k] };
+            put(&mut d, name, Level::Atom, shape, f32s(v, factor).into())?;
+        }
+        if let Some(t) = &self.tags {
+            if t.len() != n {
+                return Err(err("tags", format!("{} values for {n} atoms", t.len())));
+            }
+            put(&mut d, "tags", Level::Atom, vec![n], t.clone().into())?;
+        }
+        if let Some(s) = &self.stress {
+            let m: Vec<f64> = match s.len() {
+                6 => vec![s[0], s[5], s[4], s[5], s[1], s[3], s[4], s[3], s[2]],
+                9 => s.clone(),
+                k => return Err(err("stress", format!("{k} values, expected 6 (Voigt) or 9"))),
+            };
+            put(&mut d, "stress", Level::System, vec![1, 3, 3], f32s(&m, factors.stress).into())?;
+        }
+        if let Some(p) = &self.dipole {
+            if p.len() != 3 {
+                return Err(err("dipole", format!("{} values, expected 3", p.len())));
+            }
+            put(&mut d, "dipole", Level::System, vec![1, 3], f32s(p, 1.0).into())?;
+        }
+        for (key, value) in self.key_value_pairs {
+            if RESERVED.contains(&key.as_str()) {
+                return Err(err(&key, "this key-value pair's name is taken by a field of the row".into()));
+            }
+            match value {
+                KeyValue::Int(i) => put(&mut d, &key, Level::System, vec![1], vec![i].into())?,
+                KeyValue::Float(x) => put(&mut d, &key, Level::System, vec![1], vec![x as f32].into())?,
+                KeyValue::Bool(b) => put(&mut d, &key, Level::System, vec![1], vec![b].into())?,
+                KeyValue::Str(s) => {
+                    d.strings.insert(key, StringField::system(s));
+                }
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// ASE's `key_value_pairs` JSON (numbers, bools and strings only).
+#[cfg(feature = "sqlite")]
+pub(crate) fn key_values(json: &str) -> std::result::Result<Vec<(String, KeyValue)>, String> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("key_value_pairs: {e}"))?;
+    let Some(map) = v.as_object() else { return Ok(vec![]) };
+    map.iter().map(|(k, v)| Ok((k.clone(), key_value(k, v)?))).collect()
+}
+
+/// One key-value pair's value (ASE allows numbers, bools and strings).
+pub(crate) fn key_value(k: &str, v: &serde_json::Value) -> std::result::Result<KeyValue, String> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Bool(b) => KeyValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => KeyValue::Int(i),
+            None => KeyValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => KeyValue::Str(s.clone()),
+        other => return Err(format!("key_value_pairs[{k}]: {other} is not a number, bool or string")),
+    })
+}
