@@ -60,7 +60,7 @@ impl<B: Backend> Uploader<B> {
                                         .and_then(|b| transforms.iter().try_fold(b, |b, t| t(b)))
                                 }))
                                 .unwrap_or_else(|p| {
-                                    Err(Error::Background(format!("upload panicked: {}", panic_message(&p))))
+                                    Err(Error::Background(format!("upload panicked: {}", panic_message(p.as_ref()))))
                                 });
                                 let _ = reply.send(b);
                             }
