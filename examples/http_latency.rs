@@ -1,5 +1,5 @@
 //! A store read over loopback HTTP with latency added to every request,
-//! against the same read from disk: the "remote store" figure of the README.
+//! against the same read from disk: the latency figure of docs/REMOTE.md.
 //!
 //! ```text
 //! cargo run --release --example http_latency -- STORE [--latency-ms 5] [--workers 128]

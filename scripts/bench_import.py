@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Import throughput, atomzarr against the usual Python route, side by side
-on generated files (the README's "Bring your own data" table).
+on generated files (the throughput table of docs/FORMATS.md).
 
 Run by hand (needs the fixture generator's packages: ase, h5py, numpy, lmdb,
 orjson, pymatgen):

@@ -12,8 +12,7 @@ Run by hand, never by CI (CI must not need these packages):
     /tmp/venv-import/bin/python scripts/import_reference.py
 
 Also writes units.ase.json (ase.units' constants, to check atomzarr's) and
-generates large benchmark inputs with --bench DIR N (see README, "Bring your
-own data").
+generates large benchmark inputs with --bench DIR N (see docs/FORMATS.md).
 
 What each fixture holds:
 - partial.extxyz (+ .gz, .xz, .bz2): ASE's bulk Ni (initial magmoms) and Cu

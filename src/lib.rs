@@ -31,6 +31,7 @@
 //! │   ├── dtype.rs       DType, Level
 //! │   ├── host.rs        HostData: a typed host buffer
 //! │   ├── indices.rs     neighbor-index rebasing, fused range checks, int32 narrowing
+//! │   ├── pointers.rs    CSR pointers: which rows a sample owns on each axis
 //! │   ├── sample.rs      AtomicData, Field
 //! │   ├── strings.rs     StringField: string labels of a sample
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
@@ -43,7 +44,8 @@
 //! │   ├── frames.rs      FrameSource: any import format as frames, a batch at a time
 //! │   ├── input.rs       format detection, gzip / xz / bzip2 text
 //! │   ├── units.rs       eV, Å, eV/Å, eV/Å³; CODATA 2014 as ase.units
-//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches; write.rs: back to ASE
+//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches: frame (one frame),
+//! │   │                  comment (the key=value line), elements (symbols); write: back to ASE
 //! │   ├── ase_row.rs     an ASE database row as a frame
 //! │   ├── asedb.rs       ASE SQLite .db (feature sqlite)
 //! │   ├── aselmdb.rs     fairchem .aselmdb (feature lmdb)
@@ -79,7 +81,9 @@
 //! │                    epoch plans, LoaderState; upload.rs: upload threads) → batch.rs
 //! │                    (AtomicBatch; stage.rs: fields in device dtypes, pinned staging);
 //! │                    labels.rs: losses that leave absent labels out
-//! ├── cli/             feature `cli`: bench/ (roundtrip, read), dump.rs, export.rs, inspect.rs, stats.rs
+//! ├── cli/             feature `cli`: bench/ (the I/O benchmark: options, write for roundtrip,
+//! │                    read loops, content checksum, memory peak, report), dump.rs,
+//! │                    export.rs, inspect.rs, stats.rs
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
 //!
@@ -132,7 +136,8 @@
 //! | `remote` | on | stores at URLs: s3://, gs://, az://, http(s):// ([`store::remote`]; object_store, tokio) |
 //! | `train` | off | burn-train and burn-collective, for the training example's `--learner` and `--num-nodes` |
 //! | `cuda` | off | Burn's CUDA backend |
-//! | `formats` | on | the import formats that need their own crates: `sqlite` (ASE `.db`, rusqlite with a bundled SQLite), `lmdb` (`.aselmdb`, heed over a bundled LMDB), `hdf5` (SPICE and ANI-1x, the pure-Rust hdf5-reader) |
+//! | `wgpu` | off | Burn's wgpu backend (any Vulkan device; Mesa's software lavapipe runs the device tests without a GPU) |
+//! | `formats` | on | the import formats that need their own crates: `sqlite` (ASE `.db`, rusqlite with a bundled SQLite), `lmdb` (`.aselmdb`, heed over a bundled LMDB), `hdf5` (SPICE and ANI-1x, the pure-Rust hdf5-reader), `xz` (liblzma, bundled) |
 //!
 //! With `default-features = false` the crate is the library alone: burn
 //! (`std`, `dataset`), zarrs, rayon, serde, thiserror, zstd and a few small

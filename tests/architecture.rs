@@ -297,3 +297,196 @@ fn checker_sees_imports_and_cycles() {
     let graph = BTreeMap::from([("a".to_string(), edge("b")), ("b".to_string(), BTreeMap::new())]);
     assert!(find_cycle(&graph).is_none());
 }
+
+/// Functions in `src/` longer than `limit` lines (from the `fn` line to its
+/// closing brace), as `file:line name (n lines)`. A body is found by
+/// counting braces in the code without comments, strings and char literals.
+fn long_functions(limit: usize) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut long = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        long.extend(long_functions_in(&text, limit).into_iter().map(|(line, name, n)| format!("{rel}:{line} {name} ({n} lines)")));
+    }
+    long
+}
+
+/// `(first line, name, lines)` of each function of `text` over `limit` lines.
+fn long_functions_in(text: &str, limit: usize) -> Vec<(usize, String, usize)> {
+    let lines: Vec<String> = text.lines().map(strip_literals).collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = fn_name(line) else { continue };
+        let (mut depth, mut parens, mut opened) = (0i64, 0i64, false);
+        'scan: for (j, l) in lines.iter().enumerate().skip(i) {
+            for c in l.chars() {
+                match c {
+                    '(' | '[' => parens += 1,
+                    ')' | ']' => parens -= 1,
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    ';' if !opened && parens == 0 => break 'scan, // a declaration without a body
+                    _ => {}
+                }
+                if opened && depth == 0 {
+                    let n = j - i + 1;
+                    if n > limit {
+                        out.push((i + 1, name.clone(), n));
+                    }
+                    break 'scan;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A line's code without its `//` comment, string contents and char literals.
+fn strip_literals(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => break,
+            '"' => {
+                while let Some(s) = chars.next() {
+                    match s {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            // A char literal ('{', '\n'), not a lifetime ('a).
+            '\'' => {
+                let rest: String = chars.clone().take(3).collect();
+                let close = if rest.starts_with('\\') { rest.char_indices().skip(2).find(|&(_, c)| c == '\'') } else { rest.char_indices().nth(1).filter(|&(_, c)| c == '\'') };
+                if let Some((k, _)) = close {
+                    for _ in 0..=k {
+                        chars.next();
+                    }
+                    out.push_str("''");
+                } else {
+                    out.push(c);
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The name of the function a line starts, if it starts one.
+fn fn_name(line: &str) -> Option<String> {
+    let mut s = line.trim_start();
+    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe ", "extern \"\" "] {
+        s = s.strip_prefix(prefix).unwrap_or(s);
+    }
+    let rest = s.strip_prefix("fn ")?;
+    let name = ident_at(rest);
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+#[test]
+fn no_function_in_src_runs_over_100_lines() {
+    let long = long_functions(100);
+    assert!(long.is_empty(), "functions over 100 lines; split them at their seams:\n{}", long.join("\n"));
+}
+
+#[test]
+fn the_length_checker_counts_bodies() {
+    let body = |n: usize| (0..n).map(|i| format!("    let x{i} = '{{'; // }}\n")).collect::<String>();
+    let text = format!("fn short() {{\n{}}}\npub(crate) fn long(a: [u8; 2]) -> u8 {{\n{}}}\nfn decl();\n", body(3), body(120));
+    assert_eq!(long_functions_in(&text, 100), vec![(6, "long".to_string(), 122)]);
+    assert!(long_functions_in(&text, 200).is_empty());
+}
+
+/// Entries of the source tree map in `lib.rs`: (path under `src/`, the
+/// entry's text including its continuation lines).
+fn tree_map(lib: &str) -> Vec<(String, String)> {
+    let mut in_tree = false;
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut stack: Vec<String> = Vec::new();
+    for line in lib.lines() {
+        let Some(l) = line.strip_prefix("//! ") else { continue };
+        if l == "src/" {
+            in_tree = true;
+            continue;
+        }
+        if !in_tree {
+            continue;
+        }
+        if l.starts_with("```") {
+            break;
+        }
+        // Depth: the number of 4-column groups before the branch.
+        let cols: Vec<char> = l.chars().collect();
+        let mut depth = 0;
+        while cols.len() >= 4 * depth + 4 && matches!(cols[4 * depth], '│' | ' ') && cols[4 * depth + 1..4 * depth + 4].iter().all(|&c| c == ' ') {
+            depth += 1;
+        }
+        let rest: String = cols[(4 * depth).min(cols.len())..].iter().collect();
+        if let Some(entry) = rest.strip_prefix("├── ").or_else(|| rest.strip_prefix("└── ")) {
+            let name = entry.split_whitespace().next().unwrap_or("").to_string();
+            stack.truncate(depth);
+            stack.push(name.trim_end_matches('/').to_string());
+            entries.push((stack.join("/"), entry.to_string()));
+        } else if let Some(last) = entries.last_mut() {
+            last.1.push(' ');
+            last.1.push_str(rest.trim());
+        }
+    }
+    entries
+}
+
+/// The map in `lib.rs` names only what exists, and every file of `src/`
+/// is named: by an entry of its own, or by its stem in the text of the
+/// nearest folder entry above it (`mod.rs` excepted).
+#[test]
+fn the_tree_map_in_lib_rs_matches_src() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let entries = tree_map(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    assert!(entries.len() > 10, "no tree map found in lib.rs");
+    let mut wrong = Vec::new();
+    for (path, _) in &entries {
+        if !src.join(path).exists() {
+            wrong.push(format!("the map names src/{path}, which does not exist"));
+        }
+    }
+    let text_of = |p: &str| entries.iter().find(|(e, _)| e == p).map(|(_, t)| t.clone());
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        if rel == "lib.rs" || rel.ends_with("/mod.rs") || text_of(&rel).is_some() {
+            continue;
+        }
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        // The nearest folder above the file that has an entry.
+        let mut dir = Path::new(&rel).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut text = None;
+        while !dir.is_empty() {
+            if let Some(t) = text_of(&dir) {
+                text = Some(t);
+                break;
+            }
+            dir = Path::new(&dir).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        }
+        let named = text.is_some_and(|t| {
+            t.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == stem)
+        });
+        if !named {
+            wrong.push(format!("src/{rel} is not in the map in lib.rs"));
+        }
+    }
+    assert!(wrong.is_empty(), "the source tree map in src/lib.rs has drifted from src/:\n{}", wrong.join("\n"));
+}

@@ -215,7 +215,7 @@ fn two_nodes_on_loopback_agree() {
     let store = tiny_store(dir.path(), 40);
     // Bounded: two tiny epochs take about a second. burn-collective 0.21
     // sometimes never completes an all-reduce across processes (see the
-    // README's multi-node section), and its data service can be reached
+    // multi-node section of docs/TRAINING.md), and its data service can be reached
     // before it listens; such a run is killed and retried with fresh ports,
     // at most three times, and each retry is reported. Every finished run
     // must agree exactly.
