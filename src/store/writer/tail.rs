@@ -528,8 +528,8 @@ impl AtomicDataZarrWriter {
                 Ok((k, kept))
             })
             .collect::<Result<_>>()?;
-        match shard_file(per_shard, &fresh, stored, spec.index_crc32c, old.as_ref().map_or(0, |b| b.len()) + data.len())
-        {
+        let capacity = old.as_ref().map_or(0, |b| b.len()) + data.len();
+        match shard_file(per_shard, &fresh, stored, spec.index_crc32c, capacity) {
             Some(out) => self.store.set(&key, out.into()).map_err(|e| Error::zarr(&self.path, rel, e)),
             None => self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e)),
         }
