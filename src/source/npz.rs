@@ -270,120 +270,114 @@ enum Convert {
     None,
 }
 
-/// Streams the frames of an rMD17 or sGDML `.npz`.
-pub struct NpzReader {
-    path: PathBuf,
-    layout: Layout,
-    units: Units,
-    factors: Factors,
-    numbers: Vec<i64>,
-    cell: Option<Vec<f32>>,
-    positions: NpyStream,
-    energies: Option<NpyStream>,
-    forces: Option<NpyStream>,
-    extra: Vec<(NpyStream, Convert)>,
-    labels: Vec<(String, String)>,
-    frames: usize,
-    done: usize,
+/// The arrays of an `.npz`, opened by name.
+struct Archive<'a> {
+    path: &'a Path,
+    locs: BTreeMap<String, EntryLoc>,
 }
 
-impl NpzReader {
-    /// Opens an `.npz`; `units` override the key set's own.
-    pub fn open(path: &Path, units: Option<Units>) -> Result<NpzReader> {
-        let bad =
-            |field: &str, r: String| Error::Parse { file: path.to_path_buf(), line: 0, field: field.into(), reason: r };
-        let locs = entry_locations(path)?;
-        let has = |k: &str| locs.contains_key(k);
-        let (layout, [z_key, r_key, e_key, f_key]) = if has("nuclear_charges") && has("coords") {
-            (Layout::Rmd17, ["nuclear_charges", "coords", "energies", "forces"])
-        } else if has("z") && has("R") {
-            (Layout::Sgdml, ["z", "R", "E", "F"])
+/// The arrays besides the key set's: per-frame fields and string labels.
+struct Extras {
+    extra: Vec<(NpyStream, Convert)>,
+    labels: Vec<(String, String)>,
+}
+
+impl Archive<'_> {
+    fn bad(&self, field: &str, r: String) -> Error {
+        Error::Parse { file: self.path.to_path_buf(), line: 0, field: field.into(), reason: r }
+    }
+
+    fn has(&self, k: &str) -> bool {
+        self.locs.contains_key(k)
+    }
+
+    fn open(&self, k: &str) -> Result<NpyStream> {
+        NpyStream::open(self.path, k, &self.locs[k])
+    }
+
+    /// The key set: its layout and the keys of atomic numbers, positions,
+    /// energies and forces.
+    fn key_set(&self) -> Result<(Layout, [&'static str; 4])> {
+        if self.has("nuclear_charges") && self.has("coords") {
+            Ok((Layout::Rmd17, ["nuclear_charges", "coords", "energies", "forces"]))
+        } else if self.has("z") && self.has("R") {
+            Ok((Layout::Sgdml, ["z", "R", "E", "F"]))
         } else {
-            let names: Vec<&str> = locs.keys().map(String::as_str).collect();
-            return Err(bad(
+            let names: Vec<&str> = self.locs.keys().map(String::as_str).collect();
+            Err(self.bad(
                 "npz",
                 format!(
                     "neither the rMD17 (nuclear_charges, coords, ...) nor the sGDML (z, R, E, F) key set: {names:?}"
                 ),
-            ));
-        };
-        let open = |k: &str| NpyStream::open(path, k, &locs[k]);
-        let mut z = open(z_key)?;
-        let n = z.header.elems();
-        let numbers = z.read_i64(if z.header.shape.is_empty() { 1 } else { z.header.shape[0] }, path)?;
-        let positions = open(r_key)?;
-        let frames = positions.header.shape.first().copied().unwrap_or(0);
-        if positions.header.shape != [frames, n, 3] {
-            return Err(bad(r_key, format!("shape {:?}, expected [frames, {n}, 3]", positions.header.shape)));
+            ))
         }
-        let read_str = |k: &str| -> Result<Option<String>> {
-            if !has(k) {
-                return Ok(None);
-            }
-            let mut s = open(k)?;
-            Ok(Some(s.read_string(path)?))
-        };
-        let default = Units { energy: Energy::KcalPerMol, length: Length::Angstrom, stress: Stress::EnergyPerVolume };
-        let mut own = default;
+    }
+
+    /// A 0-d string array, if the archive has it.
+    fn read_str(&self, k: &str) -> Result<Option<String>> {
+        if !self.has(k) {
+            return Ok(None);
+        }
+        let mut s = self.open(k)?;
+        Ok(Some(s.read_string(self.path)?))
+    }
+
+    /// The file's own units: kcal/mol and Å, or sGDML's `e_unit` / `r_unit`.
+    fn own_units(&self, layout: Layout) -> Result<Units> {
+        let mut own = Units { energy: Energy::KcalPerMol, length: Length::Angstrom, stress: Stress::EnergyPerVolume };
         if layout == Layout::Sgdml {
-            if let Some(e) = read_str("e_unit")? {
+            if let Some(e) = self.read_str("e_unit")? {
                 own.energy = match e.as_str() {
                     "kcal/mol" => Energy::KcalPerMol,
                     "eV" => Energy::EV,
                     "Ha" | "hartree" | "Hartree" => Energy::Hartree,
                     "kJ/mol" => Energy::KjPerMol,
-                    other => return Err(bad("e_unit", format!("unknown energy unit {other:?} (use --units)"))),
+                    other => return Err(self.bad("e_unit", format!("unknown energy unit {other:?} (use --units)"))),
                 };
             }
-            if let Some(r) = read_str("r_unit")? {
+            if let Some(r) = self.read_str("r_unit")? {
                 own.length = match r.as_str() {
                     "Ang" | "A" | "Angstrom" => Length::Angstrom,
                     "bohr" | "Bohr" | "au" => Length::Bohr,
                     "nm" => Length::Nm,
-                    other => return Err(bad("r_unit", format!("unknown length unit {other:?} (use --units)"))),
+                    other => return Err(self.bad("r_unit", format!("unknown length unit {other:?} (use --units)"))),
                 };
             }
         }
-        let units = units.unwrap_or(own);
-        let factors = units.factors();
-        let cell = match (layout, has("lattice")) {
-            (Layout::Sgdml, true) => {
-                let mut l = open("lattice")?;
-                let v = l.read_f64(l.header.shape.first().copied().unwrap_or(1).max(1), path)?;
-                if v.len() != 9 {
-                    return Err(bad("lattice", format!("{} values, expected 3x3", v.len())));
-                }
-                Some(v.iter().map(|&x| scale_f32(x, factors.length)).collect())
-            }
-            _ => None,
-        };
-        let per_frame = |k: &str| -> Result<Option<NpyStream>> {
-            if !has(k) {
-                return Ok(None);
-            }
-            let s = open(k)?;
-            if s.header.shape.first() != Some(&frames) {
-                return Err(bad(k, format!("shape {:?}: not one entry per frame ({frames})", s.header.shape)));
-            }
-            Ok(Some(s))
-        };
-        let energies = per_frame(e_key)?;
-        if let Some(e) = &energies
-            && e.header.row_elems() != 1
-        {
-            return Err(bad(e_key, format!("shape {:?}, expected [frames] or [frames, 1]", e.header.shape)));
+        Ok(own)
+    }
+
+    /// sGDML's `lattice` as the cell, scaled by `length`.
+    fn lattice(&self, length: f64) -> Result<Vec<f32>> {
+        let mut l = self.open("lattice")?;
+        let v = l.read_f64(l.header.shape.first().copied().unwrap_or(1).max(1), self.path)?;
+        if v.len() != 9 {
+            return Err(self.bad("lattice", format!("{} values, expected 3x3", v.len())));
         }
-        let forces = per_frame(f_key)?;
-        if let Some(f) = &forces
-            && f.header.shape != [frames, n, 3]
-        {
-            return Err(bad(f_key, format!("shape {:?}, expected [frames, {n}, 3]", f.header.shape)));
+        Ok(v.iter().map(|&x| scale_f32(x, length)).collect())
+    }
+
+    /// Array `k`, if the archive has it, which must have one entry per frame.
+    fn per_frame(&self, k: &str, frames: usize) -> Result<Option<NpyStream>> {
+        if !self.has(k) {
+            return Ok(None);
         }
-        let known = [z_key, r_key, e_key, f_key, "e_unit", "r_unit", "md5", "type", "lattice"];
+        let s = self.open(k)?;
+        if s.header.shape.first() != Some(&frames) {
+            return Err(self.bad(k, format!("shape {:?}: not one entry per frame ({frames})", s.header.shape)));
+        }
+        Ok(Some(s))
+    }
+
+    /// The arrays not in `known`: one-element string arrays as labels,
+    /// per-frame arrays as fields (converted by name); others are logged and
+    /// not kept.
+    fn extras(&self, known: &[&str], frames: usize) -> Result<Extras> {
+        let path = self.path;
         let mut extra = Vec::new();
         let mut labels = Vec::new();
-        for k in locs.keys().filter(|k| !known.contains(&k.as_str())) {
-            let s = open(k)?;
+        for k in self.locs.keys().filter(|k| !known.contains(&k.as_str())) {
+            let s = self.open(k)?;
             match s.header.kind {
                 Kind::Unicode | Kind::Bytes if s.header.elems() == 1 => {
                     let mut s = s;
@@ -406,6 +400,62 @@ impl NpzReader {
                 _ => log::warn!("{}: {k}: shape {:?} is not per frame; not kept", path.display(), s.header.shape),
             }
         }
+        Ok(Extras { extra, labels })
+    }
+}
+
+/// Streams the frames of an rMD17 or sGDML `.npz`.
+pub struct NpzReader {
+    path: PathBuf,
+    layout: Layout,
+    units: Units,
+    factors: Factors,
+    numbers: Vec<i64>,
+    cell: Option<Vec<f32>>,
+    positions: NpyStream,
+    energies: Option<NpyStream>,
+    forces: Option<NpyStream>,
+    extra: Vec<(NpyStream, Convert)>,
+    labels: Vec<(String, String)>,
+    frames: usize,
+    done: usize,
+}
+
+impl NpzReader {
+    /// Opens an `.npz`; `units` override the key set's own.
+    pub fn open(path: &Path, units: Option<Units>) -> Result<NpzReader> {
+        let ar = Archive { path, locs: entry_locations(path)? };
+        let (layout, [z_key, r_key, e_key, f_key]) = ar.key_set()?;
+        let mut z = ar.open(z_key)?;
+        let n = z.header.elems();
+        let numbers = z.read_i64(if z.header.shape.is_empty() { 1 } else { z.header.shape[0] }, path)?;
+        let positions = ar.open(r_key)?;
+        let frames = positions.header.shape.first().copied().unwrap_or(0);
+        if positions.header.shape != [frames, n, 3] {
+            return Err(ar.bad(r_key, format!("shape {:?}, expected [frames, {n}, 3]", positions.header.shape)));
+        }
+        // The file's units are read (and checked) even when `units` overrides them.
+        let own = ar.own_units(layout)?;
+        let units = units.unwrap_or(own);
+        let factors = units.factors();
+        let cell = match (layout, ar.has("lattice")) {
+            (Layout::Sgdml, true) => Some(ar.lattice(factors.length)?),
+            _ => None,
+        };
+        let energies = ar.per_frame(e_key, frames)?;
+        if let Some(e) = &energies
+            && e.header.row_elems() != 1
+        {
+            return Err(ar.bad(e_key, format!("shape {:?}, expected [frames] or [frames, 1]", e.header.shape)));
+        }
+        let forces = ar.per_frame(f_key, frames)?;
+        if let Some(f) = &forces
+            && f.header.shape != [frames, n, 3]
+        {
+            return Err(ar.bad(f_key, format!("shape {:?}, expected [frames, {n}, 3]", f.header.shape)));
+        }
+        let known = [z_key, r_key, e_key, f_key, "e_unit", "r_unit", "md5", "type", "lattice"];
+        let Extras { extra, labels } = ar.extras(&known, frames)?;
         Ok(NpzReader {
             path: path.to_path_buf(),
             layout,

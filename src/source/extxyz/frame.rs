@@ -36,6 +36,13 @@ enum Column {
     Str(Vec<String>),
 }
 
+/// The comment line: the `Properties` spec and the other keys, in order.
+struct CommentLine {
+    spec: String,
+    info: Vec<(String, Value)>,
+}
+
+/// One `Properties` entry and the column read for it.
 struct Property {
     /// The field name (ASE's names: `pos` is `positions`, `Z` `atomic_numbers`).
     name: String,
@@ -169,6 +176,24 @@ impl FrameText<'_> {
     /// string ones string labels.
     pub(crate) fn parse(&self) -> Result<AtomicData> {
         let cl = self.line + 1;
+        let comment = self.comment_line()?;
+        let mut props = self.properties(&comment.spec)?;
+        self.read_atoms(&mut props)?;
+        let mut data = self.atom_fields(props)?;
+        self.comment_keys(&mut data, comment.info)?;
+        if let Some(p) = data.field("positions")
+            && let HostData::Float32(v) = &p.data
+            && v.iter().any(|x| !x.is_finite())
+        {
+            return Err(self.err(cl, "pos", "non-finite position"));
+        }
+        Ok(data)
+    }
+
+    /// The comment line's `key=value` pairs: the `Properties` spec apart
+    /// (ASE's default when absent), the other keys converted, in order.
+    fn comment_line(&self) -> Result<CommentLine> {
+        let cl = self.line + 1;
         let pairs = comment::split_pairs(self.comment).map_err(|r| self.err(cl, "comment line", r))?;
         let mut spec = "species:S:1:pos:R:3".to_string();
         let mut info: Vec<(String, Value)> = Vec::with_capacity(pairs.len());
@@ -186,15 +211,17 @@ impl FrameText<'_> {
             }
             info.push((key, value));
         }
-        let mut props = self.properties(&spec)?;
+        Ok(CommentLine { spec, info })
+    }
 
-        // Atom lines.
+    /// Reads the atom lines into the columns `Properties` declares.
+    fn read_atoms(&self, props: &mut [Property]) -> Result<()> {
         let mut lines = self.atoms.split('\n');
         for a in 0..self.natoms {
             let l = self.line + 2 + a;
             let line = lines.next().ok_or_else(|| self.err(l, "atoms", "end of file inside the frame"))?;
             let mut tok = line.split_ascii_whitespace();
-            for p in &mut props {
+            for p in props.iter_mut() {
                 for _ in 0..p.cols {
                     let t = tok.next().ok_or_else(|| {
                         self.err(l, &p.file_name, "line ends before this column (fewer columns than Properties)")
@@ -216,8 +243,13 @@ impl FrameText<'_> {
                 return Err(self.err(l, "atoms", "more columns than Properties declares"));
             }
         }
+        Ok(())
+    }
 
-        // Core per-atom fields.
+    /// The per-atom fields: `atomic_numbers` (from `Z` or `species`),
+    /// `positions`, then every other column as a field or atom string label.
+    fn atom_fields(&self, mut props: Vec<Property>) -> Result<AtomicData> {
+        let cl = self.line + 1;
         let n = self.natoms;
         let take =
             |props: &mut Vec<Property>, name: &str| props.iter().position(|p| p.name == name).map(|k| props.remove(k));
@@ -235,16 +267,8 @@ impl FrameText<'_> {
             None => return Err(self.err(cl, "Properties", "no pos:R:3 column")),
         };
         let mut data = AtomicData::default();
-        let put = |data: &mut AtomicData, name: &str, level: Level, shape: Vec<usize>, d: HostData| -> Result<()> {
-            if data.fields.contains_key(name) {
-                return Err(self.err(cl, name, "given both as a per-atom column and as a key, or twice"));
-            }
-            let f = Field::new(level, shape, d).map_err(|e| self.err(cl, name, e.to_string()))?;
-            data.fields.insert(name.to_string(), f);
-            Ok(())
-        };
-        put(&mut data, "atomic_numbers", Level::Atom, vec![n], numbers.into())?;
-        put(&mut data, "positions", Level::Atom, vec![n, 3], positions.into())?;
+        self.put(&mut data, "atomic_numbers", Level::Atom, vec![n], numbers.into())?;
+        self.put(&mut data, "positions", Level::Atom, vec![n, 3], positions.into())?;
         for p in props {
             let shape = if p.cols == 1 { vec![n] } else { vec![n, p.cols] };
             let d: HostData = match p.column {
@@ -263,19 +287,36 @@ impl FrameText<'_> {
             if p.name == "forces" && p.cols != 3 {
                 return Err(self.err(cl, "forces", "forces must be forces:R:3"));
             }
-            put(&mut data, &p.name, Level::Atom, shape, d)?;
+            self.put(&mut data, &p.name, Level::Atom, shape, d)?;
         }
+        Ok(data)
+    }
 
-        // The comment line's keys.
+    /// Adds field `name`, refusing one already there.
+    fn put(&self, data: &mut AtomicData, name: &str, level: Level, shape: Vec<usize>, d: HostData) -> Result<()> {
+        let cl = self.line + 1;
+        if data.fields.contains_key(name) {
+            return Err(self.err(cl, name, "given both as a per-atom column and as a key, or twice"));
+        }
+        let f = Field::new(level, shape, d).map_err(|e| self.err(cl, name, e.to_string()))?;
+        data.fields.insert(name.to_string(), f);
+        Ok(())
+    }
+
+    /// The comment line's keys: `Lattice` and `pbc` become `cell` and `pbc`
+    /// (always present), every other key a system field or string label.
+    fn comment_keys(&self, data: &mut AtomicData, info: Vec<(String, Value)>) -> Result<()> {
+        let cl = self.line + 1;
         let mut cell = [0f32; 9];
         let mut has_lattice = false;
         let mut pbc: Option<Vec<bool>> = None;
         for (key, value) in info {
-            let nums = value.numbers();
             match key.as_str() {
                 "Lattice" => {
-                    let v =
-                        nums.filter(|v| v.len() == 9).ok_or_else(|| self.err(cl, "Lattice", "expected 9 numbers"))?;
+                    let v = value
+                        .numbers()
+                        .filter(|v| v.len() == 9)
+                        .ok_or_else(|| self.err(cl, "Lattice", "expected 9 numbers"))?;
                     // Lattice lists a, b, c one after another: the cell's rows.
                     for (c, x) in cell.iter_mut().zip(&v) {
                         *c = scale_f32(*x, self.factors.length);
@@ -287,75 +328,66 @@ impl FrameText<'_> {
                     Value::Bool(b) if b.len() == 1 => pbc = Some(vec![b[0]; 3]),
                     _ => return Err(self.err(cl, "pbc", "expected three logicals (pbc=\"T T F\")")),
                 },
-                "energy" => {
-                    let v =
-                        nums.filter(|v| v.len() == 1).ok_or_else(|| self.err(cl, "energy", "expected one number"))?;
-                    put(
-                        &mut data,
-                        "energy",
-                        Level::System,
-                        vec![1, 1],
-                        vec![scale_f32(v[0], self.factors.energy)].into(),
-                    )?;
-                }
-                "free_energy" => {
-                    let v = nums
-                        .filter(|v| v.len() == 1)
-                        .ok_or_else(|| self.err(cl, "free_energy", "expected one number"))?;
-                    put(
-                        &mut data,
-                        "free_energy",
-                        Level::System,
-                        vec![1],
-                        vec![scale_f32(v[0], self.factors.energy)].into(),
-                    )?;
-                }
-                "stress" | "virial" => {
-                    let v = nums.ok_or_else(|| self.err(cl, &key, "expected 9 or 6 numbers"))?;
-                    let m: [f64; 9] = match v.len() {
-                        // ASE reads 9 values in Fortran order (column-major).
-                        9 => std::array::from_fn(|k| v[(k % 3) * 3 + k / 3]),
-                        // Voigt: xx yy zz yz xz xy.
-                        6 => [v[0], v[5], v[4], v[5], v[1], v[3], v[4], v[3], v[2]],
-                        k => return Err(self.err(cl, &key, format!("expected 9 or 6 numbers, got {k}"))),
-                    };
-                    // Stress in pressure units; the virial is an energy.
-                    let f = if key == "stress" { self.factors.stress } else { self.factors.energy };
-                    let m: Vec<f32> = m.iter().map(|&x| scale_f32(x, f)).collect();
-                    put(&mut data, &key, Level::System, vec![1, 3, 3], m.into())?;
-                }
-                "atomic_numbers" | "positions" | "cell" | "neighbor_list" | "shifts" => {
-                    return Err(self.err(cl, &key, "this key names a field the import derives; rename it"));
-                }
-                _ => {
-                    let (len, d): (usize, HostData) = match value {
-                        Value::Int(v) => (v.len(), v.into()),
-                        Value::Float(v) => (v.len(), v.iter().map(|&x| x as f32).collect::<Vec<f32>>().into()),
-                        Value::Bool(v) => (v.len(), v.into()),
-                        Value::Str(v) => {
-                            if data.fields.contains_key(&key) || data.strings.contains_key(&key) {
-                                return Err(self.err(cl, &key, "given both as a per-atom column and as a key"));
-                            }
-                            data.strings.insert(key, StringField::system(v));
-                            continue;
-                        }
-                    };
-                    let shape = if len == 1 { vec![1] } else { vec![1, len] };
-                    put(&mut data, &key, Level::System, shape, d)?;
-                }
+                _ => self.system_key(data, key, value)?,
             }
         }
         // ASE: a Lattice without pbc means periodic in every direction.
         let pbc = pbc.unwrap_or_else(|| vec![has_lattice; 3]);
-        put(&mut data, "cell", Level::System, vec![1, 3, 3], cell.to_vec().into())?;
-        put(&mut data, "pbc", Level::System, vec![1, 3], pbc.into())?;
-        if let Some(p) = data.field("positions")
-            && let HostData::Float32(v) = &p.data
-            && v.iter().any(|x| !x.is_finite())
-        {
-            return Err(self.err(cl, "pos", "non-finite position"));
+        self.put(data, "cell", Level::System, vec![1, 3, 3], cell.to_vec().into())?;
+        self.put(data, "pbc", Level::System, vec![1, 3], pbc.into())
+    }
+
+    /// One comment-line key other than `Lattice` and `pbc`: energies and
+    /// stresses converted to the store's units, the rest kept as given.
+    fn system_key(&self, data: &mut AtomicData, key: String, value: Value) -> Result<()> {
+        let cl = self.line + 1;
+        let nums = value.numbers();
+        match key.as_str() {
+            "energy" => {
+                let v = nums.filter(|v| v.len() == 1).ok_or_else(|| self.err(cl, "energy", "expected one number"))?;
+                let e = vec![scale_f32(v[0], self.factors.energy)];
+                self.put(data, "energy", Level::System, vec![1, 1], e.into())
+            }
+            "free_energy" => {
+                let v =
+                    nums.filter(|v| v.len() == 1).ok_or_else(|| self.err(cl, "free_energy", "expected one number"))?;
+                let e = vec![scale_f32(v[0], self.factors.energy)];
+                self.put(data, "free_energy", Level::System, vec![1], e.into())
+            }
+            "stress" | "virial" => {
+                let v = nums.ok_or_else(|| self.err(cl, &key, "expected 9 or 6 numbers"))?;
+                let m: [f64; 9] = match v.len() {
+                    // ASE reads 9 values in Fortran order (column-major).
+                    9 => std::array::from_fn(|k| v[(k % 3) * 3 + k / 3]),
+                    // Voigt: xx yy zz yz xz xy.
+                    6 => [v[0], v[5], v[4], v[5], v[1], v[3], v[4], v[3], v[2]],
+                    k => return Err(self.err(cl, &key, format!("expected 9 or 6 numbers, got {k}"))),
+                };
+                // Stress in pressure units; the virial is an energy.
+                let f = if key == "stress" { self.factors.stress } else { self.factors.energy };
+                let m: Vec<f32> = m.iter().map(|&x| scale_f32(x, f)).collect();
+                self.put(data, &key, Level::System, vec![1, 3, 3], m.into())
+            }
+            "atomic_numbers" | "positions" | "cell" | "neighbor_list" | "shifts" => {
+                Err(self.err(cl, &key, "this key names a field the import derives; rename it"))
+            }
+            _ => {
+                let (len, d): (usize, HostData) = match value {
+                    Value::Int(v) => (v.len(), v.into()),
+                    Value::Float(v) => (v.len(), v.iter().map(|&x| x as f32).collect::<Vec<f32>>().into()),
+                    Value::Bool(v) => (v.len(), v.into()),
+                    Value::Str(v) => {
+                        if data.fields.contains_key(&key) || data.strings.contains_key(&key) {
+                            return Err(self.err(cl, &key, "given both as a per-atom column and as a key"));
+                        }
+                        data.strings.insert(key, StringField::system(v));
+                        return Ok(());
+                    }
+                };
+                let shape = if len == 1 { vec![1] } else { vec![1, len] };
+                self.put(data, &key, Level::System, shape, d)
+            }
         }
-        Ok(data)
     }
 }
 

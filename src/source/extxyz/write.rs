@@ -96,6 +96,20 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
         .collect::<std::result::Result<_, _>>()?;
     let _ = writeln!(out, "{n}");
     let mut comment = String::new();
+    lattice_and_pbc(&mut comment, s);
+    let positions = s.field("positions").ok_or("no positions")?;
+    let columns = AtomColumns::of(s);
+    let _ = write!(comment, "Properties={}", columns.props);
+    system_keys(&mut comment, s);
+    out.push_str(&comment);
+    out.push('\n');
+    columns.write_atoms(out, n, &symbols, &positions.data);
+    Ok(())
+}
+
+/// `Lattice` (left out for a zero or absent cell) and `pbc` (all false
+/// when absent), each followed by a space.
+fn lattice_and_pbc(comment: &mut String, s: &AtomicData) {
     let cell = s.field("cell").map(|f| f.data.to_f64_vec()).filter(|c| c.len() == 9);
     let pbc = s.field("pbc").and_then(|f| f.data.to_i64_vec()).filter(|p| p.len() == 3);
     if let Some(c) = &cell
@@ -106,7 +120,7 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
             if k > 0 {
                 comment.push(' ');
             }
-            float(&mut comment, *x, true);
+            float(comment, *x, true);
         }
         comment.push_str("\" ");
     }
@@ -118,35 +132,81 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
         ["F", "T"][(pbc[1] != 0) as usize],
         ["F", "T"][(pbc[2] != 0) as usize]
     );
-    // Columns: species, pos, then the other atom fields and labels by name.
-    let mut columns: Vec<(&str, &HostData, usize)> = Vec::new();
-    let mut props = String::from("species:S:1:pos:R:3");
-    let positions = s.field("positions").ok_or("no positions")?;
-    for (name, f) in &s.fields {
-        let skip = matches!(name.as_str(), "atomic_numbers" | "positions")
-            || name.ends_with("_present")
-            || f.level != Level::Atom
-            || !present(s, name, f);
-        if skip {
-            continue;
+}
+
+/// The atom columns after `species` and `pos`: the other atom fields the
+/// frame has and its non-empty atom string labels, by name.
+struct AtomColumns<'a> {
+    /// The `Properties` value, `species` and `pos` included.
+    props: String,
+    /// Field name, values and values per atom.
+    fields: Vec<(&'a str, &'a HostData, usize)>,
+    /// Label name and one value per atom.
+    strings: Vec<(&'a str, &'a Vec<String>)>,
+}
+
+impl<'a> AtomColumns<'a> {
+    fn of(s: &'a AtomicData) -> AtomColumns<'a> {
+        let mut fields: Vec<(&str, &HostData, usize)> = Vec::new();
+        let mut props = String::from("species:S:1:pos:R:3");
+        for (name, f) in &s.fields {
+            let skip = matches!(name.as_str(), "atomic_numbers" | "positions")
+                || name.ends_with("_present")
+                || f.level != Level::Atom
+                || !present(s, name, f);
+            if skip {
+                continue;
+            }
+            let k = f.row_len();
+            let t = match &f.data {
+                HostData::Bool(_) => 'L',
+                d if is_float(d) => 'R',
+                _ => 'I',
+            };
+            let _ = write!(props, ":{}:{t}:{k}", column_name(name));
+            fields.push((name, &f.data, k));
         }
-        let k = f.row_len();
-        let t = match &f.data {
-            HostData::Bool(_) => 'L',
-            d if is_float(d) => 'R',
-            _ => 'I',
-        };
-        let _ = write!(props, ":{}:{t}:{k}", column_name(name));
-        columns.push((name, &f.data, k));
+        let mut strings: Vec<(&str, &Vec<String>)> = Vec::new();
+        for (name, f) in &s.strings {
+            if f.level == Level::Atom && f.values.iter().any(|v| !v.is_empty()) {
+                let _ = write!(props, ":{name}:S:1");
+                strings.push((name, &f.values));
+            }
+        }
+        AtomColumns { props, fields, strings }
     }
-    let mut atom_strings: Vec<(&str, &Vec<String>)> = Vec::new();
-    for (name, f) in &s.strings {
-        if f.level == Level::Atom && f.values.iter().any(|v| !v.is_empty()) {
-            let _ = write!(props, ":{name}:S:1");
-            atom_strings.push((name, &f.values));
+
+    /// The `n` atom lines: symbol, position, then these columns.
+    fn write_atoms(&self, out: &mut String, n: usize, symbols: &[&str], positions: &HostData) {
+        for a in 0..n {
+            out.push_str(symbols[a]);
+            for c in 0..3 {
+                out.push(' ');
+                value(out, positions, a * 3 + c);
+            }
+            for (_, d, k) in &self.fields {
+                for c in 0..*k {
+                    out.push(' ');
+                    value(out, d, a * k + c);
+                }
+            }
+            for (_, v) in &self.strings {
+                // A column value is one token: blanks become underscores.
+                out.push(' ');
+                if v[a].is_empty() {
+                    out.push('_');
+                } else {
+                    out.push_str(&v[a].replace(char::is_whitespace, "_"));
+                }
+            }
+            out.push('\n');
         }
     }
-    let _ = write!(comment, "Properties={props}");
+}
+
+/// Every system field the frame has (but `cell` and `pbc`) and non-empty
+/// system string label, each as ` key=value`.
+fn system_keys(comment: &mut String, s: &AtomicData) {
     for (name, f) in &s.fields {
         if f.level != Level::System
             || matches!(name.as_str(), "cell" | "pbc")
@@ -170,7 +230,7 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
             if j > 0 {
                 comment.push(' ');
             }
-            value(&mut comment, &f.data, i);
+            value(comment, &f.data, i);
         }
         if len > 1 {
             comment.push('"');
@@ -183,30 +243,4 @@ pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), 
             let _ = write!(comment, " {name}={}", quoted(v));
         }
     }
-    out.push_str(&comment);
-    out.push('\n');
-    for a in 0..n {
-        out.push_str(symbols[a]);
-        for c in 0..3 {
-            out.push(' ');
-            value(out, &positions.data, a * 3 + c);
-        }
-        for (_, d, k) in &columns {
-            for c in 0..*k {
-                out.push(' ');
-                value(out, d, a * k + c);
-            }
-        }
-        for (_, v) in &atom_strings {
-            // A column value is one token: blanks become underscores.
-            out.push(' ');
-            if v[a].is_empty() {
-                out.push('_');
-            } else {
-                out.push_str(&v[a].replace(char::is_whitespace, "_"));
-            }
-        }
-        out.push('\n');
-    }
-    Ok(())
 }

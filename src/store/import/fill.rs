@@ -60,6 +60,30 @@ pub(super) struct Labels {
     first: Option<(Signature, BTreeMap<String, Level>, PathBuf, usize)>,
 }
 
+/// Labels met for the first time in a batch of frames.
+#[derive(Default)]
+struct NewLabels {
+    fields: Vec<String>,
+    strings: Vec<String>,
+}
+
+/// The error of a batch's frame, naming the file and the frames before it.
+struct FillErr<'a> {
+    file: &'a Path,
+    imported: usize,
+}
+
+impl FillErr<'_> {
+    fn at(&self, line: usize, field: &str, reason: String) -> Error {
+        Error::Parse {
+            file: self.file.to_path_buf(),
+            line,
+            field: field.to_string(),
+            reason: format!("{reason}. {} frames were imported before this one", self.imported),
+        }
+    }
+}
+
 fn signature(s: &AtomicData) -> Signature {
     s.fields.iter().map(|(k, f)| (k.clone(), (f.level, f.dtype(), f.trailing_shape().to_vec()))).collect()
 }
@@ -143,35 +167,63 @@ impl Labels {
         lines: &[usize],
         imported: usize,
     ) -> Result<()> {
-        let err = |line: usize, field: &str, reason: String| Error::Parse {
-            file: file.to_path_buf(),
-            line,
-            field: field.to_string(),
-            reason: format!("{reason}. {imported} frames were imported before this one"),
-        };
+        let err = FillErr { file, imported };
         let known_before: BTreeSet<String> = self.fields.keys().cloned().collect();
-        let mut new_fields: Vec<String> = Vec::new();
-        let mut new_strings: Vec<String> = Vec::new();
+        let new = self.learn(samples, lines, &err)?;
+        let flags = self.presence_flags(samples, &known_before);
+        for (name, _) in &flags {
+            let flag = presence_name(name);
+            if self.fields.contains_key(&flag) && !new.fields.contains(&flag) {
+                let at = lines.first().copied().unwrap_or(0);
+                return Err(err.at(
+                    at,
+                    &flag,
+                    format!("the presence flag of {name} would replace a field of this name"),
+                ));
+            }
+        }
+        if self.stored > 0 {
+            self.add_to_store(writer, &new, &flags)?;
+        }
+        for (name, _) in flags {
+            self.fields.insert(presence_name(&name), (Level::System, DType::Bool, vec![]));
+            self.tracked.insert(name);
+        }
+        for s in samples.iter_mut() {
+            self.fill_frame(s);
+        }
+        self.stored += samples.len();
+        Ok(())
+    }
+
+    /// Whether frame `s` has exactly the known fields and string labels.
+    /// The usual frame does: one walk of both sorted maps checks it, without
+    /// lookups.
+    fn has_known_labels(&self, s: &AtomicData) -> bool {
+        s.fields.len() == self.fields.len()
+            && s.fields.iter().zip(&self.fields).all(|((a, f), (b, k))| {
+                a == b && f.level == k.0 && f.dtype() == k.1 && f.trailing_shape() == k.2.as_slice()
+            })
+            && s.strings.len() == self.strings.len()
+            && s.strings.iter().zip(&self.strings).all(|((a, f), (b, l))| a == b && f.level == *l)
+    }
+
+    /// Records the fields and string labels the frames bring, refusing one
+    /// whose kind, level, dtype or shape differs from what is known.
+    fn learn(&mut self, samples: &[AtomicData], lines: &[usize], err: &FillErr<'_>) -> Result<NewLabels> {
+        let mut new = NewLabels::default();
         for (s, &line) in samples.iter().zip(lines) {
-            // The usual frame has exactly the known fields: one walk of both
-            // sorted maps checks it, without lookups.
-            let same = s.fields.len() == self.fields.len()
-                && s.fields.iter().zip(&self.fields).all(|((a, f), (b, k))| {
-                    a == b && f.level == k.0 && f.dtype() == k.1 && f.trailing_shape() == k.2.as_slice()
-                })
-                && s.strings.len() == self.strings.len()
-                && s.strings.iter().zip(&self.strings).all(|((a, f), (b, l))| a == b && f.level == *l);
-            if same {
+            if self.has_known_labels(s) {
                 continue;
             }
             for (name, f) in &s.fields {
                 let sig = (f.level, f.dtype(), f.trailing_shape().to_vec());
                 if self.strings.contains_key(name) {
-                    return Err(err(line, name, "a number here, a string label in other frames".into()));
+                    return Err(err.at(line, name, "a number here, a string label in other frames".into()));
                 }
                 match self.fields.get(name) {
                     Some(k) if *k != sig => {
-                        return Err(err(
+                        return Err(err.at(
                             line,
                             name,
                             format!("is {} here but {} in earlier frames or the store", show(&sig), show(k)),
@@ -180,27 +232,36 @@ impl Labels {
                     Some(_) => {}
                     None => {
                         self.fields.insert(name.clone(), sig);
-                        new_fields.push(name.clone());
+                        new.fields.push(name.clone());
                     }
                 }
             }
             for (name, f) in &s.strings {
                 if self.fields.contains_key(name) {
-                    return Err(err(line, name, "a string here, a number in other frames".into()));
+                    return Err(err.at(line, name, "a string here, a number in other frames".into()));
                 }
                 match self.strings.get(name) {
                     Some(l) if *l != f.level => {
-                        return Err(err(line, name, format!("a {} string label here, {l} in other frames", f.level)));
+                        return Err(err.at(
+                            line,
+                            name,
+                            format!("a {} string label here, {l} in other frames", f.level),
+                        ));
                     }
                     Some(_) => {}
                     None => {
                         self.strings.insert(name.clone(), f.level);
-                        new_strings.push(name.clone());
+                        new.strings.push(name.clone());
                     }
                 }
             }
         }
-        // Integer and bool fields some frame lacks get a presence flag.
+        Ok(new)
+    }
+
+    /// Integer and bool fields some frame lacks, which get a presence flag,
+    /// each with whether the stored frames have it.
+    fn presence_flags(&self, samples: &[AtomicData], known_before: &BTreeSet<String>) -> Vec<(String, bool)> {
         let mut flags: Vec<(String, bool)> = Vec::new();
         for (name, (_, dtype, _)) in &self.fields {
             if is_float(*dtype) || self.tracked.contains(name) || name.ends_with("_present") {
@@ -213,66 +274,58 @@ impl Labels {
                 flags.push((name.clone(), known_before.contains(name)));
             }
         }
-        for (name, _) in &flags {
-            let flag = presence_name(name);
-            if self.fields.contains_key(&flag) && !new_fields.contains(&flag) {
-                let at = lines.first().copied().unwrap_or(0);
-                return Err(err(at, &flag, format!("the presence flag of {name} would replace a field of this name")));
-            }
+        flags
+    }
+
+    /// Adds the new labels and presence flags to the store, filled over the
+    /// frames it holds.
+    fn add_to_store(&self, writer: &mut AtomicDataZarrWriter, new: &NewLabels, flags: &[(String, bool)]) -> Result<()> {
+        for name in &new.fields {
+            let (level, dtype, trailing) = self.fields[name].clone();
+            writer.add_filled(name, level, dtype, &trailing, if is_float(dtype) { f64::NAN } else { 0.0 })?;
         }
-        if self.stored > 0 {
-            for name in &new_fields {
-                let (level, dtype, trailing) = self.fields[name].clone();
-                writer.add_filled(name, level, dtype, &trailing, if is_float(dtype) { f64::NAN } else { 0.0 })?;
-            }
-            for name in &new_strings {
-                writer.add_strings(name, self.strings[name])?;
-            }
-            for (name, stored_had_it) in &flags {
-                writer.add_filled(
-                    &presence_name(name),
-                    Level::System,
-                    DType::Bool,
-                    &[],
-                    f64::from(u8::from(*stored_had_it)),
-                )?;
-            }
+        for name in &new.strings {
+            writer.add_strings(name, self.strings[name])?;
         }
-        for (name, _) in flags {
-            self.fields.insert(presence_name(&name), (Level::System, DType::Bool, vec![]));
-            self.tracked.insert(name);
+        for (name, stored_had_it) in flags {
+            writer.add_filled(
+                &presence_name(name),
+                Level::System,
+                DType::Bool,
+                &[],
+                f64::from(u8::from(*stored_had_it)),
+            )?;
         }
-        for s in samples.iter_mut() {
-            if self.tracked.is_empty() && s.fields.len() == self.fields.len() && s.strings.len() == self.strings.len() {
-                // Checked above: the same names, so nothing to fill.
+        Ok(())
+    }
+
+    /// Gives frame `s` its presence flags and every label it lacks, filled.
+    fn fill_frame(&self, s: &mut AtomicData) {
+        if self.tracked.is_empty() && s.fields.len() == self.fields.len() && s.strings.len() == self.strings.len() {
+            // Checked in `learn`: the same names, so nothing to fill.
+            return;
+        }
+        let (n, e) = (s.num_atoms(), s.num_edges());
+        for name in &self.tracked {
+            let has = s.fields.contains_key(name);
+            s.fields
+                .insert(presence_name(name), Field { level: Level::System, shape: vec![1], data: vec![has].into() });
+        }
+        for (name, (level, dtype, trailing)) in &self.fields {
+            if s.fields.contains_key(name) {
                 continue;
             }
-            let (n, e) = (s.num_atoms(), s.num_edges());
-            for name in &self.tracked {
-                let has = s.fields.contains_key(name);
-                s.fields.insert(
-                    presence_name(name),
-                    Field { level: Level::System, shape: vec![1], data: vec![has].into() },
-                );
-            }
-            for (name, (level, dtype, trailing)) in &self.fields {
-                if s.fields.contains_key(name) {
-                    continue;
-                }
-                let rows = level.pick(n, e, 1);
-                let mut shape = vec![rows];
-                shape.extend(trailing);
-                let len = shape.iter().product();
-                s.fields.insert(name.clone(), Field { level: *level, shape, data: absent(*dtype, len) });
-            }
-            for (name, level) in &self.strings {
-                if !s.strings.contains_key(name) {
-                    let rows = level.pick(n, 0, 1);
-                    s.strings.insert(name.clone(), StringField { level: *level, values: vec![String::new(); rows] });
-                }
+            let rows = level.pick(n, e, 1);
+            let mut shape = vec![rows];
+            shape.extend(trailing);
+            let len = shape.iter().product();
+            s.fields.insert(name.clone(), Field { level: *level, shape, data: absent(*dtype, len) });
+        }
+        for (name, level) in &self.strings {
+            if !s.strings.contains_key(name) {
+                let rows = level.pick(n, 0, 1);
+                s.strings.insert(name.clone(), StringField { level: *level, values: vec![String::new(); rows] });
             }
         }
-        self.stored += samples.len();
-        Ok(())
     }
 }

@@ -44,8 +44,8 @@ mod append;
 mod defragment;
 mod edit;
 mod recover;
-mod tail;
 mod strings;
+mod tail;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///

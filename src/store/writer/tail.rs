@@ -528,37 +528,54 @@ impl AtomicDataZarrWriter {
                 Ok((k, kept))
             })
             .collect::<Result<_>>()?;
-        // The shard: inner chunks in order, then the index.
-        let mut out = Vec::with_capacity(old.as_ref().map_or(0, |b| b.len()) + data.len() + 64);
-        let mut entries = Vec::with_capacity(per_shard as usize);
-        for k in 0..per_shard {
-            let bytes = match fresh.get(&k) {
-                Some(new) => new.as_deref(),
-                None => stored(k),
-            };
-            entries.push(match bytes {
-                Some(b) => {
-                    let at = out.len() as u64;
-                    out.extend_from_slice(b);
-                    (at, b.len() as u64)
-                }
-                None => MISSING,
-            });
+        let capacity = old.as_ref().map_or(0, |b| b.len()) + data.len();
+        match shard_file(per_shard, &fresh, stored, spec.index_crc32c, capacity) {
+            Some(out) => self.store.set(&key, out.into()).map_err(|e| Error::zarr(&self.path, rel, e)),
+            None => self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e)),
         }
-        if entries.iter().all(|&e| e == MISSING) {
-            return self.store.erase(&key).map_err(|e| Error::zarr(&self.path, rel, e));
-        }
-        let index_at = out.len();
-        for (offset, size) in &entries {
-            out.extend_from_slice(&offset.to_le_bytes());
-            out.extend_from_slice(&size.to_le_bytes());
-        }
-        if spec.index_crc32c {
-            let crc = crc32c::crc32c(&out[index_at..]);
-            out.extend_from_slice(&crc.to_le_bytes());
-        }
-        self.store.set(&key, out.into()).map_err(|e| Error::zarr(&self.path, rel, e))
     }
+}
+
+/// A shard file: its inner chunks in order, each the `fresh` one (`None`:
+/// absent) or else the `stored` one, then the index (with its crc32c when
+/// `index_crc32c`). `None` when every inner chunk is absent. `capacity` is
+/// the expected size, less the index.
+fn shard_file<'a>(
+    per_shard: u64,
+    fresh: &'a BTreeMap<u64, Option<Vec<u8>>>,
+    stored: impl Fn(u64) -> Option<&'a [u8]>,
+    index_crc32c: bool,
+    capacity: usize,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(capacity + 64);
+    let mut entries = Vec::with_capacity(per_shard as usize);
+    for k in 0..per_shard {
+        let bytes = match fresh.get(&k) {
+            Some(new) => new.as_deref(),
+            None => stored(k),
+        };
+        entries.push(match bytes {
+            Some(b) => {
+                let at = out.len() as u64;
+                out.extend_from_slice(b);
+                (at, b.len() as u64)
+            }
+            None => MISSING,
+        });
+    }
+    if entries.iter().all(|&e| e == MISSING) {
+        return None;
+    }
+    let index_at = out.len();
+    for (offset, size) in &entries {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+    }
+    if index_crc32c {
+        let crc = crc32c::crc32c(&out[index_at..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+    Some(out)
 }
 
 /// A shard file's index (at its end): `(offset, size)` per inner chunk,
