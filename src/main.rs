@@ -62,42 +62,7 @@ enum Cmd {
     /// (plain, .gz, .xz, .bz2), ASE SQLite .db, fairchem .aselmdb, SPICE and
     /// ANI-1x HDF5, rMD17 and sGDML npz, MPtrj JSON. The format is told from
     /// each file; values are stored in eV, Å, eV/Å and eV/Å³.
-    Import {
-        /// Input files, then the store (the last path).
-        #[arg(required = true, num_args = 2..)]
-        paths: Vec<PathBuf>,
-        /// The inputs' format, instead of telling it from each file:
-        /// extxyz, asedb, aselmdb, hdf5, npz or mptrj.
-        #[arg(long)]
-        format: Option<String>,
-        /// The inputs' units, over their format's own: e.g.
-        /// `energy=hartree,length=bohr` or `stress=kbar` (energy: eV, hartree,
-        /// kcal/mol, kJ/mol, Ry; length: Å, bohr, nm; stress: GPa, kbar).
-        #[arg(long)]
-        units: Option<String>,
-        /// HDF5: the energy dataset (another level of theory), e.g. `ccsd(t)_cbs.energy`.
-        #[arg(long)]
-        energy_key: Option<String>,
-        /// HDF5: the forces (or gradient) dataset.
-        #[arg(long)]
-        forces_key: Option<String>,
-        /// Labels only some frames have: `fill` stores them for every frame
-        /// (NaN, 0 with `<name>_present`, or ""); `error` stops at the first
-        /// frame whose fields differ from the first frame's.
-        #[arg(long, value_enum, default_value_t = MissingArg::Fill)]
-        missing: MissingArg,
-        /// Build neighbor lists (`neighbor_list`, `shifts`) for this cutoff, Å.
-        #[arg(long)]
-        cutoff: Option<f64>,
-        /// Frames per batch (parsed together, written in one append).
-        #[arg(long, default_value_t = 8192)]
-        batch_frames: usize,
-        /// Print the report as one JSON object.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        wait: WaitArg,
-    },
+    Import(ImportArgs),
     /// Write a store's samples as extended XYZ that `ase.io.read(OUT, ":")`
     /// reads back as the original frames (labels a frame does not have are
     /// left out of it; neighbor lists are not written).
@@ -141,6 +106,45 @@ enum Cmd {
 }
 
 /// The writer lock of the commands that change a store.
+/// `atomzarr import`'s arguments.
+#[derive(Args)]
+struct ImportArgs {
+    /// Input files, then the store (the last path).
+    #[arg(required = true, num_args = 2..)]
+    paths: Vec<PathBuf>,
+    /// The inputs' format, instead of telling it from each file:
+    /// extxyz, asedb, aselmdb, hdf5, npz or mptrj.
+    #[arg(long)]
+    format: Option<String>,
+    /// The inputs' units, over their format's own: e.g.
+    /// `energy=hartree,length=bohr` or `stress=kbar` (energy: eV, hartree,
+    /// kcal/mol, kJ/mol, Ry; length: Å, bohr, nm; stress: GPa, kbar).
+    #[arg(long)]
+    units: Option<String>,
+    /// HDF5: the energy dataset (another level of theory), e.g. `ccsd(t)_cbs.energy`.
+    #[arg(long)]
+    energy_key: Option<String>,
+    /// HDF5: the forces (or gradient) dataset.
+    #[arg(long)]
+    forces_key: Option<String>,
+    /// Labels only some frames have: `fill` stores them for every frame
+    /// (NaN, 0 with `<name>_present`, or ""); `error` stops at the first
+    /// frame whose fields differ from the first frame's.
+    #[arg(long, value_enum, default_value_t = MissingArg::Fill)]
+    missing: MissingArg,
+    /// Build neighbor lists (`neighbor_list`, `shifts`) for this cutoff, Å.
+    #[arg(long)]
+    cutoff: Option<f64>,
+    /// Frames per batch (parsed together, written in one append).
+    #[arg(long, default_value_t = 8192)]
+    batch_frames: usize,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    wait: WaitArg,
+}
+
 #[derive(Args, Clone, Copy)]
 struct WaitArg {
     /// Wait up to SECONDS for another writer of the store to finish, instead
@@ -487,6 +491,122 @@ fn copy(src: &str, _dst: &str, _remote: &RemoteArgs, _wait: std::time::Duration)
     })
 }
 
+/// `atomzarr demo`: a small synthetic store, inspected.
+fn demo(output: Option<PathBuf>, n: usize) -> atomzarr::Result<()> {
+    let tmp;
+    let path = match output {
+        Some(p) => p,
+        None => {
+            tmp = tempfile::tempdir().map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+            tmp.path().join("demo.zarr")
+        }
+    };
+    let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
+    let config = ZarrWriteConfig::default().with_core(
+        ZarrArrayConfig::default()
+            .with_codec(Codec::Zstd { level: 3 })
+            .with_chunk_size(10_000)
+            .with_shard_size(500_000),
+    );
+    AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
+    print_inspect(&path)?;
+    Ok(())
+}
+
+/// `atomzarr roundtrip`: the I/O benchmark's write and read.
+fn roundtrip(a: &RoundtripArgs) -> atomzarr::Result<()> {
+    let read = a.read.options();
+    let w = WriteOptions {
+        num_systems: a.num_systems.clone(),
+        min_atoms: a.min_atoms,
+        max_atoms: a.max_atoms,
+        seed: a.seed,
+        codec: a.codec.map(|c| match c {
+            CodecArg::Zstd => BenchCodec::Zstd,
+            CodecArg::Lz4 => BenchCodec::Lz4,
+            CodecArg::BloscZstd => BenchCodec::BloscZstd,
+            CodecArg::None => BenchCodec::None,
+        }),
+        level: a.level,
+        chunk_size: a.chunk_size,
+        shard_size: a.shard_size,
+        edge_chunk_size: a.edge_chunk_size,
+        edge_shard_size: a.edge_shard_size,
+        output_dir: a.output_dir.clone(),
+        checksum: !a.no_checksum,
+        write_batch: a.write_batch,
+    };
+    if !a.read.json {
+        eprintln!(
+            "atomzarr roundtrip  atoms={}-{}  config={}  read window={}",
+            w.min_atoms,
+            w.max_atoms,
+            w.describe(),
+            read.read_window()
+        );
+    }
+    let rows = atomzarr::cli::bench::roundtrip(&w, &read)?;
+    print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
+    Ok(())
+}
+
+/// `atomzarr import`: files of any supported format into a store.
+fn import(a: ImportArgs) -> atomzarr::Result<()> {
+    let ImportArgs { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json, wait } = a;
+    use atomzarr::source::input::Format;
+    let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
+    let format = match format {
+        Some(f) => Some(
+            Format::parse(&f)
+                .ok_or_else(|| atomzarr::Error::Config(format!("--format {f}: one of {}", Format::names())))?,
+        ),
+        None => None,
+    };
+    let units = match units {
+        Some(u) => Some(u.parse().map_err(|e| atomzarr::Error::Config(format!("--units: {e}")))?),
+        None => None,
+    };
+    let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let source = atomzarr::source::frames::SourceOptions::default()
+        .with_format(format)
+        .with_units(units)
+        .with_energy_key(energy_key)
+        .with_forces_key(forces_key);
+    let options = atomzarr::store::import::ImportOptions::default()
+        .with_cutoff(cutoff)
+        .with_batch_frames(batch_frames)
+        .with_missing(match missing {
+            MissingArg::Fill => atomzarr::store::import::Missing::Fill,
+            MissingArg::Error => atomzarr::store::import::Missing::Error,
+        })
+        .with_source(source)
+        .with_progress(show)
+        .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
+    let t = std::time::Instant::now();
+    let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
+    let secs = t.elapsed().as_secs_f64();
+    if json {
+        let mut v = serde_json::to_value(&r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+        v["seconds"] = secs.into();
+        println!("{v}");
+    } else {
+        for f in &r.files {
+            println!("{}: {} {} ({}), {} frames", f.file.display(), f.format, f.layout, f.units, f.frames);
+        }
+        println!(
+            "{} {}: {} frames, {} atoms, {} edges from {} files in {secs:.2} s ({:.0} frames/s)",
+            if r.appended { "appended to" } else { "created" },
+            r.store.display(),
+            r.frames,
+            r.atoms,
+            r.edges,
+            paths.len(),
+            r.frames as f64 / secs.max(1e-9)
+        );
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> atomzarr::Result<()> {
     match cli.cmd {
         Cmd::Dump { store } => {
@@ -498,59 +618,8 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             lock.write_all(b"\n").map_err(|e| atomzarr::Error::Background(e.to_string()))?;
         }
         Cmd::Inspect { store } => print_inspect(&store)?,
-        Cmd::Demo { output, n } => {
-            let tmp;
-            let path = match output {
-                Some(p) => p,
-                None => {
-                    tmp = tempfile::tempdir().map_err(|e| atomzarr::Error::Background(e.to_string()))?;
-                    tmp.path().join("demo.zarr")
-                }
-            };
-            let samples = atomzarr::data::synth::generate(n, 10, 100, 0)?;
-            let config = ZarrWriteConfig::default().with_core(
-                ZarrArrayConfig::default()
-                    .with_codec(Codec::Zstd { level: 3 })
-                    .with_chunk_size(10_000)
-                    .with_shard_size(500_000),
-            );
-            AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
-            print_inspect(&path)?;
-        }
-        Cmd::Roundtrip(a) => {
-            let read = a.read.options();
-            let w = WriteOptions {
-                num_systems: a.num_systems.clone(),
-                min_atoms: a.min_atoms,
-                max_atoms: a.max_atoms,
-                seed: a.seed,
-                codec: a.codec.map(|c| match c {
-                    CodecArg::Zstd => BenchCodec::Zstd,
-                    CodecArg::Lz4 => BenchCodec::Lz4,
-                    CodecArg::BloscZstd => BenchCodec::BloscZstd,
-                    CodecArg::None => BenchCodec::None,
-                }),
-                level: a.level,
-                chunk_size: a.chunk_size,
-                shard_size: a.shard_size,
-                edge_chunk_size: a.edge_chunk_size,
-                edge_shard_size: a.edge_shard_size,
-                output_dir: a.output_dir.clone(),
-                checksum: !a.no_checksum,
-                write_batch: a.write_batch,
-            };
-            if !a.read.json {
-                eprintln!(
-                    "atomzarr roundtrip  atoms={}-{}  config={}  read window={}",
-                    w.min_atoms,
-                    w.max_atoms,
-                    w.describe(),
-                    read.read_window()
-                );
-            }
-            let rows = atomzarr::cli::bench::roundtrip(&w, &read)?;
-            print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
-        }
+        Cmd::Demo { output, n } => demo(output, n)?,
+        Cmd::Roundtrip(a) => roundtrip(&a)?,
         Cmd::Repair { store, dry_run, json, wait } => {
             let report = if dry_run {
                 atomzarr::store::repair::check(&store)?
@@ -559,59 +628,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             };
             print_repair(&report, json)?;
         }
-        Cmd::Import { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json, wait } => {
-            use atomzarr::source::input::Format;
-            let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
-            let format = match format {
-                Some(f) => Some(
-                    Format::parse(&f)
-                        .ok_or_else(|| atomzarr::Error::Config(format!("--format {f}: one of {}", Format::names())))?,
-                ),
-                None => None,
-            };
-            let units = match units {
-                Some(u) => Some(u.parse().map_err(|e| atomzarr::Error::Config(format!("--units: {e}")))?),
-                None => None,
-            };
-            let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let source = atomzarr::source::frames::SourceOptions::default()
-                .with_format(format)
-                .with_units(units)
-                .with_energy_key(energy_key)
-                .with_forces_key(forces_key);
-            let options = atomzarr::store::import::ImportOptions::default()
-                .with_cutoff(cutoff)
-                .with_batch_frames(batch_frames)
-                .with_missing(match missing {
-                    MissingArg::Fill => atomzarr::store::import::Missing::Fill,
-                    MissingArg::Error => atomzarr::store::import::Missing::Error,
-                })
-                .with_source(source)
-                .with_progress(show)
-                .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
-            let t = std::time::Instant::now();
-            let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
-            let secs = t.elapsed().as_secs_f64();
-            if json {
-                let mut v = serde_json::to_value(&r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
-                v["seconds"] = secs.into();
-                println!("{v}");
-            } else {
-                for f in &r.files {
-                    println!("{}: {} {} ({}), {} frames", f.file.display(), f.format, f.layout, f.units, f.frames);
-                }
-                println!(
-                    "{} {}: {} frames, {} atoms, {} edges from {} files in {secs:.2} s ({:.0} frames/s)",
-                    if r.appended { "appended to" } else { "created" },
-                    r.store.display(),
-                    r.frames,
-                    r.atoms,
-                    r.edges,
-                    paths.len(),
-                    r.frames as f64 / secs.max(1e-9)
-                );
-            }
-        }
+        Cmd::Import(a) => import(a)?,
         Cmd::Export { store, out } => {
             let reader = AtomicDataZarrReader::open(&store)?;
             let n = atomzarr::cli::export::export_extxyz(&reader, &out)?;

@@ -309,7 +309,11 @@ fn long_functions(limit: usize) -> Vec<String> {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let rel = file.strip_prefix(&src).unwrap().display().to_string();
-        long.extend(long_functions_in(&text, limit).into_iter().map(|(line, name, n)| format!("{rel}:{line} {name} ({n} lines)")));
+        long.extend(
+            long_functions_in(&text, limit)
+                .into_iter()
+                .map(|(line, name, n)| format!("{rel}:{line} {name} ({n} lines)")),
+        );
     }
     long
 }
@@ -369,7 +373,11 @@ fn strip_literals(line: &str) -> String {
             // A char literal ('{', '\n'), not a lifetime ('a).
             '\'' => {
                 let rest: String = chars.clone().take(3).collect();
-                let close = if rest.starts_with('\\') { rest.char_indices().skip(2).find(|&(_, c)| c == '\'') } else { rest.char_indices().nth(1).filter(|&(_, c)| c == '\'') };
+                let close = if rest.starts_with('\\') {
+                    rest.char_indices().skip(2).find(|&(_, c)| c == '\'')
+                } else {
+                    rest.char_indices().nth(1).filter(|&(_, c)| c == '\'')
+                };
                 if let Some((k, _)) = close {
                     for _ in 0..=k {
                         chars.next();
@@ -405,7 +413,8 @@ fn no_function_in_src_runs_over_100_lines() {
 #[test]
 fn the_length_checker_counts_bodies() {
     let body = |n: usize| (0..n).map(|i| format!("    let x{i} = '{{'; // }}\n")).collect::<String>();
-    let text = format!("fn short() {{\n{}}}\npub(crate) fn long(a: [u8; 2]) -> u8 {{\n{}}}\nfn decl();\n", body(3), body(120));
+    let text =
+        format!("fn short() {{\n{}}}\npub(crate) fn long(a: [u8; 2]) -> u8 {{\n{}}}\nfn decl();\n", body(3), body(120));
     assert_eq!(long_functions_in(&text, 100), vec![(6, "long".to_string(), 122)]);
     assert!(long_functions_in(&text, 200).is_empty());
 }
@@ -431,7 +440,10 @@ fn tree_map(lib: &str) -> Vec<(String, String)> {
         // Depth: the number of 4-column groups before the branch.
         let cols: Vec<char> = l.chars().collect();
         let mut depth = 0;
-        while cols.len() >= 4 * depth + 4 && matches!(cols[4 * depth], '│' | ' ') && cols[4 * depth + 1..4 * depth + 4].iter().all(|&c| c == ' ') {
+        while cols.len() >= 4 * depth + 4
+            && matches!(cols[4 * depth], '│' | ' ')
+            && cols[4 * depth + 1..4 * depth + 4].iter().all(|&c| c == ' ')
+        {
             depth += 1;
         }
         let rest: String = cols[(4 * depth).min(cols.len())..].iter().collect();
@@ -481,9 +493,7 @@ fn the_tree_map_in_lib_rs_matches_src() {
             }
             dir = Path::new(&dir).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         }
-        let named = text.is_some_and(|t| {
-            t.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == stem)
-        });
+        let named = text.is_some_and(|t| t.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == stem));
         if !named {
             wrong.push(format!("src/{rel} is not in the map in lib.rs"));
         }

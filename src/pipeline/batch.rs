@@ -144,7 +144,19 @@ fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layo
         fields.push((name.clone(), f.level, f.shape(), k));
         parts.push((name, f.data, stage::device_dtype(settings, k)));
     }
-    (Layout { num_graphs, num_atoms, num_edges, atoms_ptr, edges_ptr, indices: batch.indices, strings: batch.strings, fields }, parts)
+    (
+        Layout {
+            num_graphs,
+            num_atoms,
+            num_edges,
+            atoms_ptr,
+            edges_ptr,
+            indices: batch.indices,
+            strings: batch.strings,
+            fields,
+        },
+        parts,
+    )
 }
 
 impl Layout {
