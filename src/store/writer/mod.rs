@@ -20,6 +20,7 @@
 //! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
 //! | `defragment` | `defragment` |
 //! | `strings` | string labels: checks, rows in the append, `add_strings` |
+//! | `saved` | `save_split`, `save_stats`: records in the root attributes |
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -41,6 +42,7 @@ mod append;
 mod defragment;
 mod edit;
 mod recover;
+mod saved;
 mod strings;
 
 /// Writes atomic-structure stores in the toolkit's layout.
