@@ -20,13 +20,13 @@
 //! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
 //! | [`hash`] | version-stable hashes: split assignment, per-sample random draws |
 //! | [`rotation`] | [`rotation::Rotation`]: uniform random rotations of vectors and tensors |
-//! | `float_rows` | [`HostData::update_rows_f64`]: in-place arithmetic on a float buffer's rows |
+//! | `host_rows` | [`HostData::update_rows_f64`] (in-place arithmetic on a float buffer's rows), [`HostData::get_i64`] |
 
 pub mod collate;
 mod dtype;
-mod float_rows;
 pub mod hash;
 mod host;
+mod host_rows;
 mod indices;
 pub mod neighbors;
 mod pointers;

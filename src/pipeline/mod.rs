@@ -11,6 +11,7 @@
 //! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
 //! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | [`plan`] | epoch plans per rank and device slice, [`LoaderState`] (resume) |
+//! | [`transforms`] | transforms of collated batches: E0 subtraction, scale and shift, random rotation, sample weights |
 
 pub mod batch;
 pub mod builder;
@@ -18,6 +19,7 @@ pub mod dataset;
 pub mod labels;
 pub mod loader;
 pub mod plan;
+pub mod transforms;
 
 pub(crate) use batch::device_int_dtype;
 pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};

@@ -44,6 +44,6 @@ pub mod units;
 
 pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};
-pub use multi::{MultiDataset, MultiDatasetOptions};
+pub use multi::{DATASET_INDEX, MultiDataset, MultiDatasetOptions};
 pub(crate) use reader::range_error;
 pub use reader::{DecodeCounters, Reader, Sample, SampleMetadata};

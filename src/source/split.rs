@@ -262,21 +262,6 @@ fn key_source<R: Reader + ?Sized>(reader: &R, by: Option<&str>) -> Result<KeySou
     Ok(KeySource::Int(by.to_string(), flag))
 }
 
-/// Element `i` of an integer buffer.
-fn int_at(d: &HostData, i: usize) -> Option<i64> {
-    Some(match d {
-        HostData::Int8(v) => i64::from(*v.get(i)?),
-        HostData::Int16(v) => i64::from(*v.get(i)?),
-        HostData::Int32(v) => i64::from(*v.get(i)?),
-        HostData::Int64(v) => *v.get(i)?,
-        HostData::UInt8(v) => i64::from(*v.get(i)?),
-        HostData::UInt16(v) => i64::from(*v.get(i)?),
-        HostData::UInt32(v) => i64::from(*v.get(i)?),
-        HostData::UInt64(v) => return v.get(i).and_then(|&x| i64::try_from(x).ok()),
-        _ => return None,
-    })
-}
-
 /// The keys (`None`: absent) and atom counts of the samples of `batch`.
 fn batch_keys(src: &KeySource, batch: &CollatedBatch, source: &str) -> Result<Vec<Option<String>>> {
     let n = batch.num_graphs();
@@ -292,7 +277,7 @@ fn batch_keys(src: &KeySource, batch: &CollatedBatch, source: &str) -> Result<Ve
         }
         KeySource::Int(name, flag) => {
             let f = batch.fields.get(name).ok_or_else(|| Error::invalid(source, format!("no field {name}")))?;
-            if int_at(&f.data, 0).is_none() && n > 0 || f.data.len() != n {
+            if f.data.get_i64(0).is_none() && n > 0 || f.data.len() != n {
                 return Err(Error::Config(format!(
                     "{source}: {name} is a {} field of {} values per sample; a split groups by a string label or \
                      an integer field with one value per sample",
@@ -308,7 +293,7 @@ fn batch_keys(src: &KeySource, batch: &CollatedBatch, source: &str) -> Result<Ve
                     {
                         return Ok(None);
                     }
-                    int_at(&f.data, k)
+                    f.data.get_i64(k)
                         .map(|v| Some(v.to_string()))
                         .ok_or_else(|| Error::invalid(source, format!("{name}: value {k} of the batch is not an int64")))
                 })

@@ -1,12 +1,35 @@
-//! In-place arithmetic on the rows of a float [`HostData`] buffer, in f64:
-//! what the batch transforms (E0 subtraction, scale and shift, rotation)
-//! do to a collated batch's buffers without copying a sample out.
+//! Element access the batch transforms need: in-place arithmetic on the
+//! rows of a float [`HostData`] buffer, in f64 (E0 subtraction, scale and
+//! shift, rotation work on a collated batch's buffers without copying a
+//! sample out), and exact reads of integer elements.
 
 use std::ops::Range;
 
 use crate::data::HostData;
 
 impl HostData {
+    /// Element `i` of an integer buffer, exactly; `None` past the end, for
+    /// float and bool buffers, and for a uint64 value above `i64::MAX`.
+    ///
+    /// ```
+    /// use atomzarr::HostData;
+    /// assert_eq!(HostData::Int32(vec![8, 1]).get_i64(0), Some(8));
+    /// assert_eq!(HostData::Float32(vec![8.0]).get_i64(0), None);
+    /// ```
+    pub fn get_i64(&self, i: usize) -> Option<i64> {
+        Some(match self {
+            HostData::Int8(v) => i64::from(*v.get(i)?),
+            HostData::Int16(v) => i64::from(*v.get(i)?),
+            HostData::Int32(v) => i64::from(*v.get(i)?),
+            HostData::Int64(v) => *v.get(i)?,
+            HostData::UInt8(v) => i64::from(*v.get(i)?),
+            HostData::UInt16(v) => i64::from(*v.get(i)?),
+            HostData::UInt32(v) => i64::from(*v.get(i)?),
+            HostData::UInt64(v) => return v.get(i).and_then(|&x| i64::try_from(x).ok()),
+            _ => return None,
+        })
+    }
+
     /// Calls `f` on each `row`-element row of rows `rows` widened to f64,
     /// and stores what it leaves there back in the buffer's own float type.
     /// `Err` (with the reason) for a non-float buffer or rows past its end.
