@@ -11,8 +11,10 @@ change to what the writer puts in a store (codecs, checksums, layout):
 What it does, for each layout (codec zstd / none / blosc-lz4, unsharded and
 sharded, checksums on; and zstd with checksums off):
 
-1. writes a store with `atomzarr roundtrip --output-dir` (an initial write
-   plus appends: the writer rewrites metadata and tail chunks);
+1. writes a store with `atomzarr roundtrip --output-dir --write-batch 7`
+   (a write of 7 samples, then appends of 7: the writer rewrites metadata
+   and tail chunks, extending them with uncompressed zstd blocks; the
+   store holds the writer's lock file);
 2. checks that every array's codec chain (the inner chain when sharded) ends
    in `{"name": "crc32c"}` exactly when checksums are on;
 3. reads every sample with the toolkit's `AtomicDataZarrReader` (zarr-python
@@ -169,7 +171,7 @@ def corrupt_and_read(bin_: Path, store: Path, work: Path, expect_refusal: bool, 
 def write_ours(bin_: Path, out: Path, n: int, codec: str, sharded: bool, checksum: bool) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     args = [str(bin_), "roundtrip", "-n", str(n), "--codec", codec, "--level", "3", "--output-dir", str(out),
-            "--read-mode", "raw", "--json", "--chunk-size", "500", "--edge-chunk-size", "1000"]
+            "--read-mode", "raw", "--json", "--chunk-size", "500", "--edge-chunk-size", "1000", "--write-batch", "7"]
     if sharded:
         args += ["--shard-size", "2000", "--edge-shard-size", "4000"]
     if not checksum:

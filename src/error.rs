@@ -187,6 +187,19 @@ pub enum Error {
         /// The server's or client's words.
         reason: String,
     },
+    /// Another writer holds the store's writer lock (one writer at a time;
+    /// see `atomzarr::store::lock`). Nothing was written.
+    #[error("store {}: {}", store.display(), locked_reason(holder.as_ref(), *waited))]
+    Locked {
+        /// The store path.
+        store: PathBuf,
+        /// Who holds the lock, as the holder recorded it (`None` where it
+        /// could not be read: an older writer, or one just taking it).
+        holder: Option<LockHolder>,
+        /// How long this writer waited for it: its lock timeout (zero: it
+        /// failed at once).
+        waited: std::time::Duration,
+    },
     /// A write (append, repair, defragment) was asked of a store at a remote
     /// URL: remote stores are read here, and published whole with `copy`.
     #[error(
@@ -230,6 +243,47 @@ impl std::fmt::Display for RemoteErrorKind {
             RemoteErrorKind::Other => "request failed",
         })
     }
+}
+
+/// The writer holding a store's lock, as it recorded itself in the lock file.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// let h = atomzarr::LockHolder { pid: 42, host: "node7".into(), since: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000) };
+/// assert!(h.to_string().starts_with("pid 42 on host node7 since 2023-11-14T22:13:20Z ("));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockHolder {
+    /// Its process id (on its host).
+    pub pid: u32,
+    /// The name of the machine it runs on.
+    pub host: String,
+    /// When it took the lock (to the second).
+    pub since: std::time::SystemTime,
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ago = std::time::SystemTime::now().duration_since(self.since).map_or(0, |d| d.as_secs());
+        let host = if self.host.is_empty() { "an unnamed host" } else { &self.host };
+        write!(
+            f,
+            "pid {} on host {host} since {} ({ago} s ago)",
+            self.pid,
+            humantime::format_rfc3339_seconds(self.since)
+        )
+    }
+}
+
+fn locked_reason(holder: Option<&LockHolder>, waited: std::time::Duration) -> String {
+    let who = holder.map_or("another process".to_string(), |h| h.to_string());
+    let when = if waited.is_zero() {
+        "one writer at a time: wait for it (`--wait SECONDS`, `ZarrWriteConfig::with_lock_timeout`) or stop it"
+            .to_string()
+    } else {
+        format!("still held after waiting {:.1} s", waited.as_secs_f64())
+    };
+    format!("its writer lock is held by {who}; {when}")
 }
 
 fn append_bug_hint(shift: Option<i64>, store: &str) -> String {

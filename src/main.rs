@@ -55,6 +55,8 @@ enum Cmd {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        wait: WaitArg,
     },
     /// Import data sets into a store (created, or appended to): extended XYZ
     /// (plain, .gz, .xz, .bz2), ASE SQLite .db, fairchem .aselmdb, SPICE and
@@ -93,6 +95,8 @@ enum Cmd {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        wait: WaitArg,
     },
     /// Write a store's samples as extended XYZ that `ase.io.read(OUT, ":")`
     /// reads back as the original frames (labels a frame does not have are
@@ -166,7 +170,23 @@ enum Cmd {
         dst: String,
         #[command(flatten)]
         remote: RemoteArgs,
+        #[command(flatten)]
+        wait: WaitArg,
     },
+}
+
+/// The writer lock of the commands that change a store.
+#[derive(Args, Clone, Copy)]
+struct WaitArg {
+    /// Wait up to SECONDS for another writer of the store to finish, instead
+    /// of failing at once (one writer per store at a time; readers never wait).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, default_value = "0")]
+    wait: std::time::Duration,
+}
+
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| format!("{s}: seconds must be finite and not negative"))
 }
 
 /// How stores at URLs are reached and fetched. Credentials and the endpoint
@@ -347,6 +367,10 @@ struct RoundtripArgs {
     /// Write no crc32c checksum per chunk (as the reference toolkit writes).
     #[arg(long)]
     no_checksum: bool,
+    /// Samples per write call: the first writes, the rest append (small
+    /// values time small appends).
+    #[arg(long, default_value_t = atomzarr::cli::bench::DEFAULT_WRITE_BATCH)]
+    write_batch: usize,
     #[command(flatten)]
     read: ReadArgs,
 }
@@ -483,14 +507,14 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
 }
 
 #[cfg(feature = "remote")]
-fn copy(src: &str, dst: &str, remote: &RemoteArgs) -> atomzarr::Result<()> {
-    let r = atomzarr::store::remote::copy(src, dst, &remote.options())?;
+fn copy(src: &str, dst: &str, remote: &RemoteArgs, wait: std::time::Duration) -> atomzarr::Result<()> {
+    let r = atomzarr::store::remote::copy(src, dst, &remote.options().with_lock_timeout(wait))?;
     println!("copied {src} to {dst}: {} objects, {} bytes", r.objects, r.bytes);
     Ok(())
 }
 
 #[cfg(not(feature = "remote"))]
-fn copy(src: &str, _dst: &str, _remote: &RemoteArgs) -> atomzarr::Result<()> {
+fn copy(src: &str, _dst: &str, _remote: &RemoteArgs, _wait: std::time::Duration) -> atomzarr::Result<()> {
     Err(atomzarr::Error::Remote {
         url: src.to_string(),
         kind: atomzarr::RemoteErrorKind::Unsupported,
@@ -548,6 +572,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 edge_shard_size: a.edge_shard_size,
                 output_dir: a.output_dir.clone(),
                 checksum: !a.no_checksum,
+                write_batch: a.write_batch,
             };
             if !a.read.json {
                 eprintln!(
@@ -561,15 +586,15 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::roundtrip(&w, &read)?;
             print_rows(&format!("Zarr I/O roundtrip benchmark: {}", w.describe()), &rows, a.read.json)?;
         }
-        Cmd::Repair { store, dry_run, json } => {
+        Cmd::Repair { store, dry_run, json, wait } => {
             let report = if dry_run {
                 atomzarr::store::repair::check(&store)?
             } else {
-                atomzarr::store::repair::repair(&store)?
+                atomzarr::store::repair::repair_with_lock_timeout(&store, wait.wait)?
             };
             print_repair(&report, json)?;
         }
-        Cmd::Import { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json } => {
+        Cmd::Import { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json, wait } => {
             use atomzarr::source::input::Format;
             let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
             let format = match format {
@@ -597,7 +622,8 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                     MissingArg::Error => atomzarr::store::import::Missing::Error,
                 })
                 .with_source(source)
-                .with_progress(show);
+                .with_progress(show)
+                .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
             let t = std::time::Instant::now();
             let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
             let secs = t.elapsed().as_secs_f64();
@@ -675,7 +701,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;
             print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
         }
-        Cmd::Copy { src, dst, remote } => copy(&src, &dst, &remote)?,
+        Cmd::Copy { src, dst, remote, wait } => copy(&src, &dst, &remote, wait.wait)?,
     }
     Ok(())
 }

@@ -430,7 +430,8 @@ fn checksum_knob_layers_and_survives_defragment() {
 
 /// An append that rewrites a corrupt tail chunk fails instead of
 /// re-encoding the corrupt bytes under a fresh, matching checksum; the
-/// corruption stays detectable.
+/// corruption stays detectable. (The writer reads the tail from the store:
+/// it was opened after the rows were written.)
 #[test]
 fn append_does_not_launder_a_corrupt_tail_chunk() {
     let dir = tmpdir();
@@ -438,8 +439,9 @@ fn append_does_not_launder_a_corrupt_tail_chunk() {
     for shard in [None, Some(8)] {
         let what = format!("shard {shard:?}");
         let path = dir.path().join(format!("a{}.zarr", shard.unwrap_or(0)));
-        let mut w = AtomicDataZarrWriter::create(&path, config(Codec::Zstd { level: 3 }, shard)).unwrap();
-        w.write(&data[..7]).unwrap();
+        let config = config(Codec::Zstd { level: 3 }, shard);
+        AtomicDataZarrWriter::create(&path, config.clone()).unwrap().write(&data[..7]).unwrap();
+        let mut w = AtomicDataZarrWriter::open(&path, config).unwrap();
         // The last (inner) chunk of positions, which the append extends.
         let rows = zarr_json(&path, "core/positions")["shape"][0].as_u64().unwrap();
         assert!(!rows.is_multiple_of(4), "{what}: the tail chunk must be partial for the append to rewrite it");
@@ -460,4 +462,26 @@ fn append_does_not_launder_a_corrupt_tail_chunk() {
         let e = r.read_many(&(0..7).collect::<Vec<_>>()).expect_err("read of the corrupt chunk");
         assert_checksum_error(&e, &path, "core/positions", tail, &what);
     }
+}
+
+/// The writer that wrote a tail chunk keeps its rows and rewrites the chunk
+/// from them on the next append: a corruption of the file since is replaced
+/// by the committed rows (it is never decoded, nor written back).
+#[test]
+fn a_kept_tail_rewrites_a_chunk_corrupted_since_from_the_committed_rows() {
+    let dir = tmpdir();
+    let data = data();
+    let path = dir.path().join("kept.zarr");
+    let mut w = AtomicDataZarrWriter::create(&path, config(Codec::Zstd { level: 3 }, None)).unwrap();
+    w.write(&data[..7]).unwrap();
+    let rows = zarr_json(&path, "core/positions")["shape"][0].as_u64().unwrap();
+    let tail = (rows - 1) / 4;
+    let unit = units(&path, "core/positions").into_iter().find(|u| u.chunk == tail).unwrap();
+    let mut bytes = std::fs::read(&unit.file).unwrap();
+    bytes[(unit.bytes.start + unit.bytes.end) / 2] ^= 0x08;
+    std::fs::write(&unit.file, &bytes).unwrap();
+    let e = open(&path).read_many(&(0..7).collect::<Vec<_>>()).expect_err("read of the corrupt chunk");
+    assert_checksum_error(&e, &path, "core/positions", tail, "corrupted before the append");
+    w.append(&data[7..]).unwrap();
+    assert_reads_back(&path, &data, "the tail chunk rewritten from the kept rows");
 }

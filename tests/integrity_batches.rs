@@ -579,10 +579,16 @@ fn cli_repair_reports_and_fixes_a_copy() {
 /// further batch appended with the bug (its stored indices offset within the
 /// batch, not the store). Returns the samples in physical order.
 fn toolkit_like_store(path: &Path, batches: &[Vec<AtomicData>]) -> Vec<AtomicData> {
-    let mut w = AtomicDataZarrWriter::create(path, config()).unwrap();
     let mut all = Vec::new();
     for (j, b) in batches.iter().enumerate() {
-        if j == 0 { w.write(b) } else { w.append(b) }.unwrap();
+        // A writer per batch: the rows are rewritten below, behind the
+        // writer's back, which only a store no writer holds may see.
+        if j == 0 {
+            AtomicDataZarrWriter::create(path, config()).unwrap().write(b)
+        } else {
+            AtomicDataZarrWriter::open(path, config()).unwrap().append(b)
+        }
+        .unwrap();
         let (atoms_ptr, edges_ptr) = (raw_i64(path, format::ATOMS_PTR), raw_i64(path, format::EDGES_PTR));
         if j > 0 {
             let q0 = all.len();

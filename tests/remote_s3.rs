@@ -111,10 +111,10 @@ fn start_moto() -> Moto {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(addr) = line.split("Running on http://").nth(1) {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(addr.trim().to_string());
-                    }
+                if let Some(addr) = line.split("Running on http://").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
                 }
                 let mut log = log.lock().unwrap();
                 if log.len() == 20 {

@@ -90,7 +90,8 @@ fn append_interrupted_after_any_step_keeps_the_last_complete_state() {
             w.append(&c).unwrap();
             let mut want: Vec<AtomicData> = a.iter().chain(&c).cloned().collect();
             assert_reads(&path, &want, &format!("{what}: after retrying with C"));
-            // A fresh writer too.
+            // A fresh writer too, once the first lets go of the lock.
+            drop(w);
             let mut w2 = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
             w2.append(&d).unwrap();
             want.extend(d.iter().cloned());
@@ -284,12 +285,20 @@ fn write_on_a_non_empty_store_and_create_on_an_existing_path_are_refused() {
         }
         other => panic!("expected InvalidInput, got {other:?}"),
     }
-    let mut w2 = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
-    assert!(matches!(w2.write(&a), Err(Error::InvalidInput { .. })));
-    assert_same_snapshot(&before, &snapshot(&path), "write on a non-empty store");
+    // A second writer of the store waits for the first (one at a time).
+    match AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()) {
+        Err(Error::Locked { store, holder: Some(h), .. }) => {
+            assert_eq!((store, h.pid), (path.clone(), std::process::id()));
+        }
+        other => panic!("expected Locked, got {:?}", other.map(|w| w.path().to_path_buf())),
+    }
     // An empty append is a no-op.
     w.append(&[]).unwrap();
     assert_same_snapshot(&before, &snapshot(&path), "empty append");
+    drop(w);
+    let mut w2 = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
+    assert!(matches!(w2.write(&a), Err(Error::InvalidInput { .. })));
+    assert_same_snapshot(&before, &snapshot(&path), "write on a non-empty store");
 
     // create() refuses an existing store, an empty directory and a file.
     match AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()) {

@@ -153,6 +153,8 @@ fn an_interrupted_add_custom_is_finished_or_dropped_by_the_next_writer() {
     let mut w = AtomicDataZarrWriter::open(&listed, ZarrWriteConfig::default()).unwrap();
     w.add_custom("x", Level::System, &[N], values.clone()).unwrap();
     assert!(!listed.join(format::PENDING_DIR).exists(), "a finished add_custom leaves nothing pending");
+    // The writer "dies" here: its lock goes with it.
+    drop(w);
     std::fs::create_dir_all(listed.join(format::PENDING_DIR)).unwrap();
     std::fs::rename(listed.join("custom/x"), pending(&listed)).unwrap();
     // The listing is the commit point: readers already see the field,
@@ -175,6 +177,7 @@ fn an_interrupted_add_custom_is_finished_or_dropped_by_the_next_writer() {
     let before = read_all(&AtomicDataZarrReader::open(&unlisted).unwrap());
     let mut w = AtomicDataZarrWriter::open(&unlisted, ZarrWriteConfig::default()).unwrap();
     w.add_custom("x", Level::System, &[N], values.clone()).unwrap();
+    drop(w);
     std::fs::create_dir_all(unlisted.join(format::PENDING_DIR)).unwrap();
     std::fs::rename(unlisted.join("custom/x"), pending(&unlisted)).unwrap();
     let mut root = format::read_root(&unlisted).unwrap();

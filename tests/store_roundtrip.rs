@@ -851,7 +851,8 @@ fn defragment_through_a_path_with_a_trailing_slash() {
     assert_eq!(names, BTreeSet::from(["slash.zarr".to_string()]));
     let inside: BTreeSet<String> =
         std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(inside, ["core", "custom", "meta", "zarr.json"].iter().map(|s| s.to_string()).collect());
+    let lock = atomzarr::store::lock::LOCK_FILE;
+    assert_eq!(inside, ["core", "custom", "meta", "zarr.json", lock].iter().map(|s| s.to_string()).collect());
     let mut m = Model { samples: data, ..Default::default() };
     m.samples.remove(2);
     check_reader(&AtomicDataZarrReader::open(&path).unwrap(), &m, "defragmented via a trailing slash");

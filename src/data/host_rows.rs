@@ -49,7 +49,12 @@ impl HostData {
     ) -> std::result::Result<(), String> {
         let (lo, hi) = (rows.start * row, rows.end * row);
         if rows.start > rows.end || hi > self.len() {
-            return Err(format!("rows {}..{} of {row} beyond the buffer's {} elements", rows.start, rows.end, self.len()));
+            return Err(format!(
+                "rows {}..{} of {row} beyond the buffer's {} elements",
+                rows.start,
+                rows.end,
+                self.len()
+            ));
         }
         let mut buf = vec![0.0f64; row];
         macro_rules! each {

@@ -126,9 +126,10 @@ impl SubtractE0s {
                 let rows = b.graph_rows(Level::Atom, k).ok_or_else(|| bad(WHAT, "inconsistent atom pointers"))?;
                 rows.map(|a| {
                     let z = z.get_i64(a).ok_or_else(|| bad(WHAT, "atomic_numbers is not an integer field"))?;
-                    self.e0.get(&z).copied().ok_or_else(|| {
-                        bad(WHAT, format!("sample {} has element Z={z}, which has no E0", b.indices[k]))
-                    })
+                    self.e0
+                        .get(&z)
+                        .copied()
+                        .ok_or_else(|| bad(WHAT, format!("sample {} has element Z={z}, which has no E0", b.indices[k])))
                 })
                 .sum()
             })
@@ -172,10 +173,12 @@ impl ScaleShift {
     /// atom after the E0s, scale = the force RMS (so use it after
     /// [`SubtractE0s`]). An error when either is missing.
     pub fn from_stats(stats: &DatasetStats) -> Result<Self> {
-        let shift = stats.residual_energy_per_atom.map(|m| m.mean).ok_or_else(|| {
-            Error::Config("ScaleShift: the statistics have no energy per atom after E0s".to_string())
-        })?;
-        let scale = stats.force_rms.ok_or_else(|| Error::Config("ScaleShift: the statistics have no force RMS".into()))?;
+        let shift = stats
+            .residual_energy_per_atom
+            .map(|m| m.mean)
+            .ok_or_else(|| Error::Config("ScaleShift: the statistics have no energy per atom after E0s".to_string()))?;
+        let scale =
+            stats.force_rms.ok_or_else(|| Error::Config("ScaleShift: the statistics have no force RMS".into()))?;
         ScaleShift::new(scale, shift)
     }
 
@@ -308,8 +311,10 @@ impl CollatedTransform for RandomRotation {
             crate::data::Pointers { atoms: &ptrs.0, edges: &ptrs.1 }.checked_rows(level, k)
         };
         for (name, f) in b.fields.iter_mut() {
-            let float =
-                matches!(f.data, HostData::Float16(_) | HostData::BFloat16(_) | HostData::Float32(_) | HostData::Float64(_));
+            let float = matches!(
+                f.data,
+                HostData::Float16(_) | HostData::BFloat16(_) | HostData::Float32(_) | HostData::Float64(_)
+            );
             if !float {
                 continue;
             }
@@ -377,8 +382,11 @@ impl SampleWeights {
     /// finite and non-negative.
     pub fn new(label: impl Into<String>, weights: BTreeMap<String, f64>, default: f64) -> Result<Self> {
         let label = label.into();
-        if let Some((v, w)) =
-            weights.iter().map(|(v, w)| (v.as_str(), *w)).chain([("default", default)]).find(|(_, w)| !(w.is_finite() && *w >= 0.0))
+        if let Some((v, w)) = weights
+            .iter()
+            .map(|(v, w)| (v.as_str(), *w))
+            .chain([("default", default)])
+            .find(|(_, w)| !(w.is_finite() && *w >= 0.0))
         {
             return Err(Error::Config(format!("SampleWeights {label}: weight {w} of {v} is not a number >= 0")));
         }
@@ -432,7 +440,8 @@ impl SampleWeights {
                 {
                     return Ok(None);
                 }
-                let v = f.data.get_i64(k).ok_or_else(|| bad(WHAT, format!("{} is not an integer label", self.label)))?;
+                let v =
+                    f.data.get_i64(k).ok_or_else(|| bad(WHAT, format!("{} is not an integer label", self.label)))?;
                 Ok(Some(v.to_string()))
             })
             .collect()

@@ -309,7 +309,10 @@ impl Reader for MultiDataset {
             }
             for (s, &p) in samples.into_iter().zip(&positions[d]) {
                 out[p] = Some(if self.dataset_index {
-                    s.with_field(DATASET_INDEX, Field { level: Level::System, shape: vec![1], data: vec![d as i64].into() })
+                    s.with_field(
+                        DATASET_INDEX,
+                        Field { level: Level::System, shape: vec![1], data: vec![d as i64].into() },
+                    )
                 } else {
                     s
                 });
@@ -415,9 +418,11 @@ impl Reader for MultiDataset {
         })?;
         if self.dataset_index {
             for (dst, b) in out.iter_mut().zip(batches) {
-                let children = b.iter().map(|&g| self.locate(&offsets, g).map(|(d, _)| d as i64)).collect::<Result<_>>()?;
+                let children =
+                    b.iter().map(|&g| self.locate(&offsets, g).map(|(d, _)| d as i64)).collect::<Result<_>>()?;
                 let data = HostData::Int64(children);
-                dst.fields.insert(DATASET_INDEX.into(), CollatedField { level: Level::System, trailing_shape: vec![], data });
+                dst.fields
+                    .insert(DATASET_INDEX.into(), CollatedField { level: Level::System, trailing_shape: vec![], data });
             }
         }
         Ok(())

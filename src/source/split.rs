@@ -268,11 +268,10 @@ fn batch_keys(src: &KeySource, batch: &CollatedBatch, source: &str) -> Result<Ve
     match src {
         KeySource::Physical => Ok(vec![None; n]),
         KeySource::String(name) => {
-            let f = batch
-                .strings
-                .get(name)
-                .filter(|f| f.values.len() == n)
-                .ok_or_else(|| Error::invalid(source, format!("string label {name} is not one value per sample")))?;
+            let f =
+                batch.strings.get(name).filter(|f| f.values.len() == n).ok_or_else(|| {
+                    Error::invalid(source, format!("string label {name} is not one value per sample"))
+                })?;
             Ok(f.values.iter().map(|v| (!v.is_empty()).then(|| v.clone())).collect())
         }
         KeySource::Int(name, flag) => {
@@ -293,9 +292,9 @@ fn batch_keys(src: &KeySource, batch: &CollatedBatch, source: &str) -> Result<Ve
                     {
                         return Ok(None);
                     }
-                    f.data.get_i64(k)
-                        .map(|v| Some(v.to_string()))
-                        .ok_or_else(|| Error::invalid(source, format!("{name}: value {k} of the batch is not an int64")))
+                    f.data.get_i64(k).map(|v| Some(v.to_string())).ok_or_else(|| {
+                        Error::invalid(source, format!("{name}: value {k} of the batch is not an int64"))
+                    })
                 })
                 .collect()
         }

@@ -15,6 +15,14 @@ use crate::error::{Error, Result};
 use crate::store::config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig};
 use crate::store::durable::Store;
 
+/// Whether codec metadata `c` is the Zarr v3 `crc32c` codec (checksum last,
+/// the only form it has; `numcodecs.crc32c` with a `location` is not it).
+pub(crate) fn is_crc32c(c: &Value) -> bool {
+    c == "crc32c"
+        || (c.get("name").and_then(|n| n.as_str()) == Some("crc32c")
+            && c.get("configuration").is_none_or(|conf| conf.as_object().is_some_and(|m| m.is_empty())))
+}
+
 /// Opens a filesystem store handle.
 pub fn open_store(path: &Path) -> Result<Arc<Store>> {
     Store::new(path).map(Arc::new).map_err(|e| Error::zarr(path, "/", e))

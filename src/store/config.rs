@@ -16,6 +16,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -268,6 +269,11 @@ pub struct ZarrWriteConfig {
     pub(crate) custom: ZarrArrayConfig,
     /// Per-field-name overrides (apply in whichever group the field lives).
     pub(crate) field_overrides: BTreeMap<String, ZarrArrayConfig>,
+    /// How long opening or creating a writer waits for another writer's lock
+    /// (see [`crate::store::lock`]). How this process behaves, not how the
+    /// store is laid out: never serialized.
+    #[serde(skip)]
+    pub(crate) lock_timeout: Duration,
 }
 
 impl ZarrWriteConfig {
@@ -293,6 +299,27 @@ impl ZarrWriteConfig {
     pub fn with_override(mut self, field: impl Into<String>, c: ZarrArrayConfig) -> Self {
         self.field_overrides.insert(field.into(), c);
         self
+    }
+
+    /// Lets a writer wait up to `timeout` for the store's writer lock when
+    /// another writer holds it, instead of failing at once with
+    /// [`Error::Locked`] (the default: zero). Applies to
+    /// [`AtomicDataZarrWriter::create`](crate::AtomicDataZarrWriter::create),
+    /// [`open`](crate::AtomicDataZarrWriter::open) and imports.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = atomzarr::ZarrWriteConfig::default().with_lock_timeout(Duration::from_secs(60));
+    /// assert_eq!(c.lock_timeout(), Duration::from_secs(60));
+    /// ```
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// How long a writer waits for the lock.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
     }
 
     /// The `meta` group default.

@@ -17,8 +17,10 @@
 //! Inside a [`Transaction`] (one writer step: an append's field data, masks
 //! and pointers), steps 2-4 are deferred to [`Transaction::commit`], which
 //! syncs all temporaries concurrently, then renames them, then syncs each
-//! touched directory once: one round of sync latency per append rather than
-//! one per chunk. Reads made during the transaction see its staged files, so
+//! touched directory, again concurrently: two rounds of sync latency per
+//! append rather than two per file. [`Transaction::commit_then_replace`]
+//! then renames the commit point (the root `zarr.json`, whose temporary was
+//! synced in the first round) and syncs its directory: a third round. Reads made during the transaction see its staged files, so
 //! zarrs' read-modify-write of a partly covered chunk stays consistent.
 //! A crash at any moment leaves every target either old or new, never torn;
 //! temporaries it leaves behind are removed by [`clean_temporaries`], which
@@ -176,10 +178,42 @@ pub fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
     }
 }
 
+/// Renames `from` to `to` unless `to` exists (Linux `renameat2` with
+/// `RENAME_NOREPLACE`, atomic; elsewhere a check then a rename), then syncs
+/// the parent of `to`. `ErrorKind::AlreadyExists` when `to` exists: a plain
+/// `rename` would silently replace an empty directory there.
+pub fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let cf = CString::new(from.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+        let ct = CString::new(to.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+        // SAFETY: both pointers are valid NUL-terminated strings that live
+        // across the call; AT_FDCWD resolves relative paths as std::fs does.
+        let rc = unsafe {
+            libc::renameat2(libc::AT_FDCWD, cf.as_ptr(), libc::AT_FDCWD, ct.as_ptr(), libc::RENAME_NOREPLACE)
+        };
+        if rc == 0 {
+            return sync_parent(to);
+        }
+        let e = std::io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::ENOTSUP)) {
+            return Err(e);
+        }
+        // The filesystem cannot: fall through to check-then-rename.
+    }
+    if to.symlink_metadata().is_ok() {
+        return Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, format!("{} exists", to.display())));
+    }
+    std::fs::rename(from, to)?;
+    sync_parent(to)
+}
+
 /// Removes every temporary file ([`TEMP_MARK`]) under `root`, left there by
 /// a writer that crashed before renaming it into place. Returns how many.
-/// Only a writer may call this (a reader must never write), and only while
-/// no other process writes the store.
+/// Only the holder of the store's writer lock may call this (a reader must
+/// never write; another writer's temporaries are its work in progress).
 pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
     let mut removed = 0;
     let mut stack = vec![root.to_path_buf()];
@@ -203,64 +237,64 @@ pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// Runs `f` on every item from up to `threads` scoped threads; first error
-/// (in item order) wins. For blocking syscalls (fsync), not for CPU work.
-fn parallel_io<T: Sync>(
-    items: &[T],
-    threads: usize,
-    f: impl Fn(&T) -> std::io::Result<()> + Sync,
-) -> std::io::Result<()> {
-    if items.len() <= 1 {
-        return items.iter().try_for_each(f);
-    }
-    let next = AtomicU64::new(0);
-    let work = || -> std::io::Result<()> {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-            let Some(item) = items.get(i) else { return Ok(()) };
-            f(item)?;
-        }
-    };
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (1..threads.min(items.len())).map(|_| s.spawn(work)).collect();
-        let mut result = work();
-        for h in handles {
-            let r = h.join().unwrap_or_else(|_| Err(std::io::Error::other("sync thread panicked")));
-            if result.is_ok() {
-                result = r;
+/// One fsync for the sync threads: the path, where to answer, its position.
+type SyncJob = (PathBuf, std::sync::mpsc::Sender<(usize, std::io::Result<()>)>, usize);
+
+/// Threads kept for fsyncs across commits (spawning them anew for each
+/// round of a commit cost ~1 ms of system time per round on the reference
+/// VM); `None` where they could not be started.
+fn sync_threads() -> Option<&'static Mutex<std::sync::mpsc::Sender<SyncJob>>> {
+    static POOL: std::sync::OnceLock<Option<Mutex<std::sync::mpsc::Sender<SyncJob>>>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let (send, recv) = std::sync::mpsc::channel::<SyncJob>();
+        let recv = Arc::new(Mutex::new(recv));
+        for k in 0..SYNC_THREADS {
+            let recv = recv.clone();
+            let spawned = std::thread::Builder::new().name(format!("atomzarr-sync-{k}")).spawn(move || {
+                loop {
+                    // One thread waits for a job at a time; the rest wait here.
+                    let job = recv.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv();
+                    let Ok((path, reply, i)) = job else { return };
+                    let _ = reply.send((i, File::open(&path).and_then(|f| f.sync_all())));
+                }
+            });
+            if spawned.is_err() && k == 0 {
+                return None;
             }
         }
-        result
+        Some(Mutex::new(send))
     })
+    .as_ref()
 }
 
-/// Syncs in flight when files are synced one by one.
-const SYNC_THREADS: usize = 16;
-/// From this many files (or directories) on, a commit syncs the whole
-/// filesystem once instead of each file.
-const SYNCFS_MIN_FILES: usize = 8;
-
-fn syncfs_supported() -> bool {
-    cfg!(target_os = "linux")
-}
-
-/// `syncfs(2)`: writes back every dirty file and metadata block of the
-/// filesystem holding `dir` and commits its journal (on other platforms,
-/// where [`syncfs_supported`] is false, an fsync of `dir`).
-fn syncfs(dir: &Path) -> std::io::Result<()> {
-    let f = File::open(dir)?;
-    #[cfg(target_os = "linux")]
+/// `fsync` of every path (files or directories), many at a time; the first
+/// error in path order wins.
+fn sync_paths(paths: &[PathBuf]) -> std::io::Result<()> {
+    let one = |p: &PathBuf| File::open(p)?.sync_all();
+    let Some(pool) = sync_threads().filter(|_| paths.len() > 1) else {
+        return paths.iter().try_for_each(one);
+    };
+    let (reply, answers) = std::sync::mpsc::channel();
     {
-        use std::os::fd::AsRawFd;
-        // SAFETY: `f` is an open descriptor for the duration of the call.
-        if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-            return Err(std::io::Error::last_os_error());
+        let jobs = pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (i, p) in paths.iter().enumerate() {
+            if jobs.send((p.clone(), reply.clone(), i)).is_err() {
+                return paths.iter().try_for_each(one);
+            }
         }
-        Ok(())
     }
-    #[cfg(not(target_os = "linux"))]
-    f.sync_all()
+    drop(reply);
+    let mut results: Vec<(usize, std::io::Result<()>)> = answers.iter().collect();
+    if results.len() != paths.len() {
+        return Err(std::io::Error::other("an fsync thread stopped"));
+    }
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().try_for_each(|(_, r)| r)
 }
+
+/// Syncs in flight at once: enough that the filesystem commits its journal
+/// for many files together, without a thread per file.
+const SYNC_THREADS: usize = 16;
 
 /// Files staged by an open transaction.
 #[derive(Default)]
@@ -402,37 +436,56 @@ impl Transaction<'_> {
     /// concurrently, renames them over their targets, removes erased keys,
     /// then syncs every touched directory. A crash part-way leaves each
     /// target old or new.
-    pub fn commit(mut self) -> std::io::Result<()> {
+    pub fn commit(self) -> std::io::Result<()> {
+        self.finish(None)
+    }
+
+    /// [`commit`](Self::commit), then replaces `target` (outside the
+    /// transaction: the commit point, such as a root `zarr.json`) with
+    /// `bytes`, durably, once everything staged is. `target`'s temporary is
+    /// written first and synced with the staged files, so this costs one
+    /// round of syncs fewer than `commit` followed by [`replace_file`].
+    pub fn commit_then_replace(self, target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        self.finish(Some((target, bytes)))
+    }
+
+    fn finish(mut self, last: Option<(&Path, &[u8])>) -> std::io::Result<()> {
         self.done = true;
         let staged = self.store.lock().take();
         self.store.staging_on.store(false, Ordering::Release);
-        let Some(StagedBox(st)) = staged else { return Ok(()) };
+        let st = staged.map(|StagedBox(st)| st).unwrap_or_default();
         let pairs: Vec<(PathBuf, PathBuf)> = st.files.into_iter().collect();
-        // Many files: one `syncfs` of the store's filesystem is one journal
-        // commit, where an fsync per file (each a commit of its own on ext4,
-        // even from many threads) cost ~1 ms apiece: 90 ms for a 10-sample
-        // append to a small-chunk store. It also flushes other dirty data of
-        // that filesystem, which is why few files still get their own fsyncs.
-        let whole_fs = pairs.len() >= SYNCFS_MIN_FILES && syncfs_supported();
-        let synced = if whole_fs {
-            syncfs(&self.store.root)
-        } else {
-            parallel_io(&pairs, SYNC_THREADS, |(_, tmp)| File::open(tmp)?.sync_all())
+        let last = match last {
+            Some((target, bytes)) => match write_temp(target, bytes, false) {
+                Ok((tmp, created)) => Some((target, tmp, created)),
+                Err(e) => {
+                    pairs.iter().for_each(|(_, tmp)| drop(std::fs::remove_file(tmp)));
+                    return Err(e);
+                }
+            },
+            None => None,
         };
-        if let Err(e) = synced {
-            for (_, tmp) in &pairs {
-                let _ = std::fs::remove_file(tmp);
-            }
+        // Every file synced by itself, many at a time. Not `syncfs`: that
+        // writes back every dirty page of the whole filesystem, other
+        // programs' too, so an append would wait for whatever else the
+        // machine is writing (tens to hundreds of ms on a busy one).
+        let temps: Vec<PathBuf> =
+            pairs.iter().map(|(_, tmp)| tmp.clone()).chain(last.as_ref().map(|l| l.1.clone())).collect();
+        if let Err(e) = sync_paths(&temps) {
+            temps.iter().for_each(|tmp| drop(std::fs::remove_file(tmp)));
             return Err(e);
         }
         let mut dirs: BTreeSet<PathBuf> = st.created.iter().filter_map(|d| d.parent().map(Path::to_path_buf)).collect();
+        let mut replaced = Retired::default();
         for (target, tmp) in &pairs {
+            replaced.hold(target);
             std::fs::rename(tmp, target)?;
             if let Some(p) = target.parent() {
                 dirs.insert(p.to_path_buf());
             }
         }
         for target in &st.erased {
+            replaced.hold(target);
             match std::fs::remove_file(target) {
                 Ok(()) => {
                     if let Some(p) = target.parent() {
@@ -444,10 +497,67 @@ impl Transaction<'_> {
             }
         }
         let dirs: Vec<PathBuf> = dirs.into_iter().filter(|d| !d.as_os_str().is_empty()).collect();
-        if whole_fs || dirs.len() >= SYNCFS_MIN_FILES && syncfs_supported() {
-            return syncfs(&self.store.root);
+        sync_paths(&dirs)?;
+        if let Some((target, tmp, created)) = last {
+            // Only now, with everything it commits durable.
+            replaced.hold(target);
+            if let Err(e) = std::fs::rename(&tmp, target) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+            sync_parents(target, &created)?;
         }
-        parallel_io(&dirs, SYNC_THREADS, |d| sync_dir(d))
+        replaced.release();
+        Ok(())
+    }
+}
+
+/// The files a commit replaces or removes, held open across it and closed
+/// afterwards on a background thread.
+///
+/// Why: freeing a file's blocks is the expensive part of replacing it on
+/// some filesystems (ext4 mounted with `discard` and no journal discards
+/// them synchronously, inside the `rename`): ~1 ms per file on the
+/// reference VM, a 30 ms share of a small append. An open file's blocks
+/// are freed only when its last descriptor closes, so holding one moves
+/// that work out of the commit, as a reader holding the file would.
+#[derive(Default)]
+struct Retired(Vec<File>);
+
+impl Retired {
+    /// Opens `path` (if it exists) to keep its blocks until `release`.
+    fn hold(&mut self, path: &Path) {
+        if let Ok(f) = File::open(path) {
+            self.0.push(f);
+        }
+    }
+
+    /// Hands the held files to the closing thread (or closes them here if
+    /// it cannot be started).
+    fn release(self) {
+        use std::sync::mpsc::{Sender, channel};
+        static CLOSER: Mutex<Option<Sender<Vec<File>>>> = Mutex::new(None);
+        if self.0.is_empty() {
+            return;
+        }
+        let mut closer = CLOSER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if closer.is_none() {
+            let (send, recv) = channel::<Vec<File>>();
+            let spawned = std::thread::Builder::new().name("atomzarr-close".into()).spawn(move || {
+                // Dropping closes; the loop ends with the process.
+                for files in recv {
+                    drop(files);
+                }
+            });
+            if spawned.is_ok() {
+                *closer = Some(send);
+            }
+        }
+        if let Some(send) = closer.as_ref()
+            && let Err(returned) = send.send(self.0)
+        {
+            drop(returned.0);
+        }
     }
 }
 
@@ -560,13 +670,18 @@ impl WritableStorageTraits for DurableStore {
     }
 }
 
+/// Whether `key` is store data (not a temporary, not the writer lock).
+fn is_data_key(key: &StoreKey) -> bool {
+    !key.as_str().contains(TEMP_MARK) && key.as_str() != crate::store::lock::LOCK_FILE
+}
+
 impl ListableStorageTraits for DurableStore {
     fn list(&self) -> Result<StoreKeys, StorageError> {
-        Ok(self.inner.list()?.into_iter().filter(|k| !k.as_str().contains(TEMP_MARK)).collect())
+        Ok(self.inner.list()?.into_iter().filter(is_data_key).collect())
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        Ok(self.inner.list_prefix(prefix)?.into_iter().filter(|k| !k.as_str().contains(TEMP_MARK)).collect())
+        Ok(self.inner.list_prefix(prefix)?.into_iter().filter(is_data_key).collect())
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {

@@ -334,6 +334,13 @@ fn parse_root(
 /// of an append: a crash leaves either the old or the new metadata, never a
 /// torn file.
 pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
+    let bytes = root_bytes(store, attrs)?;
+    let dst = store.join("zarr.json");
+    crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
+}
+
+/// The root group's zarr.json holding `attrs`, as [`write_root`] writes it.
+pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
     let mut core = Map::new();
     let mut custom = Map::new();
     for (name, info) in &attrs.fields {
@@ -344,9 +351,7 @@ pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     a.insert("num_samples".into(), json!(attrs.num_samples));
     a.insert("fields".into(), json!({"core": core, "custom": custom}));
     let doc = json!({"attributes": a, "zarr_format": 3, "node_type": "group"});
-    let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))?;
-    let dst = store.join("zarr.json");
-    crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
+    serde_json::to_vec_pretty(&doc).map_err(|e| Error::format(store, e.to_string()))
 }
 
 /// Whether the root attributes list any field (`fields.core` or

@@ -8,6 +8,7 @@
 //! | [`arrays`] | opening and creating zarrs arrays: codec chains, dtypes, chunk shapes |
 //! | [`durable`] | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
 //! | [`limits`] | the size limits every claim of a store's metadata is checked against before allocation |
+//! | [`lock`] | the writer lock: one writer per store at a time (an OS file lock on a file in the store) |
 //! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
 //! | [`import`] | `atomzarr import`: extended-XYZ files streamed into a store (created or appended), neighbor lists on the way |
@@ -23,6 +24,7 @@ pub mod durable;
 pub mod format;
 pub mod import;
 pub mod limits;
+pub mod lock;
 mod reader;
 pub mod remote;
 pub mod repair;

@@ -119,10 +119,19 @@ pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
 /// The rows from the first fixed sample to the end of `neighbor_list` are
 /// rewritten in one write (the writer's row writes set the array's length),
 /// so memory use is those rows.
+///
+/// Fails with [`Error::Locked`] when another writer holds the store; see
+/// [`repair_with_lock_timeout`] to wait for it.
 pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
+    repair_with_lock_timeout(path, std::time::Duration::ZERO)
+}
+
+/// [`repair`], waiting up to `timeout` for another writer's lock.
+pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Duration) -> Result<RepairReport> {
     let path = path.as_ref();
-    // The writer first: opening it finishes any interrupted operation.
-    let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default())?;
+    // The writer first: opening it takes the lock and finishes any
+    // interrupted operation.
+    let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default().with_lock_timeout(timeout))?;
     let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
     let (mut report, st) = plan(&reader)?;
     if report.fixed.is_empty() {

@@ -141,7 +141,10 @@ pub(crate) fn note_renumbered(extra: &mut Map<String, Value>) {
 }
 
 /// The `atomzarr` object of the root attributes, made one if absent.
-pub(crate) fn ours_mut<'a>(store: &std::path::Path, extra: &'a mut Map<String, Value>) -> Result<&'a mut Map<String, Value>> {
+pub(crate) fn ours_mut<'a>(
+    store: &std::path::Path,
+    extra: &'a mut Map<String, Value>,
+) -> Result<&'a mut Map<String, Value>> {
     extra
         .entry(ATTR)
         .or_insert_with(|| json!({}))
@@ -158,7 +161,8 @@ fn decode<T: for<'de> Deserialize<'de>>(reader: &AtomicDataZarrReader, what: &st
 pub fn saved_splits(reader: &AtomicDataZarrReader) -> Result<BTreeMap<String, SavedSplit>> {
     let root = root_of(reader)?;
     let Some(splits) = root.extra.get(ATTR).and_then(|a| a.get("splits")) else { return Ok(BTreeMap::new()) };
-    let map = splits.as_object().ok_or_else(|| Error::format(reader.path(), format!("{ATTR}.splits is not an object")))?;
+    let map =
+        splits.as_object().ok_or_else(|| Error::format(reader.path(), format!("{ATTR}.splits is not an object")))?;
     map.iter().map(|(k, v)| Ok((k.clone(), decode(reader, &format!("splits.{k}"), v)?))).collect()
 }
 

@@ -89,7 +89,8 @@ fn set_writable(p: &Path) {
     std::fs::set_permissions(p, perm).unwrap();
 }
 
-/// Every file under `dir` (relative path -> bytes).
+/// Every file under `dir` (relative path -> bytes), except the writer
+/// lock's file, which names whichever writer holds it (not store data).
 pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -98,7 +99,7 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let e = e.unwrap();
             if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
-            } else {
+            } else if e.file_name() != atomzarr::store::lock::LOCK_FILE {
                 let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
                 out.insert(rel, std::fs::read(e.path()).unwrap());
             }

@@ -12,11 +12,11 @@ use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
 use crate::store::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 
-/// Structures generated and written at a time by [`roundtrip`]: large
+/// Structures generated and written at a time by [`roundtrip`] by default: large
 /// enough that appends rewrite few partial shards (the reference layout's
 /// 500,000-row shards hold ~9,000 samples' atoms), small enough to keep the
 /// generated batch (~250 MB) well below a large store.
-const WRITE_BATCH: usize = 50_000;
+pub const DEFAULT_WRITE_BATCH: usize = 50_000;
 
 /// Codec choice of the benchmark CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub struct WriteOptions {
     /// A crc32c checksum per chunk on every array (the library default);
     /// off writes checksum-free stores, as the reference toolkit does.
     pub checksum: bool,
+    /// Samples per `write`/`append` call (the first call writes, the rest
+    /// append); small values time small appends.
+    pub write_batch: usize,
 }
 
 impl Default for WriteOptions {
@@ -76,6 +79,7 @@ impl Default for WriteOptions {
             edge_shard_size: None,
             output_dir: None,
             checksum: true,
+            write_batch: DEFAULT_WRITE_BATCH,
         }
     }
 }
@@ -150,6 +154,9 @@ impl WriteOptions {
         if !self.checksum {
             parts.push("no checksum".into());
         }
+        if self.write_batch != DEFAULT_WRITE_BATCH {
+            parts.push(format!("appends of {}", self.write_batch));
+        }
         parts.join(", ")
     }
 }
@@ -158,6 +165,9 @@ impl WriteOptions {
 /// back through every requested path (timed), report.
 pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
     opts.validate()?;
+    if w.write_batch == 0 {
+        return Err(Error::Config("write_batch must be at least 1".into()));
+    }
     let config = w.write_config()?;
     let mut counts = w.num_systems.clone();
     counts.sort_unstable();
@@ -195,7 +205,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
         let mut writer = AtomicDataZarrWriter::create(&store, config.clone())?;
         let (mut write_time, mut raw_bytes, mut done) = (Duration::ZERO, 0u64, 0usize);
         while done < n {
-            let batch = generator.batch(WRITE_BATCH.min(n - done))?;
+            let batch = generator.batch(w.write_batch.min(n - done))?;
             raw_bytes += batch.iter().map(sample_bytes).sum::<u64>();
             let t = Instant::now();
             if done == 0 {

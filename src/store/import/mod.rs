@@ -204,12 +204,7 @@ pub fn import_files<P: AsRef<Path> + Sync>(
         let p = p.as_ref();
         total_bytes += std::fs::metadata(p).map_err(|e| Error::io(p, e))?.len();
     }
-    let appended = store.exists();
-    let mut writer = if appended {
-        AtomicDataZarrWriter::open(store, options.write_config().clone())?
-    } else {
-        AtomicDataZarrWriter::create(store, options.write_config().clone())?
-    };
+    let (mut writer, appended) = open_or_create(store, options.write_config())?;
     let bar = Progress::new(options.progress(), total_bytes, "import");
     let mut report =
         ImportReport { store: store.to_path_buf(), appended, frames: 0, atoms: 0, edges: 0, files: Vec::new() };
@@ -218,11 +213,11 @@ pub fn import_files<P: AsRef<Path> + Sync>(
     if let Err(e) = result {
         // A store this call created and wrote nothing to is removed again,
         // so that a corrected rerun does not meet an empty store.
-        if !appended && report.frames == 0 {
-            drop(writer);
-            if let Err(rm) = std::fs::remove_dir_all(store) {
-                log::warn!("{}: could not remove the empty store: {rm}", store.display());
-            }
+        if !appended
+            && report.frames == 0
+            && let Err(rm) = writer.remove_store()
+        {
+            log::warn!("{}: could not remove the empty store: {rm}", store.display());
         }
         return Err(e);
     }
@@ -231,6 +226,26 @@ pub fn import_files<P: AsRef<Path> + Sync>(
     }
     record_provenance(store, &report)?;
     Ok(report)
+}
+
+/// A writer of `store`: the existing store opened for appending (true), or a
+/// new one. Another import may create the store between the look and the
+/// create (then this one appends), or remove the empty store it made when
+/// it failed (then this one creates): a few looks settle it.
+fn open_or_create(store: &Path, config: &ZarrWriteConfig) -> Result<(AtomicDataZarrWriter, bool)> {
+    let mut last = None;
+    for _ in 0..4 {
+        let attempt = if store.exists() {
+            AtomicDataZarrWriter::open(store, config.clone()).map(|w| (w, true))
+        } else {
+            AtomicDataZarrWriter::create(store, config.clone()).map(|w| (w, false))
+        };
+        match attempt {
+            Err(e @ (Error::AlreadyExists { .. } | Error::NotFound { .. })) => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::NotFound { store: store.to_path_buf() }))
 }
 
 /// Records the store's units and, per file, where its frames came from.

@@ -12,6 +12,7 @@ use super::cache::ChunkBuf;
 use super::state::FieldArray;
 use crate::data::DType;
 use crate::error::{Error, Result};
+use crate::store::arrays::is_crc32c;
 use crate::store::bytes::{Bytes, SourceStorage as Store};
 
 /// How the reader decodes an array's (inner) chunks itself: it reads each
@@ -177,14 +178,6 @@ impl DirectDecode {
     pub(super) fn shard_of(&self, chunk: u64) -> Option<(u64, ShardLayout)> {
         self.shard.map(|l| (chunk / l.inner_per_shard, l))
     }
-}
-
-/// Whether codec metadata `c` is the Zarr v3 `crc32c` codec (checksum last,
-/// the only form it has; `numcodecs.crc32c` with a `location` is not it).
-fn is_crc32c(c: &serde_json::Value) -> bool {
-    c == "crc32c"
-        || (c.get("name").and_then(|n| n.as_str()) == Some("crc32c")
-            && c.get("configuration").is_none_or(|conf| conf.as_object().is_some_and(|m| m.is_empty())))
 }
 
 thread_local! {

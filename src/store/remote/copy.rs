@@ -13,6 +13,8 @@ use super::RemoteOptions;
 use super::source::{connect, remote_error};
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::store::bytes::local_path;
+use crate::store::durable::TEMP_MARK;
+use crate::store::lock::{LOCK_FILE, StoreLock};
 
 /// What [`copy`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -32,12 +34,9 @@ struct Side {
 }
 
 impl Side {
-    fn open(location: &str, options: &RemoteOptions, create: bool) -> Result<Side> {
+    fn open(location: &str, options: &RemoteOptions) -> Result<Side> {
         match local_path(location) {
             Some(path) => {
-                if create {
-                    std::fs::create_dir_all(&path).map_err(|e| Error::io(&path, e))?;
-                }
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&path)
                     .map_err(|e| remote_error(location.to_string(), &e))?;
                 Ok(Side { store: Arc::new(fs), prefix: ObjPath::default(), url: location.to_string(), listable: true })
@@ -80,7 +79,7 @@ pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport>
     if local_path(src).is_some_and(|p| !p.join("zarr.json").is_file()) {
         return Err(Error::NotFound { store: local_path(src).unwrap_or_default() });
     }
-    let from = Side::open(src, options, false)?;
+    let from = Side::open(src, options)?;
     if !from.listable {
         return Err(Error::Remote {
             url: from.url.clone(),
@@ -91,10 +90,31 @@ pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport>
     if dst.starts_with("http://") || dst.starts_with("https://") {
         return Err(Error::RemoteReadOnly { url: dst.to_string(), operation: "copy to an HTTP server".into() });
     }
-    if local_path(dst).is_some_and(|p| p.exists()) {
-        return Err(Error::AlreadyExists { store: local_path(dst).unwrap_or_default() });
-    }
-    let to = Side::open(dst, options, true)?;
+    // A local source is copied holding its writer lock shared (writers wait,
+    // other copies do not), so the copy is one commit of it, never a mix of
+    // two; a local destination is a new store, locked from the moment its
+    // folder exists.
+    let _source_lock = match local_path(src) {
+        Some(p) => StoreLock::acquire_shared(&p, options.lock_timeout())?,
+        None => None,
+    };
+    let _destination_lock = match local_path(dst) {
+        Some(p) => {
+            if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            match std::fs::create_dir(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(Error::AlreadyExists { store: p });
+                }
+                Err(e) => return Err(Error::io(&p, e)),
+            }
+            Some(StoreLock::acquire(&p, options.lock_timeout())?)
+        }
+        None => None,
+    };
+    let to = Side::open(dst, options)?;
     runtime.block_on(async {
         match to.store.head(&to.path("zarr.json")).await {
             Ok(_) => return Err(Error::AlreadyExists { store: to.url.clone().into() }),
@@ -121,7 +141,9 @@ pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport>
                 "no zarr.json at the root (not a Zarr v3 group)",
             ));
         }
-        keys.retain(|k| k != "zarr.json");
+        // The root last (below); a source's writer lock and temporaries are
+        // not store data.
+        keys.retain(|k| k != "zarr.json" && k != LOCK_FILE && !k.contains(TEMP_MARK));
         let one = |key: String| {
             let (from, to) = (&from, &to);
             async move {

@@ -42,6 +42,7 @@ pub struct RemoteOptions {
     allow_http: Option<bool>,
     config: Vec<(String, String)>,
     disk_cache: Option<(PathBuf, u64)>,
+    lock_timeout: Duration,
 }
 
 impl Default for RemoteOptions {
@@ -59,6 +60,7 @@ impl Default for RemoteOptions {
             allow_http: None,
             config: Vec::new(),
             disk_cache: None,
+            lock_timeout: Duration::ZERO,
         }
     }
 }
@@ -170,6 +172,17 @@ impl RemoteOptions {
     /// The disk cache's folder and byte bound, if on.
     pub fn disk_cache(&self) -> Option<(&Path, u64)> {
         self.disk_cache.as_ref().map(|(p, b)| (p.as_path(), *b))
+    }
+    /// How long [`copy`](crate::store::remote::copy) waits for the writer
+    /// lock of a local source or destination store held by another writer
+    /// (see [`crate::store::lock`]); default zero: fail at once.
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+    /// How long a copy waits for a writer lock.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
     }
     // Read only by the client, which needs feature `remote`.
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]

@@ -51,14 +51,25 @@ impl AtomicDataZarrWriter {
         if samples.is_empty() {
             return Ok(());
         }
+        // The tails it wrote are kept only if it committed; otherwise the
+        // store may hold older ones (see `tail`).
+        let done = self.append_transaction(samples, validate_values);
+        if done.is_ok() {
+            self.tails.commit();
+        } else {
+            self.tails.clear();
+        }
+        done
+    }
+
+    fn append_transaction(&mut self, samples: &[AtomicData], validate_values: bool) -> Result<()> {
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
         let existing = self.store_schema(&root)?;
         let schema = self.check_samples(samples, &existing, n == 0 && existing.is_empty(), validate_values)?;
         let labels = self.check_strings(&root, samples, n == 0 && existing.is_empty())?;
-        let atoms_ptr = self.pointers(format::ATOMS_PTR, n)?;
-        let edges_ptr = self.pointers(format::EDGES_PTR, n)?;
-        let (v0, e0) = (atoms_ptr[n] as u64, edges_ptr[n] as u64);
+        let (v0, e0) =
+            (self.last_pointer(format::ATOMS_PTR, n)? as u64, self.last_pointer(format::EDGES_PTR, n)? as u64);
 
         // New pointers.
         let mut new_atoms = Vec::with_capacity(samples.len());
@@ -143,7 +154,7 @@ impl AtomicDataZarrWriter {
                     bytes.extend_from_slice(f.data.as_bytes());
                 }
             }
-            self.write_rows(&rel, start..end, bytes)?;
+            self.write_rows_with(&rel, start..end, bytes, true)?;
             bar.inc(1);
             Ok(())
         })?;
@@ -154,22 +165,22 @@ impl AtomicDataZarrWriter {
         // Masks (independent arrays: in parallel, as above).
         let masks = [(format::SAMPLES_MASK, n as u64..n1), (format::ATOMS_MASK, v0..v1), (format::EDGES_MASK, e0..e1)];
         for_each_io(&masks, |(rel, range)| {
-            self.write_rows(rel, range.clone(), vec![1u8; (range.end - range.start) as usize])
+            self.write_rows_with(rel, range.clone(), vec![1u8; (range.end - range.start) as usize], true)
         })?;
         self.checkpoint(AppendStep::Masks)?;
 
         // Pointers (in parallel, as above).
         let ptrs = [(format::ATOMS_PTR, &new_atoms), (format::EDGES_PTR, &new_edges)];
         for_each_io(&ptrs, |(rel, vals)| {
-            self.write_rows(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec())
+            self.write_rows_with(rel, n as u64 + 1..n1 + 1, bytemuck::cast_slice(vals.as_slice()).to_vec(), true)
         })?;
         self.checkpoint(AppendStep::Pointers)?;
 
         // Make the staged files durable and visible, then commit: readers
         // see the new samples only once `num_samples` says so.
-        txn.commit().map_err(|e| Error::io(&self.path, e))?;
         attrs.num_samples = n1 as usize;
-        format::write_root(&self.path, &attrs)?;
+        let root = format::root_bytes(&self.path, &attrs)?;
+        txn.commit_then_replace(&self.path.join("zarr.json"), &root).map_err(|e| Error::io(&self.path, e))?;
         self.checkpoint(AppendStep::NumSamples)?;
         Ok(())
     }

@@ -19,6 +19,8 @@ impl AtomicDataZarrWriter {
     /// one and swapped in by renames, so an interruption loses nothing (see
     /// [`AtomicDataZarrWriter::open`] for the one state that needs a step back).
     pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
+        // Every array is replaced.
+        self.tails.clear();
         let root = format::read_root(&self.path)?;
         let replaces_config = config.is_some();
         let config = match config {
@@ -66,9 +68,12 @@ impl AtomicDataZarrWriter {
         // directories atomically, the store path is never missing and the
         // old store ends up at `tmp`; elsewhere two renames leave a moment
         // with only `<store>.defrag-old`, which readers report and
-        // `open` undoes.
-        if crate::store::durable::exchange(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))? {
-            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        // `open` undoes. Both stores' locks are held throughout (this
+        // writer's and the copy's writer's), so whichever folder a second
+        // writer finds at the store path, its lock is taken; this writer
+        // keeps the new one's.
+        let old = if crate::store::durable::exchange(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))? {
+            tmp
         } else {
             let old = format::sibling(&self.path, format::DEFRAG_OLD);
             if old.exists() {
@@ -77,8 +82,11 @@ impl AtomicDataZarrWriter {
             std::fs::rename(&self.path, &old).map_err(|e| Error::io(&self.path, e))?;
             std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&tmp, e))?;
             sync_parent(&self.path)?;
-            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
-        }
+            old
+        };
+        std::mem::swap(&mut self.lock, &mut out.lock);
+        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        drop(out);
         self.store = arrays::open_store(&self.path)?;
         if replaces_config {
             // "config replaces the write configuration": arrays created from

@@ -137,6 +137,8 @@ impl AtomicDataZarrWriter {
     /// seeing them), then their rows zeroed. Pointers are unchanged.
     /// Already-deleted samples are left as they are.
     pub fn delete(&mut self, physical: &[usize]) -> Result<()> {
+        // Zeroed rows may lie in kept tail chunks.
+        self.tails.clear();
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
         if let Some(&bad) = physical.iter().find(|&&i| i >= n) {
@@ -203,6 +205,7 @@ impl AtomicDataZarrWriter {
     /// `atomzarr repair`). `rows.end` must be the array's length: the row
     /// writer sets the length to it, and a shorter array would lose its tail.
     pub(crate) fn overwrite_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
+        self.tails.clear();
         let len = self.open_rows_array(rel)?.shape()[0];
         if rows.end != len || rows.start > rows.end {
             return Err(Error::invalid(

@@ -19,6 +19,7 @@
 //! | `append` | `write`, `append`: sample checks, the append transaction |
 //! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
 //! | `defragment` | `defragment` |
+//! | `tail` | tail chunks that small appends extend without compressing them again |
 //! | `strings` | string labels: checks, rows in the append, `add_strings` |
 //! | `saved` | `save_split`, `save_stats`: records in the root attributes |
 
@@ -37,15 +38,23 @@ use crate::store::ZarrWriteConfig;
 use crate::store::arrays;
 use crate::store::durable::Store;
 use crate::store::format::{self, RootAttrs, StoreGroup};
+use crate::store::lock::StoreLock;
+use tail::{ChunkWrite, TailCodec, Tails};
 
 mod append;
 mod defragment;
 mod edit;
 mod recover;
 mod saved;
+mod tail;
 mod strings;
 
 /// Writes atomic-structure stores in the toolkit's layout.
+///
+/// A writer holds its store's writer lock ([`crate::store::lock`]) from
+/// [`create`](Self::create) or [`open`](Self::open) until it is dropped: one
+/// writer per store at a time; a second one gets [`Error::Locked`], or waits
+/// up to [`ZarrWriteConfig::with_lock_timeout`]. Readers never wait.
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
@@ -75,6 +84,10 @@ pub struct AtomicDataZarrWriter {
     config: ZarrWriteConfig,
     fail_after: Option<AppendStep>,
     progress: bool,
+    /// The store's writer lock, held for the writer's lifetime.
+    lock: StoreLock,
+    /// The tail chunks small appends extend (see `tail`).
+    tails: Tails,
 }
 
 /// A field's schema as the store holds it.
@@ -133,19 +146,15 @@ impl AtomicDataZarrWriter {
     ///
     /// The store is built in a sibling folder (`<path>.atomzarr-creating`)
     /// and renamed into place when complete, so a crash never leaves a
-    /// half-made store at `path`.
+    /// half-made store at `path`. The writer lock is taken in that folder
+    /// before anything is written and moves with it, so the store is never
+    /// at `path` unlocked; two creates of one path race for that lock, and
+    /// the loser gets [`Error::Locked`] (or, waiting, [`Error::AlreadyExists`]).
     pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = crate::store::bytes::writable_path(path.as_ref(), "create")?;
         config.validate()?;
-        if path.exists() {
-            return Err(Error::AlreadyExists { store: path });
-        }
         let building = format::sibling(&path, format::CREATING);
-        if building.exists() {
-            // Left by a create that crashed: it never became a store.
-            std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
-        }
-        std::fs::create_dir_all(&building).map_err(|e| Error::io(&building, e))?;
+        let lock = Self::lock_new_folder(&path, &building, config.lock_timeout())?;
         for g in ["meta", "core", "custom"] {
             format::write_group(&building, g)?;
         }
@@ -155,6 +164,8 @@ impl AtomicDataZarrWriter {
             config,
             fail_after: None,
             progress: false,
+            lock,
+            tails: Tails::default(),
         };
         let txn = w.store.transaction();
         for (rel, dtype) in format::META_ARRAYS {
@@ -174,11 +185,56 @@ impl AtomicDataZarrWriter {
         }
         txn.commit().map_err(|e| Error::io(&building, e))?;
         format::write_root(&w.path, &RootAttrs { num_samples: 0, fields: BTreeMap::new(), extra: Default::default() })?;
-        std::fs::rename(&building, &path).map_err(|e| Error::io(&path, e))?;
-        sync_parent(&path)?;
+        match crate::store::durable::rename_noreplace(&building, &path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists || path.exists() => {
+                // Something appeared at `path` while this store was built.
+                std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
+                return Err(Error::AlreadyExists { store: path });
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        }
         w.store = arrays::open_store(&path)?;
         w.path = path;
         Ok(w)
+    }
+
+    /// Makes the empty folder `building` (the sibling a new store at `path`
+    /// is built in) and takes its writer lock. A folder already there was
+    /// left by a create that crashed (its lock is free: it is removed) or
+    /// belongs to a create still running (its lock is held: `Locked`).
+    fn lock_new_folder(path: &Path, building: &Path, timeout: std::time::Duration) -> Result<StoreLock> {
+        if let Some(parent) = building.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        // Each pass either returns or removes a folder some other create
+        // left or built meanwhile; a few passes settle any race.
+        for _ in 0..8 {
+            if path.exists() {
+                return Err(Error::AlreadyExists { store: path.to_path_buf() });
+            }
+            match std::fs::create_dir(building) {
+                Ok(()) => match StoreLock::acquire_for(building, path, std::time::Duration::ZERO) {
+                    Ok(lock) => return Ok(lock),
+                    // Another create took the folder for a leftover and
+                    // removed it between our mkdir and our lock.
+                    Err(Error::NotFound { .. }) => continue,
+                    Err(e) => return Err(e),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = match StoreLock::acquire_for(building, path, timeout) {
+                        Ok(lock) => lock,
+                        Err(Error::NotFound { .. }) => continue,
+                        Err(e) => return Err(e),
+                    };
+                    // Left by a create that crashed: it never became a store.
+                    std::fs::remove_dir_all(building).map_err(|e| Error::io(building, e))?;
+                    drop(stale);
+                }
+                Err(e) => return Err(Error::io(building, e)),
+            }
+        }
+        Err(Error::Locked { store: path.to_path_buf(), holder: None, waited: timeout })
     }
 
     /// Shows a progress bar on stderr during defragment and large writes
@@ -191,6 +247,13 @@ impl AtomicDataZarrWriter {
     /// The store path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the whole store, under its lock (a writer waiting for the
+    /// lock then finds no store, rather than one being removed under it).
+    pub(crate) fn remove_store(self) -> Result<()> {
+        std::fs::remove_dir_all(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        sync_parent(&self.path)
     }
 
     /// Test hook: make the next appends fail right after `step` (None: never).
@@ -245,8 +308,8 @@ impl AtomicDataZarrWriter {
         Ok(out)
     }
 
-    /// Reads `meta/*_ptr[0..=n]`.
-    fn pointers(&self, rel: &str, n: usize) -> Result<Vec<i64>> {
+    /// Opens pointer array `rel`, checked to hold `n + 1` int64 entries.
+    fn pointer_array(&self, rel: &str, n: usize) -> Result<Array<Store>> {
         let a = self.open_array(rel)?;
         if a.shape().first().copied().unwrap_or(0) < n as u64 + 1 {
             return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
@@ -256,13 +319,49 @@ impl AtomicDataZarrWriter {
         if dtype != DType::Int64 {
             return Err(Error::inconsistent(&self.path, rel, format!("dtype {dtype}: appends need int64 pointers")));
         }
+        Ok(a)
+    }
+
+    /// Reads `meta/*_ptr[0..=n]`.
+    fn pointers(&self, rel: &str, n: usize) -> Result<Vec<i64>> {
+        let a = self.pointer_array(rel, n)?;
         let v = a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))?;
         format::check_pointers(&self.path, rel, &v, n)?;
         Ok(v)
     }
 
+    /// Reads `meta/*_ptr[n]`, the end of the committed rows on its axis
+    /// (checked against `ptr[n-1]`): all an append needs of the pointers.
+    fn last_pointer(&self, rel: &str, n: usize) -> Result<i64> {
+        let a = self.pointer_array(rel, n)?;
+        let from = n.saturating_sub(1) as u64;
+        // From the kept tail where it holds them (no chunk decoded).
+        let kept = self.tails.rows(rel, from..n as u64 + 1, 8);
+        let v = match kept {
+            Some(bytes) => {
+                bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default())).collect()
+            }
+            None => a.retrieve_array_subset::<Vec<i64>>(&[from..n as u64 + 1]).map_err(arr_err(&self.path, rel))?,
+        };
+        match v.as_slice() {
+            [last] if n == 0 && *last == 0 => Ok(0),
+            [before, last] if 0 <= *before && before <= last => Ok(*last),
+            _ => Err(Error::inconsistent(
+                &self.path,
+                rel,
+                format!("entries {v:?} end its {n} committed samples (the first must be 0, and none may decrease)"),
+            )),
+        }
+    }
+
     /// Sets an array's length to `rows.end` and writes `bytes` into `rows`.
     fn write_rows(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>) -> Result<()> {
+        self.write_rows_with(rel, rows, bytes, false)
+    }
+
+    /// [`write_rows`](Self::write_rows); `tail`: an append's write, whose
+    /// partly covered chunks go through the kept tails (see `tail`).
+    fn write_rows_with(&self, rel: &str, rows: Range<u64>, bytes: Vec<u8>, tail: bool) -> Result<()> {
         let mut a = self.open_rows_array(rel)?;
         let mut shape = a.shape().to_vec();
         if shape[0] != rows.end {
@@ -294,11 +393,18 @@ impl AtomicDataZarrWriter {
         let a = &a;
         let sharded = zarrs::array::ArrayShardedExt::is_exclusively_sharded(a);
         let store_empty = self.write_empty_chunks(rel);
+        // (Rows of zero bytes, a zero-width trailing dimension, have no tail.)
+        let hand = if tail && row_bytes > 0 { TailCodec::of(a) } else { None };
         for_each_io(&chunks, |&c| {
             let (lo, hi) = (rows.start.max(c * chunk_rows), rows.end.min((c + 1) * chunk_rows));
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
             let mut idx = vec![0u64; shape.len()];
             idx[0] = c;
+            let partial = lo != c * chunk_rows || hi != (c + 1) * chunk_rows;
+            if let (Some(codec), true) = (hand, partial) {
+                let chunk = ChunkWrite { rel, idx: &idx, rows: chunk_rows, row_bytes, start: lo - c * chunk_rows };
+                return self.write_tail(a, &chunk, data, &codec, store_empty);
+            }
             let subset: Vec<Range<u64>> = std::iter::once(lo - c * chunk_rows..hi - c * chunk_rows)
                 .chain(shape[1..].iter().map(|&d| 0..d))
                 .collect();

@@ -5,12 +5,14 @@
 //! replacements).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::{AtomicDataZarrWriter, sync_parent};
 use crate::error::{Error, Result};
 use crate::store::ZarrWriteConfig;
 use crate::store::arrays;
 use crate::store::format::{self, StoreGroup};
+use crate::store::lock::StoreLock;
 
 impl AtomicDataZarrWriter {
     /// Opens an existing store for appending, deleting and defragmenting.
@@ -21,25 +23,34 @@ impl AtomicDataZarrWriter {
     /// [`add_custom`](Self::add_custom) was interrupted after listing its
     /// field, its finished array is moved into place. Readers report both
     /// states as [`Error::Interrupted`].
+    ///
+    /// The writer holds the store's lock until it is dropped: a second
+    /// writer gets [`Error::Locked`], or waits up to
+    /// [`ZarrWriteConfig::with_lock_timeout`]. Everything above happens
+    /// under the lock.
     pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = crate::store::bytes::writable_path(path.as_ref(), "open for append")?;
         config.validate()?;
-        if let Some(original) = format::interrupted_defragment(&path) {
-            // A defragment stopped between its renames: put the original
-            // back (the unfinished copy is dropped; defragment again later).
-            log::warn!("{}: finishing an interrupted defragment (original restored)", path.display());
-            std::fs::rename(&original, &path).map_err(|e| Error::io(&original, e))?;
-            sync_parent(&path)?;
-        }
+        let lock = Self::lock_existing(&path, config.lock_timeout())?;
         // Nothing is cleaned or moved below unless `path` is a store.
         // (Temporaries are files, never the array folders this lists, so the
         // cleanup below does not change it.)
         let mut root = format::read_root(&path)?;
-        for leftover in [format::DEFRAG_TMP, format::CREATING] {
-            let tmp = format::sibling(&path, leftover);
-            if tmp.exists() {
-                std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-            }
+        // A defragment's copy: no other defragment runs (this writer holds
+        // the store's lock), so any copy there was left by a crash.
+        let tmp = format::sibling(&path, format::DEFRAG_TMP);
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        // A create's build folder: left by a crash when its lock is free;
+        // left alone when a create (started before the store appeared) is
+        // still running.
+        let building = format::sibling(&path, format::CREATING);
+        if building.exists()
+            && let Ok(stale) = StoreLock::acquire_for(&building, &building, Duration::ZERO)
+        {
+            std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
+            drop(stale);
         }
         // Temporaries of writes a crash stopped before their rename.
         let cleaned = crate::store::durable::clean_temporaries(&path).map_err(|e| Error::io(&path, e))?;
@@ -79,6 +90,61 @@ impl AtomicDataZarrWriter {
             std::fs::remove_dir_all(&pending).map_err(|e| Error::io(&pending, e))?;
         }
         let store = arrays::open_store(&path)?;
-        Ok(AtomicDataZarrWriter { path, store, config, fail_after: None, progress: false })
+        Ok(AtomicDataZarrWriter {
+            path,
+            store,
+            config,
+            fail_after: None,
+            progress: false,
+            lock,
+            tails: Default::default(),
+        })
+    }
+
+    /// Takes the writer lock of the existing store at `path`. A defragment
+    /// stopped between its renames (the store path missing, the original
+    /// beside it as `<store>.defrag-old`) is undone first, under the
+    /// original's own lock, which is the store's once it is back in place.
+    fn lock_existing(path: &Path, timeout: Duration) -> Result<StoreLock> {
+        let start = Instant::now();
+        // A running defragment renames the store folder away and back: a
+        // look that falls between those renames looks again shortly after.
+        let again = || std::thread::sleep(Duration::from_millis(1));
+        loop {
+            let left = timeout.saturating_sub(start.elapsed());
+            let original = format::interrupted_defragment(path);
+            let dir = original.as_deref().unwrap_or(path);
+            // Never create a lock file in a folder that is not a store.
+            if !dir.join("zarr.json").is_file() {
+                if format::interrupted_defragment(path).is_some() || path.join("zarr.json").is_file() {
+                    again();
+                    continue;
+                }
+                // The error that says what is there instead (read_root fails
+                // without a root zarr.json).
+                format::read_root(path)?;
+                again();
+                continue;
+            }
+            let lock = match StoreLock::acquire_for(dir, path, left) {
+                Ok(lock) => lock,
+                Err(Error::NotFound { .. }) if path.exists() || format::interrupted_defragment(path).is_some() => {
+                    again();
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(original) = original {
+                if path.exists() {
+                    continue; // restored by a writer that held the lock before us
+                }
+                // A defragment stopped between its renames: put the original
+                // back (the unfinished copy is dropped; defragment again later).
+                log::warn!("{}: finishing an interrupted defragment (original restored)", path.display());
+                std::fs::rename(&original, path).map_err(|e| Error::io(&original, e))?;
+                sync_parent(path)?;
+            }
+            return Ok(lock);
+        }
     }
 }
