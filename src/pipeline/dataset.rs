@@ -704,7 +704,8 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
     /// transformed (a transform may add or drop fields), falling back to the
     /// reader's when that sample cannot be read.
     fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
-        if !(self.transforms.is_empty() && self.collated.is_empty())
+        let transformed = !(self.transforms.is_empty() && self.collated.is_empty());
+        if transformed
             && !self.is_empty()
             && let Ok(s) = self.get_sample(0)
         {

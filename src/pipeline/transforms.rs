@@ -335,7 +335,7 @@ impl CollatedTransform for RandomRotation {
             let Some(kind) = kind else { continue };
             let row: usize = f.trailing_shape.iter().product();
             let fits = match kind {
-                Kind::Vectors => row > 0 && row % 3 == 0,
+                Kind::Vectors => row > 0 && row.is_multiple_of(3),
                 Kind::Tensor => row == 9,
             };
             if !fits {

@@ -46,8 +46,8 @@ mod defragment;
 mod edit;
 mod recover;
 mod saved;
-mod tail;
 mod strings;
+mod tail;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
