@@ -78,7 +78,42 @@ enum Cmd {
     Stats {
         /// The store.
         store: PathBuf,
+        /// Only the samples of a part of the split saved under this name
+        /// (`atomzarr split --save NAME`).
+        #[arg(long)]
+        split: Option<String>,
+        /// The part of `--split` (default train).
+        #[arg(long, default_value = "train", requires = "split")]
+        part: String,
+        /// Save the statistics in the store's root attributes (`atomzarr.stats`).
+        #[arg(long)]
+        save: bool,
         /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Split the samples into parts (train / val / test) by a hash of
+    /// (seed, group key), so every group lands whole in one part, the split
+    /// is the same on every machine, and appends never move a sample.
+    Split {
+        /// The store.
+        store: PathBuf,
+        /// Group samples by this system label (a string label, or an
+        /// integer field printed in decimal): mp_id, smiles, config_type.
+        /// Without it each sample is its own group.
+        #[arg(long)]
+        by: Option<String>,
+        /// The parts and their fractions, in order; they must sum to 1.
+        #[arg(long, default_value = "train=0.8,val=0.1,test=0.1")]
+        fractions: String,
+        /// Seed of the hash.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Save the rule in the store's root attributes under this name, for
+        /// `atomzarr stats --split NAME` and `Split::from_store(&reader, NAME)`.
+        #[arg(long)]
+        save: Option<String>,
+        /// Print `{"splits": {part: [logical indices]}, "rule": ..., "parts": ...}`.
         #[arg(long)]
         json: bool,
     },
@@ -634,15 +669,49 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let n = atomzarr::cli::export::export_extxyz(&reader, &out)?;
             println!("wrote {n} frames to {}", out.display());
         }
-        Cmd::Stats { store, json } => {
+        Cmd::Stats { store, split, part, save, json } => {
+            use atomzarr::source::stats::{StatsOptions, dataset_stats, subset_stats};
             let reader = AtomicDataZarrReader::open(&store)?;
             let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let options = atomzarr::source::stats::StatsOptions::default().with_progress(show);
-            let s = atomzarr::source::stats::dataset_stats(&reader, &options)?;
+            let options = StatsOptions::default().with_progress(show);
+            let s = match &split {
+                Some(name) => {
+                    let sp = atomzarr::source::split::Split::from_store(&reader, name)?;
+                    subset_stats(&reader, sp.indices(&part)?, &options)?
+                }
+                None => dataset_stats(&reader, &options)?,
+            };
+            if save {
+                let scope = split.as_deref().map(|n| (n, part.as_str()));
+                AtomicDataZarrWriter::open(&store, ZarrWriteConfig::default())?.save_stats(&s, scope, &reader)?;
+            }
             if json {
                 println!("{}", serde_json::to_string(&s).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
             } else {
+                if let Some(name) = &split {
+                    println!("split {name}, part {part}");
+                }
                 println!("{}", atomzarr::cli::stats::render(&store, &s));
+                if save {
+                    println!("saved in {} (root attribute atomzarr.stats)", store.display());
+                }
+            }
+        }
+        Cmd::Split { store, by, fractions, seed, save, json } => {
+            use atomzarr::source::split::{Split, SplitRule};
+            let reader = AtomicDataZarrReader::open(&store)?;
+            let rule = SplitRule::parse(&fractions)?.with_by(by).with_seed(seed);
+            let split = Split::compute(&reader, &rule)?;
+            if let Some(name) = &save {
+                AtomicDataZarrWriter::open(&store, ZarrWriteConfig::default())?.save_split(name, &split, &reader)?;
+            }
+            if json {
+                println!("{}", atomzarr::cli::split::to_json(&split));
+            } else {
+                println!("{}", atomzarr::cli::split::render(&store, &split));
+                if let Some(name) = &save {
+                    println!("saved as {name} in {} (root attribute atomzarr.splits.{name})", store.display());
+                }
             }
         }
         Cmd::Read { path, read: a } => {

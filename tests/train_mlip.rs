@@ -167,3 +167,76 @@ fn training_beats_the_predict_the_mean_baseline() {
         m.baseline_force_mae()
     );
 }
+
+/// The example's prepared training set: split by the `trajectory` label
+/// (no trajectory in both parts), E0s fitted on the training part only and
+/// subtracted by both loaders (checked against the stored energies and the
+/// least-squares E0s of the training part solved here), rotation on; two
+/// epochs still lower the loss.
+#[test]
+fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let dir = common::tmpdir();
+    let store = tiny_store(dir.path(), 80);
+    let device = Default::default();
+    let prep =
+        training::Prep { val_fraction: 0.25, by: Some("trajectory".into()), split_seed: 3, e0: true, rotate: Some(1) };
+    let split = Split::<Train>::open_prepared(&store, &prep, opts(), (0, 1), &device).unwrap();
+    let reader = AtomicDataZarrReader::open(&store).unwrap();
+    let traj = |i: usize| reader.read(i as i64).unwrap().data.string("trajectory").unwrap().to_string();
+    let train: BTreeSet<String> = split.train_indices.iter().map(|&i| traj(i)).collect();
+    let val: BTreeSet<String> = split.val_indices.iter().map(|&i| traj(i)).collect();
+    assert!(!val.is_empty() && train.is_disjoint(&val), "trajectories in both parts");
+    assert_eq!(split.train_indices.len() + split.val_indices.len(), 80);
+
+    // Least squares E = n_Ar E0_Ar + n_Kr E0_Kr over the training part,
+    // by the 2x2 normal equations.
+    let (mut a, mut b) = ([[0.0f64; 2]; 2], [0.0f64; 2]);
+    let counts = |i: usize| {
+        let z = reader.read(i as i64).unwrap().data.field("atomic_numbers").unwrap().data.to_i64_vec().unwrap();
+        [z.iter().filter(|&&z| z == 18).count() as f64, z.iter().filter(|&&z| z == 36).count() as f64]
+    };
+    let energy = |i: usize| reader.read(i as i64).unwrap().data.field("energy").unwrap().data.to_f64_vec()[0];
+    for &i in &split.train_indices {
+        let (n, e) = (counts(i), energy(i));
+        for r in 0..2 {
+            b[r] += n[r] * e;
+            for c in 0..2 {
+                a[r][c] += n[r] * n[c];
+            }
+        }
+    }
+    let det = a[0][0] * a[1][1] - a[0][1] * a[1][0];
+    let want = [(b[0] * a[1][1] - a[0][1] * b[1]) / det, (a[0][0] * b[1] - a[1][0] * b[0]) / det];
+    let e0s: &BTreeMap<i64, f64> = split.e0s.as_ref().unwrap().e0s();
+    assert!((e0s[&18] - want[0]).abs() < 1e-6 && (e0s[&36] - want[1]).abs() < 1e-6, "{e0s:?} vs {want:?}");
+
+    // The validation loader yields E - Σ E0.
+    for batch in split.val.iter() {
+        let batch = batch.unwrap();
+        let got = batch.to_host_f64()["energy"].1.clone();
+        for (k, &i) in batch.indices.iter().enumerate() {
+            let n = counts(i);
+            let w = energy(i) - n[0] * e0s[&18] - n[1] * e0s[&36];
+            assert!((got[k] - w).abs() < 1e-4, "val sample {i}: {} vs {w}", got[k]);
+        }
+    }
+
+    // The training loader rotates: positions move, distances stay.
+    let batch = split.train.iter().next().unwrap().unwrap();
+    let (i, n) = (batch.indices[0], counts(batch.indices[0]).iter().sum::<f64>() as usize);
+    let got = batch.to_host_f64()["positions"].1[..3 * n].to_vec();
+    let stored = reader.read(i as i64).unwrap().data.field("positions").unwrap().data.to_f64_vec();
+    let d = |p: &[f64], a: usize, b: usize| (0..3).map(|c| (p[3 * a + c] - p[3 * b + c]).powi(2)).sum::<f64>().sqrt();
+    assert!(got.iter().zip(&stored).any(|(g, s)| (g - s).abs() > 1e-2), "sample {i} not rotated");
+    for a in 1..n {
+        assert!((d(&got, 0, a) - d(&stored, 0, a)).abs() < 1e-4, "sample {i}: distance 0-{a} changed");
+    }
+
+    Train::seed(&device, 0);
+    let mut trainer = Trainer::<Train>::new(&split.stats.config(CUTOFF), &device);
+    let r1 = training::train_epoch(&mut trainer, &split.train, 0, 1e-2).unwrap();
+    let r2 = training::train_epoch(&mut trainer, &split.train, 1, 1e-2).unwrap();
+    assert_eq!(r1.samples, split.train_indices.len());
+    assert!(r2.loss < r1.loss, "loss did not fall with rotation on: {} -> {}", r1.loss, r2.loss);
+}

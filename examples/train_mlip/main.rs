@@ -19,7 +19,13 @@
 //!    labelled with exact Lennard-Jones energies and forces (`physics.rs`),
 //!    with neighbor lists and per-edge periodic shifts, written with
 //!    `AtomicDataZarrWriter`.
-//! 2. The last 10% of the store is validation, the rest training.
+//! 2. The training set is prepared with atomzarr: the structures are split
+//!    by their `trajectory` label (atomzarr's grouped, seeded split: no
+//!    trajectory is in both parts), per-element reference energies (E0s)
+//!    are fitted on the training part only and subtracted from every energy
+//!    both loaders yield (`--no-e0` trains on the raw energies), and
+//!    `--rotate` turns on a random rotation of every training structure
+//!    per epoch.
 //! 3. A message-passing potential with a direct, rotation-equivariant force
 //!    head (`model.rs` explains why: Burn has no double backward) trains on
 //!    an energy + force loss, batches from the DataLoader (shuffled, fused
@@ -43,7 +49,7 @@ use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use clap::Parser;
 use model::{Scatter, Trainer};
-use training::{BoxError, LoaderOptions, Split};
+use training::{BoxError, LoaderOptions, Prep, Split};
 
 /// The compute backend (training runs on `Autodiff` over it).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,9 +117,23 @@ struct Args {
     /// Weight of the energy term of the loss (the force term has weight 1).
     #[arg(long, default_value_t = 4.0)]
     energy_weight: f64,
-    /// Fraction of the store (its end) held out for validation.
+    /// Fraction of the store held out for validation.
     #[arg(long, default_value_t = 0.1)]
     val_fraction: f64,
+    /// The string label the structures are split by (whole groups to train
+    /// or validation); `index`: the last --val-fraction of the store.
+    #[arg(long, default_value = "trajectory")]
+    split_by: String,
+    /// Seed of the split hash.
+    #[arg(long, default_value_t = 0)]
+    split_seed: u64,
+    /// Train on the raw energies: no E0s fitted or subtracted.
+    #[arg(long)]
+    no_e0: bool,
+    /// Rotate each training structure by a random rotation per epoch
+    /// (seeded by --seed, the epoch and the sample).
+    #[arg(long)]
+    rotate: bool,
     /// Train through burn-train's SupervisedTraining / Learner instead of
     /// the example's own loop (needs `--features train`).
     #[arg(long)]
@@ -219,9 +239,27 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
     if args.node_rank >= args.num_nodes.max(1) {
         return Err(format!("--node-rank {} out of range for --num-nodes {}", args.node_rank, args.num_nodes).into());
     }
-    let split =
-        Split::<Train>::open_ranked(&store, args.val_fraction, opts, (args.node_rank, args.num_nodes), &device)?;
+    let prep = Prep {
+        val_fraction: args.val_fraction,
+        by: (args.split_by != "index").then(|| args.split_by.clone()),
+        split_seed: args.split_seed,
+        e0: !args.no_e0,
+        rotate: args.rotate.then_some(args.seed),
+    };
+    let split = Split::<Train>::open_prepared(&store, &prep, opts, (args.node_rank, args.num_nodes), &device)?;
     let stats = split.stats;
+    println!(
+        "split by {}{}{}",
+        prep.by.as_deref().unwrap_or("index (the last --val-fraction)"),
+        match &split.e0s {
+            Some(e) => format!(
+                "; E0s fitted on the training part, subtracted from every energy: {}",
+                e.e0s().iter().map(|(z, e)| format!("Z={z} {e:.4} eV")).collect::<Vec<_>>().join(", ")
+            ),
+            None => "; raw energies (no E0s)".to_string(),
+        },
+        if args.rotate { "; random rotation of every training structure" } else { "" }
+    );
     println!(
         "{} train / {} validation structures; mean energy {:.4} eV/atom (spread {:.4}), RMS force {:.4} eV/Å, {:.1} neighbors/atom",
         split.train_indices.len(),
@@ -292,7 +330,9 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
         start.elapsed().as_secs_f64()
     );
     println!(
-        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_per_s={:.1}",
+        "final: e0={} rotate={} val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_per_s={:.1}",
+        split.e0s.is_some(),
+        args.rotate,
         m.energy_mae(),
         m.force_mae(),
         m.baseline_energy_mae(),

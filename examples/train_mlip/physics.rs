@@ -344,6 +344,9 @@ pub struct Labelled {
     pub energy: f64,
     /// Forces, eV/Å.
     pub forces: Vec<[f64; 3]>,
+    /// The MD trajectory it is a frame of (the string label `trajectory`,
+    /// what the example splits by, so that no trajectory is in two parts).
+    pub trajectory: usize,
 }
 
 impl Labelled {
@@ -352,7 +355,7 @@ impl Labelled {
         s.round_to_f32();
         let neighbors = s.neighbor_list(CUTOFF);
         let (energy, forces) = s.energy_forces_with(&neighbors);
-        Labelled { structure: s, neighbors, energy, forces }
+        Labelled { structure: s, neighbors, energy, forces, trajectory: 0 }
     }
 
     /// The sample as atomzarr stores it.
@@ -365,6 +368,10 @@ impl Labelled {
             .with_cell(s.cell.map(|r| r.map(|x| x as f32)))
             .with_pbc(s.pbc)
             .with_neighbor_list(self.neighbors.pairs.clone(), Some(f32v(&self.neighbors.shifts)))
+            .map(|d| {
+                d.with_string("trajectory", format!("t{}", self.trajectory))
+                    .with_string("config_type", if s.pbc[0] { "box" } else { "cluster" })
+            })
     }
 }
 
@@ -415,7 +422,7 @@ pub fn generate(spec: DatasetSpec, seed: u64) -> Vec<Labelled> {
             };
             let temperature = if start.pbc[0] { rng.random_range(10.0..120.0) } else { rng.random_range(10.0..50.0) };
             let frames = run_md(start, temperature, 8.0, spec.every, spec.frames_per_trajectory, spec.every, &mut rng);
-            frames.into_iter().map(Labelled::new).collect::<Vec<_>>()
+            frames.into_iter().map(|f| Labelled { trajectory: t, ..Labelled::new(f) }).collect::<Vec<_>>()
         })
         .collect();
     out.truncate(spec.structures);

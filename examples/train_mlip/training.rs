@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use atomzarr::pipeline::transforms::{CollatedTransform, SubtractE0s};
 use atomzarr::sampler::ListSampler;
+use atomzarr::source::split::{Split as LabelSplit, SplitRule};
+use atomzarr::source::stats::{StatsOptions, subset_stats};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader};
 use burn::config::Config;
 use burn::module::Module;
@@ -37,10 +40,37 @@ pub struct LoaderOptions {
     pub use_streams: bool,
 }
 
-/// Train and validation loaders over one store, split by index: the last
-/// `val_fraction` of the store is validation (the store is written
-/// trajectory by trajectory, so validation holds whole unseen trajectories,
-/// save at most one straddling the boundary).
+/// How the training set is prepared from the store.
+#[derive(Debug, Clone, Default)]
+pub struct Prep {
+    /// Fraction of the structures held out for validation.
+    pub val_fraction: f64,
+    /// Split by this string label (`trajectory`): whole groups go to train
+    /// or validation by atomzarr's split hash with `split_seed`. `None`:
+    /// the last `val_fraction` of the store is validation.
+    pub by: Option<String>,
+    /// Seed of the split hash.
+    pub split_seed: u64,
+    /// Fit per-element reference energies (E0s) on the training part and
+    /// subtract them from every energy the loaders yield.
+    pub e0: bool,
+    /// Rotate every training structure by a random rotation drawn from
+    /// (this seed, epoch, sample).
+    pub rotate: Option<u64>,
+}
+
+impl Prep {
+    /// The last `val_fraction` of the store is validation, nothing else.
+    pub fn by_index(val_fraction: f64) -> Prep {
+        Prep { val_fraction, ..Prep::default() }
+    }
+}
+
+/// Train and validation loaders over one store. By index (the default,
+/// [`Prep::by_index`]): the last `val_fraction` of the store is validation
+/// (the store is written trajectory by trajectory, so validation holds whole
+/// unseen trajectories, save at most one straddling the boundary). By a
+/// label ([`Prep::by`]): atomzarr's grouped, seeded split.
 pub struct Split<B: AutodiffBackend> {
     /// Shuffled training batches on the autodiff backend.
     pub train: DataLoader<B, AtomicDataZarrReader>,
@@ -50,8 +80,11 @@ pub struct Split<B: AutodiffBackend> {
     pub train_indices: Vec<usize>,
     /// Validation indices.
     pub val_indices: Vec<usize>,
-    /// Training-set statistics.
+    /// Training-set statistics (of the energies after the E0s with
+    /// [`Prep::e0`]).
     pub stats: DataStats,
+    /// The E0s fitted on the training part, subtracted by both loaders.
+    pub e0s: Option<SubtractE0s>,
 }
 
 impl<B: AutodiffBackend> Split<B> {
@@ -74,23 +107,62 @@ impl<B: AutodiffBackend> Split<B> {
         rank: (usize, usize),
         device: &B::Device,
     ) -> Result<Split<B>, BoxError> {
+        Self::open_prepared(store, &Prep::by_index(val_fraction), opts, rank, device)
+    }
+
+    /// As [`Split::open_ranked`], the training set prepared by `prep`.
+    pub fn open_prepared(
+        store: &Path,
+        prep: &Prep,
+        opts: LoaderOptions,
+        rank: (usize, usize),
+        device: &B::Device,
+    ) -> Result<Split<B>, BoxError> {
         let reader = Arc::new(AtomicDataZarrReader::open(store)?);
         let n = reader.len();
-        let n_val = ((n as f64 * val_fraction).round() as usize).clamp(1, n.saturating_sub(1).max(1));
         if n < 2 {
             return Err(format!("{}: {n} structures, need at least 2 to split", store.display()).into());
         }
-        let train_indices: Vec<usize> = (0..n - n_val).collect();
-        let val_indices: Vec<usize> = (n - n_val..n).collect();
+        let (train_indices, val_indices) = match &prep.by {
+            None => {
+                let n_val = ((n as f64 * prep.val_fraction).round() as usize).clamp(1, n - 1);
+                ((0..n - n_val).collect::<Vec<_>>(), (n - n_val..n).collect::<Vec<_>>())
+            }
+            Some(label) => {
+                let f = prep.val_fraction;
+                let rule = SplitRule::new(vec![("train".into(), 1.0 - f), ("val".into(), f)])?
+                    .with_by(Some(label.clone()))
+                    .with_seed(prep.split_seed);
+                let split = LabelSplit::compute(&*reader, &rule)?;
+                (split.indices("train")?.to_vec(), split.indices("val")?.to_vec())
+            }
+        };
+        if train_indices.is_empty() || val_indices.is_empty() {
+            return Err(format!(
+                "{}: the split left a part empty; change --split-seed or --val-fraction",
+                store.display()
+            )
+            .into());
+        }
 
-        // Statistics of the training split (one collated read of all of it).
+        // E0s from the training part only (one streamed pass).
+        let e0s = if prep.e0 {
+            Some(SubtractE0s::from_stats(&subset_stats(&*reader, &train_indices, &StatsOptions::default())?)?)
+        } else {
+            None
+        };
+        // Statistics of the training split (one collated read of all of it),
+        // of the energies the model is trained on.
         let mut all = Vec::new();
         reader.read_collated(&[train_indices.iter().map(|&i| i as i64).collect()], &mut all)?;
+        if let Some(e0s) = &e0s {
+            all.iter_mut().try_for_each(|b| e0s.apply(b, 0))?;
+        }
         let stats = DataStats::from_collated(all.iter());
 
         // Validation stays on (the default): each sample's shapes, neighbor
         // indices and positions are checked as it is loaded.
-        let train = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        let mut train = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
             .with_batch_size(opts.batch_size)
             .with_shuffle(true)
             .with_seed(opts.seed)
@@ -98,16 +170,21 @@ impl<B: AutodiffBackend> Split<B> {
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
             .with_sampler(ListSampler::new(train_indices.clone()))
-            .with_rank(rank.0, rank.1)
-            .build(device)?;
-        let val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(reader))
+            .with_rank(rank.0, rank.1);
+        let mut val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(reader))
             .with_batch_size(opts.batch_size)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
-            .with_sampler(ListSampler::new(val_indices.clone()))
-            .build(device)?;
-        Ok(Split { train, val, train_indices, val_indices, stats })
+            .with_sampler(ListSampler::new(val_indices.clone()));
+        if let Some(e0s) = &e0s {
+            train = train.with_subtract_e0s(e0s.clone());
+            val = val.with_subtract_e0s(e0s.clone());
+        }
+        if let Some(seed) = prep.rotate {
+            train = train.with_random_rotation(seed);
+        }
+        Ok(Split { train: train.build(device)?, val: val.build(device)?, train_indices, val_indices, stats, e0s })
     }
 }
 

@@ -21,7 +21,7 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 /// use atomzarr::source::stats::DatasetStats;
 /// let s = DatasetStats { num_samples: 0, num_atoms: 0, num_edges: None, atoms_per_sample: None,
 ///     edges_per_sample: None, elements: vec![], e0_note: None, energy_per_atom: None,
-///     force_rms: None, avg_num_neighbors: None };
+///     residual_energy_per_atom: None, force_rms: None, avg_num_neighbors: None };
 /// assert!(atomzarr::cli::stats::render(std::path::Path::new("s.zarr"), &s).contains("samples: 0"));
 /// ```
 pub fn render(store: &Path, s: &DatasetStats) -> String {
@@ -38,6 +38,10 @@ pub fn render(store: &Path, s: &DatasetStats) -> String {
     out += &format!(
         "energy per atom (eV): {}\n",
         s.energy_per_atom.map_or("-".into(), |m| format!("mean {:.6}, std {:.6}", m.mean, m.std))
+    );
+    out += &format!(
+        "energy per atom after E0s (eV): {}\n",
+        s.residual_energy_per_atom.map_or("-".into(), |m| format!("mean {:.6}, std {:.6}", m.mean, m.std))
     );
     out += &format!("force RMS (eV/Å): {}\n", opt(s.force_rms, 6));
     if let Some(note) = &s.e0_note {

@@ -18,13 +18,19 @@
 //! | `pointers` | [`Pointers`]: the rows a sample owns on each axis |
 //! | [`collate`] | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
 //! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
+//! | [`hash`] | version-stable hashes: split assignment, per-sample random draws |
+//! | [`rotation`] | [`rotation::Rotation`]: uniform random rotations of vectors and tensors |
+//! | `host_rows` | [`HostData::update_rows_f64`] (in-place arithmetic on a float buffer's rows), [`HostData::get_i64`] |
 
 pub mod collate;
 mod dtype;
+pub mod hash;
 mod host;
+mod host_rows;
 mod indices;
 pub mod neighbors;
 mod pointers;
+pub mod rotation;
 mod sample;
 mod strings;
 pub mod synth;

@@ -32,6 +32,7 @@ use std::thread::JoinHandle;
 use crate::data::AtomicData;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
+use crate::pipeline::transforms::{CollatedTransform, SharedTransform};
 use crate::source::{Reader, range_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
@@ -159,6 +160,8 @@ struct ReadCtx<R: Reader> {
     reader: Arc<R>,
     skip_validation: bool,
     transforms: Vec<Transform>,
+    collated: Vec<SharedTransform>,
+    epoch: u64,
     collate: CollateOptions,
     policy: ErrorPolicy,
     skipped: Arc<AtomicU64>,
@@ -195,6 +198,7 @@ impl<R: Reader> ReadCtx<R> {
     fn checked_sample(&self, index: usize) -> Result<AtomicData> {
         self.check(&[vec![index]])?;
         let s = self.sample(index, self.reader.load_sample(index)?)?;
+        let s = self.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Background("no sample".into()))?;
         match s.neighbor_report() {
             Some(r) => Err(range_error(&*self.reader, index, r)),
             None => Ok(s),
@@ -245,7 +249,36 @@ impl<R: Reader> ReadCtx<R> {
         self.load_strict(&kept)
     }
 
+    /// Samples read outside a batch, through the collated transforms: each
+    /// collated alone, transformed, split back (nothing to do without them).
+    fn collated_samples(&self, indices: &[usize], samples: Vec<AtomicData>) -> Result<Vec<AtomicData>> {
+        if self.collated.is_empty() {
+            return Ok(samples);
+        }
+        samples
+            .into_iter()
+            .zip(indices)
+            .map(|(s, &i)| {
+                let mut b = CollatedBatch::from_samples(&[i], std::slice::from_ref(&s))?;
+                self.apply_collated(&mut b)?;
+                b.sample(0)
+            })
+            .collect()
+    }
+
+    fn apply_collated(&self, b: &mut CollatedBatch) -> Result<()> {
+        self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))
+    }
+
     fn load_strict(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+        let mut out = self.load_untransformed(lists)?;
+        if !self.collated.is_empty() {
+            out.iter_mut().try_for_each(|b| self.apply_collated(b))?;
+        }
+        Ok(out)
+    }
+
+    fn load_untransformed(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         let mut out = Vec::with_capacity(lists.len());
         if self.skip_validation && self.transforms.is_empty() {
             self.reader.load_collated_with(lists, self.collate, &mut out)?;
@@ -277,6 +310,8 @@ pub struct Dataset<R: Reader> {
     reader: Arc<R>,
     skip_validation: bool,
     transforms: Vec<Transform>,
+    collated: Vec<SharedTransform>,
+    epoch: u64,
     num_workers: usize,
     collate: CollateOptions,
     policy: ErrorPolicy,
@@ -292,6 +327,8 @@ impl<R: Reader> Clone for Dataset<R> {
             reader: self.reader.clone(),
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
+            collated: self.collated.clone(),
+            epoch: self.epoch,
             num_workers: self.num_workers,
             collate: self.collate,
             policy: self.policy,
@@ -325,6 +362,8 @@ impl<R: Reader + 'static> Dataset<R> {
             reader,
             skip_validation: false,
             transforms: Vec::new(),
+            collated: Vec::new(),
+            epoch: 0,
             num_workers: 1,
             collate: CollateOptions::default(),
             policy: ErrorPolicy::Fail,
@@ -440,6 +479,45 @@ impl<R: Reader + 'static> Dataset<R> {
         self
     }
 
+    /// Adds a transform of collated batches (applied in order, after the
+    /// per-sample transforms and collation): E0 subtraction, scale and
+    /// shift, random rotation, sample weights
+    /// ([`crate::pipeline::transforms`]). It keeps the reader's fast path:
+    /// with validation skipped and no per-sample transform, batches are
+    /// still copied straight from decoded chunks, then transformed in place.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use std::collections::BTreeMap;
+    /// use atomzarr::{AtomicData, Dataset, InMemoryDataset};
+    /// use atomzarr::pipeline::transforms::SubtractE0s;
+    /// let h2 = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_energy(-31.0);
+    /// let ds = Dataset::new(InMemoryDataset::from_samples(&[h2], "h2")?)
+    ///     .with_collated_transform(SubtractE0s::new(BTreeMap::from([(1, -13.6)])));
+    /// assert!((ds.load_batches(&[vec![0]])?[0].fields["energy"].data.to_f64_vec()[0] + 3.8).abs() < 1e-5);
+    /// assert!((ds.get_sample(0)?.field("energy").unwrap().data.to_f64_vec()[0] + 3.8).abs() < 1e-5);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_collated_transform(mut self, t: impl CollatedTransform + 'static) -> Self {
+        self.collated.push(Arc::new(t));
+        self
+    }
+
+    /// The epoch collated transforms see (default 0): the
+    /// [`DataLoader`](crate::DataLoader) sets its own on the handle each
+    /// epoch reads through, so a random rotation changes every epoch and a
+    /// resumed epoch sees the rotations it saw. Set it yourself when you
+    /// drive the Dataset without the DataLoader (Burn's own loader).
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The epoch collated transforms see.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// The reader.
     pub fn reader(&self) -> &Arc<R> {
         &self.reader
@@ -465,6 +543,8 @@ impl<R: Reader + 'static> Dataset<R> {
             reader: self.reader.clone(),
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
+            collated: self.collated.clone(),
+            epoch: self.epoch,
             collate: self.collate,
             policy: self.policy,
             skipped: self.skipped.clone(),
@@ -475,8 +555,8 @@ impl<R: Reader + 'static> Dataset<R> {
     pub fn get_sample(&self, index: usize) -> Result<AtomicData> {
         let ctx = self.ctx();
         ctx.check(&[vec![index]])?;
-        let s = self.reader.load_sample(index)?;
-        ctx.sample(index, s)
+        let s = ctx.sample(index, self.reader.load_sample(index)?)?;
+        ctx.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Background("no sample".into()))
     }
 
     /// `(num_atoms, num_edges)` from the reader's pointers (no field reads).
@@ -624,7 +704,8 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
     /// transformed (a transform may add or drop fields), falling back to the
     /// reader's when that sample cannot be read.
     fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
-        if !self.transforms.is_empty()
+        let transformed = !(self.transforms.is_empty() && self.collated.is_empty());
+        if transformed
             && !self.is_empty()
             && let Ok(s) = self.get_sample(0)
         {
@@ -645,7 +726,8 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         let ctx = self.ctx();
         ctx.check(&[indices.to_vec()])?;
         let samples = self.reader.load_many(indices)?;
-        samples.into_iter().zip(indices).map(|(s, &i)| ctx.sample(i, s)).collect()
+        let samples = samples.into_iter().zip(indices).map(|(s, &i)| ctx.sample(i, s)).collect::<Result<_>>()?;
+        ctx.collated_samples(indices, samples)
     }
 
     fn physical_index(&self, index: usize) -> usize {

@@ -305,7 +305,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// background and its result is dropped.
     pub fn iter(&self) -> LoaderIter<B, R> {
         let clock = *lock(&self.clock);
-        let (batches, id) = {
+        let (batches, id, epoch) = {
             let mut c = lock(&self.cursor);
             c.sync(&clock);
             let (epoch, start) = (c.next_epoch, c.next_position);
@@ -314,7 +314,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             c.live = Some(Live { id: c.iters, epoch, start, yielded: 0, total: batches.len() });
             c.next_epoch = epoch + 1;
             c.next_position = 0;
-            (batches, c.iters)
+            (batches, c.iters, epoch)
         };
         let total = batches.len();
         let windows: VecDeque<Vec<Vec<usize>>> = if self.prefetch_factor == 0 {
@@ -333,7 +333,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             None => (None, None),
         };
         let mut it = LoaderIter {
-            dataset: self.dataset.clone(),
+            // Collated transforms (random rotation) see this epoch.
+            dataset: self.dataset.clone().with_epoch(epoch),
             windows,
             inflight: VecDeque::new(),
             ready: VecDeque::new(),

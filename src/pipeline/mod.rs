@@ -13,6 +13,7 @@
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | [`plan`] | epoch plans per rank and device slice, [`LoaderState`] (resume) |
+//! | [`transforms`] | transforms of collated batches: E0 subtraction, scale and shift, random rotation, sample weights |
 
 pub mod batch;
 pub mod builder;
@@ -22,6 +23,7 @@ pub mod loader;
 pub mod plan;
 mod stage;
 mod upload;
+pub mod transforms;
 
 pub(crate) use batch::device_int_dtype;
 pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField, HostFields};

@@ -15,6 +15,7 @@
 //! | `hdf5` | SPICE and ANI-1x HDF5 (feature `hdf5`) |
 //! | [`npz`] | rMD17 and sGDML npz |
 //! | [`mptrj`] | the MPtrj JSON, streamed |
+//! | [`split`] | reproducible splits: [`split::SplitRule`] (group by a label, seed, fractions) and [`split::Split`] |
 //! | [`stats`] | dataset statistics (counts, elements, E0s, energy per atom, force RMS, neighbors), streamed and parallel |
 //! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
 //!
@@ -37,11 +38,12 @@ pub mod mptrj;
 pub mod multi;
 pub mod npz;
 pub mod reader;
+pub mod split;
 pub mod stats;
 pub mod units;
 
 pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};
-pub use multi::{MultiDataset, MultiDatasetOptions};
+pub use multi::{DATASET_INDEX, MultiDataset, MultiDatasetOptions};
 pub(crate) use reader::range_error;
 pub use reader::{DecodeCounters, Reader, Sample, SampleMetadata};

@@ -13,8 +13,8 @@ use std::sync::{Arc, RwLock};
 
 use rayon::prelude::*;
 
-use crate::data::CollatedBatch;
 use crate::data::{AtomicData, IndexReport, Level};
+use crate::data::{CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
 use crate::source::{Reader, SampleMetadata};
@@ -31,13 +31,19 @@ pub struct MultiDatasetOptions {
     /// (default on). Off: children may differ, and a batch that mixes
     /// children with different fields fails when it is collated.
     pub(crate) output_strict: bool,
+    /// Add the system field [`DATASET_INDEX`] (default off).
+    pub(crate) dataset_index: bool,
 }
 
 impl Default for MultiDatasetOptions {
     fn default() -> Self {
-        MultiDatasetOptions { output_strict: true }
+        MultiDatasetOptions { output_strict: true, dataset_index: false }
     }
 }
+
+/// The system field (int64, one value per sample) that says which child a
+/// sample came from, with [`MultiDatasetOptions::with_dataset_index`].
+pub const DATASET_INDEX: &str = "dataset_index";
 
 impl MultiDatasetOptions {
     /// Sets `output_strict`.
@@ -48,6 +54,33 @@ impl MultiDatasetOptions {
     /// Whether children must share field names and levels.
     pub fn output_strict(&self) -> bool {
         self.output_strict
+    }
+    /// Every sample and batch carries the system field [`DATASET_INDEX`]
+    /// (int64): the position of the child it came from, for per-dataset
+    /// losses, weights and metrics (default off, so samples equal their
+    /// children's). A child that has a field of that name is refused.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use std::sync::Arc;
+    /// use atomzarr::{InMemoryDataset, MultiDataset, MultiDatasetOptions, Reader};
+    /// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
+    /// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
+    /// let opts = MultiDatasetOptions::default().with_dataset_index(true);
+    /// let multi = MultiDataset::with_options(vec![Arc::new(a), Arc::new(b)], opts)?;
+    /// let mut out = Vec::new();
+    /// multi.read_collated(&[vec![4, 0, 2]], &mut out)?;
+    /// assert_eq!(out[0].fields["dataset_index"].data.to_i64_vec(), Some(vec![1, 0, 1]));
+    /// assert_eq!(multi.read(1)?.data.field("dataset_index").unwrap().data.to_i64_vec(), Some(vec![0]));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_dataset_index(mut self, yes: bool) -> Self {
+        self.dataset_index = yes;
+        self
+    }
+    /// Whether samples carry [`DATASET_INDEX`].
+    pub fn dataset_index(&self) -> bool {
+        self.dataset_index
     }
 }
 
@@ -75,6 +108,7 @@ pub struct MultiDataset {
     /// `children.len() + 1` running lengths; swapped whole by `refresh`.
     offsets: RwLock<Arc<Vec<usize>>>,
     output_strict: bool,
+    dataset_index: bool,
     source: String,
 }
 
@@ -149,11 +183,20 @@ impl MultiDataset {
         if options.output_strict {
             check_strict(&children)?;
         }
+        if options.dataset_index
+            && let Some(c) = children.iter().find(|c| c.field_levels().contains_key(DATASET_INDEX))
+        {
+            return Err(Error::Config(format!(
+                "MultiDataset with_dataset_index: child {} has a field {DATASET_INDEX} already",
+                c.source()
+            )));
+        }
         let source = format!("multi[{}]", children.iter().map(|c| c.source()).collect::<Vec<_>>().join(", "));
         Ok(MultiDataset {
             offsets: RwLock::new(Arc::new(offsets_of(&children))),
             children,
             output_strict: options.output_strict,
+            dataset_index: options.dataset_index,
             source,
         })
     }
@@ -228,7 +271,11 @@ impl Reader for MultiDataset {
     /// `output_strict`).
     fn field_levels(&self) -> BTreeMap<String, Level> {
         let c = self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]);
-        c.field_levels()
+        let mut levels = c.field_levels();
+        if self.dataset_index {
+            levels.insert(DATASET_INDEX.to_string(), Level::System);
+        }
+        levels
     }
 
     fn string_levels(&self) -> BTreeMap<String, Level> {
@@ -261,7 +308,14 @@ impl Reader for MultiDataset {
                 )));
             }
             for (s, &p) in samples.into_iter().zip(&positions[d]) {
-                out[p] = Some(s);
+                out[p] = Some(if self.dataset_index {
+                    s.with_field(
+                        DATASET_INDEX,
+                        Field { level: Level::System, shape: vec![1], data: vec![d as i64].into() },
+                    )
+                } else {
+                    s
+                });
             }
         }
         // Every position was filled by exactly one child above.
@@ -361,7 +415,17 @@ impl Reader for MultiDataset {
             dst.indices.clear();
             dst.indices.extend_from_slice(b);
             Ok(())
-        })
+        })?;
+        if self.dataset_index {
+            for (dst, b) in out.iter_mut().zip(batches) {
+                let children =
+                    b.iter().map(|&g| self.locate(&offsets, g).map(|(d, _)| d as i64)).collect::<Result<_>>()?;
+                let data = HostData::Int64(children);
+                dst.fields
+                    .insert(DATASET_INDEX.into(), CollatedField { level: Level::System, trailing_shape: vec![], data });
+            }
+        }
+        Ok(())
     }
 
     /// The child's error, naming the child's store and its own index.

@@ -1,16 +1,24 @@
 //! Dataset statistics an MLIP trainer needs to normalise targets and choose
 //! hyperparameters: counts, atoms and edges per sample, the elements, the
-//! per-element reference energies (E0s, by least squares), energy per atom,
-//! force RMS and the average number of neighbors.
+//! per-element reference energies (E0s, by least squares), energy per atom
+//! before and after the E0s, force RMS and the average number of neighbors.
 //!
-//! Computed in one streaming pass: chunks of samples are read and reduced in
-//! parallel (rayon) into small accumulators (the E0 normal equations are
-//! `K x K` for `K` elements), so memory does not grow with the dataset.
+//! Computed in one streaming pass over all samples ([`dataset_stats`]) or a
+//! subset, such as a split's training part ([`subset_stats`]): chunks of
+//! samples are read and reduced in parallel (rayon) into small accumulators
+//! (the E0 normal equations are `K x K` for `K` elements), so memory does
+//! not grow with the dataset.
+//!
+//! The energy per atom after the E0s, `r = (E - Σ_z n_z E0_z) / n`, needs
+//! the E0s, which are known only at the end of the pass. Writing
+//! `y = E / n` and `c_z = n_z / n`, `r = y - c·E0`, so its mean and variance
+//! follow from sums the same pass collects: `Σ y`, `Σ y²`, `Σ c`, `Σ y c`
+//! and `Σ c cᵀ` (another `K x K`).
 
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::data::{AtomicData, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
@@ -58,7 +66,7 @@ impl StatsOptions {
 }
 
 /// Minimum, mean and maximum of a per-sample count.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MinMeanMax {
     /// Smallest.
     pub min: u64,
@@ -69,7 +77,7 @@ pub struct MinMeanMax {
 }
 
 /// Mean and (population) standard deviation.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MeanStd {
     /// Mean.
     pub mean: f64,
@@ -92,8 +100,28 @@ pub struct ElementStats {
     pub e0: Option<f64>,
 }
 
+/// [`ElementStats`] as read back: the symbol is the table's own for `z`.
+#[derive(Deserialize)]
+struct ElementRecord {
+    z: i64,
+    count: u64,
+    e0: Option<f64>,
+}
+
+impl<'de> Deserialize<'de> for ElementStats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let r = ElementRecord::deserialize(d)?;
+        Ok(ElementStats {
+            z: r.z,
+            symbol: crate::source::extxyz::elements::symbol(r.z).unwrap_or("?"),
+            count: r.count,
+            e0: r.e0,
+        })
+    }
+}
+
 /// What [`dataset_stats`] reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatasetStats {
     /// Samples (logical, deleted ones excluded).
     pub num_samples: usize,
@@ -112,6 +140,11 @@ pub struct DatasetStats {
     /// Total energy divided by atom count, over samples (`energy` field;
     /// samples whose energy is absent, NaN, are left out, here and in the E0s).
     pub energy_per_atom: Option<MeanStd>,
+    /// Energy per atom after the E0s, `(E - Σ_z n_z E0_z) / n`, over the
+    /// samples with an energy (`None` without E0s): what a model's
+    /// per-atom output is shifted and scaled by.
+    #[serde(default)]
+    pub residual_energy_per_atom: Option<MeanStd>,
     /// Root mean square of every force component (`forces` field; NaN
     /// components, absent forces, left out).
     pub force_rms: Option<f64>,
@@ -139,6 +172,13 @@ struct Acc {
     /// Energy per atom: mean and sum of squared deviations (Chan's merge).
     epa_mean: f64,
     epa_m2: f64,
+    /// For the energy per atom after E0s: Σ y, Σ y², Σ c_z, Σ y c_z, Σ c_z c_w
+    /// (y = E / n, c_z = n_z / n).
+    y_sum: f64,
+    y_sq: f64,
+    c_sum: BTreeMap<i64, f64>,
+    yc_sum: BTreeMap<i64, f64>,
+    cc_sum: BTreeMap<(i64, i64), f64>,
     force_sq: f64,
     force_n: u64,
 }
@@ -194,6 +234,16 @@ impl Acc {
                 let d = x - self.epa_mean;
                 self.epa_mean += d / self.energy_samples as f64;
                 self.epa_m2 += d * (x - self.epa_mean);
+                self.y_sum += x;
+                self.y_sq += x * x;
+                let inv = 1.0 / n as f64;
+                for (&a, &na) in &comp {
+                    *self.c_sum.entry(a).or_default() += na * inv;
+                    *self.yc_sum.entry(a).or_default() += x * na * inv;
+                    for (&b, &nb) in &comp {
+                        *self.cc_sum.entry((a, b)).or_default() += na * nb * inv * inv;
+                    }
+                }
             }
         }
         self.add_forces(s);
@@ -231,6 +281,17 @@ impl Acc {
         }
         for (k, v) in o.atb {
             *self.atb.entry(k).or_default() += v;
+        }
+        self.y_sum += o.y_sum;
+        self.y_sq += o.y_sq;
+        for (k, v) in o.c_sum {
+            *self.c_sum.entry(k).or_default() += v;
+        }
+        for (k, v) in o.yc_sum {
+            *self.yc_sum.entry(k).or_default() += v;
+        }
+        for (k, v) in o.cc_sum {
+            *self.cc_sum.entry(k).or_default() += v;
         }
         let (na, nb) = (self.energy_samples as f64, o.energy_samples as f64);
         if nb > 0.0 {
@@ -301,14 +362,46 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 /// # Ok(()) }
 /// ```
 pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> Result<DatasetStats> {
+    stats_over(reader, reader.len(), |k| k, options)
+}
+
+/// Statistics of the logical samples `indices` of `reader` (a split's
+/// training part: E0s and normalisation from the training data only), in
+/// one parallel pass.
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{AtomicData, InMemoryDataset};
+/// use atomzarr::source::stats::{StatsOptions, subset_stats};
+/// let mk = |e: f32| AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_energy(e);
+/// let data = InMemoryDataset::from_samples(&[mk(-2.0), mk(-2.0), mk(8.0)], "toy")?;
+/// let s = subset_stats(&data, &[0, 1], &StatsOptions::default())?;
+/// assert_eq!(s.num_samples, 2);
+/// assert!((s.elements[0].e0.unwrap() + 1.0).abs() < 1e-9); // the outlier is not in the subset
+/// # Ok(()) }
+/// ```
+pub fn subset_stats<R: Reader + ?Sized>(reader: &R, indices: &[usize], options: &StatsOptions) -> Result<DatasetStats> {
     let len = reader.len();
+    if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
+        return Err(Error::IndexOutOfRange { source_name: reader.source().to_string(), index: bad as i64, len });
+    }
+    stats_over(reader, indices.len(), |k| indices[k], options)
+}
+
+/// The statistics of samples `index(0..n)`.
+fn stats_over<R: Reader + ?Sized>(
+    reader: &R,
+    len: usize,
+    index: impl Fn(usize) -> usize + Sync,
+    options: &StatsOptions,
+) -> Result<DatasetStats> {
     let chunk = options.chunk_size();
     let chunks = len.div_ceil(chunk);
     let bar = Progress::new(options.progress(), len as u64, "stats");
     let acc = (0..chunks)
         .into_par_iter()
         .map(|c| -> Result<Acc> {
-            let idx: Vec<usize> = (c * chunk..((c + 1) * chunk).min(len)).collect();
+            let idx: Vec<usize> = (c * chunk..((c + 1) * chunk).min(len)).map(&index).collect();
             let samples = reader.load_many(&idx)?;
             let mut acc = Acc::default();
             for (i, s) in idx.iter().zip(&samples) {
@@ -319,7 +412,11 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
         })
         .try_reduce(Acc::default, |a, b| Ok(a.merge(b)))?;
     bar.finish_and_clear();
+    Ok(finish(acc))
+}
 
+/// The statistics from the merged sums.
+fn finish(acc: Acc) -> DatasetStats {
     let zs: Vec<i64> = acc.counts.keys().copied().collect();
     let (e0s, e0_note) = if acc.energy_samples == 0 && acc.atb.is_empty() {
         (None, Some("no energy field".to_string()))
@@ -348,7 +445,22 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
     let n = acc.samples;
     let mmm =
         |min, sum: u64, max, count: u64| (count > 0).then(|| MinMeanMax { min, mean: sum as f64 / count as f64, max });
-    Ok(DatasetStats {
+    let residual_energy_per_atom = e0s.as_ref().filter(|_| acc.energy_samples > 0).map(|x| {
+        let e0: BTreeMap<i64, f64> = zs.iter().copied().zip(x.iter().copied()).collect();
+        let m = acc.energy_samples as f64;
+        let at = |map: &BTreeMap<i64, f64>, z: &i64| map.get(z).copied().unwrap_or(0.0);
+        let mean = (acc.y_sum - zs.iter().map(|z| e0[z] * at(&acc.c_sum, z)).sum::<f64>()) / m;
+        let cross: f64 = zs.iter().map(|z| e0[z] * at(&acc.yc_sum, z)).sum();
+        let quad: f64 = zs
+            .iter()
+            .flat_map(|a| zs.iter().map(move |b| (a, b)))
+            .map(|(a, b)| e0[a] * e0[b] * acc.cc_sum.get(&(*a, *b)).copied().unwrap_or(0.0))
+            .sum();
+        let second = (acc.y_sq - 2.0 * cross + quad) / m;
+        // Rounding can leave a tiny negative variance for an exact fit.
+        MeanStd { mean, std: (second - mean * mean).max(0.0).sqrt() }
+    });
+    DatasetStats {
         num_samples: n as usize,
         num_atoms: acc.atoms,
         num_edges: (acc.edge_samples > 0).then_some(acc.edges),
@@ -358,7 +470,8 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
         e0_note,
         energy_per_atom: (acc.energy_samples > 0)
             .then(|| MeanStd { mean: acc.epa_mean, std: (acc.epa_m2 / acc.energy_samples as f64).sqrt() }),
+        residual_energy_per_atom,
         force_rms: (acc.force_n > 0).then(|| (acc.force_sq / acc.force_n as f64).sqrt()),
         avg_num_neighbors: (acc.edge_samples > 0 && acc.atoms > 0).then(|| acc.edges as f64 / acc.atoms as f64),
-    })
+    }
 }

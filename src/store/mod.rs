@@ -14,6 +14,7 @@
 //! | [`import`] | `atomzarr import`: extended-XYZ files streamed into a store (created or appended), neighbor lists on the way |
 //! | [`bytes`] | [`ByteSource`](bytes::ByteSource): the reads the reader makes, from local files or a remote store |
 //! | `remote` | (feature `remote`) stores on object storage and HTTP: URLs, options, the client, disk cache, `copy` |
+//! | [`saved`] | splits and statistics saved in the root attributes (`atomzarr`): [`saved::SavedStats`], `Split::from_store`, staleness |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
 pub mod arrays;
@@ -27,6 +28,7 @@ pub mod lock;
 mod reader;
 pub mod remote;
 pub mod repair;
+pub mod saved;
 mod writer;
 
 pub use config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig, ZarrWriteConfig};

@@ -47,6 +47,10 @@ impl AtomicDataZarrWriter {
         // Keep the root's other attributes.
         let mut new_root = format::read_root(&tmp)?;
         new_root.extra = root.extra.clone();
+        if len < root.num_samples {
+            // Rows renumbered: records keyed by physical index are out of date.
+            crate::store::saved::note_renumbered(&mut new_root.extra);
+        }
         if len == 0 {
             // No samples: carry the schema over anyway so appends still check it.
             for (name, info) in &root.fields {

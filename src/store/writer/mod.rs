@@ -21,6 +21,7 @@
 //! | `defragment` | `defragment` |
 //! | `tail` | tail chunks that small appends extend without compressing them again |
 //! | `strings` | string labels: checks, rows in the append, `add_strings` |
+//! | `saved` | `save_split`, `save_stats`: records in the root attributes |
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -44,6 +45,7 @@ mod append;
 mod defragment;
 mod edit;
 mod recover;
+mod saved;
 mod strings;
 mod tail;
 
