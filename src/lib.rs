@@ -32,6 +32,9 @@
 //! │   ├── host.rs        HostData: a typed host buffer
 //! │   ├── indices.rs     neighbor-index rebasing, fused range checks, int32 narrowing
 //! │   ├── pointers.rs    CSR pointers: which rows a sample owns on each axis
+//! │   ├── host_rows.rs   element access the batch transforms need (rows in f64, in place)
+//! │   ├── hash.rs        version-stable hashes: split membership, per-sample rotation seeds
+//! │   ├── rotation.rs    uniform random rotations, seeded
 //! │   ├── sample.rs      AtomicData, Field
 //! │   ├── strings.rs     StringField: string labels of a sample
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
@@ -52,6 +55,7 @@
 //! │   ├── hdf5.rs        SPICE and ANI-1x HDF5 (feature hdf5)
 //! │   ├── npz.rs         rMD17 and sGDML npz
 //! │   ├── mptrj.rs       the MPtrj JSON, streamed
+//! │   ├── split.rs       reproducible grouped splits (SplitRule, Split)
 //! │   └── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
@@ -61,10 +65,11 @@
 //! │   ├── durable.rs     crash-safe storage below zarrs
 //! │   ├── limits.rs      size limits, checked before anything is allocated
 //! │   ├── lock.rs        the writer lock: one writer per store at a time
+//! │   ├── saved.rs       splits and statistics saved in the root attributes
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
 //! │   │                  append, edit (add_custom, add_filled, delete), strings
 //! │   │                  (string labels), defragment, tail (tail chunks
-//! │   │                  small appends extend)
+//! │   │                  small appends extend), saved (saving splits and stats)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
 //! │   │                  pool (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
@@ -80,10 +85,11 @@
 //! ├── pipeline/        dataset.rs (Dataset) → builder.rs → loader.rs (DataLoader; plan.rs:
 //! │                    epoch plans, LoaderState; upload.rs: upload threads) → batch.rs
 //! │                    (AtomicBatch; stage.rs: fields in device dtypes, pinned staging);
-//! │                    labels.rs: losses that leave absent labels out
+//! │                    labels.rs: losses that leave absent labels out; transforms.rs: E0s,
+//! │                    scale and shift, rotation, weights on collated batches
 //! ├── cli/             feature `cli`: bench/ (the I/O benchmark: options, write for roundtrip,
 //! │                    read loops, content checksum, memory peak, report), dump.rs,
-//! │                    export.rs, inspect.rs, stats.rs
+//! │                    export.rs, inspect.rs, split.rs, stats.rs
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
 //!

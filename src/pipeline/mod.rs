@@ -22,8 +22,8 @@ pub mod labels;
 pub mod loader;
 pub mod plan;
 mod stage;
-mod upload;
 pub mod transforms;
+mod upload;
 
 pub(crate) use batch::device_int_dtype;
 pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField, HostFields};
