@@ -214,7 +214,7 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
     // The validation loader yields E - Σ E0.
     for batch in split.val.iter() {
         let batch = batch.unwrap();
-        let got = batch.to_host_f64()["energy"].1.clone();
+        let got = batch.to_host_f64().unwrap()["energy"].1.clone();
         for (k, &i) in batch.indices.iter().enumerate() {
             let n = counts(i);
             let w = energy(i) - n[0] * e0s[&18] - n[1] * e0s[&36];
@@ -225,7 +225,7 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
     // The training loader rotates: positions move, distances stay.
     let batch = split.train.iter().next().unwrap().unwrap();
     let (i, n) = (batch.indices[0], counts(batch.indices[0]).iter().sum::<f64>() as usize);
-    let got = batch.to_host_f64()["positions"].1[..3 * n].to_vec();
+    let got = batch.to_host_f64().unwrap()["positions"].1[..3 * n].to_vec();
     let stored = reader.read(i as i64).unwrap().data.field("positions").unwrap().data.to_f64_vec();
     let d = |p: &[f64], a: usize, b: usize| (0..3).map(|c| (p[3 * a + c] - p[3 * b + c]).powi(2)).sum::<f64>().sqrt();
     assert!(got.iter().zip(&stored).any(|(g, s)| (g - s).abs() > 1e-2), "sample {i} not rotated");

@@ -316,7 +316,7 @@ fn saved_stats_drive_e0_subtraction_and_scale_shift_on_every_read_path() {
     let mut seen = 0;
     for b in loader.iter() {
         let b = b.unwrap();
-        let host = b.to_host_f64();
+        let host = b.to_host_f64().unwrap();
         let (e, f) = (&host["energy"].1, &host["forces"].1);
         let mut at = 0;
         for (k, &i) in b.indices.iter().enumerate() {
@@ -506,7 +506,7 @@ fn rotations_are_seeded_per_epoch_and_sample_and_replay_on_resume() {
         let mut out = BTreeMap::new();
         for b in l.iter() {
             let b = b.unwrap();
-            let p = b.to_host_f64()["positions"].1.clone();
+            let p = b.to_host_f64().unwrap()["positions"].1.clone();
             let ptr = b.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap();
             for (k, &i) in b.indices.iter().enumerate() {
                 out.insert(i, p[3 * ptr[k] as usize..3 * ptr[k + 1] as usize].to_vec());
@@ -561,7 +561,7 @@ fn weights_from_string_labels_and_the_child_index_are_system_fields() {
     let mut seen = 0;
     for b in loader.iter() {
         let b = b.unwrap();
-        let (shape, w) = b.to_host_f64()["weight"].clone();
+        let (shape, w) = b.to_host_f64().unwrap()["weight"].clone();
         assert_eq!(shape, vec![b.indices.len(), 1]);
         assert_eq!(w, b.indices.iter().map(|&i| want(i)).collect::<Vec<_>>());
         seen += w.len();
