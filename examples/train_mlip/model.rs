@@ -620,12 +620,16 @@ mod model_tests {
         let mut batch = toy_batch::<AD>(&device);
         batch.energy = Tensor::from_data(TensorData::new(vec![-1.0f32, -0.5], [2, 1]), &device);
         let config = MlipConfig::new().with_interactions(2);
-        // Each form gets its own model with the same weights (same seed):
-        // on Flex a model that ran forward and backward once does not
-        // compute the same again through a clone that shares its tensors.
+        // Each form gets its own copy of the same weights, made through
+        // bytes: on Flex a model that ran forward and backward once does not
+        // compute the same again through a clone that shares its tensors
+        // (and reseeding the global RNG races with tests on other threads).
+        use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+        let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+        let bytes = recorder.record(config.init::<AD>(&device).into_record(), ()).unwrap();
         let run = |scatter: Scatter| {
-            <AD as Backend>::seed(&device, 7);
-            let m = config.init::<AD>(&device).with_scatter(scatter);
+            let record = recorder.load(bytes.clone(), &device).unwrap();
+            let m = config.init::<AD>(&device).load_record(record).with_scatter(scatter);
             let p = m.forward(&batch);
             let l = loss(&m, &p, &batch, LossWeights::default());
             let grads = l.backward();
