@@ -202,6 +202,7 @@ impl StoreLock {
                 Attempt::Busy(holder) => {
                     let waited = start.elapsed();
                     if waited >= timeout {
+                        let holder = holder.or_else(|| holder_once_written(&dir.join(LOCK_FILE)));
                         return Err(Error::Locked { store: store.to_path_buf(), holder, waited: timeout });
                     }
                     // Polled: std's blocking `lock` has no timeout. Short
@@ -296,6 +297,21 @@ fn read_holder(file: &mut File) -> Option<LockHolder> {
     serde_json::from_str::<HolderLine>(text.trim()).ok().map(holder_of)
 }
 
+/// The holder line of a lock found busy with no line yet: a writer writes
+/// it just after taking the lock, so an error raised in between would name
+/// no one. Looks again for up to 100 ms; `None` if the line never comes (a
+/// shared hold, which writes none, or a holder that cannot write it).
+fn holder_once_written(path: &Path) -> Option<LockHolder> {
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(5));
+        let text = std::fs::read_to_string(path).ok()?;
+        if let Ok(line) = serde_json::from_str::<HolderLine>(text.trim()) {
+            return Some(holder_of(line));
+        }
+    }
+    None
+}
+
 impl Drop for StoreLock {
     fn drop(&mut self) {
         let mut table = held();
@@ -305,6 +321,12 @@ impl Drop for StoreLock {
             if self.exclusive {
                 let _ = file.set_len(0);
             }
+            // Unlocked explicitly, not only by closing: a child process
+            // forked by another thread of this process (any `Command`
+            // spawn) holds a copy of this descriptor until its `exec`, and
+            // a `flock` lock lives until the last copy closes. `LOCK_UN`
+            // releases it for every copy at once.
+            let _ = file.unlock();
             drop(file);
         }
         table.retain(|(id, _)| *id != self.id);
@@ -335,6 +357,19 @@ mod tests {
         drop(lock);
         assert_eq!(std::fs::read(dir.path().join(LOCK_FILE)).unwrap(), b"", "the holder line is cleared");
         drop(StoreLock::acquire(dir.path(), Duration::ZERO).unwrap());
+    }
+
+    #[test]
+    fn a_dropped_lock_is_free_even_while_a_copy_of_its_descriptor_lives() {
+        // A copy of the descriptor is what a child forked by another thread
+        // holds until its exec: the next writer must not wait for it.
+        let dir = tempfile::tempdir().unwrap();
+        let held = StoreLock::acquire(dir.path(), Duration::ZERO).unwrap();
+        let copy = held.file.as_ref().unwrap().try_clone().unwrap();
+        drop(held);
+        let again = StoreLock::acquire(dir.path(), Duration::ZERO);
+        assert!(again.is_ok(), "the lock outlived its writer: {again:?}");
+        drop(copy);
     }
 
     #[test]

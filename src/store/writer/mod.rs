@@ -207,18 +207,29 @@ impl AtomicDataZarrWriter {
         if let Some(parent) = building.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
-        // Each pass either returns or removes a folder some other create
-        // left or built meanwhile; a few passes settle any race.
-        for _ in 0..8 {
+        // Each pass either returns or loses a folder to some other create
+        // (which took it for a leftover, or built in it meanwhile); passes
+        // go on for at least the timeout, so a waiting create outlasts any
+        // such race.
+        let start = std::time::Instant::now();
+        for pass in 0u32.. {
+            if pass >= 8 && start.elapsed() >= timeout {
+                break;
+            }
+            if pass > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(pass.min(50))));
+            }
             if path.exists() {
                 return Err(Error::AlreadyExists { store: path.to_path_buf() });
             }
             match std::fs::create_dir(building) {
                 Ok(()) => match StoreLock::acquire_for(building, path, std::time::Duration::ZERO) {
                     Ok(lock) => return Ok(lock),
-                    // Another create took the folder for a leftover and
-                    // removed it between our mkdir and our lock.
-                    Err(Error::NotFound { .. }) => continue,
+                    // Another create saw the folder before we locked it and
+                    // took it for a leftover: it holds the lock while it
+                    // removes the folder (Locked), or has removed it
+                    // (NotFound). Start over.
+                    Err(Error::NotFound { .. } | Error::Locked { .. }) => continue,
                     Err(e) => return Err(e),
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
