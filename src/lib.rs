@@ -37,7 +37,7 @@
 //! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          where samples come from
-//! │   ├── reader.rs      the Reader trait every backend implements
+//! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
 //! │   ├── memory.rs      InMemoryDataset: a whole source resident in memory
 //! │   ├── multi.rs       MultiDataset: several readers, one index space
 //! │   ├── frames.rs      FrameSource: any import format as frames, a batch at a time
@@ -85,7 +85,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
+//! | [`source`] | the [`Reader`] backend contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
 //! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
@@ -141,7 +141,7 @@
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
-//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, ReaderExt, ZarrWriteConfig};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("water.zarr");
 //! let water = AtomicData::new(vec![8, 1, 1], vec![[0.0, 0.0, 0.0], [0.96, 0.0, 0.0], [-0.24, 0.93, 0.0]])?
@@ -174,7 +174,9 @@ pub use pipeline::{
     AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy,
     LoaderState, LoaderStats,
 };
-pub use source::{InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, Sample, SampleMetadata};
+pub use source::{
+    InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, ReaderExt, Sample, SampleMetadata,
+};
 pub use store::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions};
 pub use store::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub use store::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use atomzarr::store::lock::StoreLock;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Level, Reader, ReaderOptions,
-    ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Level, Reader, ReaderExt,
+    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};

@@ -23,7 +23,7 @@ use atomzarr::store::repair::{self, RepairReport};
 use atomzarr::store::{arrays, format};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
-    InMemoryDataset, Level, MultiDataset, Reader, ZarrArrayConfig, ZarrWriteConfig,
+    InMemoryDataset, Level, MultiDataset, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 

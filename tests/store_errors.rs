@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use atomzarr::store::StoreGroup;
 use atomzarr::store::{arrays, format};
 use atomzarr::{
-    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle, ZarrArrayConfig,
-    ZarrWriteConfig,
+    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, ReaderExt, Shuffle,
+    ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 use serde_json::{Value, json};

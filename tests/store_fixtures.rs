@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use atomzarr::store::{arrays, format};
-use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Level, Reader, ReaderOptions, ZarrWriteConfig};
+use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Level, Reader, ReaderExt, ReaderOptions, ZarrWriteConfig};
 use common::*;
 use serde_json::Value;
 

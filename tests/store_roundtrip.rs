@@ -11,8 +11,8 @@ use std::path::Path;
 
 use atomzarr::store::{arrays, format};
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, Shuffle,
-    ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, ReaderExt,
+    Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 use proptest::prelude::*;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atomzarr::sampler::ListSampler;
-use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader};
+use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader, ReaderExt};
 use burn::config::Config;
 use burn::module::Module;
 use burn::record::CompactRecorder;

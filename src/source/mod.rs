@@ -3,7 +3,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`reader`] | the [`Reader`] contract every backend implements ([`Sample`], [`SampleMetadata`]) |
+//! | [`reader`] | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`], [`SampleMetadata`] |
 //! | [`memory`] | [`InMemoryDataset`]: a whole source resident in host memory |
 //! | [`frames`] | [`frames::FrameSource`]: a file read as frames a batch at a time; [`frames::open_frames`] opens any format below |
 //! | [`input`] | format detection (magic bytes, extensions), gzip / xz / bzip2 text input |
@@ -44,4 +44,4 @@ pub(crate) use memory::gather;
 pub use memory::{InMemoryDataset, InMemoryOptions};
 pub use multi::{MultiDataset, MultiDatasetOptions};
 pub(crate) use reader::range_error;
-pub use reader::{DecodeCounters, Reader, Sample, SampleMetadata};
+pub use reader::{ChunkedReader, DecodeCounters, Reader, ReaderExt, Sample, SampleMetadata};

@@ -44,8 +44,8 @@ mod append;
 mod defragment;
 mod edit;
 mod recover;
-mod tail;
 mod strings;
+mod tail;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///
@@ -56,7 +56,7 @@ mod strings;
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, AtomicDataZarrWriter, AtomicDataZarrReader, Codec, Level, Reader,
+/// use atomzarr::{AtomicData, AtomicDataZarrWriter, AtomicDataZarrReader, Codec, Level, Reader, ReaderExt,
 ///                ZarrArrayConfig, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("s.zarr");
