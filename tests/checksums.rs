@@ -14,7 +14,7 @@ mod common;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use atomzarr::store::StoreGroup;
+use atomzarr::store::format::StoreGroup;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DType, Error, Level, Reader,
     ReaderExt, ReaderOptions, Shuffle, ZarrArrayConfig, ZarrWriteConfig,

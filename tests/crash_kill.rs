@@ -384,11 +384,7 @@ fn kill_loop(kills: usize, seed: u64) {
             model.defrags += 1;
             model.check(&path, &format!("{when}, after a defragment"));
         }
-        assert_eq!(
-            atomzarr::store::durable::clean_temporaries(&path).unwrap(),
-            0,
-            "{when}: the writer left temporaries"
-        );
+        assert_eq!(atomzarr::testing::clean_temporaries(&path).unwrap(), 0, "{when}: the writer left temporaries");
     }
     let r = AtomicDataZarrReader::open(&path).unwrap();
     println!(

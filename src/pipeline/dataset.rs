@@ -58,7 +58,7 @@ use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
 /// asked, which they report as an error.
 ///
 /// ```
-/// use atomzarr::pipeline::ErrorPolicy;
+/// use atomzarr::ErrorPolicy;
 /// assert_eq!(ErrorPolicy::default(), ErrorPolicy::Fail);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -394,7 +394,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use atomzarr::{AtomicData, Dataset, Error, InMemoryDataset, Reader};
-    /// use atomzarr::pipeline::ErrorPolicy;
+    /// use atomzarr::ErrorPolicy;
     /// /// Three samples, the second with an edge to an atom it does not have.
     /// struct Three;
     /// impl Reader for Three {

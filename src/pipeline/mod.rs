@@ -5,24 +5,27 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`dataset`] | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
-//! | [`batch`] | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
-//! | [`builder`] | [`DataLoaderBuilder`]: the loader's knobs, checked once |
+//! | `dataset` | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
+//! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
+//! | `builder` | [`DataLoaderBuilder`]: the loader's knobs, checked once |
 //! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
-//! | [`loader`] | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
-//! | [`plan`] | epoch plans per rank and device slice, [`LoaderState`] (resume) |
+//! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
+//! | `plan` | epoch plans per rank and device slice, [`LoaderState`] (resume) |
 
-pub mod batch;
-pub mod builder;
-pub mod dataset;
+pub(crate) mod batch;
+pub(crate) mod builder;
+pub(crate) mod dataset;
 pub mod labels;
-pub mod loader;
-pub mod plan;
+pub(crate) mod loader;
+pub(crate) mod plan;
 
 pub(crate) use batch::device_int_dtype;
-pub use batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
-pub use builder::{BatchTransform, DataLoaderBuilder};
-pub(crate) use dataset::Pending;
-pub use dataset::{Dataset, ErrorPolicy};
-pub use loader::{DataLoader, LoaderStats};
-pub use plan::LoaderState;
+// The types also at the crate root are public there only.
+pub(crate) use batch::{AtomicBatch, BatchData};
+pub use builder::BatchTransform;
+pub(crate) use builder::DataLoaderBuilder;
+pub(crate) use dataset::{Dataset, ErrorPolicy};
+pub use dataset::{FusedHandle, Pending, Transform};
+pub(crate) use loader::DataLoader;
+pub use loader::LoaderIter;
+pub(crate) use plan::LoaderState;

@@ -140,6 +140,8 @@ impl std::iter::Sum for DecodeCounters {
 /// [`MultiDataset`](crate::MultiDataset) do) must forward every method,
 /// hooks included, or the wrapped reader's overrides are lost; put
 /// `#[deny(clippy::missing_trait_methods)]` on such an impl.
+// `is_empty` is a convenience, so it lives in ReaderExt with the others.
+#[allow(clippy::len_without_is_empty)]
 pub trait Reader: Send + Sync {
     /// Logical (active) sample count.
     fn len(&self) -> usize;

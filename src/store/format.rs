@@ -1,7 +1,7 @@
 //! The on-disk contract (STORE_FORMAT.md): group and array names, the root
 //! attributes, and the paths interrupted writes leave behind. (The codec
 //! chain of each array is built from the write configuration in
-//! [`arrays`](crate::store::arrays).)
+//! `store::arrays`.)
 //!
 //! Everything that knows a path inside a store lives here, so the writer and
 //! the reader cannot disagree about the layout.
@@ -333,7 +333,7 @@ fn parse_root(
 /// ([`crate::store::durable::replace_file`]), so `num_samples` is the commit point
 /// of an append: a crash leaves either the old or the new metadata, never a
 /// torn file.
-pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
+pub(crate) fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     let bytes = root_bytes(store, attrs)?;
     let dst = store.join("zarr.json");
     crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))

@@ -59,7 +59,7 @@ mod report;
 mod write;
 
 pub use content::{Fnv1a, sample_bytes, sample_hash};
-pub use memory::{peak_rss, reset_peak_rss, set_mmap_threshold};
+pub use memory::{peak_rss, reset_peak_rss};
 pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 pub use read::time_reads;
 pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts, table};

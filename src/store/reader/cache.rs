@@ -109,6 +109,7 @@ impl ChunkCache {
     /// chunks at the reader's default window bound
     /// ([`DEFAULT_WINDOW_DECODE_BYTES`](super::DEFAULT_WINDOW_DECODE_BYTES)),
     /// decoded beside the cached ones.
+    #[cfg(test)]
     pub fn new(budget: u64) -> ChunkCache {
         Self::with_pool_limit(budget, budget.saturating_add(2 * super::DEFAULT_WINDOW_DECODE_BYTES))
     }
