@@ -6,7 +6,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `dataset` | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
-//! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`], Burn's `Batcher` |
+//! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`](crate::AtomicBatcher), Burn's `Batcher` |
 //! | `builder` | [`DataLoaderBuilder`]: the loader's knobs, checked once |
 //! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
 //! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |

@@ -18,6 +18,7 @@ use crate::data::{AtomicData, IndexRange, IndexReport, Level};
 use crate::data::{CollateOptions, CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
+use crate::source::reader::plain_neighbor_index_error;
 use crate::source::{ChunkedReader, Reader, ReaderExt, SampleMetadata};
 
 type Layout = Vec<FieldLayout>;
@@ -429,14 +430,7 @@ impl Reader for InMemoryDataset {
 
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         let _ = span;
-        Error::NeighborIndex {
-            source_name: self.source.clone(),
-            index,
-            physical_index: self.physical_index(index),
-            value,
-            num_atoms,
-            append_shift: None,
-        }
+        plain_neighbor_index_error(self, index, value, num_atoms)
     }
 
     fn chunked(&self) -> Option<&dyn ChunkedReader> {

@@ -3,8 +3,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`], [`SampleMetadata`] |
-//! | `memory` | [`InMemoryDataset`]: a whole source resident in host memory |
+//! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
+//! | `memory` | [`InMemoryDataset`](crate::InMemoryDataset): a whole source resident in host memory |
 //! | [`frames`] | [`frames::FrameSource`]: a file read as frames a batch at a time; [`frames::open_frames`] opens any format below |
 //! | [`input`] | format detection (magic bytes, extensions), gzip / xz / bzip2 text input |
 //! | [`units`] | source units to the store's (eV, Å, eV/Å, eV/Å³), CODATA 2014 as `ase.units` |

@@ -253,14 +253,7 @@ pub trait Reader: Send + Sync {
     /// ```
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         let _ = span;
-        Error::NeighborIndex {
-            source_name: self.source().to_string(),
-            index,
-            physical_index: self.physical_index(index),
-            value,
-            num_atoms,
-            append_shift: None,
-        }
+        plain_neighbor_index_error(self, index, value, num_atoms)
     }
 
     /// The reader's chunked-store capability: chunk blocks, the cache hint
@@ -421,6 +414,24 @@ pub trait ReaderExt: Reader {
 }
 
 impl<R: Reader + ?Sized> ReaderExt for R {}
+
+/// [`Reader::neighbor_index_error`] without a diagnosis: the reader's
+/// source and the sample's physical index.
+pub(crate) fn plain_neighbor_index_error<R: Reader + ?Sized>(
+    reader: &R,
+    index: usize,
+    value: i64,
+    num_atoms: usize,
+) -> Error {
+    Error::NeighborIndex {
+        source_name: reader.source().to_string(),
+        index,
+        physical_index: reader.physical_index(index),
+        value,
+        num_atoms,
+        append_shift: None,
+    }
+}
 
 /// The batch-path error for `report`, a range violation of logical sample
 /// `index` of `reader`.

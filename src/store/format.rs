@@ -339,7 +339,7 @@ pub(crate) fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
 }
 
-/// The root group's zarr.json holding `attrs`, as [`write_root`] writes it.
+/// The root group's zarr.json holding `attrs`, as the writer writes it.
 pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
     let mut core = Map::new();
     let mut custom = Map::new();
@@ -420,7 +420,7 @@ pub fn string_fields(store: &Path, root: &RootAttrs) -> Result<BTreeMap<String, 
 }
 
 /// Lists the string labels `labels` in the root attributes (written by
-/// [`write_root`]).
+/// the writer).
 pub fn set_string_fields(root: &mut RootAttrs, labels: &BTreeMap<String, Level>) {
     if labels.is_empty() {
         root.extra.remove(STRINGS_ATTR);

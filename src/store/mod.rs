@@ -3,7 +3,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`format`](mod@format) | the on-disk contract: group and array paths ([`StoreGroup`]), root attributes, leftovers of interrupted writes |
+//! | [`format`](mod@format) | the on-disk contract: group and array paths ([`StoreGroup`](format::StoreGroup)), root attributes, leftovers of interrupted writes |
 //! | `config` | the layered write configuration ([`ZarrWriteConfig`]) |
 //! | `arrays` | opening and creating zarrs arrays: codec chains, dtypes, chunk shapes |
 //! | `durable` | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |

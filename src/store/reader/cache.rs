@@ -52,7 +52,7 @@ pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
 /// with this bit set; ids count arrays opened by one reader, far below it).
 pub(crate) const NARROWED: u32 = 1 << 31;
 
-/// Hit / miss / size counters of a [`ChunkCache`].
+/// Hit / miss / size counters of a reader's decoded-chunk cache ([`AtomicDataZarrReader::cache_stats`](crate::AtomicDataZarrReader::cache_stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
     /// Lookups served from the cache.

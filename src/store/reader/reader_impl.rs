@@ -183,7 +183,7 @@ impl ChunkedReader for AtomicDataZarrReader {
     }
 
     /// Protects the chunks of `batches` in the cache (see
-    /// [`ChunkCache::protect`](crate::store::ChunkCache::protect)); indices out
+    /// `ChunkCache::protect`); indices out
     /// of range are ignored (the read itself reports them).
     fn announce_next(&self, batches: &[Vec<usize>]) {
         let st = self.snapshot();
