@@ -15,7 +15,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{RandomSampler, Sampler};
 use atomzarr::{
-    AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader,
+    AtomicBatch, AtomicBatcher, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, ReaderExt,
     ZarrArrayConfig, ZarrWriteConfig,
 };
 

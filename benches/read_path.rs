@@ -27,7 +27,7 @@ use std::time::Duration;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 use atomzarr::cli::bench::{BenchCodec, ReadOrder, WriteOptions, read_order};
-use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, Reader, ReaderOptions};
+use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, ReaderExt, ReaderOptions};
 
 const N: usize = 10_000;
 const BATCH: usize = 64;

@@ -130,7 +130,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// A failure injected by a test hook (see `AtomicDataZarrWriter::fail_after`).
+    /// A failure injected by the writer's `fail_after` test hook (feature
+    /// `testing` only).
+    #[cfg(any(test, feature = "testing"))]
     #[error("injected failure after append step {0:?}")]
     Injected(AppendStep),
     /// A chunk's stored checksum (its `crc32c` codec, or a shard index's)
@@ -304,9 +306,9 @@ fn append_bug_hint(shift: Option<i64>, store: &str) -> String {
     }
 }
 
-/// The steps of an append, in the order they hit the disk (the writer's
-/// `fail_after` test hook stops after one of them with
-/// [`Error::Injected`]). Defined here, beside the error that carries it, so
+/// The steps of an append, in the order they hit the disk (with feature
+/// `testing`, the writer's `fail_after` hook stops after one of them with
+/// `Error::Injected`). Defined here, beside the error that carries it, so
 /// the error type imports nothing from the crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendStep {

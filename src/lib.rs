@@ -41,7 +41,7 @@
 //! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          where samples come from
-//! │   ├── reader.rs      the Reader trait every backend implements
+//! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
 //! │   ├── memory.rs      InMemoryDataset: a whole source resident in memory
 //! │   ├── multi.rs       MultiDataset: several readers, one index space
 //! │   ├── frames.rs      FrameSource: any import format as frames, a batch at a time
@@ -90,14 +90,15 @@
 //! ├── cli/             feature `cli`: bench/ (the I/O benchmark: options, write for roundtrip,
 //! │                    read loops, content checksum, memory peak, report), dump.rs,
 //! │                    export.rs, inspect.rs, split.rs, stats.rs
+//! ├── testing.rs       feature `testing`: test hooks for the crate's own tests (hidden)
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract; [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage ([`store::durable`]), size limits ([`store::limits`]), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
+//! | [`source`] | the [`Reader`] backend contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage and size limits (internal: `store::durable`, `store::limits`), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `export`, `inspect` |
@@ -144,6 +145,7 @@
 //! | `cuda` | off | Burn's CUDA backend |
 //! | `wgpu` | off | Burn's wgpu backend (any Vulkan device; Mesa's software lavapipe runs the device tests without a GPU) |
 //! | `formats` | on | the import formats that need their own crates: `sqlite` (ASE `.db`, rusqlite with a bundled SQLite), `lmdb` (`.aselmdb`, heed over a bundled LMDB), `hdf5` (SPICE and ANI-1x, the pure-Rust hdf5-reader), `xz` (liblzma, bundled) |
+//! | `testing` | off | store internals and test hooks for the crate's own tests (`AtomicDataZarrWriter::fail_after`, `Error::Injected`); not public API |
 //!
 //! With `default-features = false` the crate is the library alone: burn
 //! (`std`, `dataset`), zarrs, rayon, serde, thiserror, zstd and a few small
@@ -153,7 +155,7 @@
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
-//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+//! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, ReaderExt, ZarrWriteConfig};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("water.zarr");
 //! let water = AtomicData::new(vec![8, 1, 1], vec![[0.0, 0.0, 0.0], [0.96, 0.0, 0.0], [-0.24, 0.93, 0.0]])?
@@ -179,14 +181,28 @@ mod progress;
 pub mod sampler;
 pub mod source;
 pub mod store;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 
-pub use data::{AtomicData, CollatedBatch, CollatedField, DType, Field, FieldLayout, HostData, Level};
-pub use error::{AppendStep, Error, LockHolder, RemoteErrorKind, Result};
-pub use pipeline::{
-    AtomicBatch, AtomicBatcher, BatchData, BatchField, DataLoader, DataLoaderBuilder, Dataset, ErrorPolicy,
-    LoaderState, LoaderStats,
-};
-pub use source::{InMemoryDataset, InMemoryOptions, MultiDataset, MultiDatasetOptions, Reader, Sample, SampleMetadata};
-pub use store::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions};
-pub use store::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
-pub use store::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+// The crate root is the one public path of these types: their own modules
+// are private, and the layer modules re-export them to the crate only.
+pub use data::collate::{CollatedBatch, CollatedField, FieldLayout};
+pub use data::dtype::{DType, Level};
+pub use data::host::HostData;
+pub use data::sample::{AtomicData, Field};
+#[cfg(any(test, feature = "testing"))]
+pub use error::AppendStep;
+pub use error::{Error, LockHolder, RemoteErrorKind, Result};
+pub use pipeline::batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
+pub use pipeline::builder::DataLoaderBuilder;
+pub use pipeline::dataset::{Dataset, ErrorPolicy};
+pub use pipeline::loader::{DataLoader, LoaderStats};
+pub use pipeline::plan::LoaderState;
+pub use source::memory::{InMemoryDataset, InMemoryOptions};
+pub use source::multi::{MultiDataset, MultiDatasetOptions};
+pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};
+pub use store::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+pub use store::reader::cache::{CacheStats, DEFAULT_CACHE_BYTES};
+pub use store::reader::{AtomicDataZarrReader, ReaderOptions};
+pub use store::writer::AtomicDataZarrWriter;

@@ -5,7 +5,8 @@
 mod common;
 
 use atomzarr::{
-    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, Error, Reader, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
+    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, Error, Reader, ReaderExt, Shuffle, ZarrArrayConfig,
+    ZarrWriteConfig,
 };
 
 /// The error of reading every sample of `store`, whose positions chunk

@@ -14,10 +14,10 @@ mod common;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use atomzarr::store::StoreGroup;
+use atomzarr::store::format::StoreGroup;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DType, Error, Level, Reader,
-    ReaderOptions, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
+    ReaderExt, ReaderOptions, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 use serde_json::{Value, json};

@@ -12,16 +12,21 @@ use std::sync::Arc;
 use burn::backend::Flex;
 
 use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, RandomSampler, Shard};
+use atomzarr::source::ChunkedReader;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader, ReaderOptions,
-    ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, MultiDataset, Reader,
+    ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 /// Rows per chunk of every array of the test stores (no sharding).
 const CHUNK: u64 = 64;
 
 fn write_store(path: &Path, n: usize) -> Vec<AtomicData> {
-    let samples = atomzarr::data::synth::generate(n, 2, 6, 7).unwrap();
+    write_store_seeded(path, n, 7)
+}
+
+fn write_store_seeded(path: &Path, n: usize, seed: u64) -> Vec<AtomicData> {
+    let samples = atomzarr::data::synth::generate(n, 2, 6, seed).unwrap();
     let c = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(CHUNK);
     let config = ZarrWriteConfig::default().with_core(c);
     AtomicDataZarrWriter::create(path, config).unwrap().write(&samples).unwrap();
@@ -122,7 +127,7 @@ fn a_window_decodes_each_chunk_once_and_counts_its_bytes() {
         let batches: Vec<Vec<i64>> = idx.chunks(32).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
         r.read_collated(&batches, &mut out).unwrap();
         let (set, bytes) = chunks_of(&samples, &idx);
-        let c = r.decode_counters().unwrap();
+        let c = r.decode_counters();
         assert_eq!(c.chunks_decoded, decodes_for(&samples, &set), "cache {cache}");
         assert_eq!(r.cache_stats().misses, decodes_for(&samples, &set));
         assert_eq!(c.decoded_bytes, bytes);
@@ -175,7 +180,7 @@ fn chunk_blocks_follow_the_bulky_arrays_chunks() {
     let (a, _) = offsets(&samples);
     // The store's whole decoded size fits a quarter of the cache: the
     // coarsest chunking (per-system arrays: 64 samples a chunk) is used.
-    let big = open(&path, 1 << 30).chunk_blocks().unwrap();
+    let big = open(&path, 1 << 30).chunk_blocks();
     assert_eq!(big, (0..3000).step_by(CHUNK as usize).collect::<Vec<_>>());
     // A cache whose quarter (300 kB) holds the smallest arrays together
     // (pbc, energy, atomic_numbers, cell: about 220 kB) but not the next one
@@ -192,7 +197,7 @@ fn chunk_blocks_follow_the_bulky_arrays_chunks() {
             last = Some(c);
         }
     }
-    assert_eq!(r.chunk_blocks().unwrap(), want);
+    assert_eq!(r.chunk_blocks(), want);
     let s = ChunkShuffleSampler::for_reader(&r, 32).unwrap();
     assert_eq!(s.num_blocks(), want.len());
 }
@@ -219,7 +224,7 @@ fn chunk_shuffle_decodes_far_less_than_a_shuffle_on_a_store_larger_than_the_cach
             seen.extend(b.unwrap().indices);
         }
         let c = it.decode_counters().unwrap();
-        assert_eq!(loader.stats().decode, reader.decode_counters().unwrap());
+        assert_eq!(loader.stats().decode, reader.decode_counters());
         (c, seen)
     };
     let chunky = ChunkShuffleSampler::for_reader(&*reader, 32).unwrap().with_buffer_blocks(8).with_seed(1);
@@ -244,7 +249,7 @@ fn chunk_shuffle_shards_read_whole_blocks_per_rank() {
     let path = dir.path().join("r.zarr");
     write_store(&path, 1500);
     let r = open(&path, 64 << 10);
-    let blocks = r.chunk_blocks().unwrap();
+    let blocks = r.chunk_blocks();
     let base = ChunkShuffleSampler::for_reader(&r, 16).unwrap().with_seed(3).with_buffer_blocks(4);
     let mut all = Vec::new();
     for rank in 0..3 {
@@ -275,7 +280,7 @@ fn a_window_over_the_decode_limit_is_read_a_group_of_batches_at_a_time() {
     let mut want = Vec::new();
     whole.read_collated(&batches, &mut want).unwrap();
     let (set, _) = chunks_of(&samples, &idx);
-    assert_eq!(whole.decode_counters().unwrap().chunks_decoded, decodes_for(&samples, &set));
+    assert_eq!(whole.decode_counters().chunks_decoded, decodes_for(&samples, &set));
     // A limit below one batch's chunks: each batch is a group; with no cache
     // a chunk two batches share is decoded once per batch.
     let options = ReaderOptions::default().with_cache_bytes(0).with_window_decode_bytes(1);
@@ -284,6 +289,103 @@ fn a_window_over_the_decode_limit_is_read_a_group_of_batches_at_a_time() {
     grouped.read_collated(&batches, &mut got).unwrap();
     assert_eq!(got, want);
     let per_batch: u64 = idx.chunks(40).map(|b| decodes_for(&samples, &chunks_of(&samples, b).0)).sum();
-    assert_eq!(grouped.decode_counters().unwrap().chunks_decoded, per_batch);
+    assert_eq!(grouped.decode_counters().chunks_decoded, per_batch);
     assert!(per_batch > decodes_for(&samples, &set));
+}
+
+/// The same batches every epoch.
+struct Fixed(Vec<Vec<usize>>);
+impl BatchSampler for Fixed {
+    fn batches(&self, _epoch: u64) -> Vec<Vec<usize>> {
+        self.0.clone()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Two epochs of `batches` through a DataLoader over `reader`: each epoch's
+/// decode counters, and the loader's total.
+fn two_epochs<R: Reader + 'static>(reader: R, batches: Vec<Vec<usize>>) -> [atomzarr::source::DecodeCounters; 3] {
+    let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader).with_skip_validation(true))
+        .with_batch_sampler(Fixed(batches))
+        .with_prefetch_factor(4)
+        .build(&Default::default())
+        .unwrap();
+    let epoch = || {
+        let mut it = loader.iter();
+        for b in it.by_ref() {
+            b.unwrap();
+        }
+        it.decode_counters().expect("a chunked reader has decode counters")
+    };
+    let (first, second) = (epoch(), epoch());
+    [first, second, loader.stats().decode]
+}
+
+#[test]
+fn a_loader_over_a_multi_dataset_of_two_stores_decodes_and_caches_as_the_stores_alone() {
+    let dir = common::tmpdir();
+    let (pa, pb) = (dir.path().join("a.zarr"), dir.path().join("b.zarr"));
+    let (a, b) = (write_store_seeded(&pa, 600, 1), write_store_seeded(&pb, 400, 2));
+    let cache = 1 << 30;
+    // A global order that interleaves the two stores, in batches of 25.
+    let order: Vec<usize> = (0..1000).map(|i| (i * 373) % 1000).collect();
+    let global: Vec<Vec<usize>> = order.chunks(25).map(<[usize]>::to_vec).collect();
+    let local = |lo: usize, hi: usize| -> Vec<Vec<usize>> {
+        global
+            .iter()
+            .map(|g| g.iter().filter(|&&i| (lo..hi).contains(&i)).map(|&i| i - lo).collect::<Vec<_>>())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let multi = MultiDataset::new(vec![Arc::new(open(&pa, cache)), Arc::new(open(&pb, cache))]).unwrap();
+    // The multi dataset's blocks are each store's, shifted to global indices.
+    let mut want_blocks = open(&pa, cache).chunk_blocks();
+    want_blocks.extend(open(&pb, cache).chunk_blocks().into_iter().map(|i| i + 600));
+    assert_eq!(multi.chunked().expect("stores have chunks").chunk_blocks(), want_blocks);
+    assert_eq!(ChunkShuffleSampler::for_reader(&multi, 16).unwrap().num_blocks(), want_blocks.len());
+
+    let [m1, m2, m_total] = two_epochs(multi, global.clone());
+    let [a1, a2, _] = two_epochs(open(&pa, cache), local(0, 600));
+    let [b1, b2, _] = two_epochs(open(&pb, cache), local(600, 1000));
+    // The multi run's counters are the sum of the stores' alone, epoch by epoch.
+    assert_eq!(m1, [a1, b1].into_iter().sum());
+    assert_eq!(m2, [a2, b2].into_iter().sum());
+    assert_eq!(m_total, [m1, m2].into_iter().sum());
+    // Independently: the first epoch decodes every chunk of both stores once
+    // (the cache holds both), the second decodes nothing and reads as much.
+    let all = |s: &[AtomicData]| chunks_of(s, &(0..s.len()).collect::<Vec<_>>());
+    let ((sa, bytes_a), (sb, bytes_b)) = (all(&a), all(&b));
+    assert_eq!(m1.chunks_decoded, decodes_for(&a, &sa) + decodes_for(&b, &sb));
+    assert_eq!(m1.decoded_bytes, bytes_a + bytes_b);
+    assert_eq!((m2.chunks_decoded, m2.decoded_bytes), (0, 0));
+    assert_eq!(m2.sample_bytes, m1.sample_bytes);
+}
+
+#[test]
+fn a_multi_dataset_passes_the_announced_window_to_the_child_that_owns_it() {
+    let dir = common::tmpdir();
+    let (small, path) = (dir.path().join("s.zarr"), dir.path().join("p.zarr"));
+    write_store_seeded(&small, 100, 3);
+    let samples = write_store(&path, 2000);
+    // The windows of the single-store test above, shifted past the small store.
+    let shift = |r: std::ops::Range<usize>| window(r.start + 100..r.end + 100);
+    let (w1, w2, w3) = (shift(0..100), shift(1000..1600), shift(0..50));
+    let (w3_set, _) = chunks_of(&samples, &(0..50).collect::<Vec<_>>());
+    let w3_decodes = decodes_for(&samples, &w3_set);
+    for announce in [false, true] {
+        let big = Arc::new(open(&path, 64 << 10));
+        let multi = MultiDataset::new(vec![Arc::new(open(&small, 64 << 10)), big.clone()]).unwrap();
+        let mut out = Vec::new();
+        multi.read_collated(&w1, &mut out).unwrap();
+        if announce {
+            multi.chunked().unwrap().announce_next(&logical(&w3));
+        }
+        multi.read_collated(&w2, &mut out).unwrap();
+        let before = big.cache_stats().misses;
+        multi.read_collated(&w3, &mut out).unwrap();
+        let misses = big.cache_stats().misses - before;
+        assert_eq!(misses, if announce { 0 } else { w3_decodes }, "announce {announce}");
+    }
 }

@@ -27,7 +27,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use atomzarr::store::lock::StoreLock;
-use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Error, Reader, ReaderOptions, ZarrWriteConfig};
+use atomzarr::{
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Error, Reader, ReaderExt, ReaderOptions, ZarrWriteConfig,
+};
 
 const ROLE: &str = "ATOMZARR_CONCURRENT_ROLE";
 const STORE: &str = "ATOMZARR_CONCURRENT_STORE";

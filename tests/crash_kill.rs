@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use atomzarr::store::lock::StoreLock;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Level, Reader, ReaderOptions,
-    ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Level, Reader, ReaderExt,
+    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -384,11 +384,7 @@ fn kill_loop(kills: usize, seed: u64) {
             model.defrags += 1;
             model.check(&path, &format!("{when}, after a defragment"));
         }
-        assert_eq!(
-            atomzarr::store::durable::clean_temporaries(&path).unwrap(),
-            0,
-            "{when}: the writer left temporaries"
-        );
+        assert_eq!(atomzarr::testing::clean_temporaries(&path).unwrap(), 0, "{when}: the writer left temporaries");
     }
     let r = AtomicDataZarrReader::open(&path).unwrap();
     println!(

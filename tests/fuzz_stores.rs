@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use atomzarr::{AtomicDataZarrReader, CollatedBatch, Error, Level, Reader};
+use atomzarr::{AtomicDataZarrReader, CollatedBatch, Error, Level, Reader, ReaderExt};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use atomzarr::source::stats::{StatsOptions, dataset_stats};
 use atomzarr::store::import::{ImportOptions, Missing, import_files};
-use atomzarr::{AtomicDataZarrReader, Error, Reader};
+use atomzarr::{AtomicDataZarrReader, Error, Reader, ReaderExt};
 use serde_json::Value;
 
 fn cli(args: &[&str]) -> (bool, String, String) {

@@ -13,7 +13,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use atomzarr::source::Reader;
+use atomzarr::Reader;
 use atomzarr::store::import::{ImportOptions, Missing, import_files};
 use atomzarr::{AtomicDataZarrReader, Error};
 use serde_json::Value;

@@ -19,11 +19,12 @@ use serde_json::Value;
 
 use atomzarr::data::CollateOptions;
 use atomzarr::sampler::ListSampler;
+use atomzarr::store::format;
 use atomzarr::store::repair::{self, RepairReport};
-use atomzarr::store::{arrays, format};
+use atomzarr::testing as arrays;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
-    InMemoryDataset, Level, MultiDataset, Reader, ZarrArrayConfig, ZarrWriteConfig,
+    InMemoryDataset, Level, MultiDataset, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 

@@ -92,7 +92,7 @@ fn string_labels_reach_the_training_step() {
             .unwrap();
     let b = mem.load_batches(&[vec![1, 0, 2]]).unwrap();
     assert_eq!(b[0].strings["config_type"].values, ["atom", "bulk", "bulk"]);
-    assert_eq!(atomzarr::Reader::read(&mem, 1).unwrap().data.string("config_type"), Some("atom"));
+    assert_eq!(atomzarr::ReaderExt::read(&mem, 1).unwrap().data.string("config_type"), Some("atom"));
     // Shuffled batches keep each graph's label with it.
     let ds = Dataset::new(AtomicDataZarrReader::open(&store).unwrap());
     let shuffled = DataLoader::<B, _>::builder(ds)

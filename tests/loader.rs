@@ -13,7 +13,7 @@ use burn::data::dataloader::batcher::Batcher;
 use atomzarr::sampler::{BatchSampler, ListBatchSampler, ListSampler, RandomSampler, Sampler, SamplerBatches};
 use atomzarr::{
     AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch,
-    DataLoader, Dataset, Error, HostData, Level, Reader, ZarrArrayConfig, ZarrWriteConfig,
+    DataLoader, Dataset, Error, HostData, Level, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 type B = Flex;
@@ -201,9 +201,12 @@ impl Reader for Broken {
     fn field_levels(&self) -> BTreeMap<String, Level> {
         BTreeMap::new()
     }
-    fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
-        let nl = if i == 1 { vec![[0, 5]] } else { vec![[0, 1]] };
-        AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(nl, None)
+    fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
+        let one = |i: usize| {
+            let nl = if i == 1 { vec![[0, 5]] } else { vec![[0, 1]] };
+            AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(nl, None)
+        };
+        indices.iter().map(|&i| one(i)).collect()
     }
 }
 
@@ -220,9 +223,12 @@ impl Reader for NanAt1 {
     fn field_levels(&self) -> BTreeMap<String, Level> {
         BTreeMap::new()
     }
-    fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
-        let x = if i == 1 { f32::NAN } else { 0.0 };
-        AtomicData::new(vec![1, 1], vec![[x; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)
+    fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
+        let one = |i: usize| {
+            let x = if i == 1 { f32::NAN } else { 0.0 };
+            AtomicData::new(vec![1, 1], vec![[x; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)
+        };
+        indices.iter().map(|&i| one(i)).collect()
     }
 }
 

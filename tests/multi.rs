@@ -10,12 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::backend::Flex;
 
+use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{
     BatchSampler, EpochPolicy, MultiDatasetBatchSampler, MultiDatasetSampler, SizeAwareOptions, SizeAwareSampler,
 };
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DataLoader, Dataset, Error,
-    InMemoryDataset, InMemoryOptions, Level, MultiDataset, MultiDatasetOptions, Reader, ZarrArrayConfig,
+    InMemoryDataset, InMemoryOptions, Level, MultiDataset, MultiDatasetOptions, Reader, ReaderExt, ZarrArrayConfig,
     ZarrWriteConfig,
 };
 
@@ -66,9 +67,14 @@ impl<R: Reader> Reader for Counting<R> {
     fn get_metadata(&self, index: usize) -> atomzarr::Result<(usize, usize)> {
         self.inner.get_metadata(index)
     }
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> atomzarr::Result<()> {
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> atomzarr::Result<()> {
         self.collated.fetch_add(1, Ordering::SeqCst);
-        self.inner.load_collated(batches, out)
+        self.inner.load_collated_with(batches, opts, out)
     }
 }
 
@@ -356,9 +362,12 @@ impl Reader for Broken {
         ]
         .into()
     }
-    fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
-        let x = if i == 1 { f32::NAN } else { 0.0 };
-        AtomicData::new(vec![1, 1], vec![[x; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)
+    fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
+        let one = |i: usize| {
+            let x = if i == 1 { f32::NAN } else { 0.0 };
+            AtomicData::new(vec![1, 1], vec![[x; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)
+        };
+        indices.iter().map(|&i| one(i)).collect()
     }
 }
 
@@ -372,10 +381,10 @@ fn dataset_is_a_reader_and_validates_as_a_child() {
     let ok = Reader::load_many(&ds, &[0, 2]).unwrap();
     assert!(ok.iter().all(|s| s.field("atomic_numbers").unwrap().data.to_f64_vec() == vec![7.0, 7.0]));
     assert!(matches!(Reader::load_many(&ds, &[0, 1]), Err(Error::Validation { index: 1, .. })));
-    assert!(matches!(Reader::read(&ds, 1), Err(Error::Validation { index: 1, .. })));
+    assert!(matches!(ReaderExt::read(&ds, 1), Err(Error::Validation { index: 1, .. })));
     // load_collated goes through load_batches.
     let mut out = Vec::new();
-    Reader::load_collated(&ds, &[vec![2, 0]], &mut out).unwrap();
+    ReaderExt::load_collated(&ds, &[vec![2, 0]], &mut out).unwrap();
     assert_eq!(out, ds.load_batches(&[vec![2, 0]]).unwrap());
     assert_eq!(out[0].fields["atomic_numbers"].data.to_f64_vec(), vec![7.0; 4]);
     assert_eq!(Reader::get_metadata(&ds, 2).unwrap(), (2, 1));

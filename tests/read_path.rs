@@ -14,7 +14,7 @@ use atomzarr::data::CollateOptions;
 use atomzarr::cli::bench::{ReadOrder, read_order};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level, Reader,
-    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
+    ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 /// Structures whose `tag` custom field (one int32 per atom) is all zeros for

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use atomzarr::{
     AppendStep, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, Field, HostData, Level,
-    Reader, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
+    Reader, ReaderExt, Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 

@@ -7,11 +7,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use atomzarr::store::StoreGroup;
-use atomzarr::store::{arrays, format};
+use atomzarr::store::format;
+use atomzarr::store::format::StoreGroup;
+use atomzarr::testing as arrays;
 use atomzarr::{
-    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, Shuffle, ZarrArrayConfig,
-    ZarrWriteConfig,
+    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Error, HostData, Level, Reader, ReaderExt, Shuffle,
+    ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 use serde_json::{Value, json};
@@ -182,7 +183,7 @@ fn an_interrupted_add_custom_is_finished_or_dropped_by_the_next_writer() {
     std::fs::rename(unlisted.join("custom/x"), pending(&unlisted)).unwrap();
     let mut root = format::read_root(&unlisted).unwrap();
     root.fields.remove("x");
-    format::write_root(&unlisted, &root).unwrap();
+    arrays::write_root(&unlisted, &root).unwrap();
     assert_eq!(read_all(&AtomicDataZarrReader::open(&unlisted).unwrap()), before, "pending data is invisible");
     let mut w = AtomicDataZarrWriter::open(&unlisted, ZarrWriteConfig::default()).unwrap();
     assert!(!unlisted.join(format::PENDING_DIR).exists(), "the unlisted attempt is dropped");

@@ -6,8 +6,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use atomzarr::store::{arrays, format};
-use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Level, Reader, ReaderOptions, ZarrWriteConfig};
+use atomzarr::store::format;
+use atomzarr::testing as arrays;
+use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Level, Reader, ReaderExt, ReaderOptions, ZarrWriteConfig};
 use common::*;
 use serde_json::Value;
 

@@ -9,10 +9,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use atomzarr::store::{arrays, format};
+use atomzarr::store::format;
+use atomzarr::testing as arrays;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, Shuffle,
-    ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Field, HostData, Level, Reader, ReaderExt,
+    Shuffle, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 use proptest::prelude::*;

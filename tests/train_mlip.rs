@@ -14,7 +14,7 @@ mod training;
 
 mod common;
 
-use atomzarr::{AtomicDataZarrReader, Reader};
+use atomzarr::{AtomicDataZarrReader, Reader, ReaderExt};
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::backend::Backend;
 use model::Trainer;

@@ -25,7 +25,7 @@ use std::time::Instant;
 use atomzarr::data::CollateOptions;
 use atomzarr::{
     AtomicBatch, AtomicDataZarrReader, AtomicDataZarrWriter, BatchData, Codec, CollatedBatch, DataLoader, Dataset,
-    Reader, ZarrArrayConfig, ZarrWriteConfig,
+    ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 use burn::tensor::backend::Backend;
 use clap::Parser;

@@ -13,7 +13,7 @@ use atomzarr::pipeline::transforms::{CollatedTransform, SubtractE0s};
 use atomzarr::sampler::ListSampler;
 use atomzarr::source::split::{Split as LabelSplit, SplitRule};
 use atomzarr::source::stats::{StatsOptions, subset_stats};
-use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader};
+use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader, ReaderExt};
 use burn::config::Config;
 use burn::module::Module;
 use burn::record::CompactRecorder;

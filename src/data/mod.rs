@@ -16,30 +16,33 @@
 //! | `strings` | [`StringField`]: string labels of a sample |
 //! | [`neighbors`] | periodic neighbor lists (cell lists, triclinic, mixed pbc), ASE-equal; the on-the-fly edge transform |
 //! | `pointers` | [`Pointers`]: the rows a sample owns on each axis |
-//! | [`collate`] | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
+//! | `collate` | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
 //! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
 //! | [`hash`] | version-stable hashes: split assignment, per-sample random draws |
 //! | [`rotation`] | [`rotation::Rotation`]: uniform random rotations of vectors and tensors |
 //! | `host_rows` | [`HostData::update_rows_f64`] (in-place arithmetic on a float buffer's rows), [`HostData::get_i64`] |
 
-pub mod collate;
-mod dtype;
+pub(crate) mod collate;
+pub(crate) mod dtype;
 pub mod hash;
-mod host;
+pub(crate) mod host;
 mod host_rows;
 mod indices;
 pub mod neighbors;
 mod pointers;
 pub mod rotation;
-mod sample;
+pub(crate) mod sample;
 mod strings;
 pub mod synth;
 
 pub(crate) use collate::bad_indices;
-pub use collate::{CollateOptions, CollatedBatch, CollatedField, FieldLayout};
-pub use dtype::{DType, Level};
-pub use host::HostData;
+// The types also at the crate root are public there only.
+pub use collate::CollateOptions;
+pub(crate) use collate::{CollatedBatch, CollatedField, FieldLayout};
+pub(crate) use dtype::{DType, Level};
+pub(crate) use host::HostData;
 pub(crate) use indices::{IndexRange, IndexReport, append_shifts, fold_index, narrow_i64};
 pub use pointers::Pointers;
-pub use sample::{AtomicData, Field, NEIGHBOR_LIST};
+pub use sample::NEIGHBOR_LIST;
+pub(crate) use sample::{AtomicData, Field};
 pub use strings::StringField;

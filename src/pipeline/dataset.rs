@@ -33,7 +33,7 @@ use crate::data::AtomicData;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::pipeline::transforms::{CollatedTransform, SharedTransform};
-use crate::source::{Reader, range_error};
+use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
 /// with a sample whose *content* is bad: an out-of-range neighbor index
@@ -59,7 +59,7 @@ use crate::source::{Reader, range_error};
 /// asked, which they report as an error.
 ///
 /// ```
-/// use atomzarr::pipeline::ErrorPolicy;
+/// use atomzarr::ErrorPolicy;
 /// assert_eq!(ErrorPolicy::default(), ErrorPolicy::Fail);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -433,15 +433,15 @@ impl<R: Reader + 'static> Dataset<R> {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use atomzarr::{AtomicData, Dataset, Error, InMemoryDataset, Reader};
-    /// use atomzarr::pipeline::ErrorPolicy;
+    /// use atomzarr::ErrorPolicy;
     /// /// Three samples, the second with an edge to an atom it does not have.
     /// struct Three;
     /// impl Reader for Three {
     ///     fn len(&self) -> usize { 3 }
     ///     fn source(&self) -> &str { "three" }
     ///     fn field_levels(&self) -> std::collections::BTreeMap<String, atomzarr::Level> { Default::default() }
-    ///     fn load_sample(&self, i: usize) -> atomzarr::Result<AtomicData> {
-    ///         AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, if i == 1 { 9 } else { 1 }]], None)
+    ///     fn load_many(&self, idx: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
+    ///         idx.iter().map(|&i| AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, if i == 1 { 9 } else { 1 }]], None)).collect()
     ///     }
     /// }
     /// let fail = Dataset::new(Three);
@@ -676,14 +676,15 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 /// A Dataset is itself a [`Reader`], so Datasets compose: as a
 /// [`MultiDataset`](crate::MultiDataset) child, under an
 /// [`InMemoryDataset`](crate::InMemoryDataset), or wrapped again. Loads return
-/// validated (unless skipped) and transformed samples; `load_collated` is
-/// [`Dataset::load_batches`]; sizes, metadata and refresh go to the reader.
-/// `field_levels` is the reader's (transforms that add or drop fields are
-/// not reflected).
+/// validated (unless skipped) and transformed samples; `load_collated_with`
+/// is [`Dataset::load_batches`] laid out as its options say; sizes, metadata
+/// and refresh go to the reader.
+/// Every method is forwarded (the reader's chunk capability included), so
+/// wrapping a reader in a Dataset loses none of its hooks.
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{Dataset, InMemoryDataset, Reader};
+/// use atomzarr::{Dataset, InMemoryDataset, Reader, ReaderExt};
 /// let mem = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?;
 /// let ds = Dataset::new(mem).with_transform(|s| Ok(s.with_energy(1.0)));
 /// let as_reader: &dyn Reader = &ds;
@@ -691,6 +692,7 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 /// assert_eq!(as_reader.get_metadata(2)?, ds.get_metadata(2)?);
 /// # Ok(()) }
 /// ```
+#[deny(clippy::missing_trait_methods)]
 impl<R: Reader + 'static> Reader for Dataset<R> {
     fn len(&self) -> usize {
         self.reader.len()
@@ -718,10 +720,6 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.string_levels()
     }
 
-    fn load_sample(&self, index: usize) -> Result<AtomicData> {
-        self.get_sample(index)
-    }
-
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         let ctx = self.ctx();
         ctx.check(&[indices.to_vec()])?;
@@ -742,11 +740,6 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.refresh()
     }
 
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
-        *out = self.load_batches(batches)?;
-        Ok(())
-    }
-
     fn load_collated_with(
         &self,
         batches: &[Vec<usize>],
@@ -765,15 +758,7 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.neighbor_index_error(index, value, num_atoms, span)
     }
 
-    fn chunk_blocks(&self) -> Option<Vec<usize>> {
-        self.reader.chunk_blocks()
-    }
-
-    fn decode_counters(&self) -> Option<crate::source::DecodeCounters> {
-        self.reader.decode_counters()
-    }
-
-    fn announce_next(&self, batches: &[Vec<usize>]) {
-        self.reader.announce_next(batches)
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        self.reader.chunked()
     }
 }

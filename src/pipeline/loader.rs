@@ -144,7 +144,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     pub fn stats(&self) -> LoaderStats {
         LoaderStats {
             skipped_samples: self.dataset.skipped_samples(),
-            decode: self.dataset.reader().decode_counters().unwrap_or_default(),
+            decode: self.dataset.reader().chunked().map(|c| c.decode_counters()).unwrap_or_default(),
         }
     }
 
@@ -347,7 +347,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             done: false,
             yielded: 0,
             total,
-            decode_start: self.dataset.reader().decode_counters(),
+            decode_start: self.dataset.reader().chunked().map(|c| c.decode_counters()),
             passed: 0,
             cursor: (self.cursor.clone(), id),
         };
@@ -436,7 +436,9 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             let Some(w) = self.windows.pop_front() else { break };
             // This window is read after the one in progress: let the reader
             // keep its chunks cached rather than evict them first.
-            self.dataset.reader().announce_next(&w);
+            if let Some(c) = self.dataset.reader().chunked() {
+                c.announce_next(&w);
+            }
             let asked = asked_for(&w);
             // Handed to the upload threads (if any) as soon as the window is read.
             let up = self.uploader.clone();
@@ -488,7 +490,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     /// chunks. Their [`amplification`](crate::source::DecodeCounters::amplification)
     /// is the epoch's decode amplification.
     pub fn decode_counters(&self) -> Option<crate::source::DecodeCounters> {
-        Some(self.dataset.reader().decode_counters()?.since(&self.decode_start?))
+        Some(self.dataset.reader().chunked()?.decode_counters().since(&self.decode_start?))
     }
 
     /// Records in the loader's cursor how many planned batches this epoch

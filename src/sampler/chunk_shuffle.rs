@@ -7,7 +7,7 @@
 //! MosaicML streaming's block shuffles do:
 //!
 //! 1. the blocks (runs of samples that share a storage chunk, see
-//!    [`Reader::chunk_blocks`]) are permuted, seeded per `(seed, epoch)`;
+//!    [`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks)) are permuted, seeded per `(seed, epoch)`;
 //! 2. the permuted blocks are taken `K` at a time (the shuffle buffer) and
 //!    their samples are interleaved in random order.
 //!
@@ -101,7 +101,7 @@ impl ChunkShuffleSampler {
     }
 
     /// Blocks as `reader` lays its samples out in chunks
-    /// ([`Reader::chunk_blocks`]); one sample per block for a reader without
+    /// ([`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks)); one sample per block for a reader without
     /// chunks.
     ///
     /// In a [`DataLoader`](crate::DataLoader), as its batch sampler (or as
@@ -135,8 +135,8 @@ impl ChunkShuffleSampler {
     /// ```
     pub fn for_reader<R: Reader + ?Sized>(reader: &R, batch_size: usize) -> Result<Self> {
         let len = reader.len();
-        match reader.chunk_blocks() {
-            Some(starts) => Self::from_block_starts(starts, len, batch_size),
+        match reader.chunked() {
+            Some(c) => Self::from_block_starts(c.chunk_blocks(), len, batch_size),
             None => Ok(Self::new(len, 1, batch_size)),
         }
     }

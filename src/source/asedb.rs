@@ -6,7 +6,7 @@
 //! bitmask, `key_value_pairs` as JSON. Rows are read in id order, a batch
 //! at a time (`WHERE id > last ORDER BY id LIMIT batch`), so memory holds
 //! one batch of rows whatever the database's size. What becomes what:
-//! [`crate::source::ase_row`].
+//! `source::ase_row`.
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 //! `deleted_ids` are bookkeeping: ids run from 1 to `nextid - 1`, without
 //! the deleted ones, in that order (fairchem's order). Each batch copies
 //! its compressed rows out of the map and decodes them in parallel, so
-//! memory holds one batch. What becomes what: [`crate::source::ase_row`].
+//! memory holds one batch. What becomes what: `source::ase_row`.
 
 use std::collections::BTreeSet;
 use std::io::Read;

@@ -9,15 +9,17 @@
 //! `neighbor_list` rebased to batch-local atom indices.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, IndexRange, IndexReport, Level};
-use crate::data::{CollatedBatch, FieldLayout, bad_indices};
+use crate::data::{CollateOptions, CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::source::Reader;
+use crate::source::reader::plain_neighbor_index_error;
+use crate::source::{ChunkedReader, Reader, ReaderExt, SampleMetadata};
 
 type Layout = Vec<FieldLayout>;
 
@@ -223,7 +225,7 @@ impl InMemoryOptions {
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, InMemoryDataset, Reader, ZarrWriteConfig};
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, InMemoryDataset, Reader, ReaderExt, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("m.zarr");
 /// let samples = atomzarr::data::synth::generate(6, 2, 5, 1)?;
@@ -355,6 +357,9 @@ impl InMemoryDataset {
     }
 }
 
+/// Every method is written out: the resident copy answers sizes from its
+/// pointers and copies batches straight from its buffers.
+#[deny(clippy::missing_trait_methods)]
 impl Reader for InMemoryDataset {
     fn len(&self) -> usize {
         self.data.num_graphs()
@@ -390,7 +395,22 @@ impl Reader for InMemoryDataset {
         ))
     }
 
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn metadata_for(&self, i: usize) -> SampleMetadata {
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source.as_str()) }
+    }
+
+    fn refresh(&self) -> Result<()> {
+        // A resident copy: nothing changes under it.
+        Ok(())
+    }
+
+    /// Gathers rows from the resident buffers, then applies `opts`.
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         for b in batches {
             self.check(b)?;
         }
@@ -401,7 +421,20 @@ impl Reader for InMemoryDataset {
             gather(dst, &[&self.data], &picks, None)?;
             dst.indices.clear();
             dst.indices.extend_from_slice(b);
+            if opts.narrow_int64() {
+                dst.narrow_int64();
+            }
             Ok(())
         })
+    }
+
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        let _ = span;
+        plain_neighbor_index_error(self, index, value, num_atoms)
+    }
+
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        // Resident buffers: no chunks, no decode.
+        None
     }
 }

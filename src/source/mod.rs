@@ -3,8 +3,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`reader`] | the [`Reader`] contract every backend implements ([`Sample`], [`SampleMetadata`]) |
-//! | [`memory`] | [`InMemoryDataset`]: a whole source resident in host memory |
+//! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
+//! | `memory` | [`InMemoryDataset`](crate::InMemoryDataset): a whole source resident in host memory |
 //! | [`frames`] | [`frames::FrameSource`]: a file read as frames a batch at a time; [`frames::open_frames`] opens any format below |
 //! | [`input`] | format detection (magic bytes, extensions), gzip / xz / bzip2 text input |
 //! | [`units`] | source units to the store's (eV, Å, eV/Å, eV/Å³), CODATA 2014 as `ase.units` |
@@ -17,7 +17,7 @@
 //! | [`mptrj`] | the MPtrj JSON, streamed |
 //! | [`split`] | reproducible splits: [`split::SplitRule`] (group by a label, seed, fractions) and [`split::Split`] |
 //! | [`stats`] | dataset statistics (counts, elements, E0s, energy per atom, force RMS, neighbors), streamed and parallel |
-//! | [`multi`] | [`MultiDataset`]: several readers behind one global index space |
+//! | `multi` | [`MultiDataset`]: several readers behind one global index space |
 //!
 //! The Zarr backend ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`].
@@ -33,17 +33,19 @@ pub mod frames;
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
 pub mod input;
-pub mod memory;
+pub(crate) mod memory;
 pub mod mptrj;
-pub mod multi;
+pub(crate) mod multi;
 pub mod npz;
-pub mod reader;
+pub(crate) mod reader;
 pub mod split;
 pub mod stats;
 pub mod units;
 
 pub(crate) use memory::gather;
-pub use memory::{InMemoryDataset, InMemoryOptions};
-pub use multi::{DATASET_INDEX, MultiDataset, MultiDatasetOptions};
+pub use multi::DATASET_INDEX;
+// The types also at the crate root are public there only.
+pub(crate) use multi::MultiDataset;
 pub(crate) use reader::range_error;
-pub use reader::{DecodeCounters, Reader, Sample, SampleMetadata};
+pub use reader::{ChunkedReader, DecodeCounters};
+pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};

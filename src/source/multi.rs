@@ -14,10 +14,10 @@ use std::sync::{Arc, RwLock};
 use rayon::prelude::*;
 
 use crate::data::{AtomicData, IndexReport, Level};
-use crate::data::{CollatedBatch, CollatedField, Field, HostData};
+use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
-use crate::source::{Reader, SampleMetadata};
+use crate::source::{ChunkedReader, DecodeCounters, Reader, ReaderExt, SampleMetadata};
 
 /// Options of [`MultiDataset::with_options`].
 ///
@@ -63,7 +63,7 @@ impl MultiDatasetOptions {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use std::sync::Arc;
-    /// use atomzarr::{InMemoryDataset, MultiDataset, MultiDatasetOptions, Reader};
+    /// use atomzarr::{InMemoryDataset, MultiDataset, MultiDatasetOptions, Reader, ReaderExt};
     /// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
     /// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
     /// let opts = MultiDatasetOptions::default().with_dataset_index(true);
@@ -90,7 +90,7 @@ impl MultiDatasetOptions {
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use std::sync::Arc;
-/// use atomzarr::{InMemoryDataset, MultiDataset, Reader};
+/// use atomzarr::{InMemoryDataset, MultiDataset, Reader, ReaderExt};
 /// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 1)?, "a")?;
 /// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(5, 2, 4, 2)?, "b")?;
 /// let multi = MultiDataset::new(vec![Arc::new(a.clone()), Arc::new(b.clone())])?;
@@ -258,6 +258,8 @@ impl MultiDataset {
     }
 }
 
+/// Every method goes to the child that owns the sample, or to all children.
+#[deny(clippy::missing_trait_methods)]
 impl Reader for MultiDataset {
     fn len(&self) -> usize {
         self.snapshot().last().copied().unwrap_or(0)
@@ -350,7 +352,15 @@ impl Reader for MultiDataset {
         Ok(())
     }
 
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+    /// One read per child, children in parallel; batches that mix children
+    /// are gathered from the children's batches. Children collate with
+    /// default options, and `opts` is applied to the result.
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         let offsets = self.snapshot();
         let n = self.children.len();
         // Per child: the sub-batches it serves (one per output batch it has samples in).
@@ -379,7 +389,7 @@ impl Reader for MultiDataset {
             .map(|d| {
                 let mut o = Vec::new();
                 if !child_lists[d].is_empty() {
-                    self.children[d].load_collated(&child_lists[d], &mut o)?;
+                    self.children[d].load_collated_with(&child_lists[d], CollateOptions::default(), &mut o)?;
                     let ok = o.len() == child_lists[d].len()
                         && o.iter().zip(&child_lists[d]).all(|(c, l)| c.num_graphs() == l.len());
                     if !ok {
@@ -414,6 +424,9 @@ impl Reader for MultiDataset {
             // Global indices, in request order.
             dst.indices.clear();
             dst.indices.extend_from_slice(b);
+            if opts.narrow_int64() {
+                dst.narrow_int64();
+            }
             Ok(())
         })?;
         if self.dataset_index {
@@ -448,6 +461,61 @@ impl Reader for MultiDataset {
         match self.to_local_index(i) {
             Ok((d, l)) => SampleMetadata { index: i, ..self.children[d].metadata_for(l) },
             Err(_) => SampleMetadata { index: i, physical_index: i, source: Arc::from(self.source.as_str()) },
+        }
+    }
+
+    /// The children's capabilities combined ([`ChunkedReader`] for
+    /// `MultiDataset`) when at least one child has stored chunks.
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader)
+    }
+}
+
+/// The children's chunk capabilities under the global index space. A child
+/// without chunks counts as one block per sample and decodes nothing.
+impl ChunkedReader for MultiDataset {
+    /// Each child's blocks, shifted by its offset: a block never spans two
+    /// children.
+    fn chunk_blocks(&self) -> Vec<usize> {
+        let offsets = self.snapshot();
+        let mut starts = Vec::new();
+        for (d, c) in self.children.iter().enumerate() {
+            let (lo, hi) = (offsets[d], offsets[d + 1]);
+            match c.chunked() {
+                Some(ch) => starts.extend(ch.chunk_blocks().into_iter().map(|b| lo + b).filter(|&g| g < hi)),
+                None => starts.extend(lo..hi),
+            }
+        }
+        starts
+    }
+
+    /// The sum over the children.
+    fn decode_counters(&self) -> DecodeCounters {
+        self.children.iter().filter_map(|c| c.chunked()).map(|c| c.decode_counters()).sum()
+    }
+
+    /// Each child is told its own share of `batches`, in its local indices
+    /// (indices out of range are left out; the read itself reports them).
+    fn announce_next(&self, batches: &[Vec<usize>]) {
+        let offsets = self.snapshot();
+        let mut per_child: Vec<Vec<Vec<usize>>> = vec![Vec::new(); self.children.len()];
+        for b in batches {
+            let mut split: Vec<Vec<usize>> = vec![Vec::new(); self.children.len()];
+            for &g in b {
+                if let Ok((d, l)) = self.locate(&offsets, g) {
+                    split[d].push(l);
+                }
+            }
+            for (d, part) in split.into_iter().enumerate() {
+                if !part.is_empty() {
+                    per_child[d].push(part);
+                }
+            }
+        }
+        for (c, lists) in self.children.iter().zip(per_child) {
+            if let (Some(ch), false) = (c.chunked(), lists.is_empty()) {
+                ch.announce_next(&lists);
+            }
         }
     }
 }

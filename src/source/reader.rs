@@ -1,17 +1,23 @@
 //! The backend contract: a [`Reader`] owns storage I/O and nothing else.
 //!
-//! A backend implements [`Reader::len`], [`Reader::source`],
-//! [`Reader::field_levels`] and at least one of the two load hooks:
-//! [`Reader::load_sample`] (simple formats) or [`Reader::load_many`]
-//! (batch-optimised formats); the other is derived. Callers use the provided
-//! [`Reader::read`] and [`Reader::read_many`], which normalise negative
-//! indices, check bounds and attach [`SampleMetadata`].
+//! Three traits, in the manner of object_store's `ObjectStore` and
+//! `ObjectStoreExt`:
+//!
+//! - [`Reader`], the core a backend implements: [`Reader::len`],
+//!   [`Reader::source`], [`Reader::field_levels`] and [`Reader::load_many`],
+//!   plus hooks with defaults it overrides when it can do better;
+//! - [`ReaderExt`], the conveniences every reader gets for free:
+//!   [`ReaderExt::read`] and [`ReaderExt::read_many`] (negative indices,
+//!   bounds checks, [`SampleMetadata`]), [`ReaderExt::read_collated`];
+//! - [`ChunkedReader`], the optional capability of a reader over stored
+//!   chunks (chunk blocks, the cache hint, decode counters), reached through
+//!   [`Reader::chunked`].
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use atomzarr::{AtomicData, Level, Reader, Result};
+//! use atomzarr::{AtomicData, Level, Reader, ReaderExt, Result};
 //!
-//! /// A toy backend that only knows how to load one sample.
+//! /// A toy backend that makes each sample on demand.
 //! struct Dimers;
 //! impl Reader for Dimers {
 //!     fn len(&self) -> usize { 10 }
@@ -19,16 +25,17 @@
 //!     fn field_levels(&self) -> BTreeMap<String, Level> {
 //!         [("atomic_numbers".into(), Level::Atom), ("positions".into(), Level::Atom)].into()
 //!     }
-//!     fn load_sample(&self, i: usize) -> Result<AtomicData> {
-//!         AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.5 + i as f32 * 0.1, 0.0, 0.0]])
+//!     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+//!         indices.iter().map(|&i| AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.5 + i as f32 * 0.1, 0.0, 0.0]])).collect()
 //!     }
 //! }
 //!
 //! let r = Dimers;
-//! let many = r.read_many(&[3, -1, 3]).unwrap();   // derived from load_sample
+//! let many = r.read_many(&[3, -1, 3]).unwrap();
 //! assert_eq!(many[1].metadata.index, 9);
 //! assert_eq!(many[0].data, many[2].data);
 //! assert!(r.read(10).is_err());
+//! assert!(r.chunked().is_none());
 //! ```
 
 use std::collections::BTreeMap;
@@ -98,18 +105,46 @@ impl DecodeCounters {
     }
 }
 
-/// Storage backend. See the module docs for which methods to implement.
+/// Counters of several readers added up (a [`MultiDataset`](crate::MultiDataset)'s children).
 ///
-/// Hook indices are logical and already in `0..len()`.
-/// A backend that implements neither load hook recurses forever; implement one.
+/// ```
+/// use atomzarr::source::DecodeCounters;
+/// let a = DecodeCounters { decoded_bytes: 10, sample_bytes: 5, chunks_decoded: 1 };
+/// assert_eq!([a, a].into_iter().sum::<DecodeCounters>(), DecodeCounters { decoded_bytes: 20, sample_bytes: 10, chunks_decoded: 2 });
+/// ```
+impl std::iter::Sum for DecodeCounters {
+    fn sum<I: Iterator<Item = DecodeCounters>>(iter: I) -> DecodeCounters {
+        iter.fold(DecodeCounters::default(), |a, c| DecodeCounters {
+            decoded_bytes: a.decoded_bytes.saturating_add(c.decoded_bytes),
+            sample_bytes: a.sample_bytes.saturating_add(c.sample_bytes),
+            chunks_decoded: a.chunks_decoded.saturating_add(c.chunks_decoded),
+        })
+    }
+}
+
+/// Storage backend: the contract a new source of samples implements.
+///
+/// Four methods are required: [`Reader::len`], [`Reader::source`],
+/// [`Reader::field_levels`] and [`Reader::load_many`]. The provided methods
+/// are hooks a backend overrides when it can do better than the default
+/// (answer sizes from pointers, copy rows straight into batch buffers, name
+/// physical indices, diagnose a bad neighbor index). Hook indices are
+/// logical and already in `0..len()`.
+///
+/// Callers use [`ReaderExt`] (implemented for every `Reader`): `read`,
+/// `read_many` and `read_collated` normalise negative indices, check bounds
+/// and attach [`SampleMetadata`]. A store made of chunks also exposes
+/// [`ChunkedReader`] through [`Reader::chunked`].
+///
+/// A reader that wraps another (as [`Arc`], [`Dataset`](crate::Dataset) and
+/// [`MultiDataset`](crate::MultiDataset) do) must forward every method,
+/// hooks included, or the wrapped reader's overrides are lost; put
+/// `#[deny(clippy::missing_trait_methods)]` on such an impl.
+// `is_empty` is a convenience, so it lives in ReaderExt with the others.
+#[allow(clippy::len_without_is_empty)]
 pub trait Reader: Send + Sync {
     /// Logical (active) sample count.
     fn len(&self) -> usize;
-
-    /// True when there are no samples.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 
     /// A name for the source (store path), used in metadata and errors.
     fn source(&self) -> &str;
@@ -117,23 +152,18 @@ pub trait Reader: Send + Sync {
     /// Field name to level, for every field a sample has.
     fn field_levels(&self) -> BTreeMap<String, Level>;
 
+    /// Loads samples, results aligned with `indices` (duplicates allowed).
+    /// A backend that reads one sample at a time maps over `indices`.
+    ///
+    /// # Errors
+    /// Whatever the backend's storage returns; an index out of range is an
+    /// [`Error::IndexOutOfRange`].
+    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>>;
+
     /// String label name to level, for every string label a sample has
     /// ([`AtomicData::strings`]). Default: none.
     fn string_levels(&self) -> BTreeMap<String, Level> {
         BTreeMap::new()
-    }
-
-    /// Single-sample hook. Default: a one-element [`Reader::load_many`].
-    fn load_sample(&self, index: usize) -> Result<AtomicData> {
-        self.load_many(&[index])?
-            .pop()
-            .ok_or_else(|| Error::Background(format!("{}: load_many returned nothing", self.source())))
-    }
-
-    /// Many-sample hook, results aligned with `indices` (duplicates allowed).
-    /// Default: [`Reader::load_sample`] per index.
-    fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
-        indices.iter().map(|&i| self.load_sample(i)).collect()
     }
 
     /// Physical index of logical `index` (identity for stores without deletes).
@@ -141,25 +171,57 @@ pub trait Reader: Send + Sync {
         index
     }
 
+    /// Metadata of logical `i`. Default: `i`, [`Reader::physical_index`]
+    /// and [`Reader::source`]; a wrapper names the reader that owns the sample.
+    fn metadata_for(&self, i: usize) -> SampleMetadata {
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source()) }
+    }
+
     /// `(num_atoms, num_edges)` of logical `index`. Readers with pointer
     /// arrays answer without reading field data; the default loads the sample.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`], or the error of loading the sample.
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         let s = self.load_sample(self.check_index(index as i64)?)?;
         Ok((s.num_atoms(), s.num_edges()))
     }
 
     /// Picks up appends and deletes made since opening. Default: nothing to do.
+    ///
+    /// # Errors
+    /// The backend's error reading its new state.
     fn refresh(&self) -> Result<()> {
         Ok(())
     }
 
     /// The collated batch path: one backend read for all `batches`, written
-    /// into `out` (resized to `batches.len()`, buffers reused). Indices are
-    /// logical and already checked. Default: `load_many` + host collation;
-    /// the Zarr reader overrides it with a single-pass copy from decoded chunks.
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+    /// into `out` (resized to `batches.len()`, buffers reused), laid out as
+    /// `opts` says. Indices are logical and already checked. Default:
+    /// [`Reader::load_many`], host collation, then a host pass that applies
+    /// `opts`; the Zarr reader copies rows from decoded chunks and applies
+    /// `opts` while it copies.
+    ///
+    /// # Errors
+    /// The error of [`Reader::load_many`], or the batch error of
+    /// [`Reader::neighbor_index_error`] for a sample whose neighbor list
+    /// points outside it.
+    fn load_collated_with(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         let flat: Vec<usize> = batches.iter().flatten().copied().collect();
         let samples = self.load_many(&flat)?;
+        if samples.len() != flat.len() {
+            return Err(Error::Background(format!(
+                "{}: load_many returned {} samples for {}",
+                self.source(),
+                samples.len(),
+                flat.len()
+            )));
+        }
         out.resize_with(batches.len(), CollatedBatch::default);
         let mut start = 0;
         for (b, dst) in batches.iter().zip(out.iter_mut()) {
@@ -168,103 +230,10 @@ pub trait Reader: Send + Sync {
             })?;
             start += b.len();
         }
-        Ok(())
-    }
-
-    /// As [`Reader::load_collated`], laid out as `opts` says. Default:
-    /// `load_collated`, then a host pass that applies `opts`; the Zarr reader
-    /// applies them while it copies rows.
-    fn load_collated_with(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
-        self.load_collated(batches, out)?;
         if opts.narrow_int64() {
             out.iter_mut().for_each(CollatedBatch::narrow_int64);
         }
         Ok(())
-    }
-
-    /// Normalises a possibly negative index to `0..len()`.
-    fn check_index(&self, index: i64) -> Result<usize> {
-        checked_index(self, index, self.len())
-    }
-
-    /// One sample; negative indices count from the end.
-    fn read(&self, index: i64) -> Result<Sample> {
-        let i = self.check_index(index)?;
-        let data = self.load_sample(i)?;
-        Ok(Sample { data, metadata: self.metadata_for(i) })
-    }
-
-    /// Many samples in the caller's order (duplicates allowed).
-    fn read_many(&self, indices: &[i64]) -> Result<Vec<Sample>> {
-        let idx = check_all(self, indices, self.len())?;
-        let data = self.load_many(&idx)?;
-        Ok(data.into_iter().zip(&idx).map(|(data, &i)| Sample { data, metadata: self.metadata_for(i) }).collect())
-    }
-
-    /// Collated batches for logical (possibly negative) indices; see
-    /// [`Reader::load_collated`].
-    fn read_collated(&self, batches: &[Vec<i64>], out: &mut Vec<CollatedBatch>) -> Result<()> {
-        self.read_collated_with(batches, CollateOptions::default(), out)
-    }
-
-    /// As [`Reader::read_collated`], laid out as `opts` says (for example
-    /// int64 fields narrowed to int32 while they are copied).
-    ///
-    /// ```
-    /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, HostData, Reader, ZarrWriteConfig};
-    /// use atomzarr::data::CollateOptions;
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("n.zarr");
-    /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)?;
-    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
-    /// let reader = AtomicDataZarrReader::open(&path)?;
-    /// let mut out = Vec::new();
-    /// reader.read_collated_with(&[vec![0, 1]], CollateOptions::default().with_narrow_int64(true), &mut out)?;
-    /// assert_eq!(out[0].fields["neighbor_list"].data, HostData::Int32(vec![0, 1, 2, 3]));
-    /// # Ok(()) }
-    /// ```
-    fn read_collated_with(
-        &self,
-        batches: &[Vec<i64>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
-        let len = self.len();
-        let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
-        self.load_collated_with(&checked, opts, out)
-    }
-
-    /// How samples share storage chunks: the logical indices where a new
-    /// block of samples starts (strictly increasing from 0), each block
-    /// being the samples whose rows start in one chunk of the store's
-    /// bulkiest arrays. `None` (the default) for a reader without chunks.
-    /// [`ChunkShuffleSampler::for_reader`](crate::sampler::ChunkShuffleSampler::for_reader)
-    /// shuffles these blocks.
-    fn chunk_blocks(&self) -> Option<Vec<usize>> {
-        None
-    }
-
-    /// Decode counters, for a reader that decodes chunks (default `None`).
-    fn decode_counters(&self) -> Option<DecodeCounters> {
-        None
-    }
-
-    /// A hint: `batches` (logical, checked by the caller) is the read that
-    /// follows the one in progress. A reader with a cache keeps what that
-    /// read needs rather than evict it first. Default: ignored.
-    fn announce_next(&self, batches: &[Vec<usize>]) {
-        let _ = batches;
-    }
-
-    /// Metadata of logical index `i`.
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source()) }
     }
 
     /// The error a batch path returns for logical sample `index` whose
@@ -284,14 +253,183 @@ pub trait Reader: Send + Sync {
     /// ```
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         let _ = span;
-        Error::NeighborIndex {
-            source_name: self.source().to_string(),
-            index,
-            physical_index: self.physical_index(index),
-            value,
-            num_atoms,
-            append_shift: None,
+        plain_neighbor_index_error(self, index, value, num_atoms)
+    }
+
+    /// The reader's chunked-store capability: chunk blocks, the cache hint
+    /// and decode counters. `None` (the default) for a reader without
+    /// stored chunks.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, InMemoryDataset, Reader, ZarrWriteConfig};
+    /// let samples = atomzarr::data::synth::generate(4, 2, 5, 0)?;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("c.zarr");
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// assert!(AtomicDataZarrReader::open(&path)?.chunked().is_some());
+    /// assert!(InMemoryDataset::from_samples(&samples, "mem")?.chunked().is_none());
+    /// # Ok(()) }
+    /// ```
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        None
+    }
+}
+
+/// The capability of a reader over stored chunks (the Zarr reader, and the
+/// wrappers over it), reached through [`Reader::chunked`].
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ReaderExt, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("c.zarr");
+/// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(4, 2, 5, 0)?)?;
+/// let reader = AtomicDataZarrReader::open(&path)?;
+/// reader.read_many(&[0, 3])?;
+/// let chunked = reader.chunked().unwrap();
+/// assert_eq!(chunked.chunk_blocks()[0], 0);
+/// assert!(chunked.decode_counters().sample_bytes > 0);
+/// # Ok(()) }
+/// ```
+pub trait ChunkedReader: Send + Sync {
+    /// How samples share storage chunks: the logical indices where a new
+    /// block of samples starts (strictly increasing from 0), each block
+    /// being the samples whose rows start in one chunk of the store's
+    /// bulkiest arrays.
+    /// [`ChunkShuffleSampler::for_reader`](crate::sampler::ChunkShuffleSampler::for_reader)
+    /// shuffles these blocks.
+    fn chunk_blocks(&self) -> Vec<usize>;
+
+    /// Decode counters since the reader was opened (or its counters reset).
+    fn decode_counters(&self) -> DecodeCounters;
+
+    /// A hint: `batches` (logical, checked by the caller) is the read that
+    /// follows the one in progress. A reader with a cache keeps what that
+    /// read needs rather than evict it first.
+    fn announce_next(&self, batches: &[Vec<usize>]);
+}
+
+/// The conveniences every [`Reader`] gets: checked reads with negative
+/// indices and metadata, and the collated path with default options.
+/// Implemented for every `Reader` (including `dyn Reader`); never
+/// implemented by hand.
+pub trait ReaderExt: Reader {
+    /// True when there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One sample by logical index (in `0..len()`), no metadata: a
+    /// one-element [`Reader::load_many`].
+    ///
+    /// # Errors
+    /// The error of [`Reader::load_many`].
+    fn load_sample(&self, index: usize) -> Result<AtomicData> {
+        let mut v = self.load_many(&[index])?;
+        match (v.pop(), v.is_empty()) {
+            (Some(s), true) => Ok(s),
+            _ => {
+                Err(Error::Background(format!("{}: load_many did not return one sample for one index", self.source())))
+            }
         }
+    }
+
+    /// [`Reader::load_collated_with`] with default options.
+    ///
+    /// # Errors
+    /// As [`Reader::load_collated_with`].
+    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.load_collated_with(batches, CollateOptions::default(), out)
+    }
+
+    /// Normalises a possibly negative index to `0..len()`.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] outside `-len..len`.
+    fn check_index(&self, index: i64) -> Result<usize> {
+        checked_index(self, index, self.len())
+    }
+
+    /// One sample; negative indices count from the end.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`], or the backend's error.
+    fn read(&self, index: i64) -> Result<Sample> {
+        let i = self.check_index(index)?;
+        let data = self.load_sample(i)?;
+        Ok(Sample { data, metadata: self.metadata_for(i) })
+    }
+
+    /// Many samples in the caller's order (duplicates allowed).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for any index, or the backend's error.
+    fn read_many(&self, indices: &[i64]) -> Result<Vec<Sample>> {
+        let idx = check_all(self, indices, self.len())?;
+        let data = self.load_many(&idx)?;
+        Ok(data.into_iter().zip(&idx).map(|(data, &i)| Sample { data, metadata: self.metadata_for(i) }).collect())
+    }
+
+    /// Collated batches for logical (possibly negative) indices; see
+    /// [`Reader::load_collated_with`].
+    ///
+    /// # Errors
+    /// As [`ReaderExt::read_collated_with`].
+    fn read_collated(&self, batches: &[Vec<i64>], out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.read_collated_with(batches, CollateOptions::default(), out)
+    }
+
+    /// As [`ReaderExt::read_collated`], laid out as `opts` says (for example
+    /// int64 fields narrowed to int32 while they are copied).
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, HostData, ReaderExt, ZarrWriteConfig};
+    /// use atomzarr::data::CollateOptions;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("n.zarr");
+    /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, 1]], None)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
+    /// let reader = AtomicDataZarrReader::open(&path)?;
+    /// let mut out = Vec::new();
+    /// reader.read_collated_with(&[vec![0, 1]], CollateOptions::default().with_narrow_int64(true), &mut out)?;
+    /// assert_eq!(out[0].fields["neighbor_list"].data, HostData::Int32(vec![0, 1, 2, 3]));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for any index, or the error of
+    /// [`Reader::load_collated_with`].
+    fn read_collated_with(
+        &self,
+        batches: &[Vec<i64>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
+        let len = self.len();
+        let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
+        self.load_collated_with(&checked, opts, out)
+    }
+}
+
+impl<R: Reader + ?Sized> ReaderExt for R {}
+
+/// [`Reader::neighbor_index_error`] without a diagnosis: the reader's
+/// source and the sample's physical index.
+pub(crate) fn plain_neighbor_index_error<R: Reader + ?Sized>(
+    reader: &R,
+    index: usize,
+    value: i64,
+    num_atoms: usize,
+) -> Error {
+    Error::NeighborIndex {
+        source_name: reader.source().to_string(),
+        index,
+        physical_index: reader.physical_index(index),
+        value,
+        num_atoms,
+        append_shift: None,
     }
 }
 
@@ -316,6 +454,7 @@ fn checked_index<R: Reader + ?Sized>(r: &R, index: i64, len: usize) -> Result<us
     Ok(i as usize)
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn len(&self) -> usize {
         (**self).len()
@@ -326,23 +465,23 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn field_levels(&self) -> BTreeMap<String, Level> {
         (**self).field_levels()
     }
-    fn load_sample(&self, index: usize) -> Result<AtomicData> {
-        (**self).load_sample(index)
-    }
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         (**self).load_many(indices)
     }
+    fn string_levels(&self) -> BTreeMap<String, Level> {
+        (**self).string_levels()
+    }
     fn physical_index(&self, index: usize) -> usize {
         (**self).physical_index(index)
+    }
+    fn metadata_for(&self, i: usize) -> SampleMetadata {
+        (**self).metadata_for(i)
     }
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         (**self).get_metadata(index)
     }
     fn refresh(&self) -> Result<()> {
         (**self).refresh()
-    }
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
-        (**self).load_collated(batches, out)
     }
     fn load_collated_with(
         &self,
@@ -355,13 +494,7 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         (**self).neighbor_index_error(index, value, num_atoms, span)
     }
-    fn chunk_blocks(&self) -> Option<Vec<usize>> {
-        (**self).chunk_blocks()
-    }
-    fn decode_counters(&self) -> Option<DecodeCounters> {
-        (**self).decode_counters()
-    }
-    fn announce_next(&self, batches: &[Vec<usize>]) {
-        (**self).announce_next(batches)
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        (**self).chunked()
     }
 }

@@ -9,7 +9,7 @@
 //! - no group is in two parts (grouping by `mp_id`, a SMILES or a
 //!   trajectory id keeps near-duplicates out of the validation set);
 //! - the same rule gives the same split on every machine and version (the
-//!   hash is recorded as [`SPLIT_HASH`](crate::data::hash::SPLIT_HASH));
+//!   hash is recorded as [`SPLIT_HASH`]);
 //! - the hash does not depend on how many samples there are: appending
 //!   never moves a sample that was already assigned, and new groups are
 //!   assigned the same way.
@@ -59,7 +59,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::hash::{SPLIT_HASH, split_unit};
 use crate::data::{CollatedBatch, HostData, Level};
 use crate::error::{Error, Result};
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 
 /// How samples are split: the label they are grouped by, the seed and the
 /// parts with their fractions (in order: the order is part of the rule).

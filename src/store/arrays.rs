@@ -87,15 +87,6 @@ pub fn array_dtype<T: ?Sized>(store_path: &Path, rel: &str, array: &Array<T>) ->
     DType::from_name(&name).ok_or_else(|| Error::inconsistent(store_path, rel, format!("unsupported data type {name}")))
 }
 
-/// Rows per (inner) chunk along dimension 0: the read granularity.
-pub fn chunk_rows<T: ?Sized>(store_path: &Path, rel: &str, array: &Array<T>) -> Result<u64> {
-    use zarrs::array::ArrayShardedExt;
-    let shape = array.effective_subchunk_shape().or_else(|| array.chunk_shape(&vec![0; array.dimensionality()]).ok());
-    shape
-        .and_then(|s| s.first().map(|n| n.get()))
-        .ok_or_else(|| Error::format(store_path, format!("{rel}: cannot determine the chunk shape")))
-}
-
 /// Builds (and stores the metadata of) a new array at `rel`.
 pub fn create_array(
     store_path: &Path,

@@ -166,7 +166,7 @@ impl ZarrArrayConfig {
     /// to the reference toolkit's.
     ///
     /// ```
-    /// use atomzarr::{ZarrArrayConfig, ZarrWriteConfig, store::StoreGroup};
+    /// use atomzarr::{ZarrArrayConfig, ZarrWriteConfig, store::format::StoreGroup};
     /// let config = ZarrWriteConfig::default()
     ///     .with_core(ZarrArrayConfig::default().with_checksum(false))
     ///     .with_override("energy", ZarrArrayConfig::default().with_checksum(true));

@@ -117,14 +117,6 @@ fn write_temp(target: &Path, bytes: &[u8], sync: bool) -> std::io::Result<(PathB
 /// Replaces `target` with `bytes` atomically and durably: temporary file,
 /// `fsync`, `rename`, `fsync` of the directory (and of the parents of any
 /// directory it had to create). A crash leaves the old or the new file.
-///
-/// ```
-/// let dir = tempfile::tempdir().unwrap();
-/// let p = dir.path().join("a/b/zarr.json");
-/// atomzarr::store::durable::replace_file(&p, b"{}").unwrap();
-/// atomzarr::store::durable::replace_file(&p, b"{\"x\": 1}").unwrap();
-/// assert_eq!(std::fs::read(&p).unwrap(), b"{\"x\": 1}");
-/// ```
 pub fn replace_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let (tmp, created) = write_temp(target, bytes, true)?;
     if let Err(e) = std::fs::rename(&tmp, target) {
@@ -342,11 +334,6 @@ impl DurableStore {
         let root = root.as_ref().to_path_buf();
         let inner = FilesystemStore::new(&root).map_err(|e| StorageError::Other(e.to_string()))?;
         Ok(DurableStore { root, inner, staging_on: AtomicBool::new(false), staged: Mutex::new(None) })
-    }
-
-    /// The store directory.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     fn path_of(&self, key: &StoreKey) -> PathBuf {
@@ -699,6 +686,15 @@ mod tests {
 
     fn key(s: &str) -> StoreKey {
         StoreKey::new(s).unwrap()
+    }
+
+    #[test]
+    fn replace_file_creates_parents_and_replaces_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b/zarr.json");
+        replace_file(&p, b"{}").unwrap();
+        replace_file(&p, b"{\"x\": 1}").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"{\"x\": 1}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The on-disk contract (STORE_FORMAT.md): group and array names, the root
 //! attributes, and the paths interrupted writes leave behind. (The codec
 //! chain of each array is built from the write configuration in
-//! [`arrays`](crate::store::arrays).)
+//! `store::arrays`.)
 //!
 //! Everything that knows a path inside a store lives here, so the writer and
 //! the reader cannot disagree about the layout.
@@ -333,13 +333,13 @@ fn parse_root(
 /// ([`crate::store::durable::replace_file`]), so `num_samples` is the commit point
 /// of an append: a crash leaves either the old or the new metadata, never a
 /// torn file.
-pub fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
+pub(crate) fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
     let bytes = root_bytes(store, attrs)?;
     let dst = store.join("zarr.json");
     crate::store::durable::replace_file(&dst, &bytes).map_err(|e| Error::io(&dst, e))
 }
 
-/// The root group's zarr.json holding `attrs`, as [`write_root`] writes it.
+/// The root group's zarr.json holding `attrs`, as the writer writes it.
 pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
     let mut core = Map::new();
     let mut custom = Map::new();
@@ -420,7 +420,7 @@ pub fn string_fields(store: &Path, root: &RootAttrs) -> Result<BTreeMap<String, 
 }
 
 /// Lists the string labels `labels` in the root attributes (written by
-/// [`write_root`]).
+/// the writer).
 pub fn set_string_fields(root: &mut RootAttrs, labels: &BTreeMap<String, Level>) {
     if labels.is_empty() {
         root.extra.remove(STRINGS_ATTR);

@@ -24,13 +24,6 @@
 //! header, which a damaged chunk can set to anything; [`install_bounded_codecs`]
 //! replaces them (zarrs' runtime codec registry) with ones that never produce
 //! more than the chunk's decoded size.
-//!
-//! ```
-//! use atomzarr::store::limits::{MAX_CHUNK_BYTES, MAX_EXPANSION, UNBACKED_ROWS};
-//! assert!(MAX_CHUNK_BYTES >= 12 * 500_000); // a reference shard's positions, whole
-//! assert_eq!(MAX_EXPANSION, 128 * 1024 / 4); // zstd's RLE block: 128 KiB from 4 bytes
-//! assert_eq!(UNBACKED_ROWS, 1 << 20);
-//! ```
 
 use std::borrow::Cow;
 use std::num::NonZeroU64;
@@ -224,7 +217,7 @@ pub(crate) fn check_rows(
         claimed_by,
         format!(
             "{what} claims {rows} rows, but the chunk files of its arrays hold at most {} \
-             (see atomzarr::store::limits)",
+             (atomzarr's store size limits)",
             best.saturating_add(UNBACKED_ROWS)
         ),
     ))
@@ -249,7 +242,7 @@ pub(crate) fn check_field_bytes(store: &Path, rel: &str, rows: u64, g: &Geometry
         rel,
         format!(
             "{rows} rows of {} bytes claim {claimed} bytes, but its chunk files hold at most {held} \
-             (and fill values at most {FILL_ROW_BYTES} per row; see atomzarr::store::limits)",
+             (and fill values at most {FILL_ROW_BYTES} per row; atomzarr's store size limits)",
             g.row_bytes
         ),
     ))
@@ -446,4 +439,16 @@ fn register_bounded() -> Vec<zarrs::array::codec::api::CodecRuntimeRegistryHandl
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_fit_the_reference_stores() {
+        const { assert!(MAX_CHUNK_BYTES >= 12 * 500_000) }; // a reference shard's positions, whole
+        assert_eq!(MAX_EXPANSION, 128 * 1024 / 4); // zstd's RLE block: 128 KiB from 4 bytes
+        assert_eq!(UNBACKED_ROWS, 1 << 20);
+    }
 }

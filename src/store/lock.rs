@@ -8,7 +8,7 @@
 //! into the file, or waits for the lock up to a timeout
 //! ([`ZarrWriteConfig::with_lock_timeout`](crate::ZarrWriteConfig::with_lock_timeout),
 //! `--wait SECONDS` on the command line). Readers never take it: every
-//! commit is an atomic rename (see [`durable`](crate::store::durable)), so a
+//! commit is an atomic rename (see `store::durable`), so a
 //! reader sees one commit or the next, never a mix.
 //!
 //! The lock is the operating system's, taken with `std`'s

@@ -3,11 +3,11 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`format`](mod@format) | the on-disk contract: group and array paths ([`StoreGroup`]), root attributes, leftovers of interrupted writes |
-//! | [`config`] | the layered write configuration ([`ZarrWriteConfig`]) |
-//! | [`arrays`] | opening and creating zarrs arrays: codec chains, dtypes, chunk shapes |
-//! | [`durable`] | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
-//! | [`limits`] | the size limits every claim of a store's metadata is checked against before allocation |
+//! | [`format`](mod@format) | the on-disk contract: group and array paths ([`StoreGroup`](format::StoreGroup)), root attributes, leftovers of interrupted writes |
+//! | `config` | the layered write configuration ([`ZarrWriteConfig`]) |
+//! | `arrays` | opening and creating zarrs arrays: codec chains, dtypes, chunk shapes |
+//! | `durable` | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
+//! | `limits` | the size limits every claim of a store's metadata is checked against before allocation |
 //! | [`lock`] | the writer lock: one writer per store at a time (an OS file lock on a file in the store) |
 //! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
@@ -17,23 +17,25 @@
 //! | [`saved`] | splits and statistics saved in the root attributes (`atomzarr`): [`saved::SavedStats`], `Split::from_store`, staleness |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
-pub mod arrays;
+pub(crate) mod arrays;
 pub mod bytes;
-pub mod config;
-pub mod durable;
+pub(crate) mod config;
+pub(crate) mod durable;
 pub mod format;
 pub mod import;
-pub mod limits;
+pub(crate) mod limits;
 pub mod lock;
-mod reader;
+pub(crate) mod reader;
 pub mod remote;
 pub mod repair;
 pub mod saved;
-mod writer;
+pub(crate) mod writer;
 
-pub use config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
-pub use format::StoreGroup;
+pub use config::ResolvedArrayConfig;
+// The types also at the crate root are public there only.
+pub(crate) use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use limits::set_bounded_codecs;
-pub use reader::cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
-pub use reader::{AtomicDataZarrReader, DEFAULT_WINDOW_DECODE_BYTES, ReaderOptions};
-pub use writer::{AppendStep, AtomicDataZarrWriter};
+pub use reader::DEFAULT_WINDOW_DECODE_BYTES;
+pub(crate) use reader::cache::DEFAULT_CACHE_BYTES;
+pub(crate) use reader::{AtomicDataZarrReader, ReaderOptions};
+pub(crate) use writer::AtomicDataZarrWriter;

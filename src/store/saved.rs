@@ -23,8 +23,8 @@
 //! says whether samples were appended, deleted or renumbered since, or the
 //! split they were computed on changed.
 //!
-//! Saving goes through the writer ([`AtomicDataZarrWriter::save_split`],
-//! [`AtomicDataZarrWriter::save_stats`]): the root `zarr.json` is replaced
+//! Saving goes through the writer ([`AtomicDataZarrWriter::save_split`](crate::AtomicDataZarrWriter::save_split),
+//! [`AtomicDataZarrWriter::save_stats`](crate::AtomicDataZarrWriter::save_stats)): the root `zarr.json` is replaced
 //! atomically and durably, as every commit of the writer is.
 
 use std::collections::BTreeMap;

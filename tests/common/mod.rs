@@ -9,7 +9,7 @@ pub mod http_server;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use atomzarr::{AtomicData, DType, Field, HostData, Level, Reader};
+use atomzarr::{AtomicData, DType, Field, HostData, Level, Reader, ReaderExt};
 use half::{bf16, f16};
 use serde_json::Value;
 

@@ -32,7 +32,7 @@ pub fn reset_peak_rss() -> bool {
 /// at 128 KiB for the write, it went back to ~30 MB after each batch. The read
 /// passes after it run with the threshold at glibc's maximum (32 MiB), where
 /// the default settles in a long read.
-pub fn set_mmap_threshold(bytes: usize) {
+pub(crate) fn set_mmap_threshold(bytes: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes the allocator's tuning parameter.
     unsafe {

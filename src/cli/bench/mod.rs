@@ -5,12 +5,12 @@
 //! Three read paths are timed:
 //! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
-//! - `raw`: [`Reader::read_collated`](crate::Reader::read_collated) in windows of `batch_size *
+//! - `raw`: [`ReaderExt::read_collated`](crate::ReaderExt::read_collated) in windows of `batch_size *
 //!   prefetch_factor` samples, no loader, pipelined as the loader is (a
 //!   background thread reads the next window, announced to the reader, while
 //!   this one is consumed): the reader's own ceiling, so that the loader's
 //!   overhead figure means overhead.
-//! - `single`: one [`Reader::read`](crate::Reader::read) per sample (a baseline only).
+//! - `single`: one [`ReaderExt::read`](crate::ReaderExt::read) per sample (a baseline only).
 //!
 //! Every row also reports the pass's decode amplification (bytes decoded /
 //! bytes of the samples read) and the process's peak resident memory; with
@@ -59,7 +59,7 @@ mod report;
 mod write;
 
 pub use content::{Fnv1a, sample_bytes, sample_hash};
-pub use memory::{peak_rss, reset_peak_rss, set_mmap_threshold};
+pub use memory::{peak_rss, reset_peak_rss};
 pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 pub use read::time_reads;
 pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts, table};

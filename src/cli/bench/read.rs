@@ -16,7 +16,7 @@ use crate::data::{AtomicData, CollatedBatch, HostData};
 use crate::error::{Error, Result};
 use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
 use crate::sampler::ListSampler;
-use crate::source::Reader;
+use crate::source::{ChunkedReader, Reader, ReaderExt};
 use crate::store::{AtomicDataZarrReader, ReaderOptions};
 
 /// Counts what a read path delivers.
@@ -111,7 +111,7 @@ pub fn time_reads(
             reset_peak_rss();
         }
         let before = reader.cache_stats();
-        let decode_before = reader.decode_counters().unwrap_or_default();
+        let decode_before = reader.decode_counters();
         let t = Instant::now();
         let tally = match path_kind {
             ReadPath::Raw => read_raw(&reader, &order, opts, &pb)?,
@@ -124,7 +124,7 @@ pub fn time_reads(
         }
         pb.finish();
         let after = reader.cache_stats();
-        let decode = reader.decode_counters().unwrap_or_default().since(&decode_before);
+        let decode = reader.decode_counters().since(&decode_before);
         let io_now = reader.io_stats();
         out.push(ReadResult {
             read_time,

@@ -1,5 +1,5 @@
 //! Extended XYZ in ASE's dialect: the exchange format of MLIP data sets
-//! (MPtrj, rMD17, SPICE exports), read as [`AtomicData`] frames.
+//! (MPtrj, rMD17, SPICE exports), read as [`AtomicData`](crate::AtomicData) frames.
 //!
 //! What becomes what:
 //!

@@ -177,7 +177,7 @@ pub struct ImportReport {
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicDataZarrReader, Reader};
+/// use atomzarr::{AtomicDataZarrReader, Reader, ReaderExt};
 /// use atomzarr::store::import::{ImportOptions, import_files};
 /// let dir = tempfile::tempdir().unwrap();
 /// let xyz = dir.path().join("h.extxyz");

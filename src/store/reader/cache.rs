@@ -52,7 +52,7 @@ pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
 /// with this bit set; ids count arrays opened by one reader, far below it).
 pub(crate) const NARROWED: u32 = 1 << 31;
 
-/// Hit / miss / size counters of a [`ChunkCache`].
+/// Hit / miss / size counters of a reader's decoded-chunk cache ([`AtomicDataZarrReader::cache_stats`](crate::AtomicDataZarrReader::cache_stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
     /// Lookups served from the cache.
@@ -109,6 +109,7 @@ impl ChunkCache {
     /// chunks at the reader's default window bound
     /// ([`DEFAULT_WINDOW_DECODE_BYTES`](super::DEFAULT_WINDOW_DECODE_BYTES)),
     /// decoded beside the cached ones.
+    #[cfg(test)]
     pub fn new(budget: u64) -> ChunkCache {
         Self::with_pool_limit(budget, budget.saturating_add(2 * super::DEFAULT_WINDOW_DECODE_BYTES))
     }

@@ -95,7 +95,7 @@ impl ReaderOptions {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ReaderOptions, ZarrWriteConfig};
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ReaderExt, ReaderOptions, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("g.zarr");
     /// let samples = atomzarr::data::synth::generate(40, 2, 5, 0)?;
@@ -124,7 +124,7 @@ impl ReaderOptions {
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ReaderExt, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("demo.zarr");
 /// let samples: Vec<AtomicData> = (0..5)

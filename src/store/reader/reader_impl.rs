@@ -10,7 +10,7 @@ use super::AtomicDataZarrReader;
 use super::plan::{decode_groups, needed_chunks};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
-use crate::source::{DecodeCounters, Reader, SampleMetadata};
+use crate::source::{ChunkedReader, DecodeCounters, Reader, SampleMetadata};
 
 impl Reader for AtomicDataZarrReader {
     fn len(&self) -> usize {
@@ -85,10 +85,6 @@ impl Reader for AtomicDataZarrReader {
         Ok(())
     }
 
-    fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
-        self.load_collated_with(batches, CollateOptions::default(), out)
-    }
-
     fn load_collated_with(
         &self,
         batches: &[Vec<usize>],
@@ -121,13 +117,27 @@ impl Reader for AtomicDataZarrReader {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
     }
 
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        Some(self)
+    }
+
+    /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
+    /// (see [`Error::NeighborIndex`]).
+    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
+        let r = IndexReport { value, num_atoms, min: span.0, max: span.1 };
+        self.range_error_in(&self.snapshot(), index, r)
+    }
+}
+
+impl ChunkedReader for AtomicDataZarrReader {
     /// Blocks of the chunks of the coarsest bulky array. The smallest arrays
     /// that together fit a quarter of the cache budget stay resident once
     /// decoded (typically the per-system ones), so their chunking costs
     /// nothing; the others are bulky. When every array fits (the whole store
     /// does) all count, and blocks are as coarse as the coarsest chunking. A
-    /// sample belongs to the chunk its first row is in.
-    fn chunk_blocks(&self) -> Option<Vec<usize>> {
+    /// sample belongs to the chunk its first row is in. With no array to
+    /// go by (a store without rows), one block per sample.
+    fn chunk_blocks(&self) -> Vec<usize> {
         let st = self.snapshot();
         let n = st.num_samples;
         let total = |l: Level| -> u64 {
@@ -152,7 +162,9 @@ impl Reader for AtomicDataZarrReader {
         let candidates = &with_rows[first_bulky..];
         // Samples per chunk: chunk rows over mean rows per sample.
         let span = |f: &&crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f.level) as f64;
-        let coarsest = candidates.iter().max_by(|a, b| span(a).total_cmp(&span(b)))?;
+        let Some(coarsest) = candidates.iter().max_by(|a, b| span(a).total_cmp(&span(b))) else {
+            return (0..st.len()).collect();
+        };
         let ptrs = st.ptrs();
         let mut starts = Vec::new();
         let mut last = None;
@@ -163,15 +175,15 @@ impl Reader for AtomicDataZarrReader {
                 last = Some(id);
             }
         }
-        Some(starts)
+        starts
     }
 
-    fn decode_counters(&self) -> Option<DecodeCounters> {
-        Some(self.cache.decode_counters())
+    fn decode_counters(&self) -> DecodeCounters {
+        self.cache.decode_counters()
     }
 
     /// Protects the chunks of `batches` in the cache (see
-    /// [`ChunkCache::protect`](crate::store::ChunkCache::protect)); indices out
+    /// `ChunkCache::protect`); indices out
     /// of range are ignored (the read itself reports them).
     fn announce_next(&self, batches: &[Vec<usize>]) {
         let st = self.snapshot();
@@ -182,12 +194,5 @@ impl Reader for AtomicDataZarrReader {
             keys.extend(needed_chunks(st.ptrs(), f.level, f.chunk_rows, &physical).into_iter().map(|c| (f.id, c)));
         }
         self.cache.protect(keys);
-    }
-
-    /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
-    /// (see [`Error::NeighborIndex`]).
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        let r = IndexReport { value, num_atoms, min: span.0, max: span.1 };
-        self.range_error_in(&self.snapshot(), index, r)
     }
 }

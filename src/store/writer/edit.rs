@@ -68,7 +68,7 @@ impl AtomicDataZarrWriter {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DType, Level, Reader, ZarrWriteConfig};
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DType, Level, Reader, ReaderExt, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("s.zarr");
     /// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;

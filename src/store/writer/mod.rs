@@ -31,7 +31,7 @@ use std::sync::Arc;
 use zarrs::array::{Array, ArrayBytes, CodecOptions};
 
 use crate::data::{DType, Level};
-pub use crate::error::AppendStep;
+use crate::error::AppendStep;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::store::ZarrWriteConfig;
@@ -58,7 +58,7 @@ mod tail;
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, AtomicDataZarrWriter, AtomicDataZarrReader, Codec, Level, Reader,
+/// use atomzarr::{AtomicData, AtomicDataZarrWriter, AtomicDataZarrReader, Codec, Level, Reader, ReaderExt,
 ///                ZarrArrayConfig, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("s.zarr");
@@ -82,6 +82,7 @@ pub struct AtomicDataZarrWriter {
     path: PathBuf,
     store: Arc<Store>,
     config: ZarrWriteConfig,
+    #[cfg(any(test, feature = "testing"))]
     fail_after: Option<AppendStep>,
     progress: bool,
     /// The store's writer lock, held for the writer's lifetime.
@@ -162,6 +163,7 @@ impl AtomicDataZarrWriter {
             store: arrays::open_store(&building)?,
             path: building.clone(),
             config,
+            #[cfg(any(test, feature = "testing"))]
             fail_after: None,
             progress: false,
             lock,
@@ -267,14 +269,22 @@ impl AtomicDataZarrWriter {
         sync_parent(&self.path)
     }
 
-    /// Test hook: make the next appends fail right after `step` (None: never).
-    #[doc(hidden)]
+    /// Test hook (feature `testing`): make the next appends fail right
+    /// after `step` with [`Error::Injected`] (None: never).
+    #[cfg(any(test, feature = "testing"))]
     pub fn fail_after(&mut self, step: Option<AppendStep>) {
         self.fail_after = step;
     }
 
+    #[cfg(any(test, feature = "testing"))]
     fn checkpoint(&self, step: AppendStep) -> Result<()> {
         if self.fail_after == Some(step) { Err(Error::Injected(step)) } else { Ok(()) }
+    }
+
+    /// Without the test hook an append passes every step.
+    #[cfg(not(any(test, feature = "testing")))]
+    fn checkpoint(&self, _step: AppendStep) -> Result<()> {
+        Ok(())
     }
 
     /// Whether writes to `rel` keep chunks that hold only the fill value

@@ -94,6 +94,7 @@ impl AtomicDataZarrWriter {
             path,
             store,
             config,
+            #[cfg(any(test, feature = "testing"))]
             fail_after: None,
             progress: false,
             lock,
