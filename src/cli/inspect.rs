@@ -20,7 +20,7 @@ pub struct ArrayReport {
     /// Array shape.
     pub shape: Vec<u64>,
     /// Codec, chunk and shard as configured.
-    pub config: crate::store::ZarrArrayConfig,
+    pub config: crate::ZarrArrayConfig,
     /// Bytes on disk under the array.
     pub disk_bytes: u64,
     /// Files under the array.

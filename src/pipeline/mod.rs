@@ -28,7 +28,7 @@ mod upload;
 pub use batch::HostFields;
 pub(crate) use batch::device_int_dtype;
 // The types also at the crate root are public there only.
-pub(crate) use batch::{AtomicBatch, BatchData};
+pub(crate) use batch::AtomicBatch;
 pub use builder::BatchTransform;
 pub(crate) use builder::DataLoaderBuilder;
 pub(crate) use dataset::{Dataset, ErrorPolicy};

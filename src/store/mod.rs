@@ -33,9 +33,8 @@ pub(crate) mod writer;
 
 pub use config::ResolvedArrayConfig;
 // The types also at the crate root are public there only.
-pub(crate) use config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+pub(crate) use config::ZarrWriteConfig;
 pub use limits::set_bounded_codecs;
+pub(crate) use reader::AtomicDataZarrReader;
 pub use reader::DEFAULT_WINDOW_DECODE_BYTES;
-pub(crate) use reader::cache::DEFAULT_CACHE_BYTES;
-pub(crate) use reader::{AtomicDataZarrReader, ReaderOptions};
 pub(crate) use writer::AtomicDataZarrWriter;

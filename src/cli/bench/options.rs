@@ -159,7 +159,7 @@ impl Default for ReadOptions {
             batch_size: 64,
             prefetch_factor: 16,
             pin_memory: false,
-            cache_bytes: crate::store::DEFAULT_CACHE_BYTES,
+            cache_bytes: crate::DEFAULT_CACHE_BYTES,
             epochs: 1,
             progress: false,
             checksum: false,

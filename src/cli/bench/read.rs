@@ -12,12 +12,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::content::{batch_bytes, sample_bytes, sample_hash};
 use super::memory::{peak_rss, reset_peak_rss};
 use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
+use crate::ReaderOptions;
 use crate::data::{AtomicData, CollatedBatch, HostData};
 use crate::error::{Error, Result};
 use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
 use crate::sampler::ListSampler;
 use crate::source::{ChunkedReader, Reader, ReaderExt};
-use crate::store::{AtomicDataZarrReader, ReaderOptions};
+use crate::store::AtomicDataZarrReader;
 
 /// Counts what a read path delivers.
 struct Tally {
@@ -274,9 +275,9 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
     batch: &AtomicBatch<B>,
     schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
 ) -> Result<CollatedBatch> {
+    use crate::BatchData;
     use crate::DType;
     use crate::data::CollatedField;
-    use crate::pipeline::BatchData;
     use half::{bf16, f16};
     let bad =
         |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));

@@ -7,9 +7,9 @@ use serde::Serialize;
 
 use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
 use super::read::time_reads;
+use crate::ReaderOptions;
 use crate::error::Result;
 use crate::source::Reader;
-use crate::store::ReaderOptions;
 
 /// Size facts of a store's active samples.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]

@@ -10,7 +10,8 @@ use super::read::{bar, time_reads};
 use super::report::{ReportRow, decode_floor, rows_for, store_facts};
 use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
-use crate::store::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+use crate::store::{AtomicDataZarrWriter, ZarrWriteConfig};
+use crate::{Codec, Shuffle, ZarrArrayConfig};
 
 /// Structures generated and written at a time by [`roundtrip`] by default: large
 /// enough that appends rewrite few partial shards (the reference layout's
