@@ -82,7 +82,11 @@ fn main() -> atomzarr::Result<()> {
     let url = format!("{}/{}", server.url, name.to_string_lossy());
     let over_http = read_bench(std::path::Path::new(&url), &opts)?;
     for r in local.iter().chain(&over_http) {
-        println!("{}", serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string(r)
+                .map_err(|e| atomzarr::Error::Serialization { what: "the JSON report".into(), source: e })?
+        );
     }
     for (l, h) in local.iter().zip(&over_http) {
         println!(

@@ -118,9 +118,24 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Background work was cancelled or its thread died.
+    /// Background work was cancelled, or a thread doing it could not start,
+    /// died or panicked.
     #[error("background work failed: {0}")]
     Background(String),
+    /// A value that could not be written as, or read from, JSON (a report,
+    /// a saved split, statistics or loader state).
+    #[error("{what}: {source}")]
+    Serialization {
+        /// What was being written or read.
+        what: String,
+        /// The serde_json error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An invariant of this crate's own code broke: a bug in atomzarr, never
+    /// a consequence of the input. The message says which; please report it.
+    #[error("internal error (a bug in atomzarr; please report it): {0}")]
+    Internal(String),
     /// A field that cannot go to, or come back from, a Burn device: a value
     /// the device's dtype cannot hold, or a failed read-back.
     #[error("device, field {field}: {reason}")]

@@ -415,12 +415,22 @@ impl ReadArgs {
     }
 }
 
+/// A report that could not be written as JSON.
+fn json_err(e: serde_json::Error) -> atomzarr::Error {
+    atomzarr::Error::Serialization { what: "the JSON report".into(), source: e }
+}
+
+/// A failed write to standard output.
+fn stdout_err(e: std::io::Error) -> atomzarr::Error {
+    atomzarr::Error::Io { path: "<stdout>".into(), source: e }
+}
+
 fn print_rows(title: &str, rows: &[atomzarr::cli::bench::ReportRow], json: bool) -> atomzarr::Result<()> {
     use std::io::Write;
     let mut text = String::new();
     if json {
         for r in rows {
-            text.push_str(&serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+            text.push_str(&serde_json::to_string(r).map_err(json_err)?);
             text.push('\n');
         }
     } else {
@@ -428,9 +438,7 @@ fn print_rows(title: &str, rows: &[atomzarr::cli::bench::ReportRow], json: bool)
     }
     // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
     match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(atomzarr::Error::Background(format!("stdout: {e}")))
-        }
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(stdout_err(e)),
         _ => Ok(()),
     }
 }
@@ -474,7 +482,7 @@ fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
 /// Prints a repair report; errors when out-of-range samples remain.
 fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomzarr::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(r).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+        println!("{}", serde_json::to_string(r).map_err(json_err)?);
     } else {
         let verb = if r.written { "fixed" } else { "would fix" };
         println!("store {}: {} samples with edges checked", r.store.display(), r.samples_checked);
@@ -532,7 +540,7 @@ fn demo(output: Option<PathBuf>, n: usize) -> atomzarr::Result<()> {
     let path = match output {
         Some(p) => p,
         None => {
-            tmp = tempfile::tempdir().map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+            tmp = tempfile::tempdir().map_err(|e| atomzarr::Error::Io { path: std::env::temp_dir(), source: e })?;
             tmp.path().join("demo.zarr")
         }
     };
@@ -621,7 +629,7 @@ fn import(a: ImportArgs) -> atomzarr::Result<()> {
     let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
     let secs = t.elapsed().as_secs_f64();
     if json {
-        let mut v = serde_json::to_value(&r).map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+        let mut v = serde_json::to_value(&r).map_err(json_err)?;
         v["seconds"] = secs.into();
         println!("{v}");
     } else {
@@ -650,7 +658,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             let mut lock = std::io::BufWriter::new(stdout.lock());
             atomzarr::cli::dump::dump_json(&reader, &mut lock)?;
             use std::io::Write;
-            lock.write_all(b"\n").map_err(|e| atomzarr::Error::Background(e.to_string()))?;
+            lock.write_all(b"\n").map_err(stdout_err)?;
         }
         Cmd::Inspect { store } => print_inspect(&store)?,
         Cmd::Demo { output, n } => demo(output, n)?,
@@ -686,7 +694,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 AtomicDataZarrWriter::open(&store, ZarrWriteConfig::default())?.save_stats(&s, scope, &reader)?;
             }
             if json {
-                println!("{}", serde_json::to_string(&s).map_err(|e| atomzarr::Error::Background(e.to_string()))?);
+                println!("{}", serde_json::to_string(&s).map_err(json_err)?);
             } else {
                 if let Some(name) = &split {
                     println!("split {name}, part {part}");

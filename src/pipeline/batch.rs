@@ -421,7 +421,7 @@ impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
     /// uploaded stops with a message saying why.
     fn batch(&self, mut items: Vec<CollatedBatch>, device: &B::Device) -> AtomicBatch<B> {
         let one = if items.len() == 1 {
-            items.pop().ok_or_else(|| Error::Background("no host batch".into()))
+            items.pop().ok_or_else(|| Error::Internal("no host batch".into()))
         } else {
             let mut samples = Vec::new();
             let mut idx = Vec::new();

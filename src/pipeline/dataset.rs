@@ -198,7 +198,7 @@ impl<R: Reader> ReadCtx<R> {
     fn checked_sample(&self, index: usize) -> Result<AtomicData> {
         self.check(&[vec![index]])?;
         let s = self.sample(index, self.reader.load_sample(index)?)?;
-        let s = self.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Background("no sample".into()))?;
+        let s = self.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Internal("no sample".into()))?;
         match s.neighbor_report() {
             Some(r) => Err(range_error(&*self.reader, index, r)),
             None => Ok(s),
@@ -556,7 +556,7 @@ impl<R: Reader + 'static> Dataset<R> {
         let ctx = self.ctx();
         ctx.check(&[vec![index]])?;
         let s = ctx.sample(index, self.reader.load_sample(index)?)?;
-        ctx.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Background("no sample".into()))
+        ctx.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Internal("no sample".into()))
     }
 
     /// `(num_atoms, num_edges)` from the reader's pointers (no field reads).
@@ -619,7 +619,7 @@ impl<R: Reader + 'static> Dataset<R> {
         let h = self
             .pending()
             .pop_front()
-            .ok_or_else(|| Error::Background("get_fused_batches called with nothing prefetched".into()))?;
+            .ok_or_else(|| Error::Internal("get_fused_batches called with nothing prefetched".into()))?;
         h.wait()
     }
 

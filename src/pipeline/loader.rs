@@ -523,7 +523,7 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
             r.and_then(|i| match i {
                 Item::Uploading(rx) => upload::wait(rx),
                 Item::Host(c) => to_device(c, &self.device, self.pin_memory, &self.transforms),
-                Item::Emptied => Err(Error::Background("an emptied batch reached the consumer".into())),
+                Item::Emptied => Err(Error::Internal("an emptied batch reached the consumer".into())),
             })
         });
         match item {

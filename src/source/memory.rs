@@ -88,7 +88,7 @@ pub(crate) fn gather_append(
     let want = layout_of(dst);
     let mut checked = vec![false; sources.len()];
     for &(s, _) in picks {
-        let src = sources.get(s).ok_or_else(|| Error::Background("gather: source out of range".into()))?;
+        let src = sources.get(s).ok_or_else(|| Error::Internal("gather: source out of range".into()))?;
         if !std::mem::replace(&mut checked[s], true)
             && let Some(diff) = layout_diff(&want, &layout_of(src))
         {
@@ -100,7 +100,7 @@ pub(crate) fn gather_append(
     let mut atom_rows = Vec::with_capacity(picks.len());
     for &(s, k) in picks {
         let src = sources[s];
-        let out_of_range = || Error::Background(format!("gather: graph {k} out of range"));
+        let out_of_range = || Error::Internal(format!("gather: graph {k} out of range"));
         let atoms_k = src.graph_rows(Level::Atom, k).ok_or_else(out_of_range)?;
         let edges_k = src.graph_rows(Level::Edge, k).ok_or_else(out_of_range)?;
         let atoms = *dst.atoms_ptr.last().unwrap_or(&0);
@@ -114,13 +114,11 @@ pub(crate) fn gather_append(
         let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
         let is_nl = name == NEIGHBOR_LIST;
         for (pos, (&(s, k), &base)) in picks.iter().zip(&bases).enumerate() {
-            let sf = sources[s]
-                .fields
-                .get(name)
-                .ok_or_else(|| Error::Background(format!("gather: field {name} vanished")))?;
+            let sf =
+                sources[s].fields.get(name).ok_or_else(|| Error::Internal(format!("gather: field {name} vanished")))?;
             let rows = sources[s]
                 .graph_rows(f.level, k)
-                .ok_or_else(|| Error::Background(format!("gather: graph {k} out of range")))?;
+                .ok_or_else(|| Error::Internal(format!("gather: graph {k} out of range")))?;
             let bytes = sf
                 .data
                 .as_bytes()
@@ -168,7 +166,7 @@ fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error
     for k in 0..b.num_graphs() {
         let (atoms, edges) = match (b.graph_rows(Level::Atom, k), b.graph_rows(Level::Edge, k)) {
             (Some(a), Some(e)) => (a, e),
-            _ => return Err(Error::Background(format!("graph {k} out of range of its pointers"))),
+            _ => return Err(Error::Internal(format!("graph {k} out of range of its pointers"))),
         };
         if let Some(r) =
             nl.data.index_report(edges.start * per_row..edges.end * per_row, atoms.start as i64, atoms.len() as u64)
@@ -269,16 +267,15 @@ impl InMemoryDataset {
         while start < n {
             let end = (start + options.chunk_size).min(n);
             reader.load_collated(&[(start..end).collect()], &mut chunk)?;
-            let part = chunk
-                .first()
-                .ok_or_else(|| Error::Background(format!("{}: load_collated returned nothing", reader.source())))?;
+            let part = chunk.first().ok_or_else(|| Error::InvalidInput {
+                context: reader.source().to_string(),
+                reason: "load_collated returned nothing".into(),
+            })?;
             if part.num_graphs() != end - start {
-                return Err(Error::Background(format!(
-                    "{}: load_collated returned {} samples for {}",
-                    reader.source(),
-                    part.num_graphs(),
-                    end - start
-                )));
+                return Err(Error::InvalidInput {
+                    context: reader.source().to_string(),
+                    reason: format!("load_collated returned {} samples for {}", part.num_graphs(), end - start),
+                });
             }
             if start == 0 {
                 data = std::mem::take(&mut chunk[0]);

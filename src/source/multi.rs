@@ -302,12 +302,10 @@ impl Reader for MultiDataset {
         let mut out: Vec<Option<AtomicData>> = vec![None; indices.len()];
         for (d, samples) in loaded.into_iter().enumerate() {
             if samples.len() != positions[d].len() {
-                return Err(Error::Background(format!(
-                    "{}: load_many returned {} samples for {}",
-                    self.children[d].source(),
-                    samples.len(),
-                    positions[d].len()
-                )));
+                return Err(Error::InvalidInput {
+                    context: self.children[d].source().to_string(),
+                    reason: format!("load_many returned {} samples for {} indices", samples.len(), positions[d].len()),
+                });
             }
             for (s, &p) in samples.into_iter().zip(&positions[d]) {
                 out[p] = Some(if self.dataset_index {
@@ -322,7 +320,7 @@ impl Reader for MultiDataset {
         }
         // Every position was filled by exactly one child above.
         out.into_iter()
-            .map(|s| s.ok_or_else(|| Error::Background("MultiDataset: a sample went missing".into())))
+            .map(|s| s.ok_or_else(|| Error::Internal("MultiDataset: a sample went missing".into())))
             .collect()
     }
 
@@ -393,10 +391,10 @@ impl Reader for MultiDataset {
                     let ok = o.len() == child_lists[d].len()
                         && o.iter().zip(&child_lists[d]).all(|(c, l)| c.num_graphs() == l.len());
                     if !ok {
-                        return Err(Error::Background(format!(
-                            "{}: load_collated returned batches that do not match the request",
-                            self.children[d].source()
-                        )));
+                        return Err(Error::InvalidInput {
+                            context: self.children[d].source().to_string(),
+                            reason: "load_collated returned batches that do not match the request".into(),
+                        });
                     }
                 }
                 Ok(o)

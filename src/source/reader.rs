@@ -215,12 +215,10 @@ pub trait Reader: Send + Sync {
         let flat: Vec<usize> = batches.iter().flatten().copied().collect();
         let samples = self.load_many(&flat)?;
         if samples.len() != flat.len() {
-            return Err(Error::Background(format!(
-                "{}: load_many returned {} samples for {}",
-                self.source(),
-                samples.len(),
-                flat.len()
-            )));
+            return Err(Error::InvalidInput {
+                context: self.source().to_string(),
+                reason: format!("load_many returned {} samples for {} indices", samples.len(), flat.len()),
+            });
         }
         out.resize_with(batches.len(), CollatedBatch::default);
         let mut start = 0;
@@ -329,9 +327,10 @@ pub trait ReaderExt: Reader {
         let mut v = self.load_many(&[index])?;
         match (v.pop(), v.is_empty()) {
             (Some(s), true) => Ok(s),
-            _ => {
-                Err(Error::Background(format!("{}: load_many did not return one sample for one index", self.source())))
-            }
+            _ => Err(Error::InvalidInput {
+                context: self.source().to_string(),
+                reason: "load_many did not return one sample for one index".into(),
+            }),
         }
     }
 
@@ -368,6 +367,12 @@ pub trait ReaderExt: Reader {
     fn read_many(&self, indices: &[i64]) -> Result<Vec<Sample>> {
         let idx = check_all(self, indices, self.len())?;
         let data = self.load_many(&idx)?;
+        if data.len() != idx.len() {
+            return Err(Error::InvalidInput {
+                context: self.source().to_string(),
+                reason: format!("load_many returned {} samples for {} indices", data.len(), idx.len()),
+            });
+        }
         Ok(data.into_iter().zip(&idx).map(|(data, &i)| Sample { data, metadata: self.metadata_for(i) }).collect())
     }
 
@@ -496,5 +501,46 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     }
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         (**self).chunked()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that breaks the contract: `load_many` drops the last index.
+    struct Short;
+
+    impl Reader for Short {
+        fn len(&self) -> usize {
+            3
+        }
+        fn source(&self) -> &str {
+            "short-reader"
+        }
+        fn field_levels(&self) -> BTreeMap<String, Level> {
+            BTreeMap::new()
+        }
+        fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+            let n = indices.len().saturating_sub(1);
+            (0..n).map(|_| AtomicData::new(vec![1], vec![[0.0; 3]])).collect()
+        }
+    }
+
+    #[test]
+    fn a_backend_that_returns_too_few_samples_is_named_in_a_typed_error() {
+        for e in [
+            Short.load_sample(0).err(),
+            Short.load_collated(&[vec![0, 1]], &mut Vec::new()).err(),
+            Short.read_many(&[0, 2]).err(),
+        ] {
+            match e {
+                Some(Error::InvalidInput { context, reason }) => {
+                    assert_eq!(context, "short-reader");
+                    assert!(reason.contains("load_many"), "{reason}");
+                }
+                other => panic!("expected InvalidInput naming the reader, got {other:?}"),
+            }
+        }
     }
 }

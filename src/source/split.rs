@@ -334,7 +334,10 @@ impl Split {
                     }
                     let mut out = Vec::new();
                     reader.load_collated(std::slice::from_ref(&idx), &mut out)?;
-                    let b = out.first().ok_or_else(|| Error::Background("load_collated returned no batch".into()))?;
+                    let b = out.first().ok_or_else(|| Error::InvalidInput {
+                        context: reader.source().to_string(),
+                        reason: "load_collated returned no batch".into(),
+                    })?;
                     let atoms = b.atoms_ptr.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
                     Ok((batch_keys(&src, b, reader.source())?, atoms))
                 })

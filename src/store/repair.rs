@@ -137,7 +137,7 @@ pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Dura
     if report.fixed.is_empty() {
         return Ok(report);
     }
-    let f = neighbor_field(&st).ok_or_else(|| Error::Background("repair: neighbor_list vanished".into()))?;
+    let f = neighbor_field(&st).ok_or_else(|| Error::Internal("repair: neighbor_list vanished".into()))?;
     let ptrs = st.edges_ptr.as_slice();
     let mut fixes: Vec<(usize, i64)> =
         report.fixed.iter().flat_map(|r| r.physical.iter().map(move |&p| (p, r.shift))).collect();

@@ -279,8 +279,10 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
     use crate::DType;
     use crate::data::CollatedField;
     use half::{bf16, f16};
-    let bad =
-        |what: &str, e: burn::tensor::DataError| Error::Background(format!("reading back batch field {what}: {e:?}"));
+    let bad = |what: &str, e: burn::tensor::DataError| Error::Device {
+        field: what.to_string(),
+        reason: format!("reading back: {e:?}"),
+    };
     let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
         t.to_data().convert::<i64>().to_vec::<i64>().map_err(|e| bad(what, e))
     };
@@ -292,10 +294,10 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
         strings: batch.strings.clone(),
     };
     for (name, f) in &batch.fields {
-        let dtype = schema
-            .get(name)
-            .map(|s| s.1)
-            .ok_or_else(|| Error::Background(format!("batch field {name} not in the store")))?;
+        let dtype = schema.get(name).map(|s| s.1).ok_or_else(|| Error::InvalidInput {
+            context: format!("batch field {name}"),
+            reason: "not in the store".into(),
+        })?;
         let data = match &f.data {
             BatchData::Bool(t) => HostData::Bool(t.to_data().to_vec::<bool>().map_err(|e| bad(name, e))?),
             BatchData::Int(t) => {

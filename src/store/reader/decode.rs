@@ -193,7 +193,7 @@ impl AtomicDataZarrReader {
         // bug here, reported rather than misaligning the split below.
         let mut results: Vec<ChunkBytes> = found
             .into_iter()
-            .map(|b| b.ok_or_else(|| Error::Background("read plan left a chunk undecoded".into())))
+            .map(|b| b.ok_or_else(|| Error::Internal("read plan left a chunk undecoded".into())))
             .collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(plans.len());
         for (ids, &narrowed) in plans.into_iter().zip(&narrowed).rev() {

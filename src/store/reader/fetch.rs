@@ -243,7 +243,7 @@ impl AtomicDataZarrReader {
         job.results
             .into_iter()
             .map(|r| {
-                r.into_inner().unwrap_or_else(|| Err(Error::Background("remote fetch left a chunk undecoded".into())))
+                r.into_inner().unwrap_or_else(|| Err(Error::Internal("remote fetch left a chunk undecoded".into())))
             })
             .collect()
     }
