@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
-use atomzarr::cli::bench::{BenchCodec, ReadOrder, WriteOptions, read_order};
+use atomzarr::cli::bench::{ReadOrder, WriteOptions, read_order};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, ReaderExt, ReaderOptions};
 
 const N: usize = 10_000;
@@ -50,8 +50,7 @@ fn store_with(checksum: bool) -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join("bench.zarr");
     let w = WriteOptions {
         checksum,
-        codec: Some(BenchCodec::Zstd),
-        level: 3,
+        codec: Some(atomzarr::Codec::Zstd { level: 3 }),
         chunk_size: Some(10_000),
         shard_size: Some(500_000),
         edge_chunk_size: Some(10_000),

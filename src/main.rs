@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 
-use atomzarr::cli::bench::{BenchCodec, ReadOptions, ReadOrder, ReadPath, WriteOptions};
+use atomzarr::cli::bench::{ReadOptions, ReadOrder, ReadPath, WriteOptions};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, ZarrArrayConfig, ZarrWriteConfig};
 
 #[derive(Parser)]
@@ -271,15 +271,6 @@ enum OrderArg {
     ChunkShuffle,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum CodecArg {
-    Zstd,
-    /// blosc with lz4.
-    Lz4,
-    BloscZstd,
-    None,
-}
-
 #[derive(Args)]
 struct ReadArgs {
     /// Read path(s) to time; repeat to time several, in order.
@@ -344,9 +335,10 @@ struct RoundtripArgs {
     /// Maximum atoms per structure.
     #[arg(long, default_value_t = 100)]
     max_atoms: usize,
-    /// Compression codec (omit for the library default, zstd level 0).
-    #[arg(long, value_enum)]
-    codec: Option<CodecArg>,
+    /// Compression codec (omit for the library default, zstd level 0);
+    /// `lz4` is blosc with lz4.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Codec::NAMES))]
+    codec: Option<String>,
     /// Compression level.
     #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
     level: i32,
@@ -564,13 +556,7 @@ fn roundtrip(a: &RoundtripArgs) -> atomzarr::Result<()> {
         min_atoms: a.min_atoms,
         max_atoms: a.max_atoms,
         seed: a.seed,
-        codec: a.codec.map(|c| match c {
-            CodecArg::Zstd => BenchCodec::Zstd,
-            CodecArg::Lz4 => BenchCodec::Lz4,
-            CodecArg::BloscZstd => BenchCodec::BloscZstd,
-            CodecArg::None => BenchCodec::None,
-        }),
-        level: a.level,
+        codec: a.codec.as_deref().map(|name| Codec::from_name(name, a.level)).transpose()?,
         chunk_size: a.chunk_size,
         shard_size: a.shard_size,
         edge_chunk_size: a.edge_chunk_size,

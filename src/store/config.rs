@@ -69,6 +69,45 @@ pub enum Codec {
 }
 
 impl Codec {
+    /// The codec names [`Codec::from_name`] takes, as the reference
+    /// toolkit's `nvalchemi-io-test --codec` spells them (`lz4` is blosc
+    /// with lz4).
+    pub const NAMES: [&'static str; 5] = ["zstd", "lz4", "blosc-zstd", "gzip", "none"];
+
+    /// The codec named `name` (one of [`Codec::NAMES`]) at `level`; the blosc
+    /// codecs byte-shuffle. Ignores `level` for `none`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for another name or a level out of the codec's range.
+    ///
+    /// ```
+    /// use atomzarr::{Codec, Shuffle};
+    /// assert_eq!(Codec::from_name("zstd", 3)?, Codec::Zstd { level: 3 });
+    /// assert_eq!(Codec::from_name("lz4", 5)?, Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle });
+    /// assert!(Codec::from_name("lz4", 12).is_err());
+    /// # Ok::<(), atomzarr::Error>(())
+    /// ```
+    pub fn from_name(name: &str, level: i32) -> Result<Codec> {
+        let small = |what: &str| {
+            u8::try_from(level)
+                .ok()
+                .filter(|l| *l <= 9)
+                .ok_or_else(|| Error::Config(format!("{what} level {level} outside 0..=9")))
+        };
+        let codec = match name {
+            "none" => Codec::None,
+            "zstd" => Codec::Zstd { level },
+            "lz4" => Codec::BloscLz4 { clevel: small("blosc")?, shuffle: Shuffle::Shuffle },
+            "blosc-zstd" => Codec::BloscZstd { clevel: small("blosc")?, shuffle: Shuffle::Shuffle },
+            "gzip" => Codec::Gzip { level: u32::from(small("gzip")?) },
+            other => {
+                return Err(Error::Config(format!("unknown codec {other:?} (one of {})", Codec::NAMES.join(", "))));
+            }
+        };
+        codec.validate()?;
+        Ok(codec)
+    }
+
     /// Checks the level ranges.
     pub fn validate(&self) -> Result<()> {
         match *self {

@@ -11,26 +11,13 @@ use super::report::{ReportRow, decode_floor, rows_for, store_facts};
 use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
 use crate::store::{AtomicDataZarrWriter, ZarrWriteConfig};
-use crate::{Codec, Shuffle, ZarrArrayConfig};
+use crate::{Codec, ZarrArrayConfig};
 
 /// Structures generated and written at a time by [`roundtrip`] by default: large
 /// enough that appends rewrite few partial shards (the reference layout's
 /// 500,000-row shards hold ~9,000 samples' atoms), small enough to keep the
 /// generated batch (~250 MB) well below a large store.
 pub const DEFAULT_WRITE_BATCH: usize = 50_000;
-
-/// Codec choice of the benchmark CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchCodec {
-    /// zstd.
-    Zstd,
-    /// blosc with lz4 (the reference's `lz4`).
-    Lz4,
-    /// blosc with zstd.
-    BloscZstd,
-    /// No compression.
-    None,
-}
 
 /// The write side of `atomzarr roundtrip`.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,9 +31,7 @@ pub struct WriteOptions {
     /// Generator seed.
     pub seed: u64,
     /// Codec (None: the library default, zstd level 0).
-    pub codec: Option<BenchCodec>,
-    /// Codec level (zstd level, blosc clevel).
-    pub level: i32,
+    pub codec: Option<Codec>,
     /// Rows per chunk of core arrays.
     pub chunk_size: Option<u64>,
     /// Rows per shard of core arrays.
@@ -73,7 +58,6 @@ impl Default for WriteOptions {
             max_atoms: 100,
             seed: 42,
             codec: None,
-            level: 3,
             chunk_size: None,
             shard_size: None,
             edge_chunk_size: None,
@@ -90,22 +74,7 @@ impl WriteOptions {
     /// it: codec, chunk and shard on `core`, edge sizes as overrides of
     /// `neighbor_list` and `shifts`.
     pub fn write_config(&self) -> Result<ZarrWriteConfig> {
-        let codec = match self.codec {
-            None => None,
-            Some(BenchCodec::None) => Some(Codec::None),
-            Some(BenchCodec::Zstd) => Some(Codec::Zstd { level: self.level }),
-            Some(c @ (BenchCodec::Lz4 | BenchCodec::BloscZstd)) => {
-                let clevel = u8::try_from(self.level)
-                    .ok()
-                    .filter(|l| *l <= 9)
-                    .ok_or_else(|| Error::Config(format!("blosc level {} outside 0..=9", self.level)))?;
-                Some(if c == BenchCodec::Lz4 {
-                    Codec::BloscLz4 { clevel, shuffle: Shuffle::Shuffle }
-                } else {
-                    Codec::BloscZstd { clevel, shuffle: Shuffle::Shuffle }
-                })
-            }
-        };
+        let codec = self.codec;
         let checksum = Some(self.checksum);
         let core = ZarrArrayConfig {
             codec,
@@ -136,10 +105,8 @@ impl WriteOptions {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         match self.codec {
-            Some(BenchCodec::Zstd) => parts.push(format!("zstd L{}", self.level)),
-            Some(BenchCodec::Lz4) => parts.push(format!("lz4 L{}", self.level)),
-            Some(BenchCodec::BloscZstd) => parts.push(format!("blosc-zstd L{}", self.level)),
-            Some(BenchCodec::None) => parts.push("no compression".into()),
+            Some(Codec::None) => parts.push("no compression".into()),
+            Some(c) => parts.push(c.to_string()),
             None => parts.push("default codec".into()),
         }
         for (name, v) in [
