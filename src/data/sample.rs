@@ -302,6 +302,11 @@ impl AtomicData {
     /// Checks the invariants the Dataset validates: atom fields agree on the
     /// atom count, edge fields on the edge count, system fields have one row,
     /// neighbor indices lie in `[0, n_atoms)`, positions are finite.
+    ///
+    /// # Errors
+    /// The first failed check, as a message naming the field (a plain
+    /// `String`, which the Dataset reports as [`Error::Validation`] and the
+    /// writer as [`Error::InvalidInput`]).
     pub fn validate(&self) -> std::result::Result<(), String> {
         let n = self.num_atoms();
         let e = self.num_edges();

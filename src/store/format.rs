@@ -136,7 +136,11 @@ pub fn default_level(name: &str) -> Level {
 /// Checks that `name` can name a field: it becomes a directory under
 /// `core/` or `custom/`, so it must be one Zarr v3 node name (not empty, not
 /// `.` or `..`, no `/`, not starting with the reserved `__`); backslashes and
-/// NUL are refused too (path separators or invalid elsewhere). Returns why not.
+/// NUL are refused too (path separators or invalid elsewhere).
+///
+/// # Errors
+/// Why not, as a message naming `name` (callers wrap it in the error of
+/// their context).
 pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
     let why = if name.is_empty() {
         "an empty name"
