@@ -157,6 +157,10 @@ fn write_data(out: &mut String, d: &HostData) {
 }
 
 /// Writes every logical sample of `reader` as the fixtures' JSON.
+///
+/// # Errors
+/// The reader's errors (as [`Reader::load_many`]); [`Error::Io`] naming the
+/// reader's source when writing to `w` fails.
 pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
     let mut levels = reader.field_levels();
     levels.extend(reader.string_levels());

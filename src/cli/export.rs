@@ -11,6 +11,11 @@ use crate::source::extxyz::write::write_frame;
 
 /// Writes every logical sample of `reader` to `out` (which must not
 /// exist); returns the number of frames.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `out` exists or a sample cannot be written as
+/// extended XYZ; [`Error::Io`] naming the file when writing or renaming
+/// fails; the reader's errors (as [`Reader::load_many`]).
 pub fn export_extxyz(reader: &dyn Reader, out: &Path) -> Result<usize> {
     if out.exists() {
         return Err(Error::invalid(out.display().to_string(), "exists; export writes a new file"));

@@ -45,6 +45,12 @@ pub struct StoreReport {
 /// Inspects the store at `path` (a local path or, with feature `remote`, a
 /// URL; a plain HTTP server cannot list its objects, so byte and file
 /// counts are 0 there).
+///
+/// # Errors
+/// The errors of opening the store (as
+/// [`AtomicDataZarrReader::open_with`](crate::AtomicDataZarrReader::open_with));
+/// [`Error::Zarr`](crate::Error::Zarr) or [`Error::Format`](crate::Error::Format)
+/// naming an array that cannot be opened.
 pub fn inspect(path: &Path) -> Result<StoreReport> {
     let reader = crate::AtomicDataZarrReader::open_with(path, crate::ReaderOptions::default().with_cache_bytes(0))?;
     let (src, store) = (reader.byte_source(), reader.storage());

@@ -157,6 +157,9 @@ impl CollatedBatch {
     /// Collates samples (the generic path used by readers without a fused
     /// batch path, and by validated batches). Fields must agree across
     /// samples in level, dtype and trailing shape.
+    ///
+    /// # Errors
+    /// As [`CollatedBatch::fill_from_samples`].
     pub fn from_samples(indices: &[usize], samples: &[AtomicData]) -> Result<CollatedBatch> {
         let mut b = CollatedBatch::default();
         b.fill_from_samples(indices, samples)?;
@@ -180,6 +183,11 @@ impl CollatedBatch {
     /// let e = CollatedBatch::from_samples(&[7, 8], &[ok, bad]).unwrap_err();
     /// assert!(matches!(e, Error::NeighborIndex { index: 8, value: 2, num_atoms: 2, .. }), "{e}");
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::NeighborIndex`] for such an index; [`Error::InvalidInput`]
+    /// naming the sample and field when fields or string labels differ from
+    /// the first sample's in name, level, dtype or trailing shape.
     pub fn fill_from_samples(&mut self, indices: &[usize], samples: &[AtomicData]) -> Result<()> {
         self.fill_from_samples_with(indices, samples, &|k, r| Error::NeighborIndex {
             source_name: "batch".into(),
@@ -327,6 +335,10 @@ impl CollatedBatch {
     /// assert_eq!(batch.sample(1).unwrap(), b);
     /// assert!(batch.sample(2).is_err());
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the sample when `k` is not below
+    /// [`num_graphs`](Self::num_graphs) or the batch's buffers do not cover its rows.
     pub fn sample(&self, k: usize) -> Result<AtomicData> {
         let mut s = AtomicData::default();
         for (name, f) in &self.fields {
@@ -374,6 +386,9 @@ impl CollatedBatch {
     }
 
     /// Splits the batch back into samples (neighbor lists made sample-local).
+    ///
+    /// # Errors
+    /// As [`CollatedBatch::sample`].
     pub fn to_samples(&self) -> Result<Vec<AtomicData>> {
         (0..self.num_graphs()).map(|k| self.sample(k)).collect()
     }

@@ -177,6 +177,10 @@ impl HostData {
     }
 
     /// Builds a buffer from native-endian bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the byte count is not a multiple of
+    /// `dtype`'s size.
     pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Result<HostData> {
         if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(Error::invalid(
@@ -190,6 +194,9 @@ impl HostData {
     }
 
     /// Appends `other`'s elements; errors when dtypes differ.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the dtypes differ (nothing is appended).
     pub fn extend_from(&mut self, other: &HostData) -> Result<()> {
         if self.dtype() != other.dtype() {
             return Err(Error::invalid("concatenate", format!("dtype {} vs {}", self.dtype(), other.dtype())));

@@ -32,7 +32,6 @@ impl HostData {
 
     /// Calls `f` on each `row`-element row of rows `rows` widened to f64,
     /// and stores what it leaves there back in the buffer's own float type.
-    /// `Err` (with the reason) for a non-float buffer or rows past its end.
     ///
     /// ```
     /// use atomzarr::HostData;
@@ -41,6 +40,10 @@ impl HostData {
     /// assert_eq!(d, HostData::Float32(vec![1.0, 2.0, 30.0, 40.0]));
     /// assert!(HostData::Int64(vec![1]).update_rows_f64(0..1, 1, |_| {}).is_err());
     /// ```
+    ///
+    /// # Errors
+    /// The reason, as a message, for a non-float buffer or rows past its end
+    /// (nothing is changed then).
     pub fn update_rows_f64(
         &mut self,
         rows: Range<usize>,

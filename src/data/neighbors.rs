@@ -135,6 +135,11 @@ fn effective_cell(cell: &[[f64; 3]; 3], pbc: [bool; 3]) -> Result<[[f64; 3]; 3]>
 /// assert_eq!(nl.images, vec![[-1, 0, 0], [1, 0, 0]]);
 /// assert_eq!(nl.shifts[1], [2.0, 0.0, 0.0]);
 /// ```
+///
+/// # Errors
+/// [`Error::InvalidInput`] when `cutoff` is not a positive finite number, a
+/// position is not finite, the periodic cell vectors are zero or linearly
+/// dependent, or the search would need more cells or images than it indexes.
 pub fn neighbor_list(
     positions: &[[f64; 3]],
     cell: &[[f64; 3]; 3],
@@ -462,6 +467,11 @@ fn geometry(sample: &AtomicData) -> Result<Geometry> {
 /// let s = with_neighbors(s, 1.0).unwrap();
 /// assert_eq!(s.num_edges(), 2);
 /// ```
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the sample has an edge field other than
+/// `neighbor_list` and `shifts`, lacks float `[n, 3]` positions, has a
+/// malformed `cell` or `pbc`, or as [`neighbor_list`].
 pub fn with_neighbors(sample: AtomicData, cutoff: f64) -> Result<AtomicData> {
     let mut out = NeighborList::default();
     with_neighbors_using(sample, cutoff, &mut Scratch::default(), &mut out)
@@ -493,6 +503,10 @@ fn with_neighbors_using(
 
 /// [`with_neighbors`] on every sample, in parallel (rayon); the first
 /// failing sample's error, naming its index.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the first failing sample's index, with the
+/// error of [`with_neighbors`] as its reason.
 pub fn add_neighbors(samples: Vec<AtomicData>, cutoff: f64) -> Result<Vec<AtomicData>> {
     samples
         .into_par_iter()
@@ -508,6 +522,9 @@ pub fn add_neighbors(samples: Vec<AtomicData>, cutoff: f64) -> Result<Vec<Atomic
 }
 
 /// Neighbor lists of many structures, in parallel.
+///
+/// # Errors
+/// As [`neighbor_list`], for the first failing structure.
 pub fn neighbor_lists(structures: &[Geometry], cutoff: f64) -> Result<Vec<NeighborList>> {
     structures
         .par_iter()
@@ -521,7 +538,8 @@ pub fn neighbor_lists(structures: &[Geometry], cutoff: f64) -> Result<Vec<Neighb
 
 /// A [`Dataset`](crate::Dataset) transform that builds edges on the fly for
 /// `cutoff` (for stores without neighbor lists, or with another cutoff):
-/// `dataset.with_transform(neighbor_transform(5.0))`.
+/// `dataset.with_transform(neighbor_transform(5.0))`. The transform returns
+/// the errors of [`with_neighbors`].
 ///
 /// ```
 /// use atomzarr::AtomicData;

@@ -32,6 +32,10 @@ impl Field {
     /// assert_eq!(f.rows(), 2);
     /// assert!(Field::new(Level::Atom, vec![2, 3], vec![0f32; 5]).is_err());
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `shape` is empty or its product differs
+    /// from the element count of `data`.
     pub fn new(level: Level, shape: Vec<usize>, data: impl Into<HostData>) -> Result<Field> {
         let data = data.into();
         let n: usize = shape.iter().product();
@@ -101,6 +105,10 @@ fn flat3<const N: usize>(v: Vec<[f32; N]>) -> Vec<f32> {
 impl AtomicData {
     /// A structure from atomic numbers and positions (Å), the two fields
     /// every sample has.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `atomic_numbers` and `positions` differ in
+    /// length.
     pub fn new(atomic_numbers: Vec<i64>, positions: Vec<[f32; 3]>) -> Result<AtomicData> {
         let n = atomic_numbers.len();
         if positions.len() != n {
@@ -122,6 +130,10 @@ impl AtomicData {
     }
 
     /// Adds a per-atom 3-vector field (`forces`, `velocities`, ...).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the field when `v` has a row count other
+    /// than the sample's atoms.
     pub fn with_atom_vectors(self, name: &str, v: Vec<[f32; 3]>) -> Result<AtomicData> {
         let n = v.len();
         self.check_rows(name, Level::Atom, n)?;
@@ -129,6 +141,10 @@ impl AtomicData {
     }
 
     /// Adds a per-atom scalar field (`charges`, `atomic_masses`, ...).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the field when `v` has a row count other
+    /// than the sample's atoms.
     pub fn with_atom_scalars(self, name: &str, v: impl Into<HostData>) -> Result<AtomicData> {
         let v = v.into();
         let n = v.len();
@@ -137,16 +153,25 @@ impl AtomicData {
     }
 
     /// Forces `[n_atoms, 3]`.
+    ///
+    /// # Errors
+    /// As [`AtomicData::with_atom_vectors`].
     pub fn with_forces(self, forces: Vec<[f32; 3]>) -> Result<AtomicData> {
         self.with_atom_vectors("forces", forces)
     }
 
     /// Velocities `[n_atoms, 3]`.
+    ///
+    /// # Errors
+    /// As [`AtomicData::with_atom_vectors`].
     pub fn with_velocities(self, v: Vec<[f32; 3]>) -> Result<AtomicData> {
         self.with_atom_vectors("velocities", v)
     }
 
     /// Partial charges `[n_atoms]`.
+    ///
+    /// # Errors
+    /// As [`AtomicData::with_atom_scalars`].
     pub fn with_charges(self, q: Vec<f32>) -> Result<AtomicData> {
         self.with_atom_scalars("charges", q)
     }
@@ -182,6 +207,9 @@ impl AtomicData {
     /// Neighbor list `[n_edges, 2]` of sample-local atom indices (int64) and,
     /// optionally, periodic `shifts` `[n_edges, 3]` (Å, so that
     /// `r_ij = r_j - r_i + shift_ij`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `shifts` has a length other than `pairs`'.
     pub fn with_neighbor_list(self, pairs: Vec<[i64; 2]>, shifts: Option<Vec<[f32; 3]>>) -> Result<AtomicData> {
         let e = pairs.len();
         let mut d = self.with_field(
@@ -198,6 +226,10 @@ impl AtomicData {
     }
 
     /// Adds a custom field at `level` with its full shape.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `shape` does not fit `data`, or an atom or
+    /// edge field's row count differs from the sample's on that axis.
     pub fn with_custom(
         self,
         name: &str,
@@ -270,6 +302,11 @@ impl AtomicData {
     /// Checks the invariants the Dataset validates: atom fields agree on the
     /// atom count, edge fields on the edge count, system fields have one row,
     /// neighbor indices lie in `[0, n_atoms)`, positions are finite.
+    ///
+    /// # Errors
+    /// The first failed check, as a message naming the field (a plain
+    /// `String`, which the Dataset reports as [`Error::Validation`] and the
+    /// writer as [`Error::InvalidInput`]).
     pub fn validate(&self) -> std::result::Result<(), String> {
         let n = self.num_atoms();
         let e = self.num_edges();

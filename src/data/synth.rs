@@ -20,12 +20,18 @@ use crate::error::{Error, Result};
 /// assert!(s.iter().all(|x| (10..=20).contains(&x.num_atoms()) && x.num_edges() >= 1));
 /// assert_eq!(s, atomzarr::data::synth::generate(3, 10, 20, 0).unwrap());
 /// ```
+///
+/// # Errors
+/// [`Error::Config`] when `min_atoms` is 0 or above `max_atoms`.
 pub fn generate(n: usize, min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Vec<AtomicData>> {
     generate_with_progress(n, min_atoms, max_atoms, seed, |_| {})
 }
 
 /// As [`generate`], calling `progress(k)` after every 1024th structure and at
 /// the end (k = structures done). Same output as [`generate`] for a seed.
+///
+/// # Errors
+/// As [`generate`].
 pub fn generate_with_progress(
     n: usize,
     min_atoms: usize,
@@ -65,6 +71,9 @@ pub struct Generator {
 
 impl Generator {
     /// A generator of structures with `min_atoms..=max_atoms` atoms.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `min_atoms` is 0 or above `max_atoms`.
     pub fn new(min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Generator> {
         if min_atoms == 0 || min_atoms > max_atoms {
             return Err(Error::Config(format!(
@@ -75,11 +84,18 @@ impl Generator {
     }
 
     /// The next structure.
+    ///
+    /// # Errors
+    /// None in practice: the structure is built to pass [`AtomicData`]'s checks,
+    /// whose [`Error::InvalidInput`] the `Result` carries.
     pub fn one(&mut self) -> Result<AtomicData> {
         one(&mut self.rng, self.min_atoms, self.max_atoms)
     }
 
     /// The next `n` structures.
+    ///
+    /// # Errors
+    /// As [`Generator::one`].
     pub fn batch(&mut self, n: usize) -> Result<Vec<AtomicData>> {
         (0..n).map(|_| self.one()).collect()
     }

@@ -215,8 +215,9 @@ impl<B: Backend> AtomicBatch<B> {
     /// the conversion writes into directly; nothing on CPU backends and
     /// wgpu) so the copy to the device is a DMA from pinned memory.
     ///
-    /// A value the device dtype cannot hold (an int64 index beyond int32) is
-    /// an [`Error::Device`] naming the field and element.
+    /// # Errors
+    /// [`Error::Device`] naming the field and element for a value the device
+    /// dtype cannot hold (an int64 index beyond int32).
     pub fn from_collated(batch: CollatedBatch, device: &B::Device, pin: bool) -> Result<AtomicBatch<B>> {
         if pin {
             return Self::from_collated_staged(batch, device, |datas| B::staging(datas.iter_mut(), device));
@@ -251,6 +252,9 @@ impl<B: Backend> AtomicBatch<B> {
     /// assert_eq!(seen.len(), 3 + 3); // graph_index, atoms_ptr, edges_ptr, then the fields
     /// assert_eq!(batch.pbc().unwrap().to_data().to_vec::<bool>().unwrap(), vec![true, false, true]);
     /// ```
+    ///
+    /// # Errors
+    /// As [`from_collated`](Self::from_collated).
     pub fn from_collated_staged(
         batch: CollatedBatch,
         device: &B::Device,
@@ -302,7 +306,9 @@ impl<B: Backend> AtomicBatch<B> {
 
     /// Every field read back to the host as f64 (ints and bools too), with
     /// its shape: for checks and debugging, not the training path (it syncs).
-    /// A field the device cannot read back is an [`Error::Device`].
+    ///
+    /// # Errors
+    /// [`Error::Device`] naming a field the device cannot read back.
     pub fn to_host_f64(&self) -> Result<HostFields> {
         self.fields
             .iter()
@@ -397,6 +403,11 @@ impl AtomicBatcher {
 
     /// Batches samples, returning an error when they disagree in fields,
     /// dtypes or trailing shapes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] or [`Error::NeighborIndex`] as
+    /// [`CollatedBatch::fill_from_samples`]; [`Error::Device`] as
+    /// [`AtomicBatch::from_collated`].
     pub fn try_batch<B: Backend>(&self, items: &[AtomicData], device: &B::Device) -> Result<AtomicBatch<B>> {
         let idx: Vec<usize> = (0..items.len()).collect();
         AtomicBatch::from_collated(CollatedBatch::from_samples(&idx, items)?, device, self.pin_memory)

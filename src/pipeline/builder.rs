@@ -186,11 +186,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
-    /// Checks the options and builds the loader for `device`.
-    ///
-    /// Options that would do nothing are errors ([`Error::Config`]):
-    /// `with_num_streams` without `with_use_streams`, `with_num_streams(0)`,
-    /// `with_num_workers(0)`, `with_batch_size(0)`.
+    /// Checks the options and builds the loader for `device`. Options that
+    /// would do nothing are errors.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -206,6 +203,12 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// DataLoader::<Flex, _>::builder(ds).with_use_streams(true).with_num_streams(2).build(&Default::default())?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] for `with_num_streams` without `with_use_streams`,
+    /// `with_num_streams(0)`, `with_num_workers(0)`, `with_batch_size(0)`,
+    /// `rank >= world_size`, or a batch sampler with a sampler, `shuffle`,
+    /// `batch_size` or `drop_last`.
     pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
         let num_streams = match (self.num_streams, self.use_streams) {
             (Some(0), _) => return Err(Error::Config("num_streams must be at least 1".into())),

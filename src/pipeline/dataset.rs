@@ -143,6 +143,11 @@ pub type FusedHandle = Pending<Vec<CollatedBatch>>;
 
 impl<T> Pending<T> {
     /// Waits for the result.
+    ///
+    /// # Errors
+    /// [`Error::Background`] when the work was cancelled or its thread died;
+    /// otherwise the work's own error (for a fused read: as
+    /// [`Dataset::load_batches`]).
     pub fn wait(self) -> Result<T> {
         self.rx.recv().map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
     }
@@ -552,6 +557,11 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// One sample, validated and transformed.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for `index` not below [`len`](Self::len);
+    /// [`Error::Validation`] or [`Error::NeighborIndex`] for a sample that fails
+    /// validation (whatever the error policy); a transform's error; the reader's.
     pub fn get_sample(&self, index: usize) -> Result<AtomicData> {
         let ctx = self.ctx();
         ctx.check(&[vec![index]])?;
@@ -560,11 +570,19 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// `(num_atoms, num_edges)` from the reader's pointers (no field reads).
+    ///
+    /// # Errors
+    /// The reader's error (as [`Reader::get_metadata`]).
     pub fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         self.reader.get_metadata(index)
     }
 
     /// One batch per inner list, through one backend read.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index not below [`len`](Self::len);
+    /// [`Error::Validation`] or [`Error::NeighborIndex`] for a bad sample unless
+    /// the policy is [`ErrorPolicy::Skip`]; a transform's error; the reader's.
     pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         self.ctx().load_batches(lists)
     }
@@ -615,6 +633,10 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// Waits for the oldest queued fused read and returns its batches.
+    ///
+    /// # Errors
+    /// [`Error::Background`] when nothing is queued or the read was cancelled;
+    /// otherwise as [`Dataset::load_batches`].
     pub fn get_fused_batches(&self) -> Result<Vec<CollatedBatch>> {
         let h = self
             .pending()

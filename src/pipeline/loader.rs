@@ -257,8 +257,11 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// Makes the next `iter()` (of this loader and its clones, copies and
     /// slices) resume at `state`: its epoch, from its position. The state
     /// may come from a run with another number of ranks; it must describe
-    /// the same order (sampler, seed, epoch length, batch size), else
-    /// [`Error::Config`].
+    /// the same order (sampler, seed, epoch length, batch size).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming what differs when `state` describes another
+    /// order (sampler, seed, epoch length or batch size).
     pub fn load_state(&self, state: &LoaderState) -> Result<()> {
         state.check_same_order(&self.state())?;
         let mut clock = lock(&self.clock);
@@ -271,6 +274,10 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// wait for: uploads run on the caller's thread, whose stream Burn's
     /// `Backend::sync` waits on). Time an epoch of uploads with this and
     /// `Backend::sync` on the training thread.
+    ///
+    /// # Errors
+    /// [`Error::Background`] when the upload threads could not start or one
+    /// died; [`Error::Device`] when a stream's sync fails.
     pub fn sync_uploads(&self) -> Result<()> {
         match self.uploader.get() {
             Some(Ok(u)) => u.sync(),

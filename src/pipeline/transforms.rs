@@ -49,6 +49,11 @@ use crate::source::stats::DatasetStats;
 /// Closures `Fn(&mut CollatedBatch, u64) -> Result<()>` are transforms.
 pub trait CollatedTransform: Send + Sync {
     /// Transforms `batch` in place.
+    ///
+    /// # Errors
+    /// The transform's own; the crate's transforms return [`Error::InvalidInput`]
+    /// naming themselves when the batch lacks a field they need or it has the
+    /// wrong shape.
     fn apply(&self, batch: &mut CollatedBatch, epoch: u64) -> Result<()>;
 }
 
@@ -101,6 +106,9 @@ impl SubtractE0s {
 
     /// The E0s of `stats`; an error when they have none (see
     /// [`DatasetStats::e0_note`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `stats` has no E0s.
     pub fn from_stats(stats: &DatasetStats) -> Result<Self> {
         let e0: Option<BTreeMap<i64, f64>> = stats.elements.iter().map(|e| Some((e.z, e.e0?))).collect();
         match e0 {
@@ -118,6 +126,10 @@ impl SubtractE0s {
     }
 
     /// `Σ E0[z]` over each graph's atoms.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the batch has no integer `atomic_numbers`,
+    /// inconsistent atom pointers, or an element without an E0.
     pub fn per_graph(&self, b: &CollatedBatch) -> Result<Vec<f64>> {
         const WHAT: &str = "SubtractE0s";
         let z = &b.fields.get("atomic_numbers").ok_or_else(|| bad(WHAT, "the batch has no atomic_numbers"))?.data;
@@ -162,6 +174,10 @@ pub struct ScaleShift {
 
 impl ScaleShift {
     /// `scale` (eV) must be finite and positive, `shift` (eV per atom) finite.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `scale` is not finite and positive or `shift` is
+    /// not finite.
     pub fn new(scale: f64, shift: f64) -> Result<Self> {
         if !(scale.is_finite() && scale > 0.0 && shift.is_finite()) {
             return Err(Error::Config(format!("ScaleShift: scale {scale} must be > 0 and shift {shift} finite")));
@@ -172,6 +188,10 @@ impl ScaleShift {
     /// MACE's defaults from saved statistics: shift = the mean energy per
     /// atom after the E0s, scale = the force RMS (so use it after
     /// [`SubtractE0s`]). An error when either is missing.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `stats` has no energy per atom after E0s or no
+    /// force RMS, or as [`ScaleShift::new`].
     pub fn from_stats(stats: &DatasetStats) -> Result<Self> {
         let shift = stats
             .residual_energy_per_atom
@@ -380,6 +400,10 @@ pub struct SampleWeights {
 impl SampleWeights {
     /// Weights of `label`'s values; others weigh `default`. Weights must be
     /// finite and non-negative.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when a weight (or `default`) is not a finite number
+    /// >= 0.
     pub fn new(label: impl Into<String>, weights: BTreeMap<String, f64>, default: f64) -> Result<Self> {
         let label = label.into();
         if let Some((v, w)) = weights
@@ -395,6 +419,10 @@ impl SampleWeights {
 
     /// From `label=value:weight,value:weight,...`, default weight 1
     /// (`config_type=aimd:0.5,md:2`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `spec` is not `label=value:weight,...` with
+    /// numeric weights; otherwise as [`SampleWeights::new`].
     pub fn parse(spec: &str) -> Result<Self> {
         let err = |why: &str| Error::Config(format!("sample weights {spec:?}: {why} (e.g. config_type=aimd:0.5,md:2)"));
         let (label, rest) = spec.split_once('=').ok_or_else(|| err("no label="))?;
@@ -408,6 +436,9 @@ impl SampleWeights {
     }
 
     /// The weight of values not listed (default 1).
+    ///
+    /// # Errors
+    /// As [`SampleWeights::new`].
     pub fn with_default(mut self, w: f64) -> Result<Self> {
         self.default = w;
         SampleWeights::new(self.label, self.weights, self.default)

@@ -77,8 +77,7 @@ impl ChunkShuffleSampler {
 
     /// Blocks starting at `starts` (strictly increasing, the first 0, all
     /// below `len`; an empty list for `len == 0`): block `k` is
-    /// `starts[k]..starts[k + 1]`, the last one ends at `len`. Errors
-    /// ([`Error::Config`]) for any other list.
+    /// `starts[k]..starts[k + 1]`, the last one ends at `len`.
     ///
     /// ```
     /// use atomzarr::sampler::{ChunkShuffleSampler, Sampler};
@@ -88,6 +87,10 @@ impl ChunkShuffleSampler {
     /// assert!(ChunkShuffleSampler::from_block_starts(vec![0, 4, 4], 6, 4).is_err());
     /// assert!(ChunkShuffleSampler::from_block_starts(vec![1], 6, 4).is_err());
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `starts` does not rise strictly from 0 and stay
+    /// below `len` (or is not empty for `len == 0`).
     pub fn from_block_starts(starts: Vec<usize>, len: usize, batch_size: usize) -> Result<Self> {
         let ok_start = if len == 0 { starts.is_empty() } else { starts.first() == Some(&0) };
         if !ok_start || starts.windows(2).any(|w| w[0] >= w[1]) || starts.last().is_some_and(|&s| s >= len) {
@@ -133,6 +136,11 @@ impl ChunkShuffleSampler {
     /// assert!(amp >= 1.0); // this epoch's bytes decoded per byte read
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the reader's
+    /// [`chunk_blocks`](crate::source::ChunkedReader::chunk_blocks) are not valid
+    /// block starts (as [`ChunkShuffleSampler::from_block_starts`]).
     pub fn for_reader<R: Reader + ?Sized>(reader: &R, batch_size: usize) -> Result<Self> {
         let len = reader.len();
         match reader.chunked() {

@@ -36,8 +36,10 @@ impl Default for Shard {
 }
 
 impl Shard {
-    /// Rank `rank` of `num_replicas`, padding the tail. Errors
-    /// ([`Error::Config`]) for `num_replicas == 0` or `rank >= num_replicas`.
+    /// Rank `rank` of `num_replicas`, padding the tail.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for `num_replicas == 0` or `rank >= num_replicas`.
     pub fn new(num_replicas: usize, rank: usize) -> Result<Shard> {
         if num_replicas == 0 {
             return Err(Error::Config("num_replicas must be at least 1".into()));
@@ -116,6 +118,9 @@ pub struct DistributedSampler<S> {
 
 impl<S: Sampler> DistributedSampler<S> {
     /// Rank `rank` of `num_replicas` of `inner`'s epochs, padding the tail.
+    ///
+    /// # Errors
+    /// As [`Shard::new`].
     pub fn new(inner: S, num_replicas: usize, rank: usize) -> Result<Self> {
         Ok(DistributedSampler { inner, shard: Shard::new(num_replicas, rank)? })
     }
@@ -166,6 +171,9 @@ pub struct DistributedBatchSampler<S> {
 
 impl<S: BatchSampler> DistributedBatchSampler<S> {
     /// Rank `rank` of `num_replicas` of `inner`'s batches, padding the tail.
+    ///
+    /// # Errors
+    /// As [`Shard::new`].
     pub fn new(inner: S, num_replicas: usize, rank: usize) -> Result<Self> {
         Ok(DistributedBatchSampler { inner, shard: Shard::new(num_replicas, rank)? })
     }

@@ -204,7 +204,12 @@ impl MultiDatasetSamplerBuilder {
         self
     }
 
-    /// Checks the options ([`Error::Config`] on any conflict).
+    /// Checks the options.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an invalid rank, weights that do not match the
+    /// datasets (count, sign, a positive rate on an empty one), zero
+    /// `num_samples`, or more draws than a dataset holds without replacement.
     pub fn build(self) -> Result<MultiDatasetSampler> {
         let shard = Shard::new(self.num_replicas, self.rank)?.with_drop_last(self.drop_last);
         let weights = normalise_weights(self.weights.as_deref(), &self.lengths, "MultiDatasetSampler weights")?;
@@ -434,7 +439,13 @@ impl MultiDatasetBatchSamplerBuilder {
         Ok(counts)
     }
 
-    /// Checks the options ([`Error::Config`] on any conflict).
+    /// Checks the options.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an invalid rank, zero `batch_size`, both weights
+    /// and `samples_per_dataset`, counts or rates that do not fit the datasets
+    /// or the batch size, or an epoch of no batch or (without replacement)
+    /// more batches than the datasets hold.
     pub fn build(self) -> Result<MultiDatasetBatchSampler> {
         let shard = Shard::new(self.num_replicas, self.rank)?.with_drop_last(self.drop_last);
         if self.batch_size == 0 {

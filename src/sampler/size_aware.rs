@@ -156,8 +156,10 @@ struct Bin {
 
 impl SizeAwareSampler {
     /// A sampler over samples `0..sizes.len()` with `(num_atoms, num_edges)`
-    /// each. Errors ([`Error::Config`]) when no limit is set, a limit or
-    /// `pool_size` is 0.
+    /// each.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no limit is set, or a limit or `pool_size` is 0.
     pub fn new(sizes: Vec<(usize, usize)>, options: SizeAwareOptions) -> Result<Self> {
         let o = &options;
         if o.max_atoms.is_none() && o.max_edges.is_none() && o.max_batch_size.is_none() {
@@ -182,6 +184,10 @@ impl SizeAwareSampler {
     /// As [`SizeAwareSampler::new`], with sizes from `reader.get_metadata`
     /// for every index (a [`Dataset`](crate::Dataset), a
     /// [`MultiDataset`](crate::MultiDataset) or any other reader).
+    ///
+    /// # Errors
+    /// The reader's error from [`Reader::get_metadata`]; otherwise as
+    /// [`SizeAwareSampler::new`].
     pub fn from_reader<R: Reader + ?Sized>(reader: &R, options: SizeAwareOptions) -> Result<Self> {
         let sizes = (0..reader.len()).map(|i| reader.get_metadata(i)).collect::<Result<Vec<_>>>()?;
         Self::new(sizes, options)

@@ -41,6 +41,10 @@ fn ints(b: Option<Vec<u8>>) -> Option<Vec<i64>> {
 impl AseDbReader {
     /// Opens a database read-only; `units` are its energies' and lengths'
     /// (ASE's eV and Å unless told otherwise).
+    ///
+    /// # Errors
+    /// [`Error::Parse`] naming `path` when it cannot be opened as an SQLite
+    /// database with a `systems` table.
     pub fn open(path: &Path, units: Units) -> Result<AseDbReader> {
         let sql = |e: rusqlite::Error| Error::Parse {
             file: path.to_path_buf(),

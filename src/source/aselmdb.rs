@@ -74,6 +74,10 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> std::result::Result<T, 
 impl AseLmdbReader {
     /// Opens an `.aselmdb` file read-only; `units` are its energies' and
     /// lengths' (eV and Å unless told otherwise).
+    ///
+    /// # Errors
+    /// [`Error::Parse`] naming `path` when it cannot be opened as an LMDB file,
+    /// has no main database, or its `nextid` or `deleted_ids` entries do not decode.
     pub fn open(path: &Path, units: Units) -> Result<AseLmdbReader> {
         let lmdb = |e: heed::Error| Error::Parse {
             file: path.to_path_buf(),

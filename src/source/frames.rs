@@ -27,6 +27,11 @@ pub struct Frame {
 /// A file read as frames, a batch at a time.
 pub trait FrameSource: Send {
     /// Up to `max_frames` frames; `None` at the end.
+    ///
+    /// # Errors
+    /// [`Error::Parse`](crate::Error::Parse) naming the file and the line (or
+    /// record) of a frame that does not parse; [`Error::Io`](crate::Error::Io)
+    /// naming the file when it cannot be read.
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>>;
     /// The file.
     fn path(&self) -> &Path;
@@ -105,6 +110,12 @@ pub struct SourceInfo {
 
 /// Opens `path` as frames, in the format `options` names or the one its
 /// bytes show.
+///
+/// # Errors
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) when the format cannot
+/// be told or needs a feature this build lacks; [`Error::Io`](crate::Error::Io)
+/// naming `path` when it cannot be read; [`Error::Parse`](crate::Error::Parse)
+/// when it is not a file of its format.
 pub fn open_frames(path: &Path, options: &SourceOptions) -> Result<(Box<dyn FrameSource>, SourceInfo)> {
     let format = match options.format() {
         Some(f) => f,

@@ -115,6 +115,10 @@ fn is_string(d: &Dataset) -> bool {
 
 impl Hdf5Reader {
     /// Opens a file; the layout comes from the first group's dataset names.
+    ///
+    /// # Errors
+    /// [`Error::Parse`] naming `path` when it is not an HDF5 file, has no
+    /// groups, or its first group holds neither SPICE nor ANI-1x datasets.
     pub fn open(path: &Path, options: &SourceOptions) -> Result<Hdf5Reader> {
         let file = Hdf5File::open(path).map_err(|e| h5err(path, "hdf5", e))?;
         let root = file.root_group().map_err(|e| h5err(path, "hdf5", e))?;

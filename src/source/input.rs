@@ -121,8 +121,11 @@ fn head(path: &Path, n: usize) -> Result<Vec<u8>> {
 
 /// The format of `path`, from its first bytes (containers have magic
 /// numbers; a compressed file is looked into), then from its extension.
-/// An unknown file is an [`Error::InvalidInput`] that lists `--format`'s
-/// choices.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming `path` and listing `--format`'s choices
+/// when the format cannot be told; [`Error::Io`] naming `path` when it
+/// cannot be read (or decompressed).
 ///
 /// ```
 /// use atomzarr::source::input::{Format, detect};
@@ -211,6 +214,10 @@ pub type TextInput = Box<dyn BufRead + Send>;
 /// magic bytes);
 /// the counter holds the file bytes read so far (compressed bytes for a
 /// compressed file), for progress against the file size.
+///
+/// # Errors
+/// [`Error::Io`] naming `path` when it cannot be opened or read;
+/// [`Error::InvalidInput`] for xz input in a build without the `xz` feature.
 pub fn open_text(path: &Path) -> Result<(TextInput, Arc<AtomicU64>)> {
     let kind = compression_of(&head(path, 6)?);
     let file = File::open(path).map_err(|e| Error::io(path, e))?;

@@ -248,6 +248,9 @@ pub struct InMemoryDataset {
 
 impl InMemoryDataset {
     /// Loads every sample of `reader` with default options.
+    ///
+    /// # Errors
+    /// As [`InMemoryDataset::from_reader_with`].
     pub fn from_reader<R: Reader + ?Sized>(reader: &R) -> Result<Self> {
         Self::from_reader_with(reader, InMemoryOptions::default())
     }
@@ -255,6 +258,12 @@ impl InMemoryDataset {
     /// Loads every sample of `reader`, `chunk_size` at a time through its
     /// collated path (a [`Dataset`](crate::Dataset) validates and transforms
     /// on the way in).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `chunk_size` is 0; the reader's errors (as
+    /// [`ReaderExt::load_collated`]), among them
+    /// [`Error::NeighborIndex`] naming the reader's sample whose neighbor list
+    /// points outside it.
     pub fn from_reader_with<R: Reader + ?Sized>(reader: &R, options: InMemoryOptions) -> Result<Self> {
         if options.chunk_size == 0 {
             return Err(Error::Config("InMemoryDataset: chunk_size must be at least 1".into()));
@@ -306,6 +315,10 @@ impl InMemoryDataset {
     }
 
     /// Holds `samples` (they must share fields, dtypes and row shapes).
+    ///
+    /// # Errors
+    /// As [`CollatedBatch::fill_from_samples`], naming `source` in
+    /// [`Error::NeighborIndex`].
     pub fn from_samples(samples: &[AtomicData], source: impl Into<String>) -> Result<Self> {
         let idx: Vec<usize> = (0..samples.len()).collect();
         let source = source.into();
@@ -335,6 +348,9 @@ impl InMemoryDataset {
 
     /// One collated batch per inner list (indices in `0..len`), copied
     /// straight from the resident buffers.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index not below [`len`](Reader::len).
     pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         let mut out = Vec::with_capacity(lists.len());
         self.load_collated(lists, &mut out)?;

@@ -269,6 +269,10 @@ pub struct MptrjReader {
 
 impl MptrjReader {
     /// Opens the file (plain or compressed); `units` default to [`UNITS`].
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when it cannot be opened or read;
+    /// [`Error::InvalidInput`] for xz input in a build without the `xz` feature.
     pub fn open(path: &Path, units: Units) -> Result<MptrjReader> {
         let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
         let (input, file_bytes) = open_text(path)?;

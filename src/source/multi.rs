@@ -168,14 +168,21 @@ enum Plan {
 }
 
 impl MultiDataset {
-    /// Children in global index order, `output_strict` on. Errors
-    /// ([`Error::Config`]) when there is no child or non-empty children
-    /// differ in field names.
+    /// Children in global index order, `output_strict` on.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when there is no child or non-empty children
+    /// differ in field names or levels.
     pub fn new(children: Vec<Arc<dyn Reader>>) -> Result<Self> {
         Self::with_options(children, MultiDatasetOptions::default())
     }
 
     /// As [`MultiDataset::new`] with options.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when there is no child, `output_strict` is on and
+    /// non-empty children differ in field names or levels, or `dataset_index` is
+    /// on and a child has a field of that name already.
     pub fn with_options(children: Vec<Arc<dyn Reader>>, options: MultiDatasetOptions) -> Result<Self> {
         if children.is_empty() {
             return Err(Error::Config("MultiDataset needs at least one child".into()));
@@ -237,11 +244,18 @@ impl MultiDataset {
     }
 
     /// `(child, local index)` of a global index.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] when `global` is not below the total length.
     pub fn to_local_index(&self, global: usize) -> Result<(usize, usize)> {
         self.locate(&self.snapshot(), global)
     }
 
     /// The global index of `local` in child `child`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `child` is out of range; [`Error::IndexOutOfRange`]
+    /// naming the child when `local` is not below its length.
     pub fn to_global_index(&self, child: usize, local: usize) -> Result<usize> {
         let o = self.snapshot();
         if child + 1 >= o.len() {

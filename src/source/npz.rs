@@ -423,6 +423,11 @@ pub struct NpzReader {
 
 impl NpzReader {
     /// Opens an `.npz`; `units` override the key set's own.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when it cannot be read; [`Error::Parse`] naming
+    /// `path` and the entry when it is not a zip of `.npy` arrays, lacks the
+    /// rMD17 or sGDML keys, or an array has the wrong shape, dtype or units.
     pub fn open(path: &Path, units: Option<Units>) -> Result<NpzReader> {
         let ar = Archive { path, locs: entry_locations(path)? };
         let (layout, [z_key, r_key, e_key, f_key]) = ar.key_set()?;

@@ -156,8 +156,9 @@ pub trait Reader: Send + Sync {
     /// A backend that reads one sample at a time maps over `indices`.
     ///
     /// # Errors
-    /// Whatever the backend's storage returns; an index out of range is an
-    /// [`Error::IndexOutOfRange`].
+    /// Whatever the backend's storage returns (for a store: [`Error::Chunk`],
+    /// [`Error::Checksum`] or [`Error::Zarr`] naming the array, [`Error::Io`],
+    /// [`Error::Remote`]); an index out of range is an [`Error::IndexOutOfRange`].
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>>;
 
     /// String label name to level, for every string label a sample has
@@ -203,9 +204,10 @@ pub trait Reader: Send + Sync {
     /// `opts` while it copies.
     ///
     /// # Errors
-    /// The error of [`Reader::load_many`], or the batch error of
+    /// The error of [`Reader::load_many`]; the batch error of
     /// [`Reader::neighbor_index_error`] for a sample whose neighbor list
-    /// points outside it.
+    /// points outside it; [`Error::Background`] when `load_many` returns
+    /// another number of samples than asked for.
     fn load_collated_with(
         &self,
         batches: &[Vec<usize>],

@@ -86,6 +86,10 @@ impl SplitRule {
     /// A rule with these parts, seed 0, each sample its own group. The
     /// fractions must be finite, non-negative and sum to 1 (within 1e-6);
     /// part names must be distinct, non-empty, of letters, digits, `_` and `-`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when there is no part, a part name is invalid or
+    /// repeated, or the fractions are not finite, non-negative and summing to 1.
     pub fn new(parts: Vec<(String, f64)>) -> Result<SplitRule> {
         let bad = |why: String| Err(Error::Config(format!("split fractions: {why}")));
         if parts.is_empty() {
@@ -110,6 +114,10 @@ impl SplitRule {
     }
 
     /// A rule from `name=fraction,...` (`train=0.8,val=0.1,test=0.1`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when an item is not `name=fraction` or a fraction is not
+    /// a number; otherwise as [`SplitRule::new`].
     pub fn parse(fractions: &str) -> Result<SplitRule> {
         let parts = fractions
             .split(',')
@@ -161,6 +169,10 @@ impl SplitRule {
 
     /// Checks a rule read back from elsewhere (a store's attributes): its
     /// hash must be one this version computes, its fractions valid.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the hash is not [`SPLIT_HASH`] or the parts fail
+    /// [`SplitRule::new`]'s checks.
     pub fn checked(self) -> Result<SplitRule> {
         if self.hash != SPLIT_HASH {
             return Err(Error::Config(format!(
@@ -312,6 +324,12 @@ struct GroupSize {
 impl Split {
     /// Applies `rule` to every logical sample of `reader` (one streamed
     /// pass over the samples; without `by` only the atom counts are read).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the rule's `by` label is missing or not system
+    /// level, or a field that is not one integer per sample;
+    /// [`Error::InvalidInput`] when its values cannot be read as keys; the
+    /// reader's errors (as [`ReaderExt::load_collated`]).
     pub fn compute<R: Reader + ?Sized>(reader: &R, rule: &SplitRule) -> Result<Split> {
         let src = key_source(reader, rule.by())?;
         let len = reader.len();
@@ -376,6 +394,9 @@ impl Split {
     }
 
     /// The logical indices of `part`, ascending.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the rule has no part `part`.
     pub fn indices(&self, part: &str) -> Result<&[usize]> {
         let k = self.rule.parts().iter().position(|(n, _)| n == part).ok_or_else(|| {
             Error::Config(format!(

@@ -361,6 +361,11 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 /// assert!((s.elements[1].e0.unwrap() + 5.0).abs() < 1e-9);
 /// # Ok(()) }
 /// ```
+///
+/// # Errors
+/// [`Error::Validation`] naming the sample when it has no integer
+/// `atomic_numbers` or an `energy` that is not one number; the reader's
+/// errors (as [`Reader::load_many`]).
 pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> Result<DatasetStats> {
     stats_over(reader, reader.len(), |k| k, options)
 }
@@ -380,6 +385,10 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
 /// assert!((s.elements[0].e0.unwrap() + 1.0).abs() < 1e-9); // the outlier is not in the subset
 /// # Ok(()) }
 /// ```
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`] for an index not below the reader's length;
+/// otherwise as [`dataset_stats`].
 pub fn subset_stats<R: Reader + ?Sized>(reader: &R, indices: &[usize], options: &StatsOptions) -> Result<DatasetStats> {
     let len = reader.len();
     if let Some(&bad) = indices.iter().find(|&&i| i >= len) {

@@ -74,13 +74,24 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// fetches, see [`ByteSource::fetch_many`]).
     fn is_remote(&self) -> bool;
     /// The whole object.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file (local sources) or [`Error::Remote`] naming
+    /// the URL (remote ones) when the read fails; a missing object is `Ok(None)`.
     fn get(&self, key: &str) -> Result<Option<Bytes>>;
     /// Bytes `range` of the object; an object shorter than the range is an error.
+    ///
+    /// # Errors
+    /// As [`ByteSource::get`]; a short object is [`Error::Io`] (local) or
+    /// [`Error::Remote`] of kind `Truncated` (remote).
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Bytes>>;
     /// Bytes `range` of the object read into `buf`, which grows as needed:
     /// the bytes are `buf[..n]` for the returned `n` (the range's length),
     /// what follows is unspecified. For hot paths that read many ranges with
     /// one buffer; the default calls [`ByteSource::get_range`].
+    ///
+    /// # Errors
+    /// As [`ByteSource::get_range`].
     fn read_range_into(&self, key: &str, range: Range<u64>, buf: &mut Vec<u8>) -> Result<Option<usize>> {
         let Some(got) = self.get_range(key, range)? else { return Ok(None) };
         buf.clear();
@@ -88,11 +99,21 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         Ok(Some(got.len()))
     }
     /// The last `n` bytes of the object and its length (one request).
+    ///
+    /// # Errors
+    /// As [`ByteSource::get`].
     fn get_suffix(&self, key: &str, n: u64) -> Result<Option<(Bytes, u64)>>;
     /// The object's length.
+    ///
+    /// # Errors
+    /// As [`ByteSource::get`].
     fn size(&self, key: &str) -> Result<Option<u64>>;
     /// The keys (store-relative) and lengths of the objects under `prefix`;
     /// `Ok(None)` when the source cannot list (plain HTTP).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] when a remote listing fails (a local source skips the
+    /// folders it cannot read).
     fn list_sizes(&self, prefix: &str) -> Result<Option<Vec<(String, u64)>>>;
     /// Counters of the requests made so far.
     fn stats(&self) -> IoStats;
@@ -177,6 +198,9 @@ pub fn local_path(location: &str) -> Option<PathBuf> {
 /// assert!(writable_path("out.zarr".as_ref(), "create").is_ok());
 /// assert!(matches!(writable_path("s3://b/x.zarr".as_ref(), "append"), Err(atomzarr::Error::RemoteReadOnly { .. })));
 /// ```
+///
+/// # Errors
+/// [`Error::RemoteReadOnly`] when `path` is a URL other than `file://`.
 pub fn writable_path(path: &Path, operation: &str) -> Result<PathBuf> {
     match path.to_str().filter(|s| is_url(s)) {
         None => Ok(path.to_path_buf()),

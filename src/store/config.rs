@@ -109,6 +109,10 @@ impl Codec {
     }
 
     /// Checks the level ranges.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when a zstd level is outside -7..=22, or a blosc or
+    /// gzip level outside 0..=9.
     pub fn validate(&self) -> Result<()> {
         match *self {
             Codec::Zstd { level } if !(-7..=22).contains(&level) => {
@@ -277,6 +281,11 @@ impl ResolvedArrayConfig {
     }
 
     /// Checks chunk and shard sizes and the codec.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `what` when the codec level is out of range,
+    /// `chunk_size` is 0, or `shard_size` is set without `chunk_size` or is not a
+    /// positive multiple of it.
     pub fn validate(&self, what: &str) -> Result<()> {
         self.codec.validate()?;
         if self.chunk_size == Some(0) {
@@ -401,6 +410,10 @@ impl ZarrWriteConfig {
 
     /// Validates every layer as it would resolve (shard a multiple of chunk,
     /// codec levels in range); each field override in its field's group.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the layer (or `field_overrides[name]`) that
+    /// [`ResolvedArrayConfig::validate`] refuses.
     pub fn validate(&self) -> Result<()> {
         for (g, what) in [(StoreGroup::Meta, "meta"), (StoreGroup::Core, "core"), (StoreGroup::Custom, "custom")] {
             self.resolve(g, "").validate(what)?;

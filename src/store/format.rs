@@ -42,6 +42,10 @@ pub const META_ARRAYS: [(&str, DType); 5] = [
 /// it read (the writer before an append, the reader when it opens): exactly
 /// `n + 1` of them, starting at 0, never decreasing. Appends, deletes and
 /// reads all turn these into row ranges, so a bad one is refused here, once.
+///
+/// # Errors
+/// [`Error::Inconsistent`] naming `store` and `rel` when `v` does not hold
+/// `n + 1` values, does not start at 0 or decreases.
 pub fn check_pointers(store: &Path, rel: &str, v: &[i64], n: usize) -> Result<()> {
     if v.len() != n + 1 {
         return Err(Error::inconsistent(
@@ -132,7 +136,11 @@ pub fn default_level(name: &str) -> Level {
 /// Checks that `name` can name a field: it becomes a directory under
 /// `core/` or `custom/`, so it must be one Zarr v3 node name (not empty, not
 /// `.` or `..`, no `/`, not starting with the reserved `__`); backslashes and
-/// NUL are refused too (path separators or invalid elsewhere). Returns why not.
+/// NUL are refused too (path separators or invalid elsewhere).
+///
+/// # Errors
+/// Why not, as a message naming `name` (callers wrap it in the error of
+/// their context).
 pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
     let why = if name.is_empty() {
         "an empty name"
@@ -186,6 +194,12 @@ fn read_json(store: &Path, rel: &str) -> Result<Option<Value>> {
 
 /// Reads and checks the root group metadata. `node` errors name what is
 /// missing so a user can tell "not a store" from "damaged store".
+///
+/// # Errors
+/// [`Error::NotFound`] when `store` does not exist; [`Error::Format`] when it
+/// is not a directory, a `zarr.json` is not valid JSON, or the root, its
+/// `meta/` and `core/` groups or its attributes are not those of a store;
+/// [`Error::Io`] naming the file on any other read failure.
 pub fn read_root(store: &Path) -> Result<RootAttrs> {
     if !store.exists() {
         return Err(Error::NotFound { store: store.to_path_buf() });
@@ -207,6 +221,11 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
 /// [`read_root`] over a store's [`ByteSource`] (local or remote). A source
 /// that cannot list (plain HTTP) finds unlisted arrays only among the
 /// [`CORE_FIELDS`] names.
+///
+/// # Errors
+/// As [`read_root`]; [`Error::Remote`] (kind `NotFound`) when a remote source
+/// has no root `zarr.json`, and any error of the byte source's reads
+/// ([`Error::Io`] for local files, [`Error::Remote`] for remote ones).
 pub fn read_root_from(source: &dyn ByteSource, store: &Path) -> Result<RootAttrs> {
     let json = |rel: &str| -> Result<Option<Value>> {
         let key = if rel == "." { "zarr.json".to_string() } else { format!("{rel}/zarr.json") };
@@ -340,6 +359,10 @@ pub(crate) fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
 }
 
 /// The root group's zarr.json holding `attrs`, as the writer writes it.
+///
+/// # Errors
+/// [`Error::Format`] naming `store` if the attributes cannot be serialized
+/// as JSON.
 pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
     let mut core = Map::new();
     let mut custom = Map::new();
@@ -358,6 +381,10 @@ pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
 /// `fields.custom` non-empty). A store with no listed field and no samples
 /// holds no committed data: arrays in it are leftovers of an interrupted
 /// first write.
+///
+/// # Errors
+/// [`Error::Format`] when the root `zarr.json` is not valid JSON;
+/// [`Error::Io`] naming it when it exists but cannot be read.
 pub fn root_lists_fields(store: &Path) -> Result<bool> {
     let root = read_json(store, ".")?.unwrap_or_default();
     let listed = |g: &str| {
@@ -367,6 +394,9 @@ pub fn root_lists_fields(store: &Path) -> Result<bool> {
 }
 
 /// Writes a plain group's zarr.json (meta/, core/, custom/), durably.
+///
+/// # Errors
+/// [`Error::Io`] naming the `zarr.json` when it cannot be written or synced.
 pub fn write_group(store: &Path, rel: &str) -> Result<()> {
     let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
     let p = store.join(rel).join("zarr.json");
@@ -400,6 +430,11 @@ pub fn string_path(name: &str) -> String {
 }
 
 /// The string labels the root attributes list, by name.
+///
+/// # Errors
+/// [`Error::Format`] naming `store` when the `strings` attribute is not an
+/// object, lists an invalid name or a level other than atom or system, or
+/// lists a name that is also a field.
 pub fn string_fields(store: &Path, root: &RootAttrs) -> Result<BTreeMap<String, Level>> {
     let mut out = BTreeMap::new();
     let Some(v) = root.extra.get(STRINGS_ATTR) else { return Ok(out) };

@@ -167,9 +167,12 @@ impl StoreLock {
     /// `timeout` for another writer to let go (zero: fail at once).
     ///
     /// Creates the lock file if the store has none (stores written by other
-    /// tools). Errors: [`Error::Locked`] when another writer holds it past the
-    /// timeout, [`Error::NotFound`] when `dir` does not exist, [`Error::Io`]
-    /// when the lock file cannot be created or the filesystem refuses locks.
+    /// tools).
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when another writer holds it past the timeout;
+    /// [`Error::NotFound`] when `dir` does not exist; [`Error::Io`] naming the
+    /// lock file when it cannot be created or the filesystem refuses locks.
     pub fn acquire(dir: &Path, timeout: Duration) -> Result<StoreLock> {
         Self::acquire_for(dir, dir, timeout)
     }
@@ -188,6 +191,10 @@ impl StoreLock {
     /// nothing into the store. `None` when the store has no lock file or
     /// it cannot be opened (a read-only store no writer of ours has
     /// written): such a store is read unlocked.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when a writer holds the lock past `timeout`;
+    /// [`Error::Io`] naming the lock file when the filesystem refuses the lock.
     pub fn acquire_shared(dir: &Path, timeout: Duration) -> Result<Option<StoreLock>> {
         Self::wait_for(dir, dir, timeout, Mode::Shared)
     }

@@ -106,6 +106,11 @@ enum Seen {
 
 /// Finds the out-of-range neighbor lists of the store at `path` and what
 /// [`repair`] would do with them, writing nothing.
+///
+/// # Errors
+/// The errors of opening and reading the store (as
+/// [`AtomicDataZarrReader::open`]), such as [`Error::NotFound`],
+/// [`Error::Format`], [`Error::Inconsistent`] or [`Error::Chunk`].
 pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
     let reader = AtomicDataZarrReader::open_with(path.as_ref(), ReaderOptions::default().with_cache_bytes(0))?;
     plan(&reader).map(|(report, _)| report)
@@ -120,13 +125,21 @@ pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
 /// rewritten in one write (the writer's row writes set the array's length),
 /// so memory use is those rows.
 ///
-/// Fails with [`Error::Locked`] when another writer holds the store; see
-/// [`repair_with_lock_timeout`] to wait for it.
+/// # Errors
+/// [`Error::Locked`] when another writer holds the store (see
+/// [`repair_with_lock_timeout`] to wait for it); otherwise as
+/// [`repair_with_lock_timeout`].
 pub fn repair(path: impl AsRef<Path>) -> Result<RepairReport> {
     repair_with_lock_timeout(path, std::time::Duration::ZERO)
 }
 
 /// [`repair`], waiting up to `timeout` for another writer's lock.
+///
+/// # Errors
+/// [`Error::Locked`] when another writer holds the store past `timeout`;
+/// [`Error::Inconsistent`] naming `neighbor_list` when a fixed sample is still
+/// out of range afterwards; the errors of [`check`] and of writing
+/// ([`Error::Zarr`], [`Error::Io`]).
 pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Duration) -> Result<RepairReport> {
     let path = path.as_ref();
     // The writer first: opening it takes the lock and finishes any

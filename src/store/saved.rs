@@ -57,6 +57,10 @@ pub struct StoreMark {
 
 impl StoreMark {
     /// The reader's store as it is now (its root attributes read anew).
+    ///
+    /// # Errors
+    /// The errors of reading the root attributes (as
+    /// [`read_root_from`](crate::store::format::read_root_from)).
     pub fn of(reader: &AtomicDataZarrReader) -> Result<StoreMark> {
         let root = root_of(reader)?;
         Ok(StoreMark {
@@ -158,6 +162,10 @@ fn decode<T: for<'de> Deserialize<'de>>(reader: &AtomicDataZarrReader, what: &st
 }
 
 /// Every split saved in the reader's store, by name.
+///
+/// # Errors
+/// [`Error::Format`] when the saved splits are not an object or a record
+/// cannot be read; the errors of reading the root attributes.
 pub fn saved_splits(reader: &AtomicDataZarrReader) -> Result<BTreeMap<String, SavedSplit>> {
     let root = root_of(reader)?;
     let Some(splits) = root.extra.get(ATTR).and_then(|a| a.get("splits")) else { return Ok(BTreeMap::new()) };
@@ -210,6 +218,12 @@ impl Split {
     /// # let _ = loader;
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no split is saved as `name`, its rule is not one
+    /// this version computes, or it keys samples by physical index and a
+    /// defragment renumbered them since; [`Error::Format`] for an unreadable
+    /// record; the errors of [`Split::compute`].
     pub fn from_store(reader: &AtomicDataZarrReader, name: &str) -> Result<Split> {
         let saved = saved_split(reader, name)?;
         if saved.rule.by().is_none() {
@@ -231,6 +245,10 @@ impl Split {
 impl SavedStats {
     /// The statistics saved in the reader's store (`atomzarr stats --save`),
     /// `None` if there are none. Check [`SavedStats::staleness`] before use.
+    ///
+    /// # Errors
+    /// [`Error::Format`] when the saved record cannot be read; the errors of
+    /// reading the root attributes.
     pub fn from_store(reader: &AtomicDataZarrReader) -> Result<Option<SavedStats>> {
         let root = root_of(reader)?;
         match root.extra.get(ATTR).and_then(|a| a.get("stats")) {
@@ -261,6 +279,9 @@ impl SavedStats {
     /// assert_eq!(saved.staleness(&reader)?.as_deref(), Some("3 samples appended"));
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// As [`saved_splits`].
     pub fn staleness(&self, reader: &AtomicDataZarrReader) -> Result<Option<String>> {
         let mut why: Vec<String> = self.saved_at.changes(&StoreMark::of(reader)?).into_iter().collect();
         if let Some(scope) = &self.split {

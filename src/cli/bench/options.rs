@@ -73,6 +73,9 @@ impl std::fmt::Display for ReadPath {
 /// Builds the logical read order over `n` samples (`chunk-shuffle` needs the
 /// store's blocks: see [`chunk_shuffle_order`]; here it is built over blocks of
 /// `block_size` samples, batches of `block_size` and the default buffer).
+///
+/// # Errors
+/// [`Error::Config`] when `block_size` is 0.
 pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> Result<Vec<usize>> {
     if block_size == 0 {
         return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
@@ -97,6 +100,9 @@ pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> R
 
 /// The `chunk-shuffle` order of epoch 0 over `reader`'s chunk blocks, as
 /// batches of `opts.batch_size` concatenated.
+///
+/// # Errors
+/// As [`ChunkShuffleSampler::for_reader`](crate::sampler::ChunkShuffleSampler::for_reader).
 pub fn chunk_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOptions) -> Result<Vec<usize>> {
     use crate::sampler::{ChunkShuffleSampler, Sampler};
     Ok(ChunkShuffleSampler::for_reader(reader, opts.batch_size)?
@@ -170,6 +176,11 @@ impl Default for ReadOptions {
 
 impl ReadOptions {
     /// Checks the options (the CLI's error messages come from here).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the option when `batch_size`, `block_size`,
+    /// `buffer_blocks` or `epochs` is 0, `prefetch_factor` is negative, or no
+    /// read path is given.
     pub fn validate(&self) -> Result<()> {
         if self.batch_size == 0 {
             return Err(Error::Config("batch_size must be >= 1, got 0".into()));

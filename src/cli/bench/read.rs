@@ -71,6 +71,11 @@ pub(super) fn bar(progress: bool, len: u64, msg: String) -> ProgressBar {
 /// Reads every active sample of the store at `path` once per epoch through
 /// `path_kind`; one result per epoch. `expected` (if given) must equal the
 /// store's active sample count.
+///
+/// # Errors
+/// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate`]);
+/// [`Error::Inconsistent`] when the store's sample count is not `expected`;
+/// the errors of opening and reading the store.
 pub fn time_reads(
     path: &Path,
     path_kind: ReadPath,

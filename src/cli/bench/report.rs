@@ -29,6 +29,10 @@ pub struct StoreFacts {
 }
 
 /// Computes [`StoreFacts`] from the pointers and the schema (no field data read).
+///
+/// # Errors
+/// The errors of opening the store and reading its pointers (as
+/// [`AtomicDataZarrReader::open_with`](crate::AtomicDataZarrReader::open_with)).
 pub fn store_facts(path: &Path) -> Result<StoreFacts> {
     let reader = super::read::open_reader(path, ReaderOptions::default().with_cache_bytes(0), &Default::default())?;
     let schema = reader.field_schema();
@@ -202,6 +206,10 @@ pub(super) fn rows_for(
 }
 
 /// `atomzarr read PATH`: times every requested path against an existing store.
+///
+/// # Errors
+/// [`Error::Config`](crate::Error::Config) for invalid `opts`; otherwise as
+/// [`store_facts`], [`decode_floor`] and [`time_reads`].
 pub fn read_bench(path: &Path, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
     opts.validate()?;
     let facts = store_facts(path)?;
@@ -218,6 +226,10 @@ pub fn read_bench(path: &Path, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
 /// every inner chunk is decoded once on all cores, no cache, no row copy
 /// (best of two runs, so both see a warm page cache, as the timed passes
 /// after it do). Opening the store is not part of it.
+///
+/// # Errors
+/// The errors of opening the store and of
+/// [`AtomicDataZarrReader::decode_every_chunk`](crate::AtomicDataZarrReader::decode_every_chunk).
 pub fn decode_floor(path: &Path, opts: &ReadOptions) -> Result<Option<f64>> {
     if !opts.decode_floor {
         return Ok(None);

@@ -73,6 +73,10 @@ impl WriteOptions {
     /// The store configuration these options describe, as the reference builds
     /// it: codec, chunk and shard on `core`, edge sizes as overrides of
     /// `neighbor_list` and `shifts`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a blosc level outside 0..=9 or a configuration that
+    /// does not validate (as [`ZarrWriteConfig::validate`]).
     pub fn write_config(&self) -> Result<ZarrWriteConfig> {
         let codec = self.codec;
         let checksum = Some(self.checksum);
@@ -131,6 +135,11 @@ impl WriteOptions {
 
 /// `atomzarr roundtrip`: for each system count, generate, write (timed), read
 /// back through every requested path (timed), report.
+///
+/// # Errors
+/// [`Error::Config`] for invalid `opts`, a zero `write_batch`, no system
+/// count or an invalid write configuration; [`Error::Io`] naming the output
+/// folder; the errors of writing and reading the stores.
 pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
     opts.validate()?;
     if w.write_batch == 0 {

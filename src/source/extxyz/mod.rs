@@ -86,6 +86,10 @@ pub struct ExtxyzReader {
 
 impl ExtxyzReader {
     /// Opens a file (plain, or gzip / xz / bzip2 compressed).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when it cannot be opened or read;
+    /// [`Error::InvalidInput`] for xz input in a build without the `xz` feature.
     pub fn open(path: impl AsRef<Path>) -> Result<ExtxyzReader> {
         let path = path.as_ref().to_path_buf();
         let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
@@ -136,6 +140,11 @@ impl ExtxyzReader {
 
     /// Up to `max_frames` frames, parsed in parallel; `None` at the end of
     /// the file.
+    ///
+    /// # Errors
+    /// [`Error::Parse`] naming the file, line and field of a frame that does not
+    /// parse (a bad atom count, a short frame, text that is not UTF-8, a bad
+    /// value); [`Error::Io`] naming the file when it cannot be read.
     pub fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
         self.buf.clear();
         let mut raw = Vec::new();
@@ -217,6 +226,9 @@ impl FrameSource for ExtxyzReader {
 }
 
 /// Every frame of a file (for small files; [`ExtxyzReader`] streams).
+///
+/// # Errors
+/// As [`ExtxyzReader::open`] and [`ExtxyzReader::next_batch`].
 pub fn read_extxyz(path: impl AsRef<Path>) -> Result<Vec<Frame>> {
     let mut r = ExtxyzReader::open(path)?;
     let mut out = Vec::new();

@@ -85,8 +85,11 @@ fn column_name(name: &str) -> &str {
     }
 }
 
-/// Appends frame `s` to `out`. Returns why not when the frame cannot be
-/// written (an atomic number without a symbol).
+/// Appends frame `s` to `out`.
+///
+/// # Errors
+/// Why not, as a message, when the frame cannot be written (no
+/// `atomic_numbers` or `positions`, an atomic number without a symbol).
 pub fn write_frame(out: &mut String, s: &AtomicData) -> std::result::Result<(), String> {
     let n = s.num_atoms();
     let numbers = s.field("atomic_numbers").and_then(|f| f.data.to_i64_vec()).ok_or("no atomic_numbers")?;

@@ -193,6 +193,13 @@ pub struct ImportReport {
 /// assert_eq!((first.string("config_type"), r.read(1)?.data.string("config_type")), (Some(""), Some("atom")));
 /// # Ok(()) }
 /// ```
+///
+/// # Errors
+/// [`Error::Io`] naming an input that cannot be read; [`Error::InvalidInput`]
+/// for an unknown format or frames that do not fit the store's fields;
+/// [`Error::Parse`] naming the file and line of a bad frame (or, with
+/// [`Missing::Error`], of labels other frames lack); the writer's errors
+/// ([`Error::Locked`], ...) of [`AtomicDataZarrWriter::open`] and `create`.
 pub fn import_files<P: AsRef<Path> + Sync>(
     inputs: &[P],
     store: impl AsRef<Path>,

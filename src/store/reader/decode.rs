@@ -129,6 +129,11 @@ impl AtomicDataZarrReader {
     /// assert_eq!(r.cache_stats().entries, 0); // nothing cached
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::Chunk`], [`Error::Checksum`] or [`Error::Zarr`] naming the array
+    /// and chunk that fails to decode; [`Error::Io`] or [`Error::Remote`] when its
+    /// bytes cannot be read.
     pub fn decode_every_chunk(&self) -> Result<crate::source::DecodeCounters> {
         let st = self.snapshot();
         let n = st.num_samples;

@@ -168,6 +168,9 @@ impl std::fmt::Debug for AtomicDataZarrReader {
 
 impl AtomicDataZarrReader {
     /// Opens a store with default options.
+    ///
+    /// # Errors
+    /// As [`open_with`](Self::open_with).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, ReaderOptions::default())
     }
@@ -176,6 +179,13 @@ impl AtomicDataZarrReader {
     /// an `s3://`, `gs://`, `az://` or `http(s)://` URL with the default
     /// [`RemoteOptions`](crate::store::remote::RemoteOptions) (credentials
     /// and endpoint from the environment).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when a local `path` does not exist; [`Error::Interrupted`]
+    /// when a defragment stopped between its renames; [`Error::Format`] when it is
+    /// not a store; [`Error::Inconsistent`], [`Error::Zarr`], [`Error::Chunk`] or
+    /// [`Error::Checksum`] naming the array when its metadata or pointers are bad;
+    /// otherwise as [`open_remote`](Self::open_remote) for a URL.
     pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
         let path = path.as_ref();
         let Some(url) = path.to_str().filter(|s| crate::store::bytes::is_url(s)) else {
@@ -203,6 +213,11 @@ impl AtomicDataZarrReader {
     /// A plain path or `file://` URL opens the local store (`remote` then
     /// plays no part). Without the `remote` feature, other URLs fail with
     /// [`RemoteErrorKind::Unsupported`](crate::RemoteErrorKind::Unsupported).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] naming the URL when a request fails, the store is
+    /// missing (kind `NotFound`) or the build has no `remote` feature (kind
+    /// `Unsupported`); otherwise as [`open_with`](Self::open_with).
     pub fn open_remote(url: &str, options: ReaderOptions, remote: crate::store::remote::RemoteOptions) -> Result<Self> {
         if let Some(local) = crate::store::bytes::local_path(url) {
             return Self::open_local(local, options);

@@ -74,6 +74,12 @@ impl Side {
 /// println!("{} objects, {} bytes", done.objects, done.bytes);
 /// # Ok(()) }
 /// ```
+///
+/// # Errors
+/// [`Error::NotFound`] or [`Error::Format`] when `src` holds no store;
+/// [`Error::AlreadyExists`] when `dst` does; [`Error::RemoteReadOnly`] for an
+/// HTTP `dst`; [`Error::Remote`] naming the URL of a failed request;
+/// [`Error::Locked`] for a locked local store; [`Error::Io`] naming a local file.
 pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport> {
     let runtime = super::source::io_runtime()?;
     if local_path(src).is_some_and(|p| !p.join("zarr.json").is_file()) {

@@ -310,6 +310,12 @@ fn merge_allow_http(
 
 impl RemoteSource {
     /// Connects to the store at `url` (no request is made yet).
+    ///
+    /// # Errors
+    /// [`Error::Remote`] naming `url` when it is not a supported URL, an
+    /// option key is unknown or the client cannot be built; [`Error::Io`]
+    /// naming the disk cache folder when it cannot be made or read;
+    /// [`Error::Background`] when the I/O runtime cannot start.
     pub fn open(url: &str, options: &RemoteOptions) -> Result<Self> {
         let url = url.trim_end_matches('/').to_string();
         let (store, prefix, listable) = connect_shared(&url, options)?;

@@ -24,6 +24,10 @@ fn nth_field<'s>(cols: &[&'s Field], k: usize, name: &str, path: &Path) -> Resul
 impl AtomicDataZarrWriter {
     /// First write into an empty store (same as `append`, but refuses a store
     /// that already holds samples, so a second `write` cannot silently append).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the store already holds samples; otherwise
+    /// as [`append`](Self::append).
     pub fn write(&mut self, samples: &[AtomicData]) -> Result<()> {
         let root = format::read_root(&self.path)?;
         if root.num_samples > 0 {
@@ -38,6 +42,12 @@ impl AtomicDataZarrWriter {
     /// Appends samples. Every sample must carry exactly the store's fields
     /// with the store's level, dtype and trailing shape (for the first write:
     /// the first sample's); otherwise nothing is written.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the sample when one lacks or adds a field,
+    /// differs in level, dtype or shape, or fails [`AtomicData::validate`];
+    /// [`Error::Format`] or [`Error::Inconsistent`] when the store is damaged;
+    /// [`Error::Zarr`] or [`Error::Io`] when writing fails (nothing is committed).
     pub fn append(&mut self, samples: &[AtomicData]) -> Result<()> {
         self.append_checked(samples, true)
     }

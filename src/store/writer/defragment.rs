@@ -18,6 +18,11 @@ impl AtomicDataZarrWriter {
     /// current codec, chunk and shard. The new store is written beside the old
     /// one and swapped in by renames, so an interruption loses nothing (see
     /// [`AtomicDataZarrWriter::open`] for the one state that needs a step back).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `config` does not validate; the errors of reading
+    /// the store (as [`AtomicDataZarrReader::open`]); [`Error::Zarr`] or
+    /// [`Error::Io`] naming the path when writing or swapping the stores fails.
     pub fn defragment(&mut self, config: Option<ZarrWriteConfig>) -> Result<()> {
         // Every array is replaced.
         self.tails.clear();

@@ -15,6 +15,11 @@ use crate::store::format::{self, FieldInfo, StoreGroup};
 impl AtomicDataZarrWriter {
     /// Adds a custom field to every physical sample: `data` has `shape[0]`
     /// rows = samples (system), total atoms (atom) or total edges (edge).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `shape` does not fit `data`, `name` is not a
+    /// valid field name or already taken, or the row count differs from the store's
+    /// on `level`'s axis; [`Error::Zarr`] or [`Error::Io`] when writing fails.
     pub fn add_custom(&mut self, name: &str, level: Level, shape: &[usize], data: impl Into<HostData>) -> Result<()> {
         let field = Field::new(level, shape.to_vec(), data)?;
         let root = format::read_root(&self.path)?;
@@ -82,6 +87,11 @@ impl AtomicDataZarrWriter {
     /// assert_eq!(e(1), -13.6f32 as f64);
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `name` is not a valid field name or already
+    /// names a field or string label; [`Error::Format`] or [`Error::Inconsistent`]
+    /// when the store is damaged; [`Error::Zarr`] or [`Error::Io`] when writing fails.
     pub fn add_filled(&mut self, name: &str, level: Level, dtype: DType, trailing: &[usize], fill: f64) -> Result<()> {
         let root = format::read_root(&self.path)?;
         let ctx = || format!("{}: add_filled {name}", self.path.display());
@@ -136,6 +146,11 @@ impl AtomicDataZarrWriter {
     /// Soft-deletes physical samples: masks set false first (so readers stop
     /// seeing them), then their rows zeroed. Pointers are unchanged.
     /// Already-deleted samples are left as they are.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] when an index is not below the physical sample
+    /// count (nothing is deleted then); [`Error::Zarr`] or [`Error::Io`] when
+    /// writing fails.
     pub fn delete(&mut self, physical: &[usize]) -> Result<()> {
         // Zeroed rows may lie in kept tail chunks.
         self.tails.clear();

@@ -151,6 +151,12 @@ impl AtomicDataZarrWriter {
     /// before anything is written and moves with it, so the store is never
     /// at `path` unlocked; two creates of one path race for that lock, and
     /// the loser gets [`Error::Locked`] (or, waiting, [`Error::AlreadyExists`]).
+    ///
+    /// # Errors
+    /// [`Error::RemoteReadOnly`] for a remote URL; [`Error::Config`] when
+    /// `config` does not validate; [`Error::AlreadyExists`] when `path` exists;
+    /// [`Error::Locked`] when another create of `path` holds the lock;
+    /// [`Error::Io`] or [`Error::Zarr`] naming the path when writing fails.
     pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = crate::store::bytes::writable_path(path.as_ref(), "create")?;
         config.validate()?;

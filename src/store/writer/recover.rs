@@ -28,6 +28,12 @@ impl AtomicDataZarrWriter {
     /// writer gets [`Error::Locked`], or waits up to
     /// [`ZarrWriteConfig::with_lock_timeout`]. Everything above happens
     /// under the lock.
+    ///
+    /// # Errors
+    /// [`Error::RemoteReadOnly`] for a remote URL; [`Error::Config`] when
+    /// `config` does not validate; [`Error::NotFound`] or [`Error::Format`] when
+    /// `path` is not a store; [`Error::Locked`] when another writer holds it past
+    /// the lock timeout; [`Error::Io`] naming the path when recovery cannot proceed.
     pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
         let path = crate::store::bytes::writable_path(path.as_ref(), "open for append")?;
         config.validate()?;

@@ -19,6 +19,11 @@ impl AtomicDataZarrWriter {
     /// now and what each part held. Refused if the store changed since
     /// `reader` last looked (refresh it and compute again). See
     /// [`Split::from_store`] for reading it back.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `name` is not a valid name; [`Error::Config`]
+    /// when the store changed since `reader` looked; [`Error::Format`] when its
+    /// `atomzarr` attribute is not an object; [`Error::Io`] when writing fails.
     pub fn save_split(&mut self, name: &str, split: &Split, reader: &AtomicDataZarrReader) -> Result<()> {
         format::check_field_name(name).map_err(|r| Error::invalid(format!("split name {name}"), r))?;
         let mark = StoreMark::of(reader)?;
@@ -38,6 +43,11 @@ impl AtomicDataZarrWriter {
     /// sample), replacing saved statistics. Refused if the store changed
     /// since `reader` last looked. Read back with
     /// [`SavedStats::from_store`](crate::store::saved::SavedStats::from_store).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no split is saved as `split.0` or the store changed
+    /// since `reader` looked; [`Error::Format`] when the saved records cannot be
+    /// read or written; [`Error::Io`] when writing fails.
     pub fn save_stats(
         &mut self,
         stats: &DatasetStats,

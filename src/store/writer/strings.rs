@@ -149,6 +149,10 @@ impl AtomicDataZarrWriter {
     /// assert_eq!(r.read(1)?.data.string("config_type"), Some("atom"));
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `name` is not a valid name or already taken,
+    /// or `level` is edge; [`Error::Zarr`] or [`Error::Io`] when writing fails.
     pub fn add_strings(&mut self, name: &str, level: Level) -> Result<()> {
         let ctx = || format!("{}: add_strings {name}", self.path.display());
         format::check_field_name(name).map_err(|r| Error::invalid(ctx(), r))?;
