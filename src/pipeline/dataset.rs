@@ -635,13 +635,13 @@ impl<R: Reader + 'static> Dataset<R> {
     /// Waits for the oldest queued fused read and returns its batches.
     ///
     /// # Errors
-    /// [`Error::Background`] when nothing is queued or the read was cancelled;
-    /// otherwise as [`Dataset::load_batches`].
+    /// [`Error::InvalidInput`] when nothing is queued; [`Error::Background`]
+    /// when the read was cancelled; otherwise as [`Dataset::load_batches`].
     pub fn get_fused_batches(&self) -> Result<Vec<CollatedBatch>> {
-        let h = self
-            .pending()
-            .pop_front()
-            .ok_or_else(|| Error::Internal("get_fused_batches called with nothing prefetched".into()))?;
+        let h = self.pending().pop_front().ok_or_else(|| Error::InvalidInput {
+            context: "Dataset::get_fused_batches".into(),
+            reason: "nothing queued (call prefetch_fused_batches first)".into(),
+        })?;
         h.wait()
     }
 

@@ -206,7 +206,7 @@ pub trait Reader: Send + Sync {
     /// # Errors
     /// The error of [`Reader::load_many`]; the batch error of
     /// [`Reader::neighbor_index_error`] for a sample whose neighbor list
-    /// points outside it; [`Error::Background`] when `load_many` returns
+    /// points outside it; [`Error::InvalidInput`] naming the reader when `load_many` returns
     /// another number of samples than asked for.
     fn load_collated_with(
         &self,
