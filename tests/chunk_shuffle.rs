@@ -253,7 +253,7 @@ fn chunk_shuffle_shards_read_whole_blocks_per_rank() {
     let base = ChunkShuffleSampler::for_reader(&r, 16).unwrap().with_seed(3).with_buffer_blocks(4);
     let mut all = Vec::new();
     for rank in 0..3 {
-        let s = base.clone().with_shard(Shard::new(3, rank).unwrap());
+        let s = base.clone().with_shard(Shard::new(rank, 3).unwrap());
         let idx = s.batches(5).concat();
         assert_eq!(idx.len(), 500);
         // A rank's samples come from its share of the blocks (a third, plus

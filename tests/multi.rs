@@ -435,8 +435,7 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
             .with_num_samples(24)
             .with_replacement(false)
             .with_seed(3)
-            .with_num_replicas(2)
-            .with_rank(rank)
+            .with_rank(rank, 2)
             .build()
             .unwrap();
         let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()))

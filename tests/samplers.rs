@@ -41,10 +41,10 @@ fn distributed_sampler_shards_are_disjoint_and_cover_the_epoch() {
                 let global = inner.indices(epoch);
                 // Padding (default): equal shard sizes, union = epoch + its first `pad` items.
                 let shards: Vec<Vec<usize>> =
-                    (0..r).map(|k| DistributedSampler::new(inner, r, k).unwrap().indices(epoch)).collect();
+                    (0..r).map(|k| DistributedSampler::new(inner, k, r).unwrap().indices(epoch)).collect();
                 let per = n.div_ceil(r);
                 assert!(shards.iter().all(|s| s.len() == per), "n {n} r {r}: {shards:?}");
-                assert!((0..r).all(|k| DistributedSampler::new(inner, r, k).unwrap().len() == per));
+                assert!((0..r).all(|k| DistributedSampler::new(inner, k, r).unwrap().len() == per));
                 let total = per * r;
                 let mut want: Vec<usize> = global.clone();
                 want.extend(global.iter().cycle().take(total - n));
@@ -58,7 +58,7 @@ fn distributed_sampler_shards_are_disjoint_and_cover_the_epoch() {
                 }
                 // drop_last: disjoint, n / r each, the tail of the epoch dropped.
                 let dropped: Vec<Vec<usize>> = (0..r)
-                    .map(|k| DistributedSampler::new(inner, r, k).unwrap().with_drop_last(true).indices(epoch))
+                    .map(|k| DistributedSampler::new(inner, k, r).unwrap().with_drop_last(true).indices(epoch))
                     .collect();
                 assert!(dropped.iter().all(|s| s.len() == n / r));
                 let flat = dropped.concat();
@@ -71,13 +71,13 @@ fn distributed_sampler_shards_are_disjoint_and_cover_the_epoch() {
 
 #[test]
 fn distributed_sampler_is_deterministic_per_epoch_and_changes_across_epochs() {
-    let s = DistributedSampler::new(RandomSampler::new(50, 3), 4, 2).unwrap();
+    let s = DistributedSampler::new(RandomSampler::new(50, 3), 2, 4).unwrap();
     assert_eq!(s.indices(7), s.indices(7));
     assert_ne!(s.indices(7), s.indices(8));
-    let other_seed = DistributedSampler::new(RandomSampler::new(50, 4), 4, 2).unwrap();
+    let other_seed = DistributedSampler::new(RandomSampler::new(50, 4), 2, 4).unwrap();
     assert_ne!(s.indices(7), other_seed.indices(7));
     // A fixed list keeps its order and is only dealt out.
-    let l = DistributedSampler::new(ListSampler::new(vec![9, 8, 7, 6, 5]), 2, 1).unwrap();
+    let l = DistributedSampler::new(ListSampler::new(vec![9, 8, 7, 6, 5]), 1, 2).unwrap();
     assert_eq!(l.indices(0), vec![8, 6, 9]);
     assert_eq!(l.with_drop_last(true).indices(0), vec![8, 6]);
 }
@@ -87,7 +87,7 @@ fn distributed_batch_sampler_shards_whole_batches() {
     let inner = SamplerBatches::new(RandomSampler::new(40, 2), 4, false); // 10 batches
     for r in [2usize, 5, 3] {
         let shards: Vec<Vec<Vec<usize>>> =
-            (0..r).map(|k| DistributedBatchSampler::new(inner.clone(), r, k).unwrap().batches(1)).collect();
+            (0..r).map(|k| DistributedBatchSampler::new(inner.clone(), k, r).unwrap().batches(1)).collect();
         let global = inner.batches(1);
         let per = 10usize.div_ceil(r);
         assert!(shards.iter().all(|s| s.len() == per));
@@ -104,7 +104,7 @@ fn distributed_batch_sampler_shards_whole_batches() {
             assert_eq!(sorted(all.concat()), (0..40).collect::<Vec<_>>(), "disjoint and covering");
         }
         let dropped: Vec<Vec<Vec<usize>>> = (0..r)
-            .map(|k| DistributedBatchSampler::new(inner.clone(), r, k).unwrap().with_drop_last(true).batches(1))
+            .map(|k| DistributedBatchSampler::new(inner.clone(), k, r).unwrap().with_drop_last(true).batches(1))
             .collect();
         assert!(dropped.iter().all(|s| s.len() == 10 / r));
         let flat: Vec<usize> = dropped.concat().concat();
@@ -121,7 +121,7 @@ fn sharding_errors() {
     assert!(is_config(DistributedSampler::new(SequentialSampler::new(3), 0, 0)));
     assert!(is_config(DistributedBatchSampler::new(SamplerBatches::new(SequentialSampler::new(3), 1, false), 1, 1)));
     assert!(is_config(DistributedBatchSampler::new(SamplerBatches::new(SequentialSampler::new(3), 1, false), 0, 0)));
-    assert!(Shard::new(4, 3).is_ok());
+    assert!(Shard::new(3, 4).is_ok());
 }
 
 // -------------------------------------------------------------- size-aware
@@ -244,7 +244,7 @@ fn size_aware_sizes_come_from_metadata_and_shard_across_ranks() {
     for epoch in 0..3 {
         let global = s.batches(epoch);
         let shards: Vec<Vec<Vec<usize>>> =
-            (0..4).map(|k| DistributedBatchSampler::new(s.clone(), 4, k).unwrap().batches(epoch)).collect();
+            (0..4).map(|k| DistributedBatchSampler::new(s.clone(), k, 4).unwrap().batches(epoch)).collect();
         let per = global.len().div_ceil(4);
         assert!(shards.iter().all(|x| x.len() == per));
         let seen = counts(shards.concat().concat());
@@ -443,8 +443,7 @@ fn batch_sampler_rank_shards_are_disjoint_and_cover() {
             .with_samples_per_dataset(vec![1usize, 3])
             .with_replacement(false)
             .with_seed(2)
-            .with_num_replicas(r)
-            .with_rank(k)
+            .with_rank(k, r)
             .with_drop_last(drop_last)
             .build()
             .unwrap()
@@ -499,9 +498,9 @@ fn batch_sampler_errors() {
     ));
     assert!(b().with_samples_per_dataset(vec![2usize, 2]).with_replacement(false).with_num_batches(5).build().is_ok());
     // Rank out of range, no replicas.
-    let e = b().with_num_replicas(2).with_rank(2).build().unwrap_err();
+    let e = b().with_rank(2, 2).build().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("rank 2")), "{e}");
-    assert!(is_config(b().with_num_replicas(0).build()));
+    assert!(is_config(b().with_rank(0, 0).build()));
     // Shape and domain errors.
     assert!(is_config(b().with_samples_per_dataset(vec![4usize]).build()));
     assert!(is_config(b().with_weights(vec![1.0]).build()));
@@ -575,9 +574,7 @@ fn sampler_mixes_by_rates_exactly() {
 
 #[test]
 fn sampler_rank_shards_and_errors() {
-    let mk = |r, k| {
-        MultiDatasetSampler::for_lengths(vec![8, 16]).with_seed(4).with_num_replicas(r).with_rank(k).build().unwrap()
-    };
+    let mk = |r, k| MultiDatasetSampler::for_lengths(vec![8, 16]).with_seed(4).with_rank(k, r).build().unwrap();
     let global = mk(1, 0).indices(2);
     assert_eq!(mk(1, 0).global_indices(2), global);
     for r in [2usize, 3, 4, 5] {
@@ -592,15 +589,14 @@ fn sampler_rank_shards_and_errors() {
     }
     let d = MultiDatasetSampler::for_lengths(vec![8, 16])
         .with_seed(4)
-        .with_num_replicas(5)
-        .with_rank(1)
+        .with_rank(1, 5)
         .with_drop_last(true)
         .build()
         .unwrap();
     assert_eq!((d.len(), d.indices(2).len()), (4, 4));
     let b = || MultiDatasetSampler::for_lengths(vec![8, 16]);
-    assert!(is_config(b().with_num_replicas(3).with_rank(3).build()));
-    assert!(is_config(b().with_num_replicas(0).build()));
+    assert!(is_config(b().with_rank(3, 3).build()));
+    assert!(is_config(b().with_rank(0, 0).build()));
     let e = b().with_balanced_weights().with_num_samples(20).with_replacement(false).build().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("dataset 0")), "{e}");
     assert!(is_config(b().with_num_samples(0).build()));

@@ -123,7 +123,7 @@ impl ChunkShuffleSampler {
     /// let sampler = ChunkShuffleSampler::for_reader(&reader, 16)?
     ///     .with_buffer_blocks(8)
     ///     .with_seed(1)
-    ///     .with_shard(Shard::new(2, 0)?); // rank 0 of 2
+    ///     .with_shard(Shard::new(0, 2)?); // rank 0 of 2
     /// let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader))
     ///     .with_batch_sampler(sampler)
     ///     .with_prefetch_factor(4)
@@ -401,9 +401,9 @@ mod tests {
         for (n, r, drop) in [(1000, 3, false), (1000, 3, true), (10, 4, false), (7, 8, false)] {
             let base = ChunkShuffleSampler::new(n, 13, 16).with_seed(9).with_buffer_blocks(4);
             let per: Vec<Vec<usize>> = (0..r)
-                .map(|k| Sampler::indices(&base.clone().with_shard(Shard::new(r, k).unwrap().with_drop_last(drop)), 2))
+                .map(|k| Sampler::indices(&base.clone().with_shard(Shard::new(k, r).unwrap().with_drop_last(drop)), 2))
                 .collect();
-            let want = Shard::new(r, 0).unwrap().with_drop_last(drop).len_of(n);
+            let want = Shard::new(0, r).unwrap().with_drop_last(drop).len_of(n);
             assert!(per.iter().all(|p| p.len() == want));
             let mut all = per.concat();
             all.sort_unstable();

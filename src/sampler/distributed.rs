@@ -1,8 +1,8 @@
 //! Rank sharding for data-parallel training, as PyTorch's
 //! `DistributedSampler` does it: every rank computes the same global epoch
 //! (same seed, same epoch), pads it by repeating items from the start (or
-//! drops the tail with `drop_last`) to a multiple of `num_replicas`, and keeps
-//! every `num_replicas`-th item starting at `rank`. The shards are disjoint and
+//! drops the tail with `drop_last`) to a multiple of `world_size`, and keeps
+//! every `world_size`-th item starting at `rank`. The shards are disjoint and
 //! together cover the epoch; every rank gets the same number of items, so
 //! collective ops stay in step.
 
@@ -10,12 +10,12 @@ use crate::error::{Error, Result};
 
 use super::{BatchSampler, Sampler};
 
-/// Which shard of an epoch this process takes: `rank` of `num_replicas`,
+/// Which shard of an epoch this process takes: `rank` of `world_size`,
 /// padding (default) or dropping the tail that does not divide evenly.
 ///
 /// ```
 /// use atomzarr::sampler::Shard;
-/// let s = Shard::new(3, 1).unwrap();
+/// let s = Shard::new(1, 3).unwrap();
 /// assert_eq!(s.apply((0..7).collect()), vec![1, 4, 0]); // padded with item 0
 /// assert_eq!(s.with_drop_last(true).apply((0..7).collect::<Vec<_>>()), vec![1, 4]);
 /// assert!(Shard::new(2, 2).is_err());
@@ -23,7 +23,7 @@ use super::{BatchSampler, Sampler};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
-    num_replicas: usize,
+    world_size: usize,
     rank: usize,
     drop_last: bool,
 }
@@ -31,23 +31,23 @@ pub struct Shard {
 impl Default for Shard {
     /// One replica: the whole epoch.
     fn default() -> Self {
-        Shard { num_replicas: 1, rank: 0, drop_last: false }
+        Shard { world_size: 1, rank: 0, drop_last: false }
     }
 }
 
 impl Shard {
-    /// Rank `rank` of `num_replicas`, padding the tail.
+    /// Rank `rank` of `world_size`, padding the tail.
     ///
     /// # Errors
-    /// [`Error::Config`] for `num_replicas == 0` or `rank >= num_replicas`.
-    pub fn new(num_replicas: usize, rank: usize) -> Result<Shard> {
-        if num_replicas == 0 {
-            return Err(Error::Config("num_replicas must be at least 1".into()));
+    /// [`Error::Config`] for `world_size == 0` or `rank >= world_size`.
+    pub fn new(rank: usize, world_size: usize) -> Result<Shard> {
+        if world_size == 0 {
+            return Err(Error::Config("world_size must be at least 1".into()));
         }
-        if rank >= num_replicas {
-            return Err(Error::Config(format!("rank {rank} out of range for num_replicas {num_replicas}")));
+        if rank >= world_size {
+            return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
         }
-        Ok(Shard { num_replicas, rank, drop_last: false })
+        Ok(Shard { world_size, rank, drop_last: false })
     }
 
     /// Drop the tail that does not divide evenly (instead of padding it by
@@ -57,9 +57,9 @@ impl Shard {
         self
     }
 
-    /// Number of replicas.
-    pub fn num_replicas(&self) -> usize {
-        self.num_replicas
+    /// The number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.world_size
     }
 
     /// This process's rank.
@@ -74,25 +74,25 @@ impl Shard {
 
     /// Items this shard gets out of an epoch of `n`.
     pub fn len_of(&self, n: usize) -> usize {
-        if self.drop_last { n / self.num_replicas } else { n.div_ceil(self.num_replicas) }
+        if self.drop_last { n / self.world_size } else { n.div_ceil(self.world_size) }
     }
 
     /// This rank's items of a global epoch.
     pub fn apply<T: Clone>(&self, mut items: Vec<T>) -> Vec<T> {
-        if self.num_replicas == 1 {
+        if self.world_size == 1 {
             return items;
         }
         let n = items.len();
-        let total = self.len_of(n) * self.num_replicas;
+        let total = self.len_of(n) * self.world_size;
         if total <= n {
             items.truncate(total);
         } else if n > 0 {
             // Pad by cycling from the start (the epoch may be shorter than the
-            // padding when n < num_replicas).
+            // padding when n < world_size).
             let pad: Vec<T> = items.iter().cycle().take(total - n).cloned().collect();
             items.extend(pad);
         }
-        items.into_iter().skip(self.rank).step_by(self.num_replicas).collect()
+        items.into_iter().skip(self.rank).step_by(self.world_size).collect()
     }
 }
 
@@ -103,7 +103,7 @@ impl Shard {
 /// ```
 /// use atomzarr::sampler::{DistributedSampler, RandomSampler, Sampler};
 /// let shards: Vec<Vec<usize>> = (0..3)
-///     .map(|r| DistributedSampler::new(RandomSampler::new(9, 7), 3, r).unwrap().indices(4))
+///     .map(|r| DistributedSampler::new(RandomSampler::new(9, 7), r, 3).unwrap().indices(4))
 ///     .collect();
 /// let mut all: Vec<usize> = shards.concat();
 /// all.sort();
@@ -117,12 +117,12 @@ pub struct DistributedSampler<S> {
 }
 
 impl<S: Sampler> DistributedSampler<S> {
-    /// Rank `rank` of `num_replicas` of `inner`'s epochs, padding the tail.
+    /// Rank `rank` of `world_size` of `inner`'s epochs, padding the tail.
     ///
     /// # Errors
     /// As [`Shard::new`].
-    pub fn new(inner: S, num_replicas: usize, rank: usize) -> Result<Self> {
-        Ok(DistributedSampler { inner, shard: Shard::new(num_replicas, rank)? })
+    pub fn new(inner: S, rank: usize, world_size: usize) -> Result<Self> {
+        Ok(DistributedSampler { inner, shard: Shard::new(rank, world_size)? })
     }
 
     /// As [`DistributedSampler::new`] with a prepared [`Shard`].
@@ -159,7 +159,7 @@ impl<S: Sampler> Sampler for DistributedSampler<S> {
 /// ```
 /// use atomzarr::sampler::{BatchSampler, DistributedBatchSampler, ListBatchSampler};
 /// let inner = ListBatchSampler::new(vec![vec![0, 1], vec![2], vec![3, 4], vec![5]]);
-/// let r1 = DistributedBatchSampler::new(inner, 3, 1).unwrap();
+/// let r1 = DistributedBatchSampler::new(inner, 1, 3).unwrap();
 /// assert_eq!(r1.batches(0), vec![vec![2], vec![0, 1]]); // batch 1, then batch 0 again as padding
 /// assert_eq!(r1.len(), 2);
 /// ```
@@ -170,12 +170,12 @@ pub struct DistributedBatchSampler<S> {
 }
 
 impl<S: BatchSampler> DistributedBatchSampler<S> {
-    /// Rank `rank` of `num_replicas` of `inner`'s batches, padding the tail.
+    /// Rank `rank` of `world_size` of `inner`'s batches, padding the tail.
     ///
     /// # Errors
     /// As [`Shard::new`].
-    pub fn new(inner: S, num_replicas: usize, rank: usize) -> Result<Self> {
-        Ok(DistributedBatchSampler { inner, shard: Shard::new(num_replicas, rank)? })
+    pub fn new(inner: S, rank: usize, world_size: usize) -> Result<Self> {
+        Ok(DistributedBatchSampler { inner, shard: Shard::new(rank, world_size)? })
     }
 
     /// As [`DistributedBatchSampler::new`] with a prepared [`Shard`].

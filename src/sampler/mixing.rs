@@ -152,7 +152,7 @@ pub struct MultiDatasetSamplerBuilder {
     replacement: bool,
     shuffle: bool,
     seed: u64,
-    num_replicas: usize,
+    world_size: usize,
     rank: usize,
     drop_last: bool,
 }
@@ -188,14 +188,10 @@ impl MultiDatasetSamplerBuilder {
         self.seed = seed;
         self
     }
-    /// Data-parallel replicas (default 1).
-    pub fn with_num_replicas(mut self, n: usize) -> Self {
-        self.num_replicas = n;
-        self
-    }
-    /// This replica's rank (default 0).
-    pub fn with_rank(mut self, r: usize) -> Self {
-        self.rank = r;
+    /// Rank `rank` of `world_size` data-parallel ranks (default 0 of 1);
+    /// `build` refuses `rank >= world_size`.
+    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
+        (self.rank, self.world_size) = (rank, world_size);
         self
     }
     /// Drop the tail that does not shard evenly instead of padding (default off).
@@ -211,7 +207,7 @@ impl MultiDatasetSamplerBuilder {
     /// datasets (count, sign, a positive rate on an empty one), zero
     /// `num_samples`, or more draws than a dataset holds without replacement.
     pub fn build(self) -> Result<MultiDatasetSampler> {
-        let shard = Shard::new(self.num_replicas, self.rank)?.with_drop_last(self.drop_last);
+        let shard = Shard::new(self.rank, self.world_size)?.with_drop_last(self.drop_last);
         let weights = normalise_weights(self.weights.as_deref(), &self.lengths, "MultiDatasetSampler weights")?;
         let num_samples = self.num_samples.unwrap_or_else(|| self.lengths.iter().sum());
         if num_samples == 0 {
@@ -279,7 +275,7 @@ impl MultiDatasetSampler {
             replacement: true,
             shuffle: true,
             seed: 0,
-            num_replicas: 1,
+            world_size: 1,
             rank: 0,
             drop_last: false,
         }
@@ -331,7 +327,7 @@ pub struct MultiDatasetBatchSamplerBuilder {
     replacement: bool,
     shuffle: bool,
     seed: u64,
-    num_replicas: usize,
+    world_size: usize,
     rank: usize,
     drop_last: bool,
 }
@@ -380,14 +376,10 @@ impl MultiDatasetBatchSamplerBuilder {
         self.seed = seed;
         self
     }
-    /// Data-parallel replicas (default 1); ranks get whole batches.
-    pub fn with_num_replicas(mut self, n: usize) -> Self {
-        self.num_replicas = n;
-        self
-    }
-    /// This replica's rank (default 0).
-    pub fn with_rank(mut self, r: usize) -> Self {
-        self.rank = r;
+    /// Rank `rank` of `world_size` data-parallel ranks (default 0 of 1);
+    /// `build` refuses `rank >= world_size`.
+    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
+        (self.rank, self.world_size) = (rank, world_size);
         self
     }
     /// Drop the batches that do not shard evenly instead of padding with
@@ -447,7 +439,7 @@ impl MultiDatasetBatchSamplerBuilder {
     /// or the batch size, or an epoch of no batch or (without replacement)
     /// more batches than the datasets hold.
     pub fn build(self) -> Result<MultiDatasetBatchSampler> {
-        let shard = Shard::new(self.num_replicas, self.rank)?.with_drop_last(self.drop_last);
+        let shard = Shard::new(self.rank, self.world_size)?.with_drop_last(self.drop_last);
         if self.batch_size == 0 {
             return Err(Error::Config("MultiDatasetBatchSampler: batch_size must be at least 1".into()));
         }
@@ -554,7 +546,7 @@ impl MultiDatasetBatchSampler {
             replacement: true,
             shuffle: true,
             seed: 0,
-            num_replicas: 1,
+            world_size: 1,
             rank: 0,
             drop_last: false,
         }
