@@ -60,7 +60,7 @@ fn bench(c: &mut Criterion) {
                 let batches: Vec<Vec<i64>> = order.chunks(BATCH).map(<[i64]>::to_vec).collect();
                 let mut n = 0;
                 for window in batches.chunks(PF) {
-                    reader.read_collated_with(window, opts, &mut out).expect("read");
+                    reader.read_collated_opt(window, opts, &mut out).expect("read");
                     n += out.iter().map(|b| b.num_graphs()).sum::<usize>();
                 }
                 assert_eq!(n, N);

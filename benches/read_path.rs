@@ -66,7 +66,7 @@ fn store_with(checksum: bool) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn open(path: &Path, cache_bytes: u64) -> AtomicDataZarrReader {
-    AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(cache_bytes)).expect("open")
+    AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(cache_bytes)).expect("open")
 }
 
 /// The windows of `order`, each as batches of up to `BATCH` logical indices.

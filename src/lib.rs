@@ -121,7 +121,10 @@
 //!
 //! One convention everywhere, zarrs' own: every knob is set by a consuming
 //! `with_<knob>(value)` and read back by `<knob>()`; fields are private and
-//! each type has a `Default`. Options structs ([`ReaderOptions`],
+//! each type has a `Default`. A call that also comes with an options struct
+//! ends in `_opt` ([`AtomicDataZarrReader::open_opt`],
+//! [`ReaderExt::read_collated_opt`]), and data-parallel ranks are always
+//! `(rank, world_size)` in that order. Options structs ([`ReaderOptions`],
 //! [`InMemoryOptions`], [`MultiDatasetOptions`], [`data::CollateOptions`],
 //! [`ZarrArrayConfig`], [`ZarrWriteConfig`], [`sampler::SizeAwareOptions`]),
 //! builders ([`DataLoaderBuilder`], the multi-dataset sampler builders) and

@@ -61,7 +61,7 @@ fn write(path: &Path, config: ZarrWriteConfig, data: &[AtomicData]) {
 }
 
 fn open(path: &Path) -> AtomicDataZarrReader {
-    AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0)).unwrap()
+    AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0)).unwrap()
 }
 
 /// Batches of up to 5 logical indices covering every sample.
@@ -167,7 +167,7 @@ fn assert_checksum_error(e: &Error, path: &Path, rel: &str, chunk: u64, what: &s
 /// Reading every sample of `path` (open, `read_many`, then `load_collated`
 /// with a fresh reader) fails with the checksum error of `rel` chunk `chunk`.
 fn assert_reads_fail(path: &Path, rel: &str, chunk: u64, what: &str) {
-    let r = match AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0)) {
+    let r = match AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0)) {
         Err(e) => {
             // Pointers and the sample mask are read when the store opens.
             assert!(rel.starts_with("meta/"), "{what}: open failed: {e}");

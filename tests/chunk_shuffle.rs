@@ -34,7 +34,7 @@ fn write_store_seeded(path: &Path, n: usize, seed: u64) -> Vec<AtomicData> {
 }
 
 fn open(path: &Path, cache: u64) -> AtomicDataZarrReader {
-    AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(cache)).unwrap()
+    AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(cache)).unwrap()
 }
 
 /// Row offsets of the samples on the atom and edge axes.
@@ -284,7 +284,7 @@ fn a_window_over_the_decode_limit_is_read_a_group_of_batches_at_a_time() {
     // A limit below one batch's chunks: each batch is a group; with no cache
     // a chunk two batches share is decoded once per batch.
     let options = ReaderOptions::default().with_cache_bytes(0).with_window_decode_bytes(1);
-    let grouped = AtomicDataZarrReader::open_with(&path, options).unwrap();
+    let grouped = AtomicDataZarrReader::open_opt(&path, options).unwrap();
     let mut got = Vec::new();
     grouped.read_collated(&batches, &mut got).unwrap();
     assert_eq!(got, want);

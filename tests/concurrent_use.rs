@@ -132,7 +132,7 @@ fn completed(done: [bool; 2]) -> Vec<usize> {
 /// `want` (input files, in any order), each run every frame of its file in
 /// file order, every frame whole.
 fn check_runs(store: &Path, want: &[usize], what: &str) {
-    let r = AtomicDataZarrReader::open_with(store, ReaderOptions::default().with_cache_bytes(0)).unwrap();
+    let r = AtomicDataZarrReader::open_opt(store, ReaderOptions::default().with_cache_bytes(0)).unwrap();
     let got = common::read_all(&r);
     let n = frames();
     let runs = want.len();
@@ -306,9 +306,9 @@ fn appender(store: &Path) -> Result<(), String> {
 /// growing, whole commits.
 fn reader(store: &Path) -> Result<(), String> {
     let options = ReaderOptions::default().with_cache_bytes(16 << 20);
-    let early = AtomicDataZarrReader::open_with(store, options).map_err(|e| e.to_string())?;
+    let early = AtomicDataZarrReader::open_opt(store, options).map_err(|e| e.to_string())?;
     let early_len = check_prefix(&early, "reader opened before the appends")?;
-    let refreshed = AtomicDataZarrReader::open_with(store, options).map_err(|e| e.to_string())?;
+    let refreshed = AtomicDataZarrReader::open_opt(store, options).map_err(|e| e.to_string())?;
     let (mut last, mut rounds, mut lens) = (0usize, 0usize, std::collections::BTreeSet::new());
     let done = store.with_extension("done");
     loop {
@@ -320,7 +320,7 @@ fn reader(store: &Path) -> Result<(), String> {
         }
         last = len;
         lens.insert(len);
-        let fresh = AtomicDataZarrReader::open_with(store, options).map_err(|e| format!("open: {e}"))?;
+        let fresh = AtomicDataZarrReader::open_opt(store, options).map_err(|e| format!("open: {e}"))?;
         check_prefix(&fresh, "fresh reader")?;
         if check_prefix(&early, "reader opened before the appends")? != early_len {
             return Err("the early reader's length changed without a refresh".into());

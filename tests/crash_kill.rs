@@ -104,7 +104,7 @@ fn child(path: &Path, seed: u64) -> atomzarr::Result<()> {
     let mut w = AtomicDataZarrWriter::open(path, config())?;
     say("ready".into());
     loop {
-        let r = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
+        let r = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))?;
         let len = r.len();
         let customs = customs_in(&r);
         let last = if len == 0 { None } else { r.read(len as i64 - 1).map(|s| id_of(&s.data)).ok() };
@@ -208,7 +208,7 @@ impl Model {
 
     /// Checks the store against the model; returns the next free id.
     fn check(&self, path: &Path, when: &str) -> u64 {
-        let r = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))
+        let r = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))
             .unwrap_or_else(|e| panic!("{when}: the store does not open: {e}"));
         let customs = customs_in(&r);
         assert!(

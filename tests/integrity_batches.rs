@@ -146,7 +146,7 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     let r = open();
     for opts in [CollateOptions::default(), CollateOptions::default().with_narrow_int64(true)] {
         for pass in 0..2 {
-            let e = r.read_collated_with(&lists_i64, opts, &mut Vec::new()).unwrap_err();
+            let e = r.read_collated_opt(&lists_i64, opts, &mut Vec::new()).unwrap_err();
             assert_names_bad_sample(&e, &bad, &src, &format!("read_collated {opts:?} pass {pass}"));
         }
     }
@@ -519,7 +519,7 @@ fn repair_fixes_the_reference_stores_appended_halves() {
         let lists: Vec<Vec<usize>> = order.chunks(9).map(<[usize]>::to_vec).collect();
         for opts in [CollateOptions::default(), CollateOptions::default().with_narrow_int64(true)] {
             let mut out = Vec::new();
-            r.load_collated_with(&lists, opts, &mut out).unwrap();
+            r.load_collated_opt(&lists, opts, &mut out).unwrap();
             for (b, list) in out.iter().zip(&lists) {
                 let mut nl = Vec::new();
                 let mut base = 0;

@@ -169,7 +169,7 @@ fn corrupt_chunk_mid_epoch_yields_err_then_ends() {
     std::fs::write(&chunk, b"definitely not zstd").unwrap();
     for pf in [0usize, 2] {
         let ds = Dataset::new(
-            AtomicDataZarrReader::open_with(&path, atomzarr::ReaderOptions::default().with_cache_bytes(0)).unwrap(),
+            AtomicDataZarrReader::open_opt(&path, atomzarr::ReaderOptions::default().with_cache_bytes(0)).unwrap(),
         )
         .with_skip_validation(true);
         let loader = DataLoader::<B, _>::builder(ds)
@@ -443,7 +443,7 @@ fn num_workers_after_the_pool_started_takes_effect() {
         let handles: Vec<_> = (0..want)
             .map(|i| {
                 let (running, peak, names) = (running.clone(), peak.clone(), names.clone());
-                d.spawn_fused_with(vec![vec![i % 6]], move |b| {
+                d.spawn_fused_then(vec![vec![i % 6]], move |b| {
                     let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                     peak.fetch_max(now, Ordering::SeqCst);
                     let t = std::time::Instant::now();

@@ -67,14 +67,14 @@ impl<R: Reader> Reader for Counting<R> {
     fn get_metadata(&self, index: usize) -> atomzarr::Result<(usize, usize)> {
         self.inner.get_metadata(index)
     }
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,
         out: &mut Vec<CollatedBatch>,
     ) -> atomzarr::Result<()> {
         self.collated.fetch_add(1, Ordering::SeqCst);
-        self.inner.load_collated_with(batches, opts, out)
+        self.inner.load_collated_opt(batches, opts, out)
     }
 }
 
@@ -93,7 +93,7 @@ fn fixture(na: usize, nb: usize) -> Fixture {
     let b_path = dir.path().join("b.zarr");
     let a = write_store(&a_path, na, 1);
     let b = write_store(&b_path, nb, 2);
-    let mem = InMemoryDataset::from_reader_with(
+    let mem = InMemoryDataset::from_reader_opt(
         &AtomicDataZarrReader::open(&b_path).unwrap(),
         InMemoryOptions::default().with_chunk_size(7),
     )
@@ -286,8 +286,7 @@ fn in_memory_dataset_equals_the_store() {
     let samples = write_store(&path, 41, 7);
     let reader = AtomicDataZarrReader::open(&path).unwrap();
     for chunk in [1usize, 7, 1000] {
-        let mem =
-            InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().with_chunk_size(chunk)).unwrap();
+        let mem = InMemoryDataset::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(chunk)).unwrap();
         assert_eq!(mem.len(), 41);
         assert_eq!(mem.collated().indices, (0..41).collect::<Vec<_>>());
         let all: Vec<AtomicData> =
@@ -308,7 +307,7 @@ fn in_memory_dataset_equals_the_store() {
     assert!(matches!(mem.load_batches(&[vec![41]]), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.get_metadata(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(
-        InMemoryDataset::from_reader_with(&reader, InMemoryOptions::default().with_chunk_size(0)),
+        InMemoryDataset::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(0)),
         Err(Error::Config(_))
     ));
     // Same batch API through a Dataset, validated or not.

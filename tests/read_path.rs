@@ -64,7 +64,7 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
     assert!(tag_shard < atom_shard, "tag shard {tag_shard} bytes vs {atom_shard}: zero chunks should be skipped");
 
     for cache_bytes in [0, 1 << 12, atomzarr::DEFAULT_CACHE_BYTES] {
-        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions::default().with_cache_bytes(cache_bytes))
+        let reader = AtomicDataZarrReader::open_opt(&path, ReaderOptions::default().with_cache_bytes(cache_bytes))
             .expect("open");
         for s in reader.read_many(&(0..data.len() as i64).collect::<Vec<_>>()).expect("read all") {
             assert_eq!(s.data, data[s.metadata.index], "sample {} (cache {cache_bytes})", s.metadata.index);
@@ -79,7 +79,7 @@ fn collated_windows_equal_per_sample_reads_in_every_order_and_cache_budget() {
                     reader.read_collated(&batches, &mut out).expect("read_collated");
                     let what = format!("{order:?} window {window} cache {cache_bytes}");
                     assert_eq!(out, collate(&reader, &batches), "{what}");
-                    reader.read_collated_with(&batches, narrow(), &mut narrowed).expect("read_collated narrowed");
+                    reader.read_collated_opt(&batches, narrow(), &mut narrowed).expect("read_collated narrowed");
                     for (n, w) in narrowed.iter().zip(&out) {
                         common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &what);
                     }
@@ -111,7 +111,7 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
         .collect();
     write(&path, &data);
     for cache_bytes in [0, atomzarr::DEFAULT_CACHE_BYTES] {
-        let reader = AtomicDataZarrReader::open_with(&path, ReaderOptions::default().with_cache_bytes(cache_bytes))
+        let reader = AtomicDataZarrReader::open_opt(&path, ReaderOptions::default().with_cache_bytes(cache_bytes))
             .expect("open");
         let early: Vec<Vec<i64>> = vec![(0..10).collect(), (50..60).collect()];
         let mixed: Vec<Vec<i64>> = vec![(0..10).collect(), vec![110, 3, 119]];
@@ -119,21 +119,21 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
         let what = format!("cache {cache_bytes}");
 
         reader.read_collated(&early, &mut wide).expect("wide");
-        reader.read_collated_with(&early, narrow(), &mut out).expect("early");
+        reader.read_collated_opt(&early, narrow(), &mut out).expect("early");
         for (n, w) in out.iter().zip(&wide) {
             common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list", "big"], &format!("{what} early"));
         }
         // The first batch touching a value beyond int32 reads `big` wide,
         // exactly; the other int64 fields stay narrowed.
         reader.read_collated(&mixed, &mut wide).expect("wide");
-        reader.read_collated_with(&mixed, narrow(), &mut out).expect("mixed");
+        reader.read_collated_opt(&mixed, narrow(), &mut out).expect("mixed");
         for (n, w) in out.iter().zip(&wide) {
             common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} mixed"));
         }
         assert_eq!(out[1].fields["big"].data.to_i64_vec().expect("ints")[0], (1i64 << 40) + 110);
         // From then on the array is read wide, so an epoch's batches agree.
         reader.read_collated(&early, &mut wide).expect("wide");
-        reader.read_collated_with(&early, narrow(), &mut out).expect("early again");
+        reader.read_collated_opt(&early, narrow(), &mut out).expect("early again");
         for (n, w) in out.iter().zip(&wide) {
             common::assert_narrowed_eq(n, w, &["atomic_numbers", "neighbor_list"], &format!("{what} early again"));
         }
@@ -144,7 +144,7 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
     let (mut wide, mut out) = (Vec::new(), Vec::new());
     let mixed: Vec<Vec<usize>> = vec![(0..10).collect(), vec![110, 3, 119]];
     mem.load_collated(&mixed, &mut wide).expect("wide");
-    mem.load_collated_with(&mixed, narrow(), &mut out).expect("narrow");
+    mem.load_collated_opt(&mixed, narrow(), &mut out).expect("narrow");
     common::assert_narrowed_eq(&out[0], &wide[0], &["atomic_numbers", "neighbor_list", "big"], "in memory, fits");
     common::assert_narrowed_eq(&out[1], &wide[1], &["atomic_numbers", "neighbor_list"], "in memory, beyond int32");
 }
@@ -178,8 +178,7 @@ fn damaged_shard_indexes_are_errors_not_panics() {
         let path = dir.path().join(format!("{name}.zarr"));
         write(&path, &data);
         damage(&path.join("core/positions/c/0/0"));
-        let reader =
-            AtomicDataZarrReader::open_with(&path, ReaderOptions::default().with_cache_bytes(0)).expect("open");
+        let reader = AtomicDataZarrReader::open_opt(&path, ReaderOptions::default().with_cache_bytes(0)).expect("open");
         let all: Vec<Vec<i64>> = vec![(0..data.len() as i64).collect()];
         match reader.read_collated(&all, &mut Vec::new()) {
             // An index that no longer matches its crc32c is a checksum error.

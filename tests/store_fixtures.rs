@@ -53,7 +53,7 @@ fn check_collated(r: &AtomicDataZarrReader, idx: &[i64], what: &str) {
     let (mut wide, mut narrow) = (Vec::new(), Vec::new());
     let opts = atomzarr::data::CollateOptions::default().with_narrow_int64(true);
     for pass in 0..2 {
-        r.read_collated_with(&batches, opts, &mut narrow).unwrap();
+        r.read_collated_opt(&batches, opts, &mut narrow).unwrap();
         r.read_collated(&batches, &mut wide).unwrap();
         let int64: Vec<&str> = wide[0]
             .fields
@@ -88,7 +88,7 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
         let fixed = atomzarr::store::repair::repair(&repaired).unwrap();
         assert!(fixed.num_fixed() > 0 && fixed.unfixed.is_empty(), "{name}: {fixed:?}");
         for cache_bytes in [0, 1 << 12, 64 << 20] {
-            let r = AtomicDataZarrReader::open_with(
+            let r = AtomicDataZarrReader::open_opt(
                 assets().join(format!("{name}.zarr")),
                 ReaderOptions::default().with_cache_bytes(cache_bytes),
             )
@@ -120,7 +120,7 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
                 idx.iter().copied().filter(|&i| r.physical_index(i.rem_euclid(n) as usize) < half).collect();
             check_collated(&r, &first, &format!("{name} first half, cache {cache_bytes}"));
             let fixed =
-                AtomicDataZarrReader::open_with(&repaired, ReaderOptions::default().with_cache_bytes(cache_bytes))
+                AtomicDataZarrReader::open_opt(&repaired, ReaderOptions::default().with_cache_bytes(cache_bytes))
                     .unwrap();
             check_collated(&fixed, &idx, &format!("{name} repaired, cache {cache_bytes}"));
             // Single reads and metadata agree with the batch path.

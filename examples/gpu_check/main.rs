@@ -167,7 +167,7 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
     let lists: Vec<Vec<i64>> = plan.iter().map(|b| b.iter().map(|&i| i as i64).collect()).collect();
     let mut host: Vec<CollatedBatch> = Vec::new();
     let int32 = settings.int_dtype == burn::tensor::IntDType::I32;
-    reader.read_collated_with(&lists, CollateOptions::default().with_narrow_int64(int32), &mut host)?;
+    reader.read_collated_opt(&lists, CollateOptions::default().with_narrow_int64(int32), &mut host)?;
     let mut rates: [Vec<f64>; 2] = [vec![], vec![]];
     for epoch in 0..=args.epochs {
         let order = if epoch % 2 == 0 { [true, false] } else { [false, true] };

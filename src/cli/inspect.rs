@@ -48,11 +48,11 @@ pub struct StoreReport {
 ///
 /// # Errors
 /// The errors of opening the store (as
-/// [`AtomicDataZarrReader::open_with`](crate::AtomicDataZarrReader::open_with));
+/// [`AtomicDataZarrReader::open_opt`](crate::AtomicDataZarrReader::open_opt));
 /// [`Error::Zarr`](crate::Error::Zarr) or [`Error::Format`](crate::Error::Format)
 /// naming an array that cannot be opened.
 pub fn inspect(path: &Path) -> Result<StoreReport> {
-    let reader = crate::AtomicDataZarrReader::open_with(path, crate::ReaderOptions::default().with_cache_bytes(0))?;
+    let reader = crate::AtomicDataZarrReader::open_opt(path, crate::ReaderOptions::default().with_cache_bytes(0))?;
     let (src, store) = (reader.byte_source(), reader.storage());
     let remote = src.is_remote();
     let root = if remote { format::read_root_from(&*src, path)? } else { format::read_root(path)? };

@@ -11,7 +11,7 @@ use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level, S
 use crate::error::{Error, Result};
 
 /// How a reader lays out collated batches (see
-/// [`Reader::load_collated_with`](crate::Reader::load_collated_with)).
+/// [`Reader::load_collated_opt`](crate::Reader::load_collated_opt)).
 ///
 /// ```
 /// use atomzarr::data::CollateOptions;
@@ -189,7 +189,7 @@ impl CollatedBatch {
     /// naming the sample and field when fields or string labels differ from
     /// the first sample's in name, level, dtype or trailing shape.
     pub fn fill_from_samples(&mut self, indices: &[usize], samples: &[AtomicData]) -> Result<()> {
-        self.fill_from_samples_with(indices, samples, &|k, r| Error::NeighborIndex {
+        self.fill_from_samples_opt(indices, samples, &|k, r| Error::NeighborIndex {
             source_name: "batch".into(),
             index: indices.get(k).copied().unwrap_or(k),
             physical_index: indices.get(k).copied().unwrap_or(k),
@@ -201,7 +201,7 @@ impl CollatedBatch {
 
     /// As [`CollatedBatch::fill_from_samples`]; `range_error(k, report)`
     /// builds the error for batch position `k` (readers name their store).
-    pub(crate) fn fill_from_samples_with(
+    pub(crate) fn fill_from_samples_opt(
         &mut self,
         indices: &[usize],
         samples: &[AtomicData],

@@ -286,7 +286,7 @@ impl<R: Reader> ReadCtx<R> {
     fn load_untransformed(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         let mut out = Vec::with_capacity(lists.len());
         if self.skip_validation && self.transforms.is_empty() {
-            self.reader.load_collated_with(lists, self.collate, &mut out)?;
+            self.reader.load_collated_opt(lists, self.collate, &mut out)?;
             return Ok(out);
         }
         let flat: Vec<usize> = lists.iter().flatten().copied().collect();
@@ -297,7 +297,7 @@ impl<R: Reader> ReadCtx<R> {
         for b in lists {
             // Transforms may rewrite neighbor lists: collating checks them again.
             let mut c = CollatedBatch::default();
-            c.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
+            c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
             if self.collate.narrow_int64() {
                 c.narrow_int64();
             }
@@ -591,13 +591,13 @@ impl<R: Reader + 'static> Dataset<R> {
     /// them split back into batches. Used by the DataLoader; see
     /// [`Dataset::prefetch_fused_batches`] for the queue-style API.
     pub fn spawn_fused(&self, lists: Vec<Vec<usize>>) -> FusedHandle {
-        self.spawn_fused_with(lists, Ok)
+        self.spawn_fused_then(lists, Ok)
     }
 
     /// As [`Dataset::spawn_fused`], then `then` runs on the same background
     /// thread with the batches (the DataLoader builds device tensors there,
     /// so a window costs one hand-off instead of one per batch).
-    pub fn spawn_fused_with<T: Send + 'static>(
+    pub fn spawn_fused_then<T: Send + 'static>(
         &self,
         lists: Vec<Vec<usize>>,
         then: impl FnOnce(Vec<CollatedBatch>) -> Result<T> + Send + 'static,
@@ -698,7 +698,7 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 /// A Dataset is itself a [`Reader`], so Datasets compose: as a
 /// [`MultiDataset`](crate::MultiDataset) child, under an
 /// [`InMemoryDataset`](crate::InMemoryDataset), or wrapped again. Loads return
-/// validated (unless skipped) and transformed samples; `load_collated_with`
+/// validated (unless skipped) and transformed samples; `load_collated_opt`
 /// is [`Dataset::load_batches`] laid out as its options say; sizes, metadata
 /// and refresh go to the reader.
 /// Every method is forwarded (the reader's chunk capability included), so
@@ -762,7 +762,7 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.refresh()
     }
 
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,

@@ -451,7 +451,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             let up = self.uploader.clone();
             let h = self
                 .dataset
-                .spawn_fused_with(w, move |batches| Ok(items(mark_emptied(batches, &asked), up.as_deref())));
+                .spawn_fused_then(w, move |batches| Ok(items(mark_emptied(batches, &asked), up.as_deref())));
             self.inflight.push_back(h);
         }
     }

@@ -177,7 +177,7 @@ fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error
     Ok(())
 }
 
-/// Options of [`InMemoryDataset::from_reader_with`].
+/// Options of [`InMemoryDataset::from_reader_opt`].
 ///
 /// ```
 /// let o = atomzarr::InMemoryOptions::default().with_chunk_size(4096).with_progress(true);
@@ -250,9 +250,9 @@ impl InMemoryDataset {
     /// Loads every sample of `reader` with default options.
     ///
     /// # Errors
-    /// As [`InMemoryDataset::from_reader_with`].
+    /// As [`InMemoryDataset::from_reader_opt`].
     pub fn from_reader<R: Reader + ?Sized>(reader: &R) -> Result<Self> {
-        Self::from_reader_with(reader, InMemoryOptions::default())
+        Self::from_reader_opt(reader, InMemoryOptions::default())
     }
 
     /// Loads every sample of `reader`, `chunk_size` at a time through its
@@ -264,7 +264,7 @@ impl InMemoryDataset {
     /// [`ReaderExt::load_collated`]), among them
     /// [`Error::NeighborIndex`] naming the reader's sample whose neighbor list
     /// points outside it.
-    pub fn from_reader_with<R: Reader + ?Sized>(reader: &R, options: InMemoryOptions) -> Result<Self> {
+    pub fn from_reader_opt<R: Reader + ?Sized>(reader: &R, options: InMemoryOptions) -> Result<Self> {
         if options.chunk_size == 0 {
             return Err(Error::Config("InMemoryDataset: chunk_size must be at least 1".into()));
         }
@@ -323,7 +323,7 @@ impl InMemoryDataset {
         let idx: Vec<usize> = (0..samples.len()).collect();
         let source = source.into();
         let mut data = CollatedBatch::default();
-        data.fill_from_samples_with(&idx, samples, &|k, r| Error::NeighborIndex {
+        data.fill_from_samples_opt(&idx, samples, &|k, r| Error::NeighborIndex {
             source_name: source.clone(),
             index: k,
             physical_index: k,
@@ -418,7 +418,7 @@ impl Reader for InMemoryDataset {
     }
 
     /// Gathers rows from the resident buffers, then applies `opts`.
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,

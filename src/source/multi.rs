@@ -367,7 +367,7 @@ impl Reader for MultiDataset {
     /// One read per child, children in parallel; batches that mix children
     /// are gathered from the children's batches. Children collate with
     /// default options, and `opts` is applied to the result.
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,
@@ -401,7 +401,7 @@ impl Reader for MultiDataset {
             .map(|d| {
                 let mut o = Vec::new();
                 if !child_lists[d].is_empty() {
-                    self.children[d].load_collated_with(&child_lists[d], CollateOptions::default(), &mut o)?;
+                    self.children[d].load_collated_opt(&child_lists[d], CollateOptions::default(), &mut o)?;
                     let ok = o.len() == child_lists[d].len()
                         && o.iter().zip(&child_lists[d]).all(|(c, l)| c.num_graphs() == l.len());
                     if !ok {

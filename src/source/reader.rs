@@ -208,7 +208,7 @@ pub trait Reader: Send + Sync {
     /// [`Reader::neighbor_index_error`] for a sample whose neighbor list
     /// points outside it; [`Error::InvalidInput`] naming the reader when `load_many` returns
     /// another number of samples than asked for.
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,
@@ -225,7 +225,7 @@ pub trait Reader: Send + Sync {
         out.resize_with(batches.len(), CollatedBatch::default);
         let mut start = 0;
         for (b, dst) in batches.iter().zip(out.iter_mut()) {
-            dst.fill_from_samples_with(b, &samples[start..start + b.len()], &|k, report| {
+            dst.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, report| {
                 range_error(self, b[k], report)
             })?;
             start += b.len();
@@ -336,12 +336,12 @@ pub trait ReaderExt: Reader {
         }
     }
 
-    /// [`Reader::load_collated_with`] with default options.
+    /// [`Reader::load_collated_opt`] with default options.
     ///
     /// # Errors
-    /// As [`Reader::load_collated_with`].
+    /// As [`Reader::load_collated_opt`].
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
-        self.load_collated_with(batches, CollateOptions::default(), out)
+        self.load_collated_opt(batches, CollateOptions::default(), out)
     }
 
     /// Normalises a possibly negative index to `0..len()`.
@@ -379,12 +379,12 @@ pub trait ReaderExt: Reader {
     }
 
     /// Collated batches for logical (possibly negative) indices; see
-    /// [`Reader::load_collated_with`].
+    /// [`Reader::load_collated_opt`].
     ///
     /// # Errors
-    /// As [`ReaderExt::read_collated_with`].
+    /// As [`ReaderExt::read_collated_opt`].
     fn read_collated(&self, batches: &[Vec<i64>], out: &mut Vec<CollatedBatch>) -> Result<()> {
-        self.read_collated_with(batches, CollateOptions::default(), out)
+        self.read_collated_opt(batches, CollateOptions::default(), out)
     }
 
     /// As [`ReaderExt::read_collated`], laid out as `opts` says (for example
@@ -400,15 +400,15 @@ pub trait ReaderExt: Reader {
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s.clone(), s])?;
     /// let reader = AtomicDataZarrReader::open(&path)?;
     /// let mut out = Vec::new();
-    /// reader.read_collated_with(&[vec![0, 1]], CollateOptions::default().with_narrow_int64(true), &mut out)?;
+    /// reader.read_collated_opt(&[vec![0, 1]], CollateOptions::default().with_narrow_int64(true), &mut out)?;
     /// assert_eq!(out[0].fields["neighbor_list"].data, HostData::Int32(vec![0, 1, 2, 3]));
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     /// [`Error::IndexOutOfRange`] for any index, or the error of
-    /// [`Reader::load_collated_with`].
-    fn read_collated_with(
+    /// [`Reader::load_collated_opt`].
+    fn read_collated_opt(
         &self,
         batches: &[Vec<i64>],
         opts: CollateOptions,
@@ -416,7 +416,7 @@ pub trait ReaderExt: Reader {
     ) -> Result<()> {
         let len = self.len();
         let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
-        self.load_collated_with(&checked, opts, out)
+        self.load_collated_opt(&checked, opts, out)
     }
 }
 
@@ -490,13 +490,13 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn refresh(&self) -> Result<()> {
         (**self).refresh()
     }
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,
         out: &mut Vec<CollatedBatch>,
     ) -> Result<()> {
-        (**self).load_collated_with(batches, opts, out)
+        (**self).load_collated_opt(batches, opts, out)
     }
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
         (**self).neighbor_index_error(index, value, num_atoms, span)

@@ -112,7 +112,7 @@ enum Seen {
 /// [`AtomicDataZarrReader::open`]), such as [`Error::NotFound`],
 /// [`Error::Format`], [`Error::Inconsistent`] or [`Error::Chunk`].
 pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
-    let reader = AtomicDataZarrReader::open_with(path.as_ref(), ReaderOptions::default().with_cache_bytes(0))?;
+    let reader = AtomicDataZarrReader::open_opt(path.as_ref(), ReaderOptions::default().with_cache_bytes(0))?;
     plan(&reader).map(|(report, _)| report)
 }
 
@@ -145,7 +145,7 @@ pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Dura
     // The writer first: opening it takes the lock and finishes any
     // interrupted operation.
     let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default().with_lock_timeout(timeout))?;
-    let reader = AtomicDataZarrReader::open_with(path, ReaderOptions::default().with_cache_bytes(0))?;
+    let reader = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))?;
     let (mut report, st) = plan(&reader)?;
     if report.fixed.is_empty() {
         return Ok(report);

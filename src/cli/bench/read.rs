@@ -161,7 +161,7 @@ pub(super) fn open_reader(
         Some(url) if crate::store::bytes::is_url(url) => {
             AtomicDataZarrReader::open_remote(url, options, remote.clone())
         }
-        _ => AtomicDataZarrReader::open_with(path, options),
+        _ => AtomicDataZarrReader::open_opt(path, options),
     }
 }
 

@@ -32,7 +32,7 @@ pub struct StoreFacts {
 ///
 /// # Errors
 /// The errors of opening the store and reading its pointers (as
-/// [`AtomicDataZarrReader::open_with`](crate::AtomicDataZarrReader::open_with)).
+/// [`AtomicDataZarrReader::open_opt`](crate::AtomicDataZarrReader::open_opt)).
 pub fn store_facts(path: &Path) -> Result<StoreFacts> {
     let reader = super::read::open_reader(path, ReaderOptions::default().with_cache_bytes(0), &Default::default())?;
     let schema = reader.field_schema();

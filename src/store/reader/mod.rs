@@ -105,7 +105,7 @@ impl ReaderOptions {
     /// AtomicDataZarrReader::open(&path)?.read_collated(&batches, &mut whole)?;
     /// // Every batch a group of its own:
     /// let options = ReaderOptions::default().with_window_decode_bytes(1);
-    /// AtomicDataZarrReader::open_with(&path, options)?.read_collated(&batches, &mut grouped)?;
+    /// AtomicDataZarrReader::open_opt(&path, options)?.read_collated(&batches, &mut grouped)?;
     /// assert_eq!(whole, grouped);
     /// # Ok(()) }
     /// ```
@@ -170,9 +170,9 @@ impl AtomicDataZarrReader {
     /// Opens a store with default options.
     ///
     /// # Errors
-    /// As [`open_with`](Self::open_with).
+    /// As [`open_opt`](Self::open_opt).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_with(path, ReaderOptions::default())
+        Self::open_opt(path, ReaderOptions::default())
     }
 
     /// Opens a store: a local path, a `file://` URL, or (feature `remote`)
@@ -186,7 +186,7 @@ impl AtomicDataZarrReader {
     /// not a store; [`Error::Inconsistent`], [`Error::Zarr`], [`Error::Chunk`] or
     /// [`Error::Checksum`] naming the array when its metadata or pointers are bad;
     /// otherwise as [`open_remote`](Self::open_remote) for a URL.
-    pub fn open_with(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
+    pub fn open_opt(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
         let path = path.as_ref();
         let Some(url) = path.to_str().filter(|s| crate::store::bytes::is_url(s)) else {
             return Self::open_local(path.to_path_buf(), options);
@@ -217,7 +217,7 @@ impl AtomicDataZarrReader {
     /// # Errors
     /// [`Error::Remote`] naming the URL when a request fails, the store is
     /// missing (kind `NotFound`) or the build has no `remote` feature (kind
-    /// `Unsupported`); otherwise as [`open_with`](Self::open_with).
+    /// `Unsupported`); otherwise as [`open_opt`](Self::open_opt).
     pub fn open_remote(url: &str, options: ReaderOptions, remote: crate::store::remote::RemoteOptions) -> Result<Self> {
         if let Some(local) = crate::store::bytes::local_path(url) {
             return Self::open_local(local, options);

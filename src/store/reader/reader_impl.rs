@@ -85,7 +85,7 @@ impl Reader for AtomicDataZarrReader {
         Ok(())
     }
 
-    fn load_collated_with(
+    fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
         opts: CollateOptions,

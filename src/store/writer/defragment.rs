@@ -32,7 +32,7 @@ impl AtomicDataZarrWriter {
             Some(c) => c,
             None => self.current_config(&root)?,
         };
-        let reader = AtomicDataZarrReader::open_with(&self.path, ReaderOptions::default().with_cache_bytes(0))?;
+        let reader = AtomicDataZarrReader::open_opt(&self.path, ReaderOptions::default().with_cache_bytes(0))?;
         let tmp = format::sibling(&self.path, format::DEFRAG_TMP);
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
