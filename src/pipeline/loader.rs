@@ -181,12 +181,17 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
         }
         let mut cache = lock(&self.plan_cache);
         match *cache {
-            Some((e, p, b, i)) if (e, p) == (epoch, pos) => (b, i),
+            Some(c) if (c.epoch, c.position) == (epoch, pos) => (c.batches, c.items),
             _ => {
                 let plan = self.batching.plan(self.view, epoch, pos);
-                let c = (plan.len(), plan.iter().map(Vec::len).sum());
-                *cache = Some((epoch, pos, c.0, c.1));
-                c
+                let c = PlanCounts {
+                    epoch,
+                    position: pos,
+                    batches: plan.len(),
+                    items: plan.iter().map(Vec::len).sum(),
+                };
+                *cache = Some(c);
+                (c.batches, c.items)
             }
         }
     }

@@ -184,8 +184,15 @@ impl Cursor {
     }
 }
 
-/// (epoch, position, batches, items) of a planned epoch.
-pub(crate) type PlanCounts = (u64, usize, usize, usize);
+/// The size of an epoch planned from `(epoch, position)`: what the loader
+/// caches so that `len()` plans a batch sampler's epoch once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PlanCounts {
+    pub(crate) epoch: u64,
+    pub(crate) position: usize,
+    pub(crate) batches: usize,
+    pub(crate) items: usize,
+}
 
 /// Locks a mutex whose data stays consistent even if a holder panicked
 /// (every critical section here writes plain counters).
