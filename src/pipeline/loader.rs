@@ -184,12 +184,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             Some(c) if (c.epoch, c.position) == (epoch, pos) => (c.batches, c.items),
             _ => {
                 let plan = self.batching.plan(self.view, epoch, pos);
-                let c = PlanCounts {
-                    epoch,
-                    position: pos,
-                    batches: plan.len(),
-                    items: plan.iter().map(Vec::len).sum(),
-                };
+                let c =
+                    PlanCounts { epoch, position: pos, batches: plan.len(), items: plan.iter().map(Vec::len).sum() };
                 *cache = Some(c);
                 (c.batches, c.items)
             }

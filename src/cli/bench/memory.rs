@@ -20,28 +20,6 @@ pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// Pins glibc's mmap threshold (`M_MMAP_THRESHOLD`) at `bytes`: allocations
-/// at least that large get their own mapping and go back to the system when
-/// freed. Nothing on other allocators.
-///
-/// Why: `roundtrip` writes a large store a batch at a time, freeing and
-/// reallocating ~250 MB per batch; with glibc's default (a threshold that
-/// rises to the largest buffer freed so far) those buffers land on the heap
-/// and fragment it, and the process grew by ~1.2 KB per sample written
-/// (peaks near 900 MB at 400,000 samples) though it holds one batch. Pinned
-/// at 128 KiB for the write, it went back to ~30 MB after each batch. The read
-/// passes after it run with the threshold at glibc's maximum (32 MiB), where
-/// the default settles in a long read.
-pub(crate) fn set_mmap_threshold(bytes: usize) {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes the allocator's tuning parameter.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, i32::try_from(bytes).unwrap_or(i32::MAX));
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = bytes;
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

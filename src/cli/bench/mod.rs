@@ -63,4 +63,4 @@ pub use memory::{peak_rss, reset_peak_rss};
 pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 pub use read::time_reads;
 pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts, table};
-pub use write::{DEFAULT_WRITE_BATCH, WriteOptions, roundtrip};
+pub use write::{DEFAULT_WRITE_BATCH, Phase, WriteOptions, roundtrip};

@@ -133,14 +133,26 @@ impl WriteOptions {
     }
 }
 
+/// The part of a [`roundtrip`] about to run, for its `on_phase` hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// A store is about to be written, a batch at a time.
+    Write,
+    /// The store is written; the timed reads come next.
+    Read,
+}
+
 /// `atomzarr roundtrip`: for each system count, generate, write (timed), read
-/// back through every requested path (timed), report.
+/// back through every requested path (timed), report. `on_phase` runs before
+/// each write and before the reads that follow it: the `atomzarr` binary
+/// tunes its allocator there (process-wide settings are the program's to
+/// make, not the library's); pass `&mut |_| {}` for none.
 ///
 /// # Errors
 /// [`Error::Config`] for invalid `opts`, a zero `write_batch`, no system
 /// count or an invalid write configuration; [`Error::Io`] naming the output
 /// folder; the errors of writing and reading the stores.
-pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
+pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions, on_phase: &mut dyn FnMut(Phase)) -> Result<Vec<ReportRow>> {
     opts.validate()?;
     if w.write_batch == 0 {
         return Err(Error::Config("write_batch must be at least 1".into()));
@@ -176,9 +188,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
         let pb = bar(opts.progress, n as u64, format!("write {n}"));
         pb.enable_steady_tick(Duration::from_millis(100));
         let mut generator = crate::data::synth::Generator::new(w.min_atoms, w.max_atoms, w.seed)?;
-        // See set_mmap_threshold: keeps the batch-at-a-time write from
-        // fragmenting the heap; reads then run as a long-lived process would.
-        super::memory::set_mmap_threshold(128 << 10);
+        on_phase(Phase::Write);
         let mut writer = AtomicDataZarrWriter::create(&store, config.clone())?;
         let (mut write_time, mut raw_bytes, mut done) = (Duration::ZERO, 0u64, 0usize);
         while done < n {
@@ -195,7 +205,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions) -> Result<Vec<ReportRow>>
             pb.set_position(done as u64);
         }
         drop(writer);
-        super::memory::set_mmap_threshold(32 << 20);
+        on_phase(Phase::Read);
         let write_time = write_time.as_secs_f64();
         pb.finish();
         let mut facts = store_facts(&store)?;
