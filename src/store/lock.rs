@@ -301,6 +301,12 @@ fn write_holder(file: &mut File, holder: &LockHolder) {
 fn read_holder(file: &mut File) -> Option<LockHolder> {
     let mut text = String::new();
     file.read_to_string(&mut text).ok()?;
+    parse_holder(&text)
+}
+
+/// The holder a lock file's text names (`None` when it is empty or not a
+/// holder line).
+fn parse_holder(text: &str) -> Option<LockHolder> {
     serde_json::from_str::<HolderLine>(text.trim()).ok().map(holder_of)
 }
 
@@ -311,9 +317,9 @@ fn read_holder(file: &mut File) -> Option<LockHolder> {
 fn holder_once_written(path: &Path) -> Option<LockHolder> {
     for _ in 0..20 {
         std::thread::sleep(Duration::from_millis(5));
-        let text = std::fs::read_to_string(path).ok()?;
-        if let Ok(line) = serde_json::from_str::<HolderLine>(text.trim()) {
-            return Some(holder_of(line));
+        let holder = parse_holder(&std::fs::read_to_string(path).ok()?);
+        if holder.is_some() {
+            return holder;
         }
     }
     None
