@@ -427,8 +427,11 @@ impl AtomicDataZarrWriter {
             let data = &bytes[(lo - rows.start) as usize * row_bytes..(hi - rows.start) as usize * row_bytes];
             let mut idx = vec![0u64; shape.len()];
             idx[0] = c;
-            let partial = lo != c * chunk_rows || hi != (c + 1) * chunk_rows;
-            if let (Some(codec), true) = (hand, partial) {
+            // Every chunk of an append the hand encoder can write goes
+            // through it: zarrs' zstd codec makes (allocates and zeroes) a
+            // compression context per inner chunk, a third of a large
+            // write's page faults; `tail::compress` keeps one per thread.
+            if let Some(codec) = hand {
                 let chunk = ChunkWrite { rel, idx: &idx, rows: chunk_rows, row_bytes, start: lo - c * chunk_rows };
                 return self.write_tail(a, &chunk, data, &codec, store_empty);
             }
