@@ -80,7 +80,7 @@ fn main() -> atomzarr::Result<()> {
     let server =
         http_server::HttpServer::start(root, Duration::from_millis(latency_ms), workers, http_server::Fault::None);
     let url = format!("{}/{}", server.url, name.to_string_lossy());
-    let over_http = read_bench(std::path::Path::new(&url), &opts)?;
+    let over_http = read_bench(url.as_str(), &opts)?;
     for r in local.iter().chain(&over_http) {
         println!(
             "{}",

@@ -64,6 +64,7 @@
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable.rs     crash-safe storage below zarrs
 //! │   ├── limits.rs      size limits, checked before anything is allocated
+//! │   ├── location.rs    Location: a store's path or URL, parsed once where it enters
 //! │   ├── lock.rs        the writer lock: one writer per store at a time
 //! │   ├── saved.rs       splits and statistics saved in the root attributes
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
@@ -206,6 +207,7 @@ pub use source::memory::{InMemoryDataset, InMemoryOptions};
 pub use source::multi::{MultiDataset, MultiDatasetOptions};
 pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};
 pub use store::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+pub use store::location::Location;
 pub use store::reader::cache::{CacheStats, DEFAULT_CACHE_BYTES};
 pub use store::reader::{AtomicDataZarrReader, ReaderOptions};
 pub use store::writer::AtomicDataZarrWriter;

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 
 use atomzarr::cli::bench::{Phase, ReadOptions, ReadOrder, ReadPath, WriteOptions};
-use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, ZarrArrayConfig, ZarrWriteConfig};
+use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, Location, ZarrArrayConfig, ZarrWriteConfig};
 
 #[derive(Parser)]
 #[command(name = "atomzarr", version, about = "Atomic-structure Zarr stores for Burn training")]
@@ -21,13 +21,13 @@ enum Cmd {
     /// Print every logical sample as JSON (the reference fixtures' format).
     Dump {
         /// The store.
-        store: PathBuf,
+        store: Location,
     },
     /// Summarise a store: samples, and per array level, dtype, shape, codec,
     /// chunk, shard, bytes on disk and file count.
     Inspect {
         /// The store.
-        store: PathBuf,
+        store: Location,
     },
     /// Write a small synthetic store (default: a temp dir) and inspect it.
     Demo {
@@ -68,7 +68,7 @@ enum Cmd {
     /// left out of it; neighbor lists are not written).
     Export {
         /// The store.
-        store: PathBuf,
+        store: Location,
         /// The extended-XYZ file to write (must not exist).
         out: PathBuf,
     },
@@ -77,7 +77,7 @@ enum Cmd {
     /// squares), energy per atom, force RMS, average number of neighbors.
     Stats {
         /// The store.
-        store: PathBuf,
+        store: Location,
         /// Only the samples of a part of the split saved under this name
         /// (`atomzarr split --save NAME`).
         #[arg(long)]
@@ -97,7 +97,7 @@ enum Cmd {
     /// is the same on every machine, and appends never move a sample.
     Split {
         /// The store.
-        store: PathBuf,
+        store: Location,
         /// Group samples by this system label (a string label, or an
         /// integer field printed in decimal): mp_id, smiles, config_type.
         /// Without it each sample is its own group.
@@ -121,7 +121,7 @@ enum Cmd {
     /// local or at a URL (s3://, gs://, az://, http(s)://).
     Read {
         /// The store.
-        path: PathBuf,
+        store: Location,
         #[command(flatten)]
         read: ReadArgs,
     },
@@ -130,9 +130,9 @@ enum Cmd {
     /// destination must not exist; its root zarr.json is written last.
     Copy {
         /// The store to copy (path or URL).
-        src: String,
+        src: Location,
         /// Where to put it (path or URL).
-        dst: String,
+        dst: Location,
         #[command(flatten)]
         remote: RemoteArgs,
         #[command(flatten)]
@@ -457,9 +457,9 @@ fn print_rows(title: &str, rows: &[atomzarr::cli::bench::ReportRow], json: bool)
     }
 }
 
-fn print_inspect(path: &std::path::Path) -> atomzarr::Result<()> {
-    let r = atomzarr::cli::inspect::inspect(path)?;
-    println!("store {}", path.display());
+fn print_inspect(store: &Location) -> atomzarr::Result<()> {
+    let r = atomzarr::cli::inspect::inspect(store)?;
+    println!("store {store}");
     println!(
         "samples: {} physical, {} active, {} deleted; {} bytes on disk in {} files",
         r.num_samples,
@@ -533,14 +533,14 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
 }
 
 #[cfg(feature = "remote")]
-fn copy(src: &str, dst: &str, remote: &RemoteArgs, wait: std::time::Duration) -> atomzarr::Result<()> {
+fn copy(src: &Location, dst: &Location, remote: &RemoteArgs, wait: std::time::Duration) -> atomzarr::Result<()> {
     let r = atomzarr::store::remote::copy(src, dst, &remote.options().with_lock_timeout(wait))?;
     println!("copied {src} to {dst}: {} objects, {} bytes", r.objects, r.bytes);
     Ok(())
 }
 
 #[cfg(not(feature = "remote"))]
-fn copy(src: &str, _dst: &str, _remote: &RemoteArgs, _wait: std::time::Duration) -> atomzarr::Result<()> {
+fn copy(src: &Location, _dst: &Location, _remote: &RemoteArgs, _wait: std::time::Duration) -> atomzarr::Result<()> {
     Err(atomzarr::Error::Remote {
         url: src.to_string(),
         kind: atomzarr::RemoteErrorKind::Unsupported,
@@ -566,7 +566,7 @@ fn demo(output: Option<PathBuf>, n: usize) -> atomzarr::Result<()> {
             .with_shard_size(500_000),
     );
     AtomicDataZarrWriter::create(&path, config)?.write(&samples)?;
-    print_inspect(&path)?;
+    print_inspect(&Location::Local(path))?;
     Ok(())
 }
 
@@ -714,7 +714,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 }
                 println!("{}", atomzarr::cli::stats::render(&store, &s));
                 if save {
-                    println!("saved in {} (root attribute atomzarr.stats)", store.display());
+                    println!("saved in {store} (root attribute atomzarr.stats)");
                 }
             }
         }
@@ -731,13 +731,13 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             } else {
                 println!("{}", atomzarr::cli::split::render(&store, &split));
                 if let Some(name) = &save {
-                    println!("saved as {name} in {} (root attribute atomzarr.splits.{name})", store.display());
+                    println!("saved as {name} in {store} (root attribute atomzarr.splits.{name})");
                 }
             }
         }
-        Cmd::Read { path, read: a } => {
-            let rows = atomzarr::cli::bench::read_bench(&path, &a.options())?;
-            print_rows(&format!("Zarr read benchmark: {}", path.display()), &rows, a.json)?;
+        Cmd::Read { store, read: a } => {
+            let rows = atomzarr::cli::bench::read_bench(&store, &a.options())?;
+            print_rows(&format!("Zarr read benchmark: {store}"), &rows, a.json)?;
         }
         Cmd::Copy { src, dst, remote, wait } => copy(&src, &dst, &remote, wait.wait)?,
     }

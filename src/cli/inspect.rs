@@ -1,7 +1,7 @@
 //! What `atomzarr inspect` reports: sample counts and, per array, level,
 //! dtype, shape, codec, chunk and shard, bytes on disk and file count.
 
-use std::path::Path;
+use crate::Location;
 
 use crate::data::{DType, Level};
 use crate::error::Result;
@@ -51,14 +51,18 @@ pub struct StoreReport {
 /// [`AtomicDataZarrReader::open_opt`](crate::AtomicDataZarrReader::open_opt));
 /// [`Error::Zarr`](crate::Error::Zarr) or [`Error::Format`](crate::Error::Format)
 /// naming an array that cannot be opened.
-pub fn inspect(path: &Path) -> Result<StoreReport> {
-    let reader = crate::AtomicDataZarrReader::open_opt(path, crate::ReaderOptions::default().with_cache_bytes(0))?;
+pub fn inspect(location: impl Into<Location>) -> Result<StoreReport> {
+    let location = &location.into();
+    let reader = crate::AtomicDataZarrReader::open_opt(location, crate::ReaderOptions::default().with_cache_bytes(0))?;
     let (src, store) = (reader.byte_source(), reader.storage());
-    let remote = src.is_remote();
-    let root = if remote { format::read_root_from(&*src, path)? } else { format::read_root(path)? };
+    let path = &location.display_path();
+    let root = match location.local() {
+        Some(local) => format::read_root(local)?,
+        None => format::read_root_from(&*src, path)?,
+    };
     let usage = |rel: &str| -> Result<(u64, u64)> {
-        if !remote {
-            return Ok(format::disk_usage(&path.join(rel)));
+        if let Some(local) = location.local() {
+            return Ok(format::disk_usage(&local.join(rel)));
         }
         Ok(src.list_sizes(rel)?.map_or((0, 0), |v| (v.iter().map(|(_, n)| n).sum(), v.len() as u64)))
     };

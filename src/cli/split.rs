@@ -2,8 +2,6 @@
 //! samples and atoms, with the spread expected from assigning groups at
 //! random) or as JSON.
 
-use std::path::Path;
-
 use comfy_table::Table;
 use serde_json::{Map, Value, json};
 
@@ -21,12 +19,12 @@ use crate::source::split::Split;
 /// assert!(text.contains("train") && text.contains("val"));
 /// # Ok(()) }
 /// ```
-pub fn render(store: &Path, split: &Split) -> String {
+pub fn render(store: &crate::Location, split: &Split) -> String {
     let rule = split.rule();
     let total: u64 = split.summary().iter().map(|p| p.samples).sum();
     let mut out = format!(
         "store {}: {total} samples, {} (seed {}, hash {})\n",
-        store.display(),
+        store,
         match rule.by() {
             Some(by) => format!("grouped by {by}"),
             None => "each sample its own group (keyed by physical index)".to_string(),

@@ -1,8 +1,6 @@
 //! `atomzarr stats`: [`crate::source::stats::DatasetStats`] as
 //! text (the JSON form is its serde serialisation).
 
-use std::path::Path;
-
 use comfy_table::Table;
 
 use crate::source::stats::{DatasetStats, MinMeanMax};
@@ -24,8 +22,8 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 ///     residual_energy_per_atom: None, force_rms: None, avg_num_neighbors: None };
 /// assert!(atomzarr::cli::stats::render(std::path::Path::new("s.zarr"), &s).contains("samples: 0"));
 /// ```
-pub fn render(store: &Path, s: &DatasetStats) -> String {
-    let mut out = format!("store {}\n", store.display());
+pub fn render(store: &crate::Location, s: &DatasetStats) -> String {
+    let mut out = format!("store {store}\n");
     out += &format!(
         "samples: {}   atoms: {}   edges: {}\n",
         s.num_samples,

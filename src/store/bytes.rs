@@ -162,73 +162,6 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Whether `location` is a URL (`scheme://...`) rather than a path.
-/// `file://` URLs count: [`local_path`] turns them into paths.
-pub fn is_url(location: &str) -> bool {
-    location.split_once("://").is_some_and(|(scheme, _)| {
-        !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    })
-}
-
-/// The local path of `location`: a plain path, or a `file://` URL; `None`
-/// for other URLs.
-///
-/// ```
-/// use atomzarr::store::bytes::local_path;
-/// assert_eq!(local_path("data/x.zarr").unwrap(), std::path::PathBuf::from("data/x.zarr"));
-/// assert_eq!(local_path("file:///tmp/x%20y.zarr").unwrap(), std::path::PathBuf::from("/tmp/x y.zarr"));
-/// assert!(local_path("s3://bucket/x.zarr").is_none());
-/// ```
-pub fn local_path(location: &str) -> Option<PathBuf> {
-    if !is_url(location) {
-        return Some(PathBuf::from(location));
-    }
-    let rest = location.strip_prefix("file://")?;
-    // `file:///abs/path` (empty host) or `file://localhost/abs/path`.
-    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-    Some(PathBuf::from(percent_decode(rest)))
-}
-
-/// The local path a writer may write at `path`: the path itself, or a
-/// `file://` URL's; [`Error::RemoteReadOnly`] for any other URL (remote
-/// stores are published whole with `atomzarr copy`, never appended to).
-///
-/// ```
-/// use atomzarr::store::bytes::writable_path;
-/// assert!(writable_path("out.zarr".as_ref(), "create").is_ok());
-/// assert!(matches!(writable_path("s3://b/x.zarr".as_ref(), "append"), Err(atomzarr::Error::RemoteReadOnly { .. })));
-/// ```
-///
-/// # Errors
-/// [`Error::RemoteReadOnly`] when `path` is a URL other than `file://`.
-pub fn writable_path(path: &Path, operation: &str) -> Result<PathBuf> {
-    match path.to_str().filter(|s| is_url(s)) {
-        None => Ok(path.to_path_buf()),
-        Some(url) => local_path(url)
-            .ok_or_else(|| Error::RemoteReadOnly { url: url.to_string(), operation: operation.to_string() }),
-    }
-}
-
-/// `%XX` escapes of a URL path decoded (invalid escapes kept as written).
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%'
-            && let (Some(h), Some(l)) = (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// A store directory on the local filesystem.
 #[derive(Debug)]
 pub struct LocalSource {
@@ -458,15 +391,6 @@ impl zarrs::storage::ReadableStorageTraits for SourceStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_and_paths() {
-        assert!(is_url("s3://b/k") && is_url("https://h/x") && is_url("file:///x"));
-        assert!(!is_url("/abs/path") && !is_url("rel/path") && !is_url("odd:name"));
-        assert_eq!(local_path("file://localhost/a/b"), Some(PathBuf::from("/a/b")));
-        assert_eq!(local_path("http://h/a"), None);
-        assert_eq!(percent_decode("a%2"), "a%2");
-    }
 
     #[test]
     fn local_ranges_and_listing() {

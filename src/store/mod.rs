@@ -24,6 +24,7 @@ pub(crate) mod durable;
 pub mod format;
 pub mod import;
 pub(crate) mod limits;
+pub(crate) mod location;
 pub mod lock;
 pub(crate) mod reader;
 pub mod remote;

@@ -2,8 +2,8 @@
 //! (one `read` per sample) and `batch` (the DataLoader on the CPU device),
 //! each tallying what it delivered.
 
+use crate::Location;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -68,7 +68,7 @@ pub(super) fn bar(progress: bool, len: u64, msg: String) -> ProgressBar {
     b
 }
 
-/// Reads every active sample of the store at `path` once per epoch through
+/// Reads every active sample of the store at `store` once per epoch through
 /// `path_kind`; one result per epoch. `expected` (if given) must equal the
 /// store's active sample count.
 ///
@@ -77,7 +77,7 @@ pub(super) fn bar(progress: bool, len: u64, msg: String) -> ProgressBar {
 /// [`Error::Inconsistent`] when the store's sample count is not `expected`;
 /// the errors of opening and reading the store.
 pub fn time_reads(
-    path: &Path,
+    store: &Location,
     path_kind: ReadPath,
     opts: &ReadOptions,
     expected: Option<usize>,
@@ -86,13 +86,17 @@ pub fn time_reads(
     reset_peak_rss();
     let t0 = Instant::now();
     let reader =
-        Arc::new(open_reader(path, ReaderOptions::default().with_cache_bytes(opts.cache_bytes), &opts.remote)?);
+        Arc::new(open_reader(store, ReaderOptions::default().with_cache_bytes(opts.cache_bytes), &opts.remote)?);
     let mut io = crate::store::bytes::IoStats::default();
     let n = reader.len();
     if let Some(e) = expected
         && e != n
     {
-        return Err(Error::inconsistent(path, "/", format!("expected {e} readable samples, found {n}")));
+        return Err(Error::inconsistent(
+            &store.display_path(),
+            "/",
+            format!("expected {e} readable samples, found {n}"),
+        ));
     }
     let mut order = match opts.order {
         ReadOrder::ChunkShuffle => chunk_shuffle_order(&*reader, opts)?,
@@ -151,18 +155,13 @@ pub fn time_reads(
     Ok(out)
 }
 
-/// Opens the store at `path`: a local path, or a URL reached with `remote`.
+/// Opens the store at `store`: a local path, or a URL reached with `remote`.
 pub(super) fn open_reader(
-    path: &Path,
+    store: &Location,
     options: ReaderOptions,
     remote: &crate::store::remote::RemoteOptions,
 ) -> Result<AtomicDataZarrReader> {
-    match path.to_str() {
-        Some(url) if crate::store::bytes::is_url(url) => {
-            AtomicDataZarrReader::open_remote(url, options, remote.clone())
-        }
-        _ => AtomicDataZarrReader::open_opt(path, options),
-    }
+    AtomicDataZarrReader::open_remote(store, options, remote.clone())
 }
 
 /// The raw path: `read_collated` over windows of `read_window` samples,

@@ -7,9 +7,9 @@ use serde::Serialize;
 
 use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
 use super::read::time_reads;
-use crate::ReaderOptions;
 use crate::error::Result;
 use crate::source::Reader;
+use crate::{Location, ReaderOptions};
 
 /// Size facts of a store's active samples.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -33,8 +33,8 @@ pub struct StoreFacts {
 /// # Errors
 /// The errors of opening the store and reading its pointers (as
 /// [`AtomicDataZarrReader::open_opt`](crate::AtomicDataZarrReader::open_opt)).
-pub fn store_facts(path: &Path) -> Result<StoreFacts> {
-    let reader = super::read::open_reader(path, ReaderOptions::default().with_cache_bytes(0), &Default::default())?;
+pub fn store_facts(store: &Location) -> Result<StoreFacts> {
+    let reader = super::read::open_reader(store, ReaderOptions::default().with_cache_bytes(0), &Default::default())?;
     let schema = reader.field_schema();
     let n = reader.len();
     let (mut atoms, mut edges) = (0u64, 0u64);
@@ -49,7 +49,13 @@ pub fn store_facts(path: &Path) -> Result<StoreFacts> {
         let rows = level.pick(atoms, edges, n as u64);
         raw += row * rows;
     }
-    let (disk_bytes, num_files) = crate::store::format::disk_usage(path);
+    let (disk_bytes, num_files) = match store.local() {
+        Some(path) => crate::store::format::disk_usage(path),
+        // A remote store's objects, as listed (an HTTP server lists none).
+        None => {
+            reader.byte_source().list_sizes("")?.map_or((0, 0), |v| (v.iter().map(|(_, n)| n).sum(), v.len() as u64))
+        }
+    };
     Ok(StoreFacts { num_systems: n, total_atoms: atoms, total_edges: edges, raw_bytes: raw, disk_bytes, num_files })
 }
 
@@ -205,19 +211,20 @@ pub(super) fn rows_for(
         .collect()
 }
 
-/// `atomzarr read PATH`: times every requested path against an existing store.
+/// `atomzarr read STORE`: times every requested path against an existing store.
 ///
 /// # Errors
 /// [`Error::Config`](crate::Error::Config) for invalid `opts`; otherwise as
 /// [`store_facts`], [`decode_floor`] and [`time_reads`].
-pub fn read_bench(path: &Path, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
+pub fn read_bench(store: impl Into<Location>, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
     opts.validate()?;
-    let facts = store_facts(path)?;
-    let floor = decode_floor(path, opts)?;
+    let store = &store.into();
+    let facts = store_facts(store)?;
+    let floor = decode_floor(store, opts)?;
     let mut rows = Vec::new();
     for &p in &opts.paths {
-        let r = time_reads(path, p, opts, Some(facts.num_systems))?;
-        rows.extend(rows_for(path, &facts, None, opts, p, r, floor));
+        let r = time_reads(store, p, opts, Some(facts.num_systems))?;
+        rows.extend(rows_for(&store.display_path(), &facts, None, opts, p, r, floor));
     }
     Ok(rows)
 }
@@ -230,11 +237,11 @@ pub fn read_bench(path: &Path, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
 /// # Errors
 /// The errors of opening the store and of
 /// [`AtomicDataZarrReader::decode_every_chunk`](crate::AtomicDataZarrReader::decode_every_chunk).
-pub fn decode_floor(path: &Path, opts: &ReadOptions) -> Result<Option<f64>> {
+pub fn decode_floor(store: &Location, opts: &ReadOptions) -> Result<Option<f64>> {
     if !opts.decode_floor {
         return Ok(None);
     }
-    let reader = super::read::open_reader(path, ReaderOptions::default().with_cache_bytes(0), &opts.remote)?;
+    let reader = super::read::open_reader(store, ReaderOptions::default().with_cache_bytes(0), &opts.remote)?;
     let n = reader.len() as f64;
     let mut best = f64::INFINITY;
     for _ in 0..2 {

@@ -208,12 +208,13 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions, on_phase: &mut dyn FnMut(
         on_phase(Phase::Read);
         let write_time = write_time.as_secs_f64();
         pb.finish();
-        let mut facts = store_facts(&store)?;
+        let location = crate::Location::Local(store.clone());
+        let mut facts = store_facts(&location)?;
         // The reference counts raw bytes on the generated data.
         facts.raw_bytes = raw_bytes;
-        let floor = decode_floor(&store, opts)?;
+        let floor = decode_floor(&location, opts)?;
         for &p in &opts.paths {
-            let r = time_reads(&store, p, opts, Some(n))?;
+            let r = time_reads(&location, p, opts, Some(n))?;
             rows.extend(rows_for(&store, &facts, Some((write_time, w.describe())), opts, p, r, floor));
         }
     }

@@ -33,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::source::Reader;
 use crate::store::bytes::{ByteSource, IoStats, LocalSource, SourceStorage};
 use crate::store::format;
+use crate::store::location::Location;
 use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub(crate) use state::{FieldArray, State};
 
@@ -171,8 +172,8 @@ impl AtomicDataZarrReader {
     ///
     /// # Errors
     /// As [`open_opt`](Self::open_opt).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        Self::open_opt(path, ReaderOptions::default())
+    pub fn open(location: impl Into<Location>) -> Result<Self> {
+        Self::open_opt(location, ReaderOptions::default())
     }
 
     /// Opens a store: a local path, a `file://` URL, or (feature `remote`)
@@ -186,15 +187,8 @@ impl AtomicDataZarrReader {
     /// not a store; [`Error::Inconsistent`], [`Error::Zarr`], [`Error::Chunk`] or
     /// [`Error::Checksum`] naming the array when its metadata or pointers are bad;
     /// otherwise as [`open_remote`](Self::open_remote) for a URL.
-    pub fn open_opt(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self> {
-        let path = path.as_ref();
-        let Some(url) = path.to_str().filter(|s| crate::store::bytes::is_url(s)) else {
-            return Self::open_local(path.to_path_buf(), options);
-        };
-        if let Some(local) = crate::store::bytes::local_path(url) {
-            return Self::open_local(local, options);
-        }
-        Self::open_remote(url, options, crate::store::remote::RemoteOptions::default())
+    pub fn open_opt(location: impl Into<Location>, options: ReaderOptions) -> Result<Self> {
+        Self::open_remote(location, options, crate::store::remote::RemoteOptions::default())
     }
 
     /// Opens a store at a URL with explicit remote options (endpoint,
@@ -218,20 +212,25 @@ impl AtomicDataZarrReader {
     /// [`Error::Remote`] naming the URL when a request fails, the store is
     /// missing (kind `NotFound`) or the build has no `remote` feature (kind
     /// `Unsupported`); otherwise as [`open_opt`](Self::open_opt).
-    pub fn open_remote(url: &str, options: ReaderOptions, remote: crate::store::remote::RemoteOptions) -> Result<Self> {
-        if let Some(local) = crate::store::bytes::local_path(url) {
-            return Self::open_local(local, options);
-        }
+    pub fn open_remote(
+        location: impl Into<Location>,
+        options: ReaderOptions,
+        remote: crate::store::remote::RemoteOptions,
+    ) -> Result<Self> {
+        let url = match location.into() {
+            Location::Local(path) => return Self::open_local(path, options),
+            Location::Url(url) => url,
+        };
         #[cfg(feature = "remote")]
         {
-            let bytes: Arc<dyn ByteSource> = Arc::new(crate::store::remote::RemoteSource::open(url, &remote)?);
+            let bytes: Arc<dyn ByteSource> = Arc::new(crate::store::remote::RemoteSource::open(&url, &remote)?);
             Self::open_source(PathBuf::from(url), bytes, options)
         }
         #[cfg(not(feature = "remote"))]
         {
             let _ = (options, remote);
             Err(Error::Remote {
-                url: url.to_string(),
+                url,
                 kind: crate::error::RemoteErrorKind::Unsupported,
                 reason: "this build of atomzarr has no `remote` feature".into(),
             })

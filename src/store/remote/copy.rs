@@ -11,8 +11,8 @@ use object_store::path::Path as ObjPath;
 
 use super::RemoteOptions;
 use super::source::{connect, remote_error};
+use crate::Location;
 use crate::error::{Error, RemoteErrorKind, Result};
-use crate::store::bytes::local_path;
 use crate::store::durable::TEMP_MARK;
 use crate::store::lock::{LOCK_FILE, StoreLock};
 
@@ -34,15 +34,15 @@ struct Side {
 }
 
 impl Side {
-    fn open(location: &str, options: &RemoteOptions) -> Result<Side> {
-        match local_path(location) {
-            Some(path) => {
-                let fs = object_store::local::LocalFileSystem::new_with_prefix(&path)
+    fn open(location: &Location, options: &RemoteOptions) -> Result<Side> {
+        match location {
+            Location::Local(path) => {
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(path)
                     .map_err(|e| remote_error(location.to_string(), &e))?;
                 Ok(Side { store: Arc::new(fs), prefix: ObjPath::default(), url: location.to_string(), listable: true })
             }
-            None => {
-                let url = location.trim_end_matches('/').to_string();
+            Location::Url(url) => {
+                let url = url.trim_end_matches('/').to_string();
                 let (store, prefix, listable) = connect(&url, options)?;
                 Ok(Side { store, prefix, url, listable })
             }
@@ -80,12 +80,13 @@ impl Side {
 /// [`Error::AlreadyExists`] when `dst` does; [`Error::RemoteReadOnly`] for an
 /// HTTP `dst`; [`Error::Remote`] naming the URL of a failed request;
 /// [`Error::Locked`] for a locked local store; [`Error::Io`] naming a local file.
-pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport> {
+pub fn copy(src: impl Into<Location>, dst: impl Into<Location>, options: &RemoteOptions) -> Result<CopyReport> {
+    let (src, dst) = (src.into(), dst.into());
     let runtime = super::source::io_runtime()?;
-    if local_path(src).is_some_and(|p| !p.join("zarr.json").is_file()) {
-        return Err(Error::NotFound { store: local_path(src).unwrap_or_default() });
+    if let Some(p) = src.local().filter(|p| !p.join("zarr.json").is_file()) {
+        return Err(Error::NotFound { store: p.to_path_buf() });
     }
-    let from = Side::open(src, options)?;
+    let from = Side::open(&src, options)?;
     if !from.listable {
         return Err(Error::Remote {
             url: from.url.clone(),
@@ -93,34 +94,34 @@ pub fn copy(src: &str, dst: &str, options: &RemoteOptions) -> Result<CopyReport>
             reason: "an HTTP server cannot be listed; copy from a local path or an object store".into(),
         });
     }
-    if dst.starts_with("http://") || dst.starts_with("https://") {
-        return Err(Error::RemoteReadOnly { url: dst.to_string(), operation: "copy to an HTTP server".into() });
+    if let Some(url) = dst.url().filter(|u| u.starts_with("http://") || u.starts_with("https://")) {
+        return Err(Error::RemoteReadOnly { url: url.to_string(), operation: "copy to an HTTP server".into() });
     }
     // A local source is copied holding its writer lock shared (writers wait,
     // other copies do not), so the copy is one commit of it, never a mix of
     // two; a local destination is a new store, locked from the moment its
     // folder exists.
-    let _source_lock = match local_path(src) {
-        Some(p) => StoreLock::acquire_shared(&p, options.lock_timeout())?,
+    let _source_lock = match src.local() {
+        Some(p) => StoreLock::acquire_shared(p, options.lock_timeout())?,
         None => None,
     };
-    let _destination_lock = match local_path(dst) {
+    let _destination_lock = match dst.local() {
         Some(p) => {
             if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
             }
-            match std::fs::create_dir(&p) {
+            match std::fs::create_dir(p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return Err(Error::AlreadyExists { store: p });
+                    return Err(Error::AlreadyExists { store: p.to_path_buf() });
                 }
-                Err(e) => return Err(Error::io(&p, e)),
+                Err(e) => return Err(Error::io(p, e)),
             }
-            Some(StoreLock::acquire(&p, options.lock_timeout())?)
+            Some(StoreLock::acquire(p, options.lock_timeout())?)
         }
         None => None,
     };
-    let to = Side::open(dst, options)?;
+    let to = Side::open(&dst, options)?;
     runtime.block_on(async {
         match to.store.head(&to.path("zarr.json")).await {
             Ok(_) => return Err(Error::AlreadyExists { store: to.url.clone().into() }),

@@ -157,8 +157,9 @@ impl AtomicDataZarrWriter {
     /// `config` does not validate; [`Error::AlreadyExists`] when `path` exists;
     /// [`Error::Locked`] when another create of `path` holds the lock;
     /// [`Error::Io`] or [`Error::Zarr`] naming the path when writing fails.
-    pub fn create(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
-        let path = crate::store::bytes::writable_path(path.as_ref(), "create")?;
+    pub fn create(location: impl Into<crate::Location>, config: ZarrWriteConfig) -> Result<Self> {
+        let location = location.into();
+        let path = location.writable("create")?.to_path_buf();
         config.validate()?;
         let building = format::sibling(&path, format::CREATING);
         let lock = Self::lock_new_folder(&path, &building, config.lock_timeout())?;

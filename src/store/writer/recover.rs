@@ -34,8 +34,9 @@ impl AtomicDataZarrWriter {
     /// `config` does not validate; [`Error::NotFound`] or [`Error::Format`] when
     /// `path` is not a store; [`Error::Locked`] when another writer holds it past
     /// the lock timeout; [`Error::Io`] naming the path when recovery cannot proceed.
-    pub fn open(path: impl AsRef<Path>, config: ZarrWriteConfig) -> Result<Self> {
-        let path = crate::store::bytes::writable_path(path.as_ref(), "open for append")?;
+    pub fn open(location: impl Into<crate::Location>, config: ZarrWriteConfig) -> Result<Self> {
+        let location = location.into();
+        let path = location.writable("open for append")?.to_path_buf();
         config.validate()?;
         let lock = Self::lock_existing(&path, config.lock_timeout())?;
         // Nothing is cleaned or moved below unless `path` is a store.
