@@ -27,6 +27,7 @@
 //! src/
 //! ├── error.rs         Error, Result (imports nothing from the crate)
 //! ├── progress.rs      progress of long calls: a bar (feature `progress`) or log lines
+//! ├── pool.rs          WorkerPool: the threads for work that blocks (prefetch, fsync)
 //! ├── data/            the host data model
 //! │   ├── dtype.rs       DType, Level
 //! │   ├── host.rs        HostData: a typed host buffer
@@ -181,6 +182,7 @@ pub mod cli;
 pub mod data;
 mod error;
 pub mod pipeline;
+mod pool;
 mod progress;
 pub mod sampler;
 pub mod source;

@@ -25,14 +25,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::JoinHandle;
 
 use crate::data::AtomicData;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::pipeline::transforms::{CollatedTransform, SharedTransform};
+use crate::pool::{Job, WorkerPool};
 use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
@@ -73,62 +73,6 @@ pub enum ErrorPolicy {
 
 /// A per-sample transform, applied after validation.
 pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
-
-type Job = Box<dyn FnOnce() + Send>;
-
-/// A fixed pool of background threads for prefetch reads.
-struct WorkerPool {
-    tx: Mutex<Option<Sender<Job>>>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl WorkerPool {
-    fn new(n: usize) -> WorkerPool {
-        let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        let threads = (0..n.max(1))
-            .map(|i| {
-                let rx = rx.clone();
-                std::thread::Builder::new().name(format!("atomzarr-prefetch-{i}")).spawn(move || {
-                    loop {
-                        // Take one job, release the lock, run it.
-                        let job = match rx.lock() {
-                            Ok(g) => g.recv(),
-                            Err(_) => return,
-                        };
-                        match job {
-                            Ok(job) => job(),
-                            Err(_) => return, // pool dropped
-                        }
-                    }
-                })
-            })
-            .filter_map(std::result::Result::ok)
-            .collect();
-        WorkerPool { tx: Mutex::new(Some(tx)), threads }
-    }
-
-    fn submit(&self, job: Job) -> Result<()> {
-        let g = self.tx.lock().map_err(|_| Error::Background("prefetch pool lock poisoned".into()))?;
-        match g.as_ref() {
-            Some(tx) if !self.threads.is_empty() => {
-                tx.send(job).map_err(|_| Error::Background("prefetch pool is gone".into()))
-            }
-            _ => Err(Error::Background("could not start prefetch threads".into())),
-        }
-    }
-}
-
-impl Drop for WorkerPool {
-    fn drop(&mut self) {
-        if let Ok(mut g) = self.tx.lock() {
-            g.take();
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
 
 /// Background work in flight on the dataset's pool. Dropping it cancels the
 /// work if it has not started; started work finishes and its result is
@@ -407,7 +351,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// ```
     pub fn with_num_workers(mut self, n: usize) -> Self {
         let n = n.max(1);
-        if self.pool.get().is_some_and(|p| p.threads.len() != n) {
+        if self.pool.get().is_some_and(|p| p.len() != n) {
             // Resizing a running pool would race with its queued jobs; a
             // fresh lazy pool for this handle is simpler and just as cheap.
             self.pool = Arc::new(OnceLock::new());
@@ -612,10 +556,10 @@ impl<R: Reader + 'static> Dataset<R> {
             }
             let _ = tx.send(ctx.load_batches(&lists).and_then(then));
         });
-        let pool = self.pool.get_or_init(|| WorkerPool::new(self.num_workers));
-        if let Err(e) = pool.submit(job) {
+        let pool = self.pool.get_or_init(|| WorkerPool::new("atomzarr-prefetch", self.num_workers));
+        if pool.submit(job).is_err() {
             let (etx, erx) = channel();
-            let _ = etx.send(Err(e));
+            let _ = etx.send(Err(Error::Background("could not start prefetch threads".into())));
             return Pending { rx: erx, cancel };
         }
         Pending { rx, cancel }

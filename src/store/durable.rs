@@ -44,6 +44,8 @@ use zarrs::storage::{
     StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix, WritableStorageTraits,
 };
 
+use crate::pool::WorkerPool;
+
 /// Marker in the name of every temporary file this module writes.
 pub const TEMP_MARK: &str = ".atomzarr-tmp";
 
@@ -229,50 +231,28 @@ pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
     Ok(removed)
 }
 
-/// One fsync for the sync threads: the path, where to answer, its position.
-type SyncJob = (PathBuf, std::sync::mpsc::Sender<(usize, std::io::Result<()>)>, usize);
-
 /// Threads kept for fsyncs across commits (spawning them anew for each
 /// round of a commit cost ~1 ms of system time per round on the reference
-/// VM); `None` where they could not be started.
-fn sync_threads() -> Option<&'static Mutex<std::sync::mpsc::Sender<SyncJob>>> {
-    static POOL: std::sync::OnceLock<Option<Mutex<std::sync::mpsc::Sender<SyncJob>>>> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
-        let (send, recv) = std::sync::mpsc::channel::<SyncJob>();
-        let recv = Arc::new(Mutex::new(recv));
-        for k in 0..SYNC_THREADS {
-            let recv = recv.clone();
-            let spawned = std::thread::Builder::new().name(format!("atomzarr-sync-{k}")).spawn(move || {
-                loop {
-                    // One thread waits for a job at a time; the rest wait here.
-                    let job = recv.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv();
-                    let Ok((path, reply, i)) = job else { return };
-                    let _ = reply.send((i, File::open(&path).and_then(|f| f.sync_all())));
-                }
-            });
-            if spawned.is_err() && k == 0 {
-                return None;
-            }
-        }
-        Some(Mutex::new(send))
-    })
-    .as_ref()
+/// VM).
+fn sync_threads() -> &'static WorkerPool {
+    static POOL: std::sync::OnceLock<WorkerPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| WorkerPool::new("atomzarr-sync", SYNC_THREADS))
 }
 
 /// `fsync` of every path (files or directories), many at a time; the first
 /// error in path order wins.
 fn sync_paths(paths: &[PathBuf]) -> std::io::Result<()> {
     let one = |p: &PathBuf| File::open(p)?.sync_all();
-    let Some(pool) = sync_threads().filter(|_| paths.len() > 1) else {
+    if paths.len() < 2 {
         return paths.iter().try_for_each(one);
-    };
+    }
     let (reply, answers) = std::sync::mpsc::channel();
-    {
-        let jobs = pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for (i, p) in paths.iter().enumerate() {
-            if jobs.send((p.clone(), reply.clone(), i)).is_err() {
-                return paths.iter().try_for_each(one);
-            }
+    for (i, p) in paths.iter().enumerate() {
+        let (path, answer) = (p.clone(), reply.clone());
+        let job = Box::new(move || drop(answer.send((i, File::open(&path).and_then(|f| f.sync_all())))));
+        if sync_threads().submit(job).is_err() {
+            // No sync thread runs: the rest here, one after the other.
+            let _ = reply.send((i, one(p)));
         }
     }
     drop(reply);
