@@ -465,7 +465,7 @@ fn replace_array(path: &Path, rel: &str, dtype: DType, shape: Vec<u64>, data: Ho
     std::fs::remove_dir_all(path.join(rel)).unwrap();
     let store = arrays::open_store(path).unwrap();
     let resolved = ZarrWriteConfig::default().resolve(StoreGroup::Meta, "x");
-    let a = arrays::create_array(path, &store, rel, dtype, shape.clone(), &resolved).unwrap();
+    let a = arrays::create_array(path, &store, rel, dtype, shape.clone(), &resolved, None).unwrap();
     let subset: Vec<std::ops::Range<u64>> = shape.iter().map(|&d| 0..d).collect();
     a.store_array_subset(&subset, zarrs::array::ArrayBytes::new_flen(data.as_bytes().to_vec())).unwrap();
 }

@@ -240,19 +240,20 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
                 None => (c.next_epoch, c.next_position, 0),
             }
         };
-        LoaderState::new(
+        LoaderState {
             epoch,
             position,
             step,
-            self.order.1,
-            self.order.0.to_string(),
-            self.batching.global_len(),
-            match &self.batching {
+            seed: self.order.1,
+            sampler: self.order.0.to_string(),
+            epoch_len: self.batching.global_len(),
+            batch_size: match &self.batching {
                 Batching::Fixed { batch_size, .. } => Some(*batch_size),
                 Batching::Lists(_) => None,
             },
-            self.view,
-        )
+            world_size: self.view.world_size,
+            rank: self.view.rank,
+        }
     }
 
     /// Makes the next `iter()` (of this loader and its clones, copies and

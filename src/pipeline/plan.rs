@@ -236,42 +236,18 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoaderState {
-    epoch: u64,
-    position: usize,
-    step: usize,
-    seed: Option<u64>,
-    sampler: String,
-    epoch_len: usize,
-    batch_size: Option<usize>,
-    world_size: usize,
-    rank: usize,
+    pub(crate) epoch: u64,
+    pub(crate) position: usize,
+    pub(crate) step: usize,
+    pub(crate) seed: Option<u64>,
+    pub(crate) sampler: String,
+    pub(crate) epoch_len: usize,
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) world_size: usize,
+    pub(crate) rank: usize,
 }
 
 impl LoaderState {
-    #[allow(clippy::too_many_arguments)] // one private constructor, every field named at its call
-    pub(crate) fn new(
-        epoch: u64,
-        position: usize,
-        step: usize,
-        seed: Option<u64>,
-        sampler: String,
-        epoch_len: usize,
-        batch_size: Option<usize>,
-        view: View,
-    ) -> Self {
-        LoaderState {
-            epoch,
-            position,
-            step,
-            seed,
-            sampler,
-            epoch_len,
-            batch_size,
-            world_size: view.world_size,
-            rank: view.rank,
-        }
-    }
-
     /// The epoch the loader is in (or starts next, at position 0).
     pub fn epoch(&self) -> u64 {
         self.epoch

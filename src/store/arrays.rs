@@ -87,7 +87,10 @@ pub fn array_dtype<T: ?Sized>(store_path: &Path, rel: &str, array: &Array<T>) ->
     DType::from_name(&name).ok_or_else(|| Error::inconsistent(store_path, rel, format!("unsupported data type {name}")))
 }
 
-/// Builds (and stores the metadata of) a new array at `rel`.
+/// Builds (and stores the metadata of) a new array at `rel`. Every row not
+/// written reads as `fill` (one element's little-endian bytes; `None`: zero).
+/// A field that only later frames carry is created with a fill over the
+/// rows already in the store (NaN for floats), without writing them.
 pub fn create_array(
     store_path: &Path,
     store: &Arc<Store>,
@@ -95,22 +98,7 @@ pub fn create_array(
     dtype: DType,
     shape: Vec<u64>,
     config: &ResolvedArrayConfig,
-) -> Result<Array<Store>> {
-    create_array_filled(store_path, store, rel, dtype, shape, config, &vec![0u8; dtype.size()])
-}
-
-/// [`create_array`] with another fill value (`fill`: one element's
-/// little-endian bytes): every row not written reads as it. A field that
-/// only later frames carry is created this way over the rows already in
-/// the store (NaN for floats), without writing them.
-pub fn create_array_filled(
-    store_path: &Path,
-    store: &Arc<Store>,
-    rel: &str,
-    dtype: DType,
-    shape: Vec<u64>,
-    config: &ResolvedArrayConfig,
-    fill: &[u8],
+    fill: Option<&[u8]>,
 ) -> Result<Array<Store>> {
     config.validate(rel)?;
     let row_elems: u64 = shape.iter().skip(1).product();
@@ -121,7 +109,7 @@ pub fn create_array_filled(
     chunk_shape.extend(shape.iter().skip(1).map(|&d| d.max(1)));
     // A byte-vector fill value must go in as `FillValue` bytes: zarrs reads a
     // plain `Vec<u8>` as JSON array metadata, which no scalar dtype accepts.
-    let fill = zarrs::array::FillValue::new(fill.to_vec());
+    let fill = zarrs::array::FillValue::new(fill.map_or_else(|| vec![0u8; dtype.size()], <[u8]>::to_vec));
     let mut builder = ArrayBuilder::new(shape.clone(), chunk_shape.clone(), dtype.name(), fill);
     let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
         Codec::None => vec![],

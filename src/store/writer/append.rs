@@ -138,7 +138,15 @@ impl AtomicDataZarrWriter {
             let rel = format::field_path(sc.group, name);
             let mut shape = vec![0u64];
             shape.extend(&sc.trailing);
-            arrays::create_array(&self.path, &self.store, &rel, sc.dtype, shape, &self.config.resolve(sc.group, name))?;
+            arrays::create_array(
+                &self.path,
+                &self.store,
+                &rel,
+                sc.dtype,
+                shape,
+                &self.config.resolve(sc.group, name),
+                None,
+            )?;
             Ok(())
         })?;
         for (name, sc) in schema {

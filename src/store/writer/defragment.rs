@@ -64,7 +64,7 @@ impl AtomicDataZarrWriter {
                 let dtype = arrays::array_dtype(&self.path, &rel, &a)?;
                 let mut shape = a.shape().to_vec();
                 shape[0] = 0;
-                arrays::create_array(&tmp, &out.store, &rel, dtype, shape, &config.resolve(info.group, name))?;
+                arrays::create_array(&tmp, &out.store, &rel, dtype, shape, &config.resolve(info.group, name), None)?;
                 new_root.fields.insert(name.clone(), info.clone());
             }
         }
@@ -119,6 +119,7 @@ impl AtomicDataZarrWriter {
                     f.dtype(),
                     shape,
                     &self.config.resolve(group, name),
+                    None,
                 )?;
                 attrs.fields.insert(name.clone(), FieldInfo { group, level: f.level });
             }

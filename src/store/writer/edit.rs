@@ -57,7 +57,7 @@ impl AtomicDataZarrWriter {
         shape.extend(field.trailing_shape().iter().map(|&d| d as u64));
         let resolved = self.config.resolve(StoreGroup::Custom, name);
         let txn = self.store.transaction();
-        arrays::create_array(&self.path, &self.store, &pending_rel, field.dtype(), shape, &resolved)?;
+        arrays::create_array(&self.path, &self.store, &pending_rel, field.dtype(), shape, &resolved, None)?;
         self.write_rows(&pending_rel, 0..need, field.data.as_bytes().to_vec())?;
         txn.commit().map_err(|e| Error::io(&pending, e))?;
         self.place_pending(name, FieldInfo { group: StoreGroup::Custom, level }, root)
@@ -112,14 +112,14 @@ impl AtomicDataZarrWriter {
         shape.extend(trailing.iter().map(|&d| d as u64));
         let txn = self.store.transaction();
         let resolved = self.config.resolve(group, name);
-        arrays::create_array_filled(
+        arrays::create_array(
             &self.path,
             &self.store,
             &pending_rel,
             dtype,
             shape,
             &resolved,
-            &fill_bytes(dtype, fill),
+            Some(&fill_bytes(dtype, fill)),
         )?;
         txn.commit().map_err(|e| Error::io(&pending, e))?;
         self.place_pending(name, FieldInfo { group, level }, root)

@@ -187,6 +187,7 @@ impl AtomicDataZarrWriter {
                 dtype,
                 vec![u64::from(is_ptr)],
                 &w.config.resolve(StoreGroup::Meta, name),
+                None,
             )?;
             if is_ptr {
                 a.store_array_subset(&[0..1], vec![0i64]).map_err(arr_err(&w.path, rel))?;
