@@ -143,12 +143,11 @@ impl Stream {
 
 // ---------------------------------------------------------------------------
 
-/// Builder of [`MultiDatasetSampler`]; see each method for its default.
+/// The options both mixing builders share, with their defaults.
 #[derive(Debug, Clone)]
-pub struct MultiDatasetSamplerBuilder {
+struct Mixing {
     lengths: Vec<usize>,
     weights: Option<Vec<f64>>,
-    num_samples: Option<usize>,
     replacement: bool,
     shuffle: bool,
     seed: u64,
@@ -157,46 +156,84 @@ pub struct MultiDatasetSamplerBuilder {
     drop_last: bool,
 }
 
+impl Mixing {
+    fn new(lengths: Vec<usize>) -> Mixing {
+        Mixing {
+            lengths,
+            weights: None,
+            replacement: true,
+            shuffle: true,
+            seed: 0,
+            world_size: 1,
+            rank: 0,
+            drop_last: false,
+        }
+    }
+
+    /// This rank's shard of the epoch.
+    fn shard(&self) -> Result<Shard> {
+        Ok(Shard::new(self.rank, self.world_size)?.with_drop_last(self.drop_last))
+    }
+}
+
+/// The setters of [`Mixing`]'s options, written once for both builders
+/// (each holds its `Mixing` in a field `mix`).
+macro_rules! mixing_setters {
+    () => {
+        /// Per-dataset rates (default: proportional to dataset length).
+        pub fn with_weights(mut self, w: Vec<f64>) -> Self {
+            self.mix.weights = Some(w);
+            self
+        }
+        /// Equal rates for every dataset (sets `weights`).
+        pub fn with_balanced_weights(mut self) -> Self {
+            self.mix.weights = Some(vec![1.0; self.mix.lengths.len()]);
+            self
+        }
+        /// Allow a dataset to be used more than once per epoch (default on).
+        pub fn with_replacement(mut self, yes: bool) -> Self {
+            self.mix.replacement = yes;
+            self
+        }
+        /// Shuffle (default on): the interleaving of the datasets, each
+        /// dataset's local order, and the order inside a batch.
+        pub fn with_shuffle(mut self, yes: bool) -> Self {
+            self.mix.shuffle = yes;
+            self
+        }
+        /// Seed (default 0); the epoch comes from the sampler's call.
+        pub fn with_seed(mut self, seed: u64) -> Self {
+            self.mix.seed = seed;
+            self
+        }
+        /// Rank `rank` of `world_size` data-parallel ranks (default 0 of 1);
+        /// `build` refuses `rank >= world_size`.
+        pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
+            (self.mix.rank, self.mix.world_size) = (rank, world_size);
+            self
+        }
+        /// Drop the tail that does not shard evenly instead of padding it
+        /// from the start of the epoch (default off).
+        pub fn with_drop_last(mut self, yes: bool) -> Self {
+            self.mix.drop_last = yes;
+            self
+        }
+    };
+}
+
+/// Builder of [`MultiDatasetSampler`]; see each method for its default.
+#[derive(Debug, Clone)]
+pub struct MultiDatasetSamplerBuilder {
+    mix: Mixing,
+    num_samples: Option<usize>,
+}
+
 impl MultiDatasetSamplerBuilder {
-    /// Per-dataset sampling rates (default: proportional to dataset length).
-    pub fn with_weights(mut self, w: Vec<f64>) -> Self {
-        self.weights = Some(w);
-        self
-    }
-    /// Equal rates for every dataset.
-    pub fn with_balanced_weights(mut self) -> Self {
-        self.weights = Some(vec![1.0; self.lengths.len()]);
-        self
-    }
+    mixing_setters!();
+
     /// Global indices per epoch before sharding (default: total samples).
     pub fn with_num_samples(mut self, n: usize) -> Self {
         self.num_samples = Some(n);
-        self
-    }
-    /// Allow a dataset to be used more than once per epoch (default on).
-    pub fn with_replacement(mut self, yes: bool) -> Self {
-        self.replacement = yes;
-        self
-    }
-    /// Shuffle dataset choices and local order (default on).
-    pub fn with_shuffle(mut self, yes: bool) -> Self {
-        self.shuffle = yes;
-        self
-    }
-    /// Seed (default 0); the epoch comes from [`Sampler::indices`].
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-    /// Rank `rank` of `world_size` data-parallel ranks (default 0 of 1);
-    /// `build` refuses `rank >= world_size`.
-    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
-        (self.rank, self.world_size) = (rank, world_size);
-        self
-    }
-    /// Drop the tail that does not shard evenly instead of padding (default off).
-    pub fn with_drop_last(mut self, yes: bool) -> Self {
-        self.drop_last = yes;
         self
     }
 
@@ -207,27 +244,28 @@ impl MultiDatasetSamplerBuilder {
     /// datasets (count, sign, a positive rate on an empty one), zero
     /// `num_samples`, or more draws than a dataset holds without replacement.
     pub fn build(self) -> Result<MultiDatasetSampler> {
-        let shard = Shard::new(self.rank, self.world_size)?.with_drop_last(self.drop_last);
-        let weights = normalise_weights(self.weights.as_deref(), &self.lengths, "MultiDatasetSampler weights")?;
-        let num_samples = self.num_samples.unwrap_or_else(|| self.lengths.iter().sum());
+        let Self { mix, num_samples } = self;
+        let shard = mix.shard()?;
+        let weights = normalise_weights(mix.weights.as_deref(), &mix.lengths, "MultiDatasetSampler weights")?;
+        let num_samples = num_samples.unwrap_or_else(|| mix.lengths.iter().sum());
         if num_samples == 0 {
             return Err(Error::Config("MultiDatasetSampler: num_samples must be at least 1".into()));
         }
         let counts = counts_from_weights(&weights, num_samples);
-        if !self.replacement
-            && let Some(d) = (0..counts.len()).find(|&d| counts[d] > self.lengths[d])
+        if !mix.replacement
+            && let Some(d) = (0..counts.len()).find(|&d| counts[d] > mix.lengths[d])
         {
             return Err(Error::Config(format!(
                 "MultiDatasetSampler: replacement=false cannot draw {} samples from dataset {d} of {}",
-                counts[d], self.lengths[d]
+                counts[d], mix.lengths[d]
             )));
         }
         Ok(MultiDatasetSampler {
-            offsets: offsets_of(&self.lengths),
-            lengths: self.lengths,
+            offsets: offsets_of(&mix.lengths),
+            lengths: mix.lengths,
             counts,
-            shuffle: self.shuffle,
-            seed: self.seed,
+            shuffle: mix.shuffle,
+            seed: mix.seed,
             shard,
         })
     }
@@ -268,17 +306,7 @@ impl MultiDatasetSampler {
     /// A builder over children of these lengths (global index = sum of the
     /// earlier lengths + local index, as [`MultiDataset`] lays them out).
     pub fn for_lengths(lengths: Vec<usize>) -> MultiDatasetSamplerBuilder {
-        MultiDatasetSamplerBuilder {
-            lengths,
-            weights: None,
-            num_samples: None,
-            replacement: true,
-            shuffle: true,
-            seed: 0,
-            world_size: 1,
-            rank: 0,
-            drop_last: false,
-        }
+        MultiDatasetSamplerBuilder { mix: Mixing::new(lengths), num_samples: None }
     }
 
     /// Samples of each dataset per epoch (before sharding).
@@ -318,32 +346,16 @@ impl Sampler for MultiDatasetSampler {
 /// Builder of [`MultiDatasetBatchSampler`]; see each method for its default.
 #[derive(Debug, Clone)]
 pub struct MultiDatasetBatchSamplerBuilder {
-    lengths: Vec<usize>,
+    mix: Mixing,
     batch_size: usize,
-    weights: Option<Vec<f64>>,
     samples_per_dataset: Option<SamplesPerDataset>,
     num_batches: Option<usize>,
     epoch_policy: EpochPolicy,
-    replacement: bool,
-    shuffle: bool,
-    seed: u64,
-    world_size: usize,
-    rank: usize,
-    drop_last: bool,
 }
 
 impl MultiDatasetBatchSamplerBuilder {
-    /// Per-dataset rates used to split `batch_size` (default: proportional
-    /// to dataset length). Exclusive with `samples_per_dataset`.
-    pub fn with_weights(mut self, w: Vec<f64>) -> Self {
-        self.weights = Some(w);
-        self
-    }
-    /// Equal rates for every dataset (sets `weights`).
-    pub fn with_balanced_weights(mut self) -> Self {
-        self.weights = Some(vec![1.0; self.lengths.len()]);
-        self
-    }
+    mixing_setters!();
+
     /// Exact counts per batch (`Vec<usize>`, must sum to `batch_size`) or
     /// ratios (`Vec<f64>`). Exclusive with `weights`.
     pub fn with_samples_per_dataset(mut self, s: impl Into<SamplesPerDataset>) -> Self {
@@ -361,37 +373,10 @@ impl MultiDatasetBatchSamplerBuilder {
         self.epoch_policy = p;
         self
     }
-    /// Allow a dataset to be used more than once per epoch (default on).
-    pub fn with_replacement(mut self, yes: bool) -> Self {
-        self.replacement = yes;
-        self
-    }
-    /// Shuffle local order and the order inside each batch (default on).
-    pub fn with_shuffle(mut self, yes: bool) -> Self {
-        self.shuffle = yes;
-        self
-    }
-    /// Seed (default 0); the epoch comes from [`BatchSampler::batches`].
-    pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-    /// Rank `rank` of `world_size` data-parallel ranks (default 0 of 1);
-    /// `build` refuses `rank >= world_size`.
-    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
-        (self.rank, self.world_size) = (rank, world_size);
-        self
-    }
-    /// Drop the batches that do not shard evenly instead of padding with
-    /// batches from the start of the epoch (default off).
-    pub fn with_drop_last(mut self, yes: bool) -> Self {
-        self.drop_last = yes;
-        self
-    }
 
     fn counts(&self) -> Result<Vec<usize>> {
-        let n = self.lengths.len();
-        let counts = match (&self.weights, &self.samples_per_dataset) {
+        let n = self.mix.lengths.len();
+        let counts = match (&self.mix.weights, &self.samples_per_dataset) {
             (Some(_), Some(_)) => {
                 return Err(Error::Config(
                     "MultiDatasetBatchSampler: weights and samples_per_dataset are mutually exclusive".into(),
@@ -407,11 +392,11 @@ impl MultiDatasetBatchSamplerBuilder {
                 c.clone()
             }
             (_, Some(SamplesPerDataset::Ratios(r))) => counts_from_weights(
-                &normalise_weights(Some(r), &self.lengths, "MultiDatasetBatchSampler samples_per_dataset ratios")?,
+                &normalise_weights(Some(r), &self.mix.lengths, "MultiDatasetBatchSampler samples_per_dataset ratios")?,
                 self.batch_size,
             ),
             (w, None) => counts_from_weights(
-                &normalise_weights(w.as_deref(), &self.lengths, "MultiDatasetBatchSampler weights")?,
+                &normalise_weights(w.as_deref(), &self.mix.lengths, "MultiDatasetBatchSampler weights")?,
                 self.batch_size,
             ),
         };
@@ -422,7 +407,7 @@ impl MultiDatasetBatchSamplerBuilder {
                 self.batch_size
             )));
         }
-        if let Some(d) = (0..n).find(|&d| counts[d] > 0 && self.lengths[d] == 0) {
+        if let Some(d) = (0..n).find(|&d| counts[d] > 0 && self.mix.lengths[d] == 0) {
             return Err(Error::Config(format!(
                 "MultiDatasetBatchSampler: dataset {d} contributes {} per batch but has no samples",
                 counts[d]
@@ -439,28 +424,28 @@ impl MultiDatasetBatchSamplerBuilder {
     /// or the batch size, or an epoch of no batch or (without replacement)
     /// more batches than the datasets hold.
     pub fn build(self) -> Result<MultiDatasetBatchSampler> {
-        let shard = Shard::new(self.rank, self.world_size)?.with_drop_last(self.drop_last);
+        let shard = self.mix.shard()?;
         if self.batch_size == 0 {
             return Err(Error::Config("MultiDatasetBatchSampler: batch_size must be at least 1".into()));
         }
         let counts = self.counts()?;
         let quotients: Vec<usize> = counts
             .iter()
-            .zip(&self.lengths)
+            .zip(&self.mix.lengths)
             .filter(|(c, _)| **c > 0)
-            .map(|(&c, &l)| if self.replacement { l.div_ceil(c) } else { l / c })
+            .map(|(&c, &l)| if self.mix.replacement { l.div_ceil(c) } else { l / c })
             .collect();
         // counts sum to batch_size >= 1, so some dataset contributes.
         let min_b = quotients.iter().copied().min().unwrap_or(0);
         let max_b = quotients.iter().copied().max().unwrap_or(0);
         let num_batches = match (self.num_batches, self.epoch_policy) {
             (Some(n), _) => n,
-            (None, EpochPolicy::DatasetSize) if self.replacement => {
-                self.lengths.iter().sum::<usize>().div_ceil(self.batch_size)
+            (None, EpochPolicy::DatasetSize) if self.mix.replacement => {
+                self.mix.lengths.iter().sum::<usize>().div_ceil(self.batch_size)
             }
             (None, EpochPolicy::DatasetSize | EpochPolicy::MinSize) => min_b,
             (None, EpochPolicy::MaxSize) => {
-                if !self.replacement && max_b > min_b {
+                if !self.mix.replacement && max_b > min_b {
                     return Err(Error::Config(format!(
                         "MultiDatasetBatchSampler: epoch_policy MaxSize needs {max_b} batches, which oversamples \
                          smaller datasets (they support {min_b}); set replacement(true)"
@@ -469,7 +454,7 @@ impl MultiDatasetBatchSamplerBuilder {
                 max_b
             }
         };
-        if !self.replacement && num_batches > min_b {
+        if !self.mix.replacement && num_batches > min_b {
             return Err(Error::Config(format!(
                 "MultiDatasetBatchSampler: replacement=false supports at most {min_b} complete batches \
                  for counts {counts:?}, {num_batches} requested"
@@ -479,12 +464,12 @@ impl MultiDatasetBatchSamplerBuilder {
             return Err(Error::Config("MultiDatasetBatchSampler: an epoch would have no batch".into()));
         }
         Ok(MultiDatasetBatchSampler {
-            offsets: offsets_of(&self.lengths),
-            lengths: self.lengths,
+            offsets: offsets_of(&self.mix.lengths),
+            lengths: self.mix.lengths,
             counts,
             num_batches,
-            shuffle: self.shuffle,
-            seed: self.seed,
+            shuffle: self.mix.shuffle,
+            seed: self.mix.seed,
             shard,
         })
     }
@@ -537,18 +522,11 @@ impl MultiDatasetBatchSampler {
     /// earlier lengths + local index, as [`MultiDataset`] lays them out).
     pub fn for_lengths(lengths: Vec<usize>, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
         MultiDatasetBatchSamplerBuilder {
-            lengths,
+            mix: Mixing::new(lengths),
             batch_size,
-            weights: None,
             samples_per_dataset: None,
             num_batches: None,
             epoch_policy: EpochPolicy::DatasetSize,
-            replacement: true,
-            shuffle: true,
-            seed: 0,
-            world_size: 1,
-            rank: 0,
-            drop_last: false,
         }
     }
 
