@@ -52,7 +52,8 @@ fn opts() -> LoaderOptions {
 fn train(store: &Path, artifacts: PathBuf, epochs: usize, nodes: Option<Nodes>) -> (usize, String, f64, f64, u64) {
     let device = Default::default();
     let (rank, world) = nodes.as_ref().map(|n| (n.rank, n.num_nodes)).unwrap_or((0, 1));
-    let split = Split::<Train>::open_ranked(store, 0.25, opts(), (rank, world), &device).unwrap();
+    let split =
+        Split::<Train>::open_prepared(store, &training::Prep::by_index(0.25), opts(), (rank, world), &device).unwrap();
     Train::seed(&device, 0);
     let config = split.stats.config(physics::CUTOFF).with_hidden(8);
     let model = Potential::<Train>::new(&config, 4.0, &device);

@@ -66,16 +66,16 @@ impl Prep {
     }
 }
 
-/// Train and validation loaders over one store. By index (the default,
-/// [`Prep::by_index`]): the last `val_fraction` of the store is validation
-/// (the store is written trajectory by trajectory, so validation holds whole
-/// unseen trajectories, save at most one straddling the boundary). By a
-/// label ([`Prep::by`]): atomzarr's grouped, seeded split.
-pub struct Split<B: AutodiffBackend> {
-    /// Shuffled training batches on the autodiff backend.
-    pub train: DataLoader<B, AtomicDataZarrReader>,
-    /// Sequential validation batches on the inner backend.
-    pub val: DataLoader<B::InnerBackend, AtomicDataZarrReader>,
+/// A training set prepared from a store: the split, the E0s fitted on its
+/// training part, and the statistics of what the model trains on. By index
+/// (the default, [`Prep::by_index`]): the last `val_fraction` of the store
+/// is validation (the store is written trajectory by trajectory, so
+/// validation holds whole unseen trajectories, save at most one straddling
+/// the boundary). By a label ([`Prep::by`]): atomzarr's grouped, seeded
+/// split.
+pub struct TrainingSet {
+    /// The store's reader, shared by both loaders.
+    pub reader: Arc<AtomicDataZarrReader>,
     /// Training indices.
     pub train_indices: Vec<usize>,
     /// Validation indices.
@@ -85,39 +85,13 @@ pub struct Split<B: AutodiffBackend> {
     pub stats: DataStats,
     /// The E0s fitted on the training part, subtracted by both loaders.
     pub e0s: Option<SubtractE0s>,
+    /// Rotation seed of the training loader ([`Prep::rotate`]).
+    pub rotate: Option<u64>,
 }
 
-impl<B: AutodiffBackend> Split<B> {
-    /// Opens `store` and builds both loaders.
-    pub fn open(
-        store: &Path,
-        val_fraction: f64,
-        opts: LoaderOptions,
-        device: &B::Device,
-    ) -> Result<Split<B>, BoxError> {
-        Self::open_ranked(store, val_fraction, opts, (0, 1), device)
-    }
-
-    /// As [`Split::open`], the train loader reading rank `rank.0` of
-    /// `rank.1` ranks' share of every epoch (validation stays whole).
-    pub fn open_ranked(
-        store: &Path,
-        val_fraction: f64,
-        opts: LoaderOptions,
-        rank: (usize, usize),
-        device: &B::Device,
-    ) -> Result<Split<B>, BoxError> {
-        Self::open_prepared(store, &Prep::by_index(val_fraction), opts, rank, device)
-    }
-
-    /// As [`Split::open_ranked`], the training set prepared by `prep`.
-    pub fn open_prepared(
-        store: &Path,
-        prep: &Prep,
-        opts: LoaderOptions,
-        rank: (usize, usize),
-        device: &B::Device,
-    ) -> Result<Split<B>, BoxError> {
+impl TrainingSet {
+    /// Opens `store`, splits it, fits the E0s and computes the statistics.
+    pub fn prepare(store: &Path, prep: &Prep) -> Result<TrainingSet, BoxError> {
         let reader = Arc::new(AtomicDataZarrReader::open(store)?);
         let n = reader.len();
         if n < 2 {
@@ -144,7 +118,6 @@ impl<B: AutodiffBackend> Split<B> {
             )
             .into());
         }
-
         // E0s from the training part only (one streamed pass).
         let e0s = if prep.e0 {
             Some(SubtractE0s::from_stats(&subset_stats(&*reader, &train_indices, &StatsOptions::default())?)?)
@@ -159,32 +132,93 @@ impl<B: AutodiffBackend> Split<B> {
             all.iter_mut().try_for_each(|b| e0s.apply(b, 0))?;
         }
         let stats = DataStats::from_collated(all.iter());
+        Ok(TrainingSet { reader, train_indices, val_indices, stats, e0s, rotate: prep.rotate })
+    }
 
+    /// The data path: a `Dataset` over the store, and a `DataLoader` per
+    /// part. Training: the training indices shuffled per epoch (this rank's
+    /// share of `rank.1` ranks), `prefetch_factor` batches fused into one
+    /// background read, E0s subtracted and rotations applied in the collated
+    /// batch, pinned staging and an upload stream on a GPU. Validation: in
+    /// order, whole, on the inner (non-autodiff) backend.
+    pub fn loaders<B: AutodiffBackend>(
+        self,
+        opts: LoaderOptions,
+        rank: (usize, usize),
+        device: &B::Device,
+    ) -> Result<Split<B>, BoxError> {
         // Validation stays on (the default): each sample's shapes, neighbor
         // indices and positions are checked as it is loaded.
-        let mut train = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        let mut train = DataLoader::<B, _>::builder(Dataset::from_arc(self.reader.clone()))
             .with_batch_size(opts.batch_size)
             .with_shuffle(true)
             .with_seed(opts.seed)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
-            .with_sampler(ListSampler::new(train_indices.clone()))
+            .with_sampler(ListSampler::new(self.train_indices.clone()))
             .with_rank(rank.0, rank.1);
-        let mut val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(reader))
+        let mut val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(self.reader))
             .with_batch_size(opts.batch_size)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
-            .with_sampler(ListSampler::new(val_indices.clone()));
-        if let Some(e0s) = &e0s {
+            .with_sampler(ListSampler::new(self.val_indices.clone()));
+        if let Some(e0s) = &self.e0s {
             train = train.with_subtract_e0s(e0s.clone());
             val = val.with_subtract_e0s(e0s.clone());
         }
-        if let Some(seed) = prep.rotate {
+        if let Some(seed) = self.rotate {
             train = train.with_random_rotation(seed);
         }
-        Ok(Split { train: train.build(device)?, val: val.build(device)?, train_indices, val_indices, stats, e0s })
+        Ok(Split {
+            train: train.build(device)?,
+            val: val.build(device)?,
+            train_indices: self.train_indices,
+            val_indices: self.val_indices,
+            stats: self.stats,
+            e0s: self.e0s,
+        })
+    }
+}
+
+/// Train and validation loaders over one store ([`TrainingSet::loaders`]).
+pub struct Split<B: AutodiffBackend> {
+    /// Shuffled training batches on the autodiff backend.
+    pub train: DataLoader<B, AtomicDataZarrReader>,
+    /// Sequential validation batches on the inner backend.
+    pub val: DataLoader<B::InnerBackend, AtomicDataZarrReader>,
+    /// Training indices.
+    pub train_indices: Vec<usize>,
+    /// Validation indices.
+    pub val_indices: Vec<usize>,
+    /// Training-set statistics.
+    pub stats: DataStats,
+    /// The E0s subtracted by both loaders.
+    pub e0s: Option<SubtractE0s>,
+}
+
+impl<B: AutodiffBackend> Split<B> {
+    /// Opens `store` and builds both loaders, the last `val_fraction` for
+    /// validation.
+    pub fn open(
+        store: &Path,
+        val_fraction: f64,
+        opts: LoaderOptions,
+        device: &B::Device,
+    ) -> Result<Split<B>, BoxError> {
+        Self::open_prepared(store, &Prep::by_index(val_fraction), opts, (0, 1), device)
+    }
+
+    /// [`TrainingSet::prepare`], then [`TrainingSet::loaders`].
+    pub fn open_prepared(
+        store: &Path,
+        prep: &Prep,
+        opts: LoaderOptions,
+        rank: (usize, usize),
+        device: &B::Device,
+    ) -> Result<Split<B>, BoxError> {
+        TrainingSet::prepare(store, prep)?.loaders(opts, rank, device)
     }
 }
 

@@ -1,0 +1,294 @@
+//! The example's command line: its arguments with their defaults, and the
+//! `--learner` / `--num-nodes` mode, where burn-train drives the epochs.
+
+use std::path::PathBuf;
+#[cfg(feature = "train")]
+use std::time::Instant;
+
+#[cfg(feature = "train")]
+use burn::tensor::backend::AutodiffBackend;
+use clap::Parser;
+
+#[cfg(feature = "train")]
+use crate::learner;
+#[cfg(feature = "train")]
+use crate::model;
+use crate::model::Scatter;
+#[cfg(feature = "train")]
+use crate::training::{self, Split};
+use crate::training::{BoxError, Prep};
+
+/// The compute backend (training runs on `Autodiff` over it).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendArg {
+    /// Burn's CPU backend.
+    Flex,
+    /// burn-cuda (build with `--features cuda`).
+    Cuda,
+    /// burn-wgpu on a Vulkan device, a software one too (build with `--features wgpu`).
+    Wgpu,
+}
+
+impl BackendArg {
+    /// CUDA when built in, else wgpu when built in, else Flex.
+    pub fn default_for_build() -> BackendArg {
+        if cfg!(feature = "cuda") {
+            BackendArg::Cuda
+        } else if cfg!(feature = "wgpu") {
+            BackendArg::Wgpu
+        } else {
+            BackendArg::Flex
+        }
+    }
+}
+
+/// Train an interatomic potential on a Lennard-Jones Ar/Kr store.
+#[derive(Parser, Debug)]
+#[command(about = "Train a small interatomic potential on a Lennard-Jones Ar/Kr atomzarr store")]
+pub struct Args {
+    /// Store path; built if absent. Default: target/train_mlip/lj_ar_kr.zarr
+    /// (target/train_mlip/lj_ar_kr_tiny.zarr with --tiny).
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Delete and rebuild the store first.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Structures to generate when building the store.
+    #[arg(long)]
+    pub structures: Option<usize>,
+    /// A tiny store (64 small structures), batches of 8 and 2 epochs: a smoke test in seconds.
+    #[arg(long)]
+    pub tiny: bool,
+    /// Training epochs (default 12; 2 with --tiny).
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Structures per batch (default 32; 8 with --tiny).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Batches fused into one background read.
+    #[arg(long, default_value_t = 8)]
+    pub prefetch_factor: usize,
+    /// Seed of the data generation, model initialisation and shuffling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Peak learning rate (cosine decay to 5% of it).
+    #[arg(long, default_value_t = 5e-3)]
+    pub lr: f64,
+    /// Feature width of the model.
+    #[arg(long, default_value_t = 32)]
+    pub hidden: usize,
+    /// Message-passing rounds before the energy and force heads (0: a pure
+    /// radial-basis pair model).
+    #[arg(long, default_value_t = 1)]
+    pub interactions: usize,
+    /// Weight of the energy term of the loss (the force term has weight 1).
+    #[arg(long, default_value_t = 4.0)]
+    pub energy_weight: f64,
+    /// Fraction of the store held out for validation.
+    #[arg(long, default_value_t = 0.1)]
+    pub val_fraction: f64,
+    /// The string label the structures are split by (whole groups to train
+    /// or validation); `index`: the last --val-fraction of the store.
+    #[arg(long, default_value = "trajectory")]
+    pub split_by: String,
+    /// Seed of the split hash.
+    #[arg(long, default_value_t = 0)]
+    pub split_seed: u64,
+    /// Train on the raw energies: no E0s fitted or subtracted.
+    #[arg(long)]
+    no_e0: bool,
+    /// Rotate each training structure by a random rotation per epoch
+    /// (seeded by --seed, the epoch and the sample).
+    #[arg(long)]
+    pub rotate: bool,
+    /// Train through burn-train's SupervisedTraining / Learner instead of
+    /// the example's own loop (needs `--features train`).
+    #[arg(long)]
+    pub learner: bool,
+    /// burn-train's checkpoints and logs (default: next to the store,
+    /// `<store>_learner[_rankR]`).
+    #[arg(long)]
+    pub artifacts: Option<PathBuf>,
+    /// Resume the Learner from its checkpoint of this epoch (the train
+    /// loader continues with the next epoch's shuffle).
+    #[arg(long)]
+    pub checkpoint: Option<usize>,
+    /// Data-parallel nodes (processes); more than 1 implies --learner and
+    /// all-reduces gradients with burn-collective.
+    #[arg(long, default_value_t = 1)]
+    pub num_nodes: usize,
+    /// This node's rank, 0..num_nodes; rank 0 also runs the global orchestrator.
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: usize,
+    /// HOST:PORT of the global orchestrator (rank 0 listens on PORT).
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    pub global_address: String,
+    /// Host the other nodes reach this node at.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub node_host: String,
+    /// Port of this node's tensor data service.
+    #[arg(long, default_value_t = 3001)]
+    pub node_port: u16,
+    /// Compute backend (default: cuda if built with it, else wgpu if built
+    /// with it, else flex).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Gathers and sums over the graph: `select` (select / scatter-add, the
+    /// CPU default) or `incidence` (block one-hot matmuls, the GPU default).
+    #[arg(long)]
+    pub scatter: Option<Scatter>,
+}
+
+impl Args {
+    /// The store: `--store`, or the default for `--tiny` or not.
+    pub fn store(&self) -> PathBuf {
+        self.store.clone().unwrap_or_else(|| {
+            let name = if self.tiny { "lj_ar_kr_tiny.zarr" } else { "lj_ar_kr.zarr" };
+            PathBuf::from("target/train_mlip").join(name)
+        })
+    }
+    /// Training epochs.
+    pub fn epochs(&self) -> usize {
+        self.epochs.unwrap_or(if self.tiny { 2 } else { 12 })
+    }
+    /// Structures per batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.unwrap_or(if self.tiny { 8 } else { 32 })
+    }
+    /// How the training set is prepared from the store.
+    pub fn prep(&self) -> Prep {
+        Prep {
+            val_fraction: self.val_fraction,
+            by: (self.split_by != "index").then(|| self.split_by.clone()),
+            split_seed: self.split_seed,
+            e0: !self.no_e0,
+            rotate: self.rotate.then_some(self.seed),
+        }
+    }
+    /// Whether burn-train's Learner runs the epochs.
+    pub fn learner(&self) -> Result<bool, BoxError> {
+        if self.node_rank >= self.num_nodes.max(1) {
+            return Err(
+                format!("--node-rank {} out of range for --num-nodes {}", self.node_rank, self.num_nodes).into()
+            );
+        }
+        Ok(self.learner || self.num_nodes > 1)
+    }
+    /// Builds the store if it is absent (or `--rebuild`).
+    pub fn ensure_store(&self, store: &std::path::Path) -> Result<(), BoxError> {
+        if self.rebuild && store.exists() {
+            std::fs::remove_dir_all(store)?;
+        }
+        if store.exists() {
+            if self.structures.is_some() {
+                println!("note: {} exists, --structures ignored (use --rebuild)", store.display());
+            }
+            return Ok(());
+        }
+        if let Some(dir) = store.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let spec = if self.tiny {
+            crate::physics::DatasetSpec::tiny(self.structures.unwrap_or(64))
+        } else {
+            crate::physics::DatasetSpec::standard(self.structures.unwrap_or(2000))
+        };
+        let t = std::time::Instant::now();
+        let n = crate::physics::build_store(store, spec, self.seed)?;
+        println!(
+            "built {} : {n} Lennard-Jones Ar/Kr structures (clusters + periodic boxes, MD frames), cutoff {} Å, in {:.1}s",
+            store.display(),
+            crate::physics::CUTOFF,
+            t.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+}
+
+/// The `--learner` / `--num-nodes` run: burn-train drives the epochs.
+#[cfg(feature = "train")]
+#[allow(clippy::too_many_arguments)]
+pub fn run_learner<Train: AutodiffBackend>(
+    args: &Args,
+    store: &std::path::Path,
+    split: &Split<Train>,
+    config: &model::MlipConfig,
+    scatter: Scatter,
+    epochs: usize,
+    start: Instant,
+    device: &Train::Device,
+) -> Result<(), BoxError> {
+    use atomzarr::AtomicBatch;
+    use burn::data::dataloader::DataLoader as BurnDataLoader;
+    use std::sync::Arc;
+    type Inner<T> = <T as AutodiffBackend>::InnerBackend;
+    let nodes = (args.num_nodes > 1).then(|| learner::Nodes {
+        num_nodes: args.num_nodes,
+        rank: args.node_rank,
+        global_address: args.global_address.clone(),
+        node_host: args.node_host.clone(),
+        node_port: args.node_port,
+    });
+    if let Some(n) = &nodes
+        && n.rank == 0
+    {
+        n.start_orchestrator()?;
+    }
+    let artifacts = args.artifacts.clone().unwrap_or_else(|| {
+        let stem = store.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+        let rank = if args.num_nodes > 1 { format!("_rank{}", args.node_rank) } else { String::new() };
+        store.with_file_name(format!("{stem}_learner{rank}"))
+    });
+    if args.checkpoint.is_none() && artifacts.exists() {
+        std::fs::remove_dir_all(&artifacts)?; // a fresh run: no stale checkpoints or logs
+    }
+    if let Some(c) = args.checkpoint {
+        // burn-train resumes at its epoch c + 1 (its epochs count from 1);
+        // the loader's epochs count from 0, so its next is c.
+        split.train.set_epoch(c as u64);
+    }
+    // Same seed on every node: same initial weights.
+    <Train as burn::tensor::backend::Backend>::seed(device, args.seed);
+    let model = learner::Potential::<Train>::new(config, args.energy_weight, device).with_scatter(scatter);
+    let train: Arc<dyn BurnDataLoader<Train, AtomicBatch<Train>>> = Arc::new(split.train.clone());
+    let valid: Arc<dyn BurnDataLoader<Inner<Train>, AtomicBatch<Inner<Train>>>> = Arc::new(split.val.clone());
+    println!(
+        "learner: burn-train SupervisedTraining, {} epochs, {} steps/epoch{}; checkpoints in {}",
+        epochs,
+        split.train.len(),
+        nodes
+            .as_ref()
+            .map(|n| format!(", node {} of {} (burn-collective all-reduce)", n.rank, n.num_nodes))
+            .unwrap_or_default(),
+        artifacts.display()
+    );
+    let run = learner::LearnerRun {
+        artifacts,
+        epochs,
+        steps_per_epoch: split.train.len(),
+        lr: args.lr,
+        energy_weight: args.energy_weight,
+        checkpoint: args.checkpoint,
+        nodes,
+        store,
+    };
+    let out = learner::fit(run, model, train, valid, device)?;
+    let m = training::evaluate(&out.model.mlip, &split.val, split.stats.energy_per_atom)?;
+    if args.node_rank == 0 {
+        // One writer: every node holds the same weights.
+        let saved = training::save(out.model.mlip.clone(), config, store)?;
+        println!("saved {}", saved.display());
+    }
+    println!("total {:.1}s", start.elapsed().as_secs_f64());
+    println!(
+        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_seen={} params_checksum={}",
+        m.energy_mae(),
+        m.force_mae(),
+        m.baseline_energy_mae(),
+        m.baseline_force_mae(),
+        100.0 * out.times.wait_fraction(),
+        out.times.samples,
+        learner::params_checksum(&out.model)
+    );
+    Ok(())
+}
