@@ -100,7 +100,7 @@
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
 //! | [`source`] | the [`Reader`] backend contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage and size limits (internal: `store::durable`, `store::limits`), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage and size limits (internal: `store::durable`, `store::limits`), the writer lock ([`store::lock`]), where a store lives ([`Location`]: a path or a URL), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
 //! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `export`, `inspect` |
@@ -109,13 +109,13 @@
 //! graph has no cycle (`tests/architecture.rs` fails on an upward import):
 //!
 //! ```text
-//! error, progress  ◄─  data  ◄─  source  ◄─  store, sampler  ◄─  pipeline  ◄─  cli
+//! error, progress, pool  ◄─  data  ◄─  source  ◄─  store, sampler  ◄─  pipeline  ◄─  cli
 //!
 //! data     → error
 //! source   → data, error, progress
-//! store    → data, error, progress, source
+//! store    → data, error, pool, progress, source
 //! sampler  → error, source
-//! pipeline → data, error, sampler, source
+//! pipeline → data, error, pool, sampler, source
 //! cli      → data, error, pipeline, sampler, source, store
 //! ```
 //!
