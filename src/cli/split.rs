@@ -15,7 +15,7 @@ use crate::source::split::Split;
 /// use atomzarr::source::split::{Split, SplitRule};
 /// let data = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(40, 2, 4, 0)?, "toy")?;
 /// let split = Split::compute(&data, &SplitRule::parse("train=0.75,val=0.25")?)?;
-/// let text = atomzarr::cli::split::render(std::path::Path::new("toy"), &split);
+/// let text = atomzarr::cli::split::render(&"toy".into(), &split);
 /// assert!(text.contains("train") && text.contains("val"));
 /// # Ok(()) }
 /// ```

@@ -20,7 +20,7 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 /// let s = DatasetStats { num_samples: 0, num_atoms: 0, num_edges: None, atoms_per_sample: None,
 ///     edges_per_sample: None, elements: vec![], e0_note: None, energy_per_atom: None,
 ///     residual_energy_per_atom: None, force_rms: None, avg_num_neighbors: None };
-/// assert!(atomzarr::cli::stats::render(std::path::Path::new("s.zarr"), &s).contains("samples: 0"));
+/// assert!(atomzarr::cli::stats::render(&"s.zarr".into(), &s).contains("samples: 0"));
 /// ```
 pub fn render(store: &crate::Location, s: &DatasetStats) -> String {
     let mut out = format!("store {store}\n");
