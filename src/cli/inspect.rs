@@ -60,12 +60,7 @@ pub fn inspect(location: impl Into<Location>) -> Result<StoreReport> {
         Some(local) => format::read_root(local)?,
         None => format::read_root_from(&*src, path)?,
     };
-    let usage = |rel: &str| -> Result<(u64, u64)> {
-        if let Some(local) = location.local() {
-            return Ok(format::disk_usage(&local.join(rel)));
-        }
-        Ok(src.list_sizes(rel)?.map_or((0, 0), |v| (v.iter().map(|(_, n)| n).sum(), v.len() as u64)))
-    };
+    let usage = |rel: &str| format::store_usage(location, &*src, rel);
     let mut arrays = Vec::new();
     let fields = root.fields.iter().map(|(n, i)| (format::field_path(i.group, n), Some(i.level)));
     for (rel, level) in format::META_ARRAYS.iter().map(|(r, _)| (r.to_string(), None)).chain(fields) {

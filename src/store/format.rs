@@ -520,6 +520,19 @@ pub fn sibling(store: &Path, suffix: &str) -> PathBuf {
     }
 }
 
+/// Bytes and file count of a store's `rel` (`""`: the whole store): on
+/// disk for a local store, the objects `source` lists for a remote one (an
+/// HTTP server lists none: `(0, 0)`).
+///
+/// # Errors
+/// The error of listing a remote store.
+pub fn store_usage(location: &crate::Location, source: &dyn ByteSource, rel: &str) -> Result<(u64, u64)> {
+    if let Some(local) = location.local() {
+        return Ok(disk_usage(&local.join(rel)));
+    }
+    Ok(source.list_sizes(rel)?.map_or((0, 0), |v| (v.iter().map(|(_, n)| n).sum(), v.len() as u64)))
+}
+
 /// Bytes on disk and file count under `path`.
 pub fn disk_usage(path: &Path) -> (u64, u64) {
     let mut bytes = 0;

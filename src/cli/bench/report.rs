@@ -49,13 +49,7 @@ pub fn store_facts(store: &Location) -> Result<StoreFacts> {
         let rows = level.pick(atoms, edges, n as u64);
         raw += row * rows;
     }
-    let (disk_bytes, num_files) = match store.local() {
-        Some(path) => crate::store::format::disk_usage(path),
-        // A remote store's objects, as listed (an HTTP server lists none).
-        None => {
-            reader.byte_source().list_sizes("")?.map_or((0, 0), |v| (v.iter().map(|(_, n)| n).sum(), v.len() as u64))
-        }
-    };
+    let (disk_bytes, num_files) = crate::store::format::store_usage(store, &*reader.byte_source(), "")?;
     Ok(StoreFacts { num_systems: n, total_atoms: atoms, total_edges: edges, raw_bytes: raw, disk_bytes, num_files })
 }
 
