@@ -7,7 +7,11 @@
 #   3. upload GB/s, pinned against pageable (uploads alone, device bytes,
 #      every stream synced, epochs after the first, alternating order);
 #   4. loader-alone samples/s;
-#   5. train_mlip samples/s and data wait on the GPU against the CPU run.
+#   5. host memory over the epochs of a pinned loader (resident and
+#      driver-mapped bytes at the first and last epoch; fails past 10% growth);
+#   6. train_mlip on the GPU against the CPU run: samples/s and data wait,
+#      and its numbers: finite, validation baselines equal, final MAEs within
+#      25% (fails otherwise; train_mlip itself stops on a non-finite loss).
 # Takes about 5 minutes on an H200 machine (16 cores); each step has a time
 # limit so that the whole stays under 8 minutes.
 #
@@ -50,17 +54,33 @@ echo "CUDA_PATH=$CUDA_PATH"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-echo "== 2-4. batch equality, uploads, loader alone"
+echo "== 2-5. batch equality, uploads, loader alone, host memory"
 timeout 240 "$bin/gpu_check" --backend cuda --samples 20000 --epochs 4
 
-echo "== 5. train_mlip: the same store and settings on the CPU, then on the GPU"
-train() { # NAME ARGS...: runs and prints it, keeps its summary in $work/NAME
+echo "== 6. train_mlip: the same store and settings on the CPU, then on the GPU"
+train() { # NAME ARGS...: runs and prints it, keeps its final line in $work/NAME.final
     local name=$1
     shift
     timeout 150 "$bin/train_mlip" --store "$work/lj.zarr" --structures 2000 --epochs 3 "$@" | tee "$work/$name.out"
-    grep '^final:' "$work/$name.out" \
-        | sed -E 's/.*data_wait=([0-9.]+%) samples_per_s=([0-9.]+).*/\2 samples\/s, data wait \1/' >"$work/$name"
+    grep '^final:' "$work/$name.out" >"$work/$name.final" || { echo "train_mlip $name printed no final line" >&2; exit 1; }
 }
 train cpu --backend flex
 train gpu --backend cuda
-echo "train_mlip, epochs after the first: GPU $(cat "$work/gpu"); CPU $(cat "$work/cpu")"
+# KEY from a final line.
+field() { sed -E "s/.*[ :]$2=([^ ]+).*/\1/" "$work/$1.final"; }
+echo "train_mlip, epochs after the first: GPU $(field gpu samples_per_s) samples/s, data wait $(field gpu data_wait); CPU $(field cpu samples_per_s) samples/s, data wait $(field cpu data_wait)"
+# The GPU's numbers must be finite and near the CPU's: the same data and
+# seed, so the validation baselines are equal and the final MAEs within 25%.
+for k in val_energy_mae val_force_mae baseline_energy_mae baseline_force_mae; do
+    c=$(field cpu $k)
+    g=$(field gpu $k)
+    tol=0.25
+    case $k in baseline_*) tol=0.00001 ;; esac
+    if ! awk -v c="$c" -v g="$g" -v t="$tol" 'BEGIN { d = c - g; if (d < 0) d = -d; m = (c > g ? c : g);
+            exit !(c == c + 0 && g == g + 0 && c !~ /nan|inf/ && g !~ /nan|inf/ && d <= t * m) }' </dev/null; then
+        echo "train_mlip $k: CPU $c, GPU $g (allowed relative difference $tol)" >&2
+        exit 1
+    fi
+    echo "train_mlip $k: CPU $c, GPU $g: within $tol"
+done
+echo "gpu-check passed"

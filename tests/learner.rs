@@ -14,6 +14,8 @@ mod incidence;
 mod learner;
 #[path = "../examples/train_mlip/model.rs"]
 mod model;
+#[path = "../examples/train_mlip/partitioned.rs"]
+mod partitioned;
 #[path = "../examples/train_mlip/physics.rs"]
 mod physics;
 #[path = "../examples/train_mlip/training.rs"]

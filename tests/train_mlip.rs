@@ -7,6 +7,8 @@
 mod incidence;
 #[path = "../examples/train_mlip/model.rs"]
 mod model;
+#[path = "../examples/train_mlip/partitioned.rs"]
+mod partitioned;
 #[path = "../examples/train_mlip/physics.rs"]
 mod physics;
 #[path = "../examples/train_mlip/training.rs"]
@@ -74,6 +76,24 @@ fn two_epochs_on_a_tiny_store_lower_the_loss() {
     let reloaded = training::evaluate(&loaded, &split.val, split.stats.energy_per_atom).unwrap();
     let rel = (reloaded.force_mae() - after.force_mae()).abs() / after.force_mae();
     assert!(rel < 0.05, "reloaded model differs: force MAE {} vs {}", reloaded.force_mae(), after.force_mae());
+}
+
+/// A training loss that turns NaN stops the epoch with an error naming the
+/// epoch and the batch, instead of training on through it: a NaN learning
+/// rate makes the first step's update NaN, so the second batch's loss is.
+#[test]
+fn a_non_finite_loss_stops_training_naming_epoch_and_batch() {
+    let dir = common::tmpdir();
+    let store = tiny_store(dir.path(), 48);
+    let device = Default::default();
+    let split = Split::<Train>::open(&store, 0.25, opts(), &device).unwrap();
+    let config = split.stats.config(CUTOFF);
+    let mut trainer = Trainer::<Train>::new(&config, &device);
+    let err = training::train_epoch(&mut trainer, &split.train, 2, f64::NAN).map(|r| r.loss).unwrap_err().to_string();
+    assert!(err.starts_with("epoch 3, batch 2: the training loss is NaN (samples ["), "{err}");
+    // Validation on the NaN model stops on its first batch.
+    let err = training::evaluate(&trainer.valid(), &split.val, split.stats.energy_per_atom).map(|_| ()).unwrap_err();
+    assert!(err.to_string().starts_with("validation batch 1 (samples ["), "{err}");
 }
 
 /// What the store holds is what the physics says: energies and forces

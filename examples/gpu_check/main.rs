@@ -10,7 +10,11 @@
 //!    collated, uploaded alone; bytes as the device holds them; every
 //!    stream synced; the two modes alternate epochs and order, the first
 //!    epoch of each is warm-up and not counted;
-//! 4. loader-alone samples/s (read, collate, upload; synced per epoch).
+//! 4. loader-alone samples/s (read, collate, upload; synced per epoch);
+//! 5. host memory over the epochs of a pinned loader with upload threads:
+//!    resident bytes and the driver-mapped (page-locked) bytes after the
+//!    first and the last epoch; more than 10% growth fails the run (pinned
+//!    slots that are never released grow with every batch).
 //!
 //! ```text
 //! cargo build --profile gpu-check --features cuda --example gpu_check
@@ -18,6 +22,7 @@
 //! ```
 
 mod expected;
+mod memory;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -64,6 +69,9 @@ struct Args {
     /// Timed epochs per mode (after one warm-up epoch each).
     #[arg(long, default_value_t = 4)]
     epochs: usize,
+    /// Epochs of the memory check (at least 2).
+    #[arg(long, default_value_t = 12)]
+    memory_epochs: usize,
 }
 
 fn main() -> Result<(), BoxError> {
@@ -229,5 +237,57 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
         }
         println!("loader {label}: median {:.0} samples/s over {} epochs", median(rates), args.epochs);
     }
+    memory_check::<B>(args, &reader, device)
+}
+
+/// 5. Host memory stays flat over the epochs of a pinned loader with two
+/// upload threads: resident and driver-mapped bytes after the first epoch
+/// against after the last; an error past 10% growth.
+fn memory_check<B: Backend>(
+    args: &Args,
+    reader: &Arc<AtomicDataZarrReader>,
+    device: &B::Device,
+) -> Result<(), BoxError> {
+    println!("== host memory over {} epochs (pinned, 2 upload streams, prefetch 16)", args.memory_epochs.max(2));
+    let loader = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
+        .with_batch_size(args.batch_size)
+        .with_shuffle(true)
+        .with_prefetch_factor(16)
+        .with_pin_memory(true)
+        .with_use_streams(true)
+        .with_num_streams(2)
+        .build(device)?;
+    let mut seen = Vec::new();
+    for epoch in 0..args.memory_epochs.max(2) {
+        for b in loader.iter() {
+            b?;
+        }
+        loader.sync_uploads()?;
+        B::sync(device)?;
+        let now = (memory::resident_bytes(), memory::driver_mapped_bytes());
+        if epoch == 0 || epoch + 1 == args.memory_epochs.max(2) {
+            println!(
+                "epoch {}: resident {}, driver-mapped (pinned) {}",
+                epoch + 1,
+                memory::mib(now.0),
+                memory::mib(now.1)
+            );
+        }
+        seen.push(now);
+    }
+    let (first, last) = (seen[0], seen[seen.len() - 1]);
+    for (what, a, b) in [("resident", first.0, last.0), ("driver-mapped", first.1, last.1)] {
+        if let (Some(a), Some(b)) = (a, b)
+            && b as f64 > 1.10 * a as f64 + 1048576.0
+        {
+            return Err(format!(
+                "{what} memory grew from {} to {} over the epochs",
+                memory::mib(Some(a)),
+                memory::mib(Some(b))
+            )
+            .into());
+        }
+    }
+    println!("memory flat: within 10% from the first epoch to the last");
     Ok(())
 }

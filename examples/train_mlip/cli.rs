@@ -133,6 +133,11 @@ pub struct Args {
     /// with it, else flex).
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
+    /// Also write each epoch's numbers (losses, MAEs, baselines, samples/s,
+    /// the process's resident memory) to this file, one JSON object a line,
+    /// at full precision: what `scripts/compare-backends.py` compares.
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
     /// Gathers and sums over the graph: `select` (select / scatter-add, the
     /// CPU default) or `incidence` (block one-hot matmuls, the GPU default).
     #[arg(long)]

@@ -39,7 +39,10 @@ mod cli;
 mod incidence;
 #[cfg(feature = "train")]
 mod learner;
+#[path = "../gpu_check/memory.rs"]
+mod memory;
 mod model;
+mod partitioned;
 mod physics;
 mod report;
 mod training;
@@ -102,12 +105,12 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
     }
     // 5. Batches -> steps: each epoch iterates the training loader (device
     //    batches, disjoint graphs) and steps on each; then validation.
-    let mut run = report::Run::new(args.epochs());
+    let mut run = report::Run::new(args.epochs(), args.metrics.as_deref())?;
     for epoch in 0..args.epochs() {
         let lr = training::cosine_lr(args.lr, 0.05, epoch, args.epochs());
         let r = training::train_epoch(&mut trainer, &split.train, epoch as u64, lr)?;
         let m = training::evaluate(&trainer.valid(), &split.val, split.stats.energy_per_atom)?;
-        run.epoch(epoch, &r, m, lr);
+        run.epoch(epoch, &r, m, lr)?;
     }
     // 6. The model, saved next to the store.
     let saved = training::save(trainer.valid(), &config, &store)?;

@@ -38,7 +38,10 @@
 //! arithmetic, fast on a CPU, but on CubeCL GPUs `select_assign` runs one
 //! thread per column over all rows (and is `select`'s backward).
 //! [`Scatter::Incidence`] does it with matmuls by block-diagonal one-hot
-//! matrices (`incidence.rs`): more arithmetic, all of it parallel.
+//! matrices (`incidence.rs`): more arithmetic (edges × atoms per block), all
+//! of it parallel. [`Scatter::Partitioned`] cuts the rows into parts that
+//! scatter-add side by side into partial sums (`partitioned.rs`): linear in
+//! the edges and parallel, the form for real-sized batches on a GPU.
 #![allow(dead_code)]
 // Index loops over xyz components read like the formulas they implement.
 #![allow(clippy::needless_range_loop)]
@@ -56,6 +59,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
 use crate::incidence::Incidence;
+use crate::partitioned::Partitioned;
 
 /// How the model gathers over edges and sums into atoms and graphs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,8 +67,12 @@ pub enum Scatter {
     /// `select` and `select_assign` (scatter-add): the CPU's fast path.
     #[default]
     Select,
-    /// Matmuls by block-diagonal one-hot matrices: parallel on a GPU.
+    /// Matmuls by block-diagonal one-hot matrices: parallel on a GPU, but
+    /// edges × atoms-per-block work.
     Incidence,
+    /// Scatter-add in parts, then a sum of the parts: parallel on a GPU and
+    /// linear in the edges.
+    Partitioned,
 }
 
 impl std::str::FromStr for Scatter {
@@ -73,7 +81,8 @@ impl std::str::FromStr for Scatter {
         match s {
             "select" => Ok(Scatter::Select),
             "incidence" => Ok(Scatter::Incidence),
-            other => Err(format!("unknown scatter `{other}` (select, incidence)")),
+            "partitioned" => Ok(Scatter::Partitioned),
+            other => Err(format!("unknown scatter `{other}` (select, incidence, partitioned)")),
         }
     }
 }
@@ -313,6 +322,8 @@ pub enum GraphOps<B: Backend> {
     },
     /// Block-diagonal one-hot matmuls.
     Incidence(Incidence<B>),
+    /// Partitioned scatter-add and gathers.
+    Partitioned(Partitioned<B>),
 }
 
 impl<B: Backend> GraphOps<B> {
@@ -330,6 +341,16 @@ impl<B: Backend> GraphOps<B> {
                 }
             }
             Scatter::Incidence => GraphOps::Incidence(Incidence::new(&batch.edges, &batch.atoms_ptr, &batch.edges_ptr)),
+            Scatter::Partitioned => {
+                let [e, _] = batch.edges.dims();
+                GraphOps::Partitioned(Partitioned::new(
+                    batch.edges.clone().narrow(1, 0, 1).reshape([e]),
+                    batch.edges.clone().narrow(1, 1, 1).reshape([e]),
+                    batch.graph_index.clone(),
+                    batch.positions.dims()[0],
+                    batch.num_graphs,
+                ))
+            }
         }
     }
 
@@ -338,6 +359,7 @@ impl<B: Backend> GraphOps<B> {
         match self {
             GraphOps::Select { src, .. } => x.select(0, src.clone()),
             GraphOps::Incidence(i) => i.gather_src(x),
+            GraphOps::Partitioned(p) => p.gather_src(x),
         }
     }
 
@@ -346,6 +368,7 @@ impl<B: Backend> GraphOps<B> {
         match self {
             GraphOps::Select { dst, .. } => x.select(0, dst.clone()),
             GraphOps::Incidence(i) => i.gather_dst(x),
+            GraphOps::Partitioned(p) => p.gather_dst(x),
         }
     }
 
@@ -354,6 +377,7 @@ impl<B: Backend> GraphOps<B> {
         match self {
             GraphOps::Select { src, atoms, .. } => scatter_sum(m, src.clone(), *atoms),
             GraphOps::Incidence(i) => i.sum_to_src(m),
+            GraphOps::Partitioned(p) => p.sum_to_src(m),
         }
     }
 
@@ -362,6 +386,7 @@ impl<B: Backend> GraphOps<B> {
         match self {
             GraphOps::Select { graph_index, graphs, .. } => scatter_sum(a, graph_index.clone(), *graphs),
             GraphOps::Incidence(i) => i.sum_to_graphs(a),
+            GraphOps::Partitioned(p) => p.sum_to_graphs(a),
         }
     }
 }
@@ -510,6 +535,11 @@ impl Metrics {
         self.components += batch.forces.dims()[0] * 3;
     }
 
+    /// Whether every sum so far is finite (no NaN or Inf reached them).
+    pub fn is_finite(&self) -> bool {
+        [self.energy_abs, self.force_abs, self.base_energy_abs, self.base_force_abs].iter().all(|x| x.is_finite())
+    }
+
     /// Energy MAE, eV per structure.
     pub fn energy_mae(&self) -> f64 {
         self.energy_abs / self.graphs.max(1) as f64
@@ -611,10 +641,11 @@ mod model_tests {
         }
     }
 
-    /// The incidence form computes what the select form does, forward and
-    /// backward: same energies and forces, same parameter gradients.
+    /// The incidence and partitioned forms compute what the select form
+    /// does, forward and backward: same energies and forces, same parameter
+    /// gradients.
     #[test]
-    fn incidence_and_select_forms_agree() {
+    fn incidence_partitioned_and_select_forms_agree() {
         type AD = burn::backend::Autodiff<B>;
         let device = Default::default();
         let mut batch = toy_batch::<AD>(&device);
@@ -642,16 +673,46 @@ mod model_tests {
             )
         };
         let (e1, f1, g1) = run(Scatter::Select);
-        let (e2, f2, g2) = run(Scatter::Incidence);
         let close = |a: &[f32], b: &[f32], what: &str| {
             let scale = a.iter().fold(1e-6f32, |m, x| m.max(x.abs()));
             let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
             assert!(a.len() == b.len() && worst <= 1e-5 * scale.max(1.0), "{what}: differ by {worst} (scale {scale})");
         };
-        close(&e1, &e2, "energies");
-        close(&f1, &f2, "forces");
-        for (k, (a, b)) in g1.iter().zip(&g2).enumerate() {
-            close(a, b, &format!("gradient {k}"));
+        for form in [Scatter::Incidence, Scatter::Partitioned] {
+            let (e2, f2, g2) = run(form);
+            close(&e1, &e2, &format!("{form:?} energies"));
+            close(&f1, &f2, &format!("{form:?} forces"));
+            for (k, (a, b)) in g1.iter().zip(&g2).enumerate() {
+                close(a, b, &format!("{form:?} gradient {k}"));
+            }
+        }
+    }
+
+    /// The partitioned form's sums and gathers equal plain loops, and its
+    /// parts cover the rows: many parts, padding, and a part per row.
+    #[test]
+    fn partitioned_sums_and_gathers_equal_loops() {
+        use crate::partitioned::{PartIndex, parts};
+        let device = Default::default();
+        for (rows, targets, c) in [(1000usize, 37usize, 3usize), (5, 4, 2), (257 * 3, 1, 1), (0, 3, 2)] {
+            let idx: Vec<i64> = (0..rows).map(|i| ((i * 7919) % targets) as i64).collect();
+            let vals: Vec<f32> = (0..rows * c).map(|k| (k % 13) as f32 - 6.0).collect();
+            let x: Vec<f32> = (0..targets * c).map(|k| k as f32 * 0.5).collect();
+            let mut want_sum = vec![0f32; targets * c];
+            for (i, &t) in idx.iter().enumerate() {
+                for j in 0..c {
+                    want_sum[t as usize * c + j] += vals[i * c + j];
+                }
+            }
+            let want_gather: Vec<f32> =
+                idx.iter().flat_map(|&t| x[t as usize * c..(t as usize + 1) * c].to_vec()).collect();
+            let pi = PartIndex::<B>::new(Tensor::from_data(TensorData::new(idx, [rows]), &device), targets);
+            let sum = pi.sum(Tensor::from_data(TensorData::new(vals, [rows, c]), &device));
+            let gathered = pi.gather(Tensor::from_data(TensorData::new(x, [targets, c]), &device));
+            assert_eq!(sum.into_data().to_vec::<f32>().unwrap(), want_sum, "sum rows {rows} targets {targets}");
+            assert_eq!(gathered.into_data().to_vec::<f32>().unwrap(), want_gather, "gather rows {rows}");
+            let (p, per) = parts(rows, targets);
+            assert!(p >= 1 && p * per >= rows && (p - 1) * per < rows.max(1), "parts({rows}, {targets}) = {p} x {per}");
         }
     }
 

@@ -56,17 +56,23 @@ pub struct Run {
     total: Duration,
     samples: usize,
     last: Option<Metrics>,
+    /// `--metrics`: one JSON line per epoch.
+    metrics: Option<std::fs::File>,
 }
 
 impl Run {
-    /// A run of `epochs` epochs.
-    pub fn new(epochs: usize) -> Run {
-        Run { epochs, wait: Duration::ZERO, total: Duration::ZERO, samples: 0, last: None }
+    /// A run of `epochs` epochs, writing each epoch's numbers to `metrics`
+    /// (created anew) if given.
+    pub fn new(epochs: usize, metrics: Option<&Path>) -> Result<Run, BoxError> {
+        let metrics = metrics
+            .map(|p| std::fs::File::create(p).map_err(|e| format!("--metrics {}: {e}", p.display())))
+            .transpose()?;
+        Ok(Run { epochs, wait: Duration::ZERO, total: Duration::ZERO, samples: 0, last: None, metrics })
     }
 
     /// Prints epoch `epoch` (from 0); the first epoch's data wait is left
     /// out of the totals (it includes the first reads), unless it is the only one.
-    pub fn epoch(&mut self, epoch: usize, r: &EpochReport, m: Metrics, lr: f64) {
+    pub fn epoch(&mut self, epoch: usize, r: &EpochReport, m: Metrics, lr: f64) -> Result<(), BoxError> {
         if epoch > 0 || self.epochs == 1 {
             self.wait += r.wait;
             self.total += r.total;
@@ -85,7 +91,23 @@ impl Run {
             100.0 * r.wait_fraction(),
             lr
         );
+        if let Some(f) = &mut self.metrics {
+            use std::io::Write;
+            let line = serde_json::json!({
+                "epoch": epoch + 1,
+                "train_loss": r.loss,
+                "val_energy_mae": m.energy_mae(),
+                "val_force_mae": m.force_mae(),
+                "baseline_energy_mae": m.baseline_energy_mae(),
+                "baseline_force_mae": m.baseline_force_mae(),
+                "samples_per_s": r.samples_per_s(),
+                "rss_bytes": crate::memory::resident_bytes(),
+            });
+            // serde_json writes NaN and Inf as null: the reader fails on them.
+            writeln!(f, "{line}")?;
+        }
         self.last = Some(m);
+        Ok(())
     }
 
     /// Prints where the model went and the final line.

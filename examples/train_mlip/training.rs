@@ -271,10 +271,23 @@ pub fn train_epoch<B: AutodiffBackend>(
         let t = Instant::now();
         let Some(batch) = iter.next() else { break };
         report.wait += t.elapsed();
-        let batch = graph_batch(batch?)?;
+        let batch = batch?;
+        let indices = batch.indices.clone();
+        let batch = graph_batch(batch)?;
+        let loss = trainer.step(&batch, lr);
+        // Training through NaN or Inf only spoils the model: stop, naming
+        // where (the first epoch and batch are 1).
+        if !loss.is_finite() {
+            return Err(format!(
+                "epoch {}, batch {}: the training loss is {loss} (samples {indices:?}); stopping",
+                epoch + 1,
+                report.batches + 1,
+            )
+            .into());
+        }
         report.samples += batch.num_graphs;
         report.batches += 1;
-        loss_sum += trainer.step(&batch, lr);
+        loss_sum += loss;
     }
     report.total = start.elapsed();
     report.loss = loss_sum / report.batches.max(1) as f64;
@@ -289,10 +302,19 @@ pub fn evaluate<B: Backend>(
 ) -> Result<Metrics, BoxError> {
     loader.set_epoch(0);
     let mut m = Metrics::default();
-    for batch in loader.iter() {
-        let batch = graph_batch(batch?)?;
+    for (k, batch) in loader.iter().enumerate() {
+        let batch = batch?;
+        let indices = batch.indices.clone();
+        let batch = graph_batch(batch)?;
         let pred = model.forward(&batch);
         m.add(&pred, &batch, mean_energy_per_atom);
+        if !m.is_finite() {
+            return Err(format!(
+                "validation batch {} (samples {indices:?}): a prediction or label is not finite; stopping",
+                k + 1,
+            )
+            .into());
+        }
     }
     Ok(m)
 }

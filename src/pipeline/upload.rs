@@ -123,3 +123,17 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 pub(crate) fn wait<B: Backend>(rx: Receiver<Result<AtomicBatch<B>>>) -> Result<AtomicBatch<B>> {
     rx.recv().map_err(|_| Error::Background("upload thread died (a panic in a batch transform?)".into()))?
 }
+
+// atomzarr's CubeCL backends need its patched CubeCL crates (`vendor/`,
+// `[patch.crates-io]` in atomzarr's Cargo.toml): unpatched, wgpu reads the
+// memory of a dropped batch after the next upload overwrote it, and CUDA
+// never releases the pinned slots of a thread that only uploads. If one of
+// these lines fails to compile ("cannot find value `ATOMZARR_PATCHES`"),
+// your Cargo.toml lacks that section: Cargo applies the root crate's patches
+// only. Copy it from atomzarr's README, "GPU backends in your own crate".
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+const _: &[&str] = cubecl_runtime::ATOMZARR_PATCHES;
+#[cfg(feature = "wgpu")]
+const _: &[&str] = cubecl_wgpu::ATOMZARR_PATCHES;
+#[cfg(feature = "cuda")]
+const _: &[&str] = cubecl_cuda::ATOMZARR_PATCHES;

@@ -6,6 +6,13 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+/// atomzarr's patches of this crate (`vendor/cubecl-runtime` in atomzarr's
+/// repository). atomzarr refers to this constant, so a build that resolves
+/// `cubecl-runtime` to the unpatched crates.io release fails to compile
+/// instead of silently copying every pinned upload into pageable memory.
+/// See atomzarr's README, "GPU backends".
+pub const ATOMZARR_PATCHES: &[&str] = &["create_tensor hands the caller's buffer to the device copy"];
+
 extern crate alloc;
 
 #[macro_use]

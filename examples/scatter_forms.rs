@@ -1,0 +1,208 @@
+//! How the three forms of `train_mlip`'s message aggregation scale with the
+//! batch: one gather of atom features onto edges and one sum of edge
+//! messages back into atoms, forward and backward (what every interaction
+//! of the model does), timed per batch size on a backend.
+//!
+//! ```text
+//! cargo run --release --example scatter_forms                                   # Flex (CPU)
+//! cargo run --release --features wgpu --example scatter_forms -- --backend wgpu # any Vulkan device, lavapipe too
+//! cargo run --release --features cuda --example scatter_forms -- --backend cuda
+//! ```
+//!
+//! The batches are disjoint graphs of `--atoms` atoms with `--neighbors`
+//! edges per atom (50 at 200 atoms: 10,000 edges a graph, so 50 graphs make
+//! the 10,000 atoms and 500,000 edges of a real bulk batch), edges sorted by
+//! source atom as neighbor lists are. Each line is the median over
+//! `--repeats` runs after one warm-up, with the time per edge: a form whose
+//! time per edge stays flat as the batch grows is linear in the edges.
+
+// Only the edge-to-atom parts of the two modules are timed here.
+#[allow(dead_code)]
+#[path = "train_mlip/incidence.rs"]
+mod incidence;
+#[allow(dead_code)]
+#[path = "train_mlip/partitioned.rs"]
+mod partitioned;
+
+use std::time::Instant;
+
+use burn::backend::Autodiff;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Distribution, ElementConversion, IndexingUpdateOp, Int, Tensor, TensorData};
+use clap::Parser;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    Flex,
+    Cuda,
+    Wgpu,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    Select,
+    Incidence,
+    Partitioned,
+}
+
+/// Time the gather-and-sum forms against the batch size.
+#[derive(Parser, Debug)]
+struct Args {
+    #[arg(long, value_enum, default_value = "flex")]
+    backend: BackendArg,
+    /// Graphs per batch, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "1,5,10,25,50")]
+    graphs: Vec<usize>,
+    /// Atoms per graph.
+    #[arg(long, default_value_t = 200)]
+    atoms: usize,
+    /// Edges per atom.
+    #[arg(long, default_value_t = 50)]
+    neighbors: usize,
+    /// Feature width.
+    #[arg(long, default_value_t = 32)]
+    channels: usize,
+    /// Timed runs per point (after one warm-up).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Forms to time.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "select,incidence,partitioned")]
+    forms: Vec<Form>,
+    /// Skip a form at a batch size once one of its runs took longer than this (s).
+    #[arg(long, default_value_t = 60.0)]
+    give_up_s: f64,
+}
+
+fn main() {
+    let args = Args::parse();
+    match args.backend {
+        BackendArg::Flex => run::<Autodiff<burn::backend::Flex>>(&args, &Default::default()),
+        #[cfg(feature = "cuda")]
+        BackendArg::Cuda => run::<Autodiff<burn_cuda::Cuda>>(&args, &Default::default()),
+        #[cfg(feature = "wgpu")]
+        BackendArg::Wgpu => run::<Autodiff<burn_wgpu::Wgpu>>(&args, &Default::default()),
+        #[allow(unreachable_patterns)]
+        other => eprintln!("--backend {other:?}: build with that feature"),
+    }
+}
+
+/// A batch of `graphs` graphs: `[E]` source and destination atoms (sorted by
+/// source), CSR offsets on the host.
+struct Batch<B: Backend> {
+    src: Tensor<B, 1, Int>,
+    dst: Tensor<B, 1, Int>,
+    atoms_ptr: Vec<i64>,
+    edges_ptr: Vec<i64>,
+    edges: Tensor<B, 2, Int>,
+    atoms: usize,
+}
+
+fn batch<B: Backend>(graphs: usize, atoms: usize, neighbors: usize, device: &B::Device) -> Batch<B> {
+    let (mut src, mut dst) = (Vec::new(), Vec::new());
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for g in 0..graphs {
+        for a in 0..atoms {
+            for _ in 0..neighbors {
+                // xorshift: a neighbor in the same graph, not the atom itself.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let b = (a + 1 + (state as usize % (atoms - 1).max(1))) % atoms;
+                src.push((g * atoms + a) as i64);
+                dst.push((g * atoms + b) as i64);
+            }
+        }
+    }
+    let e = src.len();
+    let pairs: Vec<i64> = src.iter().zip(&dst).flat_map(|(&s, &d)| [s, d]).collect();
+    Batch {
+        src: Tensor::from_data(TensorData::new(src, [e]), device),
+        dst: Tensor::from_data(TensorData::new(dst, [e]), device),
+        atoms_ptr: (0..=graphs).map(|g| (g * atoms) as i64).collect(),
+        edges_ptr: (0..=graphs).map(|g| (g * atoms * neighbors) as i64).collect(),
+        edges: Tensor::from_data(TensorData::new(pairs, [e, 2]), device),
+        atoms: graphs * atoms,
+    }
+}
+
+/// One forward and backward of `sum_to_src(gather_dst(x) * w)`; returns a
+/// number read back (so that the work is done).
+fn step<B: AutodiffBackend>(form: Form, b: &Batch<B>, x: &Tensor<B, 2>, w: &Tensor<B, 2>) -> f32 {
+    let m = match form {
+        Form::Select => {
+            let m = x.clone().select(0, b.dst.clone()) * w.clone();
+            let [_, c] = m.dims();
+            Tensor::<B, 2>::zeros([b.atoms, c], &m.device()).select_assign(0, b.src.clone(), m, IndexingUpdateOp::Add)
+        }
+        Form::Incidence => {
+            let i = incidence::Incidence::new(&b.edges, &b.atoms_ptr, &b.edges_ptr);
+            i.sum_to_src(i.gather_dst(x.clone()) * w.clone())
+        }
+        Form::Partitioned => {
+            let graph = Tensor::<B, 1, Int>::zeros([b.atoms], &x.device());
+            let p = partitioned::Partitioned::new(b.src.clone(), b.dst.clone(), graph, b.atoms, 1);
+            p.sum_to_src(p.gather_dst(x.clone()) * w.clone())
+        }
+    };
+    let grads = m.powi_scalar(2).sum().backward();
+    let g = x.grad(&grads).expect("x has a gradient");
+    g.abs().sum().into_scalar().elem::<f32>()
+}
+
+fn run<B: AutodiffBackend>(args: &Args, device: &B::Device) {
+    println!(
+        "backend {}; graphs of {} atoms, {} edges per atom, {} channels; gather + sum, forward and backward; median of {}",
+        B::name(device),
+        args.atoms,
+        args.neighbors,
+        args.channels,
+        args.repeats
+    );
+    println!("| form | graphs | atoms | edges | ms | ns per edge |");
+    println!("|---|---|---|---|---|---|");
+    let mut given_up = Vec::new();
+    for &graphs in &args.graphs {
+        let b = batch::<B>(graphs, args.atoms, args.neighbors, device);
+        let e = b.atoms * args.neighbors;
+        let x = Tensor::<B, 2>::random([b.atoms, args.channels], Distribution::Normal(0.0, 1.0), device).require_grad();
+        let w = Tensor::<B, 2>::random([e, args.channels], Distribution::Normal(0.0, 1.0), device);
+        let mut reference = None;
+        for &form in &args.forms {
+            if given_up.contains(&form) {
+                println!(
+                    "| {form:?} | {graphs} | {} | {e} | (skipped: over {} s at a smaller batch) | |",
+                    b.atoms, args.give_up_s
+                );
+                continue;
+            }
+            let mut times = Vec::new();
+            let mut value = 0.0;
+            for k in 0..=args.repeats {
+                let t = Instant::now();
+                value = step(form, &b, &x, &w);
+                let s = t.elapsed().as_secs_f64();
+                if k > 0 {
+                    times.push(s);
+                }
+                if s > args.give_up_s {
+                    given_up.push(form);
+                    break;
+                }
+            }
+            // Every form computes the same gradient.
+            let r = *reference.get_or_insert(value);
+            let agree = if ((r - value) / r.abs().max(1e-6)).abs() < 1e-3 { "" } else { " (DIFFERS)" };
+            times.sort_by(f64::total_cmp);
+            let Some(&median) = times.get(times.len() / 2) else {
+                println!("| {form:?} | {graphs} | {} | {e} | > {} s | |", b.atoms, args.give_up_s);
+                continue;
+            };
+            println!(
+                "| {form:?} | {graphs} | {} | {e} | {:.1}{agree} | {:.1} |",
+                b.atoms,
+                median * 1e3,
+                median * 1e9 / e as f64
+            );
+        }
+    }
+}
