@@ -158,8 +158,8 @@ fn run<B: AutodiffBackend>(args: &Args, device: &B::Device) {
         args.channels,
         args.repeats
     );
-    println!("| form | graphs | atoms | edges | ms | ns per edge |");
-    println!("|---|---|---|---|---|---|");
+    println!("| form | graphs | atoms | edges | ms | ns per edge | Σ|∂x| |");
+    println!("|---|---|---|---|---|---|---|");
     let mut given_up = Vec::new();
     for &graphs in &args.graphs {
         let b = batch::<B>(graphs, args.atoms, args.neighbors, device);
@@ -198,7 +198,7 @@ fn run<B: AutodiffBackend>(args: &Args, device: &B::Device) {
                 continue;
             };
             println!(
-                "| {form:?} | {graphs} | {} | {e} | {:.1}{agree} | {:.1} |",
+                "| {form:?} | {graphs} | {} | {e} | {:.1}{agree} | {:.1} | {value:.6e} |",
                 b.atoms,
                 median * 1e3,
                 median * 1e9 / e as f64

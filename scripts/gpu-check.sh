@@ -8,7 +8,8 @@
 #      every stream synced, epochs after the first, alternating order);
 #   4. loader-alone samples/s;
 #   5. host memory over the epochs of a pinned loader (resident and
-#      driver-mapped bytes at the first and last epoch; fails past 10% growth);
+#      driver-mapped bytes after each epoch; fails past 10% growth over the
+#      second half);
 #   6. train_mlip on the GPU against the CPU run: samples/s and data wait,
 #      and its numbers: finite, validation baselines equal, final MAEs within
 #      25% (fails otherwise; train_mlip itself stops on a non-finite loss).

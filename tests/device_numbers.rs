@@ -37,7 +37,7 @@ use atomzarr::pipeline::transforms::{ScaleShift, SubtractE0s};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset};
 use burn::backend::Flex;
 use burn::tensor::backend::Backend;
-use burn::tensor::{IndexingUpdateOp, Tensor};
+use burn::tensor::{IndexingUpdateOp, Tensor, TensorData};
 use burn_wgpu::{Wgpu, WgpuDevice};
 use model::GraphBatch;
 use training::{Prep, TrainingSet};
@@ -209,4 +209,38 @@ fn recycled_buffers_under_load_keep_the_numbers() {
 #[test]
 fn uploads_on_the_consuming_thread_keep_the_numbers() {
     device_equals_cpu(64, Setting { batch_size: 3, prefetch_factor: 8, streams: 0, pin: true, epochs: 2 });
+}
+
+/// The model's partitioned sums and gathers on the device equal plain loops
+/// on the host at a real batch's size (10,000 atoms and 500,000 edges), and
+/// where few targets per row would make each part long (300,000 rows into
+/// 100,000): more rows than a lavapipe shader loop runs (65,535), so a part
+/// summed by one thread over all its rows would drop rows there.
+#[test]
+fn partitioned_sums_and_gathers_on_the_device_equal_loops_at_real_sizes() {
+    let device = WgpuDevice::default();
+    for (rows, targets, c) in [(500_000usize, 10_000usize, 2usize), (300_000, 100_000, 1)] {
+        let idx: Vec<i64> = (0..rows).map(|i| ((i * 7919 + i / 50) % targets) as i64).collect();
+        let vals: Vec<f32> = (0..rows * c).map(|k| (k % 17) as f32 - 8.0).collect();
+        let x: Vec<f32> = (0..targets * c).map(|k| (k % 101) as f32 * 0.25).collect();
+        let mut want_sum = vec![0f32; targets * c];
+        for (i, &t) in idx.iter().enumerate() {
+            for j in 0..c {
+                want_sum[t as usize * c + j] += vals[i * c + j];
+            }
+        }
+        let want_gather: Vec<f32> =
+            idx.iter().flat_map(|&t| x[t as usize * c..(t as usize + 1) * c].to_vec()).collect();
+        let pi = partitioned::PartIndex::<Wgpu>::new(Tensor::from_data(TensorData::new(idx, [rows]), &device), targets);
+        let sum =
+            pi.sum(Tensor::from_data(TensorData::new(vals, [rows, c]), &device)).into_data().to_vec::<f32>().unwrap();
+        let gathered = pi
+            .gather(Tensor::from_data(TensorData::new(x, [targets, c]), &device))
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        // Small integers: the sums are exact in f32.
+        assert!(sum == want_sum, "partitioned sum of {rows} rows into {targets} differs");
+        assert!(gathered == want_gather, "partitioned gather of {rows} rows differs");
+    }
 }

@@ -713,6 +713,7 @@ mod model_tests {
             assert_eq!(gathered.into_data().to_vec::<f32>().unwrap(), want_gather, "gather rows {rows}");
             let (p, per) = parts(rows, targets);
             assert!(p >= 1 && p * per >= rows && (p - 1) * per < rows.max(1), "parts({rows}, {targets}) = {p} x {per}");
+            assert!(per <= crate::partitioned::MAX_PART_ROWS);
         }
     }
 
