@@ -37,7 +37,7 @@ use atomzarr::pipeline::transforms::{ScaleShift, SubtractE0s};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset};
 use burn::backend::Flex;
 use burn::tensor::backend::Backend;
-use burn::tensor::{IndexingUpdateOp, Tensor, TensorData};
+use burn::tensor::{IndexingUpdateOp, Tensor};
 use burn_wgpu::{Wgpu, WgpuDevice};
 use model::GraphBatch;
 use training::{Prep, TrainingSet};
@@ -149,7 +149,8 @@ fn first_difference(cpu: &[(Vec<usize>, HostBatch)], dev: &[(Vec<usize>, HostBat
             for (j, (x, y)) in c.iter().zip(d).enumerate() {
                 // f32 arithmetic in another order: a few ulps; wrong data is
                 // off by far more (or NaN, which fails this too).
-                if !((x - y).abs() <= 1e-5 + 1e-5 * x.abs().max(y.abs())) {
+                let close = (x - y).abs() <= 1e-5 + 1e-5 * x.abs().max(y.abs());
+                if !close {
                     return Some(format!("batch {k} (samples {ci:?}) {name}[{j}]: CPU {x}, device {y}"));
                 }
             }
@@ -220,27 +221,7 @@ fn uploads_on_the_consuming_thread_keep_the_numbers() {
 fn partitioned_sums_and_gathers_on_the_device_equal_loops_at_real_sizes() {
     let device = WgpuDevice::default();
     for (rows, targets, c) in [(500_000usize, 10_000usize, 2usize), (300_000, 100_000, 1)] {
-        let idx: Vec<i64> = (0..rows).map(|i| ((i * 7919 + i / 50) % targets) as i64).collect();
-        let vals: Vec<f32> = (0..rows * c).map(|k| (k % 17) as f32 - 8.0).collect();
-        let x: Vec<f32> = (0..targets * c).map(|k| (k % 101) as f32 * 0.25).collect();
-        let mut want_sum = vec![0f32; targets * c];
-        for (i, &t) in idx.iter().enumerate() {
-            for j in 0..c {
-                want_sum[t as usize * c + j] += vals[i * c + j];
-            }
-        }
-        let want_gather: Vec<f32> =
-            idx.iter().flat_map(|&t| x[t as usize * c..(t as usize + 1) * c].to_vec()).collect();
-        let pi = partitioned::PartIndex::<Wgpu>::new(Tensor::from_data(TensorData::new(idx, [rows]), &device), targets);
-        let sum =
-            pi.sum(Tensor::from_data(TensorData::new(vals, [rows, c]), &device)).into_data().to_vec::<f32>().unwrap();
-        let gathered = pi
-            .gather(Tensor::from_data(TensorData::new(x, [targets, c]), &device))
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap();
-        // Small integers: the sums are exact in f32.
-        assert!(sum == want_sum, "partitioned sum of {rows} rows into {targets} differs");
-        assert!(gathered == want_gather, "partitioned gather of {rows} rows differs");
+        model::model_tests::partitioned_against_loops::<Wgpu>(rows, targets, c, |i| i * 7919 + i / 50, &device)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }

@@ -251,10 +251,10 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
     memory_check::<B>(args, &reader, device)
 }
 
-/// 5. Host memory stays flat over the epochs of a pinned loader with two
-/// upload threads whose batches a kernel on this thread reads: resident and
-/// driver-mapped bytes after each epoch; an error past `--memory-tolerance`
-/// growth from the middle epoch to the last.
+/// Step 5: host memory stays flat over the epochs of a pinned loader with
+/// two upload threads whose batches a kernel on this thread reads: resident
+/// and driver-mapped bytes after each epoch; an error past
+/// `--memory-tolerance` growth from the middle epoch to the last.
 fn memory_check<B: Backend>(
     args: &Args,
     reader: &Arc<AtomicDataZarrReader>,

@@ -139,7 +139,9 @@ pub struct Args {
     #[arg(long)]
     pub metrics: Option<PathBuf>,
     /// Gathers and sums over the graph: `select` (select / scatter-add, the
-    /// CPU default) or `incidence` (block one-hot matmuls, the GPU default).
+    /// CPU default), `partitioned` (scatter-add in parts: linear in the
+    /// edges and parallel, the GPU default) or `incidence` (block one-hot
+    /// matmuls).
     #[arg(long)]
     pub scatter: Option<Scatter>,
 }

@@ -10,9 +10,9 @@
 //!
 //! On a GPU backend (`cuda`, `wgpu`) the loader stages uploads in pinned
 //! memory and builds device batches on its own upload thread (its own
-//! stream), and the model's gathers and sums run as block one-hot matmuls
-//! (`--scatter incidence`, `incidence.rs`); on the CPU as `select` /
-//! scatter-add (`--scatter select`).
+//! stream), and the model's gathers and sums run as a scatter-add in parts
+//! (`--scatter partitioned`, `partitioned.rs`: linear in the edges, parallel);
+//! on the CPU as `select` / scatter-add (`--scatter select`).
 //!
 //! 1. If the store does not exist, it is built: argon/krypton structures
 //!    (clusters and periodic, possibly triclinic boxes) from short MD runs,
@@ -91,7 +91,7 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
     let split = set.loaders::<Train>(opts, (args.node_rank, args.num_nodes), &device)?;
     // 4. The model.
     <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
-    let scatter = args.scatter.unwrap_or(if gpu { Scatter::Incidence } else { Scatter::Select });
+    let scatter = args.scatter.unwrap_or(if gpu { Scatter::Partitioned } else { Scatter::Select });
     let config = split.stats.config(physics::CUTOFF).with_hidden(args.hidden).with_interactions(args.interactions);
     let mut trainer = Trainer::<Train>::new(&config, &device);
     trainer.model = trainer.model.clone().with_scatter(scatter);

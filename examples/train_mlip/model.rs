@@ -612,7 +612,7 @@ impl DataStats {
 }
 
 #[cfg(test)]
-mod model_tests {
+pub mod model_tests {
     use super::*;
     use burn::backend::Flex;
 
@@ -688,32 +688,51 @@ mod model_tests {
         }
     }
 
+    /// The partitioned form on backend `B` against plain loops on the host:
+    /// `rows` rows of `c` columns (small integers, so that the sums are
+    /// exact in f32) summed into `targets` rows by `index(row)`, and the
+    /// gather of `targets` rows back; an error naming what differs.
+    pub fn partitioned_against_loops<B: Backend>(
+        rows: usize,
+        targets: usize,
+        c: usize,
+        index: impl Fn(usize) -> usize,
+        device: &B::Device,
+    ) -> Result<(), String> {
+        use crate::partitioned::PartIndex;
+        let idx: Vec<i64> = (0..rows).map(|i| (index(i) % targets) as i64).collect();
+        let vals: Vec<f32> = (0..rows * c).map(|k| (k % 13) as f32 - 6.0).collect();
+        let x: Vec<f32> = (0..targets * c).map(|k| (k % 101) as f32 * 0.5).collect();
+        let mut want_sum = vec![0f32; targets * c];
+        for (i, &t) in idx.iter().enumerate() {
+            for j in 0..c {
+                want_sum[t as usize * c + j] += vals[i * c + j];
+            }
+        }
+        let want_gather: Vec<f32> =
+            idx.iter().flat_map(|&t| x[t as usize * c..(t as usize + 1) * c].to_vec()).collect();
+        let pi = PartIndex::<B>::new(Tensor::from_data(TensorData::new(idx, [rows]), device), targets);
+        let sum = pi.sum(Tensor::from_data(TensorData::new(vals, [rows, c]), device));
+        let gathered = pi.gather(Tensor::from_data(TensorData::new(x, [targets, c]), device));
+        if sum.into_data().to_vec::<f32>().map_err(|e| format!("{e:?}"))? != want_sum {
+            return Err(format!("the sum of {rows} rows into {targets} differs from the loops'"));
+        }
+        if gathered.into_data().to_vec::<f32>().map_err(|e| format!("{e:?}"))? != want_gather {
+            return Err(format!("the gather of {rows} rows from {targets} differs from the loops'"));
+        }
+        Ok(())
+    }
+
     /// The partitioned form's sums and gathers equal plain loops, and its
     /// parts cover the rows: many parts, padding, and a part per row.
     #[test]
     fn partitioned_sums_and_gathers_equal_loops() {
-        use crate::partitioned::{PartIndex, parts};
-        let device = Default::default();
+        use crate::partitioned::{MAX_PART_ROWS, parts};
         for (rows, targets, c) in [(1000usize, 37usize, 3usize), (5, 4, 2), (257 * 3, 1, 1), (0, 3, 2)] {
-            let idx: Vec<i64> = (0..rows).map(|i| ((i * 7919) % targets) as i64).collect();
-            let vals: Vec<f32> = (0..rows * c).map(|k| (k % 13) as f32 - 6.0).collect();
-            let x: Vec<f32> = (0..targets * c).map(|k| k as f32 * 0.5).collect();
-            let mut want_sum = vec![0f32; targets * c];
-            for (i, &t) in idx.iter().enumerate() {
-                for j in 0..c {
-                    want_sum[t as usize * c + j] += vals[i * c + j];
-                }
-            }
-            let want_gather: Vec<f32> =
-                idx.iter().flat_map(|&t| x[t as usize * c..(t as usize + 1) * c].to_vec()).collect();
-            let pi = PartIndex::<B>::new(Tensor::from_data(TensorData::new(idx, [rows]), &device), targets);
-            let sum = pi.sum(Tensor::from_data(TensorData::new(vals, [rows, c]), &device));
-            let gathered = pi.gather(Tensor::from_data(TensorData::new(x, [targets, c]), &device));
-            assert_eq!(sum.into_data().to_vec::<f32>().unwrap(), want_sum, "sum rows {rows} targets {targets}");
-            assert_eq!(gathered.into_data().to_vec::<f32>().unwrap(), want_gather, "gather rows {rows}");
+            partitioned_against_loops::<B>(rows, targets, c, |i| i * 7919, &Default::default()).unwrap();
             let (p, per) = parts(rows, targets);
             assert!(p >= 1 && p * per >= rows && (p - 1) * per < rows.max(1), "parts({rows}, {targets}) = {p} x {per}");
-            assert!(per <= crate::partitioned::MAX_PART_ROWS);
+            assert!(per <= MAX_PART_ROWS);
         }
     }
 
