@@ -495,11 +495,11 @@ impl WgpuStream {
         // This will _first_ fire off all pending write_buffer work.
         let index = self.queue.submit([tasks_encoder.finish()]);
 
-        // atomzarr patch: the recorded tasks are submitted, so any later
-        // `write_buffer` into their cross-stream inputs is ordered after them
-        // on the one queue; their memory may be reused from here on. (Upstream
-        // releases them in `on_submitted_work_done`; in 0.10 the bindings are
-        // not `Send`, and wgpu keeps a buffer in use by a submission alive.)
+        // atomzarr patch: the recorded tasks are submitted, so any later use
+        // of their cross-stream inputs' memory (a `write_buffer`, or a kernel
+        // of any stream) reaches the one queue after them; the memory may be
+        // reused from here on, and wgpu keeps a buffer that a submission uses
+        // alive. (Upstream holds them until `on_submitted_work_done`.)
         self.pending_pins.clear();
 
         self.submission_load
