@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-${CARGO_TARGET_DIR:-target}/gpu-check/carry}"
-for b in gpu_check train_mlip CUDA_VERSION; do
+for b in gpu_check.xz train_mlip.xz CUDA_VERSION; do
     [ -e "$bin/$b" ] || { echo "$bin/$b missing: run scripts/build-gpu-check.sh first" >&2; exit 1; }
 done
 
@@ -54,6 +54,17 @@ echo "CUDA_PATH=$CUDA_PATH"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The binaries travel xz-compressed (scripts/build-gpu-check.sh); unpack
+# them here, with xz or, without it, Python's lzma.
+for b in gpu_check train_mlip; do
+    if command -v xz >/dev/null; then
+        xz -dc "$bin/$b.xz" >"$work/$b"
+    else
+        python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$bin/$b.xz" "$work/$b"
+    fi
+    chmod +x "$work/$b"
+done
+bin=$work
 
 echo "== 2-5. batch equality, uploads, loader alone, host memory"
 timeout 240 "$bin/gpu_check" --backend cuda --samples 20000 --epochs 4
