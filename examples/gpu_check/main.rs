@@ -260,7 +260,8 @@ fn memory_check<B: Backend>(
     reader: &Arc<AtomicDataZarrReader>,
     device: &B::Device,
 ) -> Result<(), BoxError> {
-    println!("== host memory over {} epochs (pinned, 2 upload streams, prefetch 16)", args.memory_epochs.max(2));
+    let epochs = args.memory_epochs.max(2);
+    println!("== host memory over {epochs} epochs (pinned, 2 upload streams, prefetch 16)");
     let loader = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
         .with_batch_size(args.batch_size)
         .with_shuffle(true)
@@ -270,7 +271,7 @@ fn memory_check<B: Backend>(
         .with_num_streams(2)
         .build(device)?;
     let mut seen = Vec::new();
-    for epoch in 0..args.memory_epochs.max(2) {
+    for epoch in 0..epochs {
         for b in loader.iter() {
             // Consumed on this thread's stream as training would (a kernel
             // that reads the batch, queued, the batch dropped).
@@ -285,7 +286,8 @@ fn memory_check<B: Backend>(
     // The pools fill during the first epochs (every new batch shape may take
     // a new page, and on a software device device memory is host memory);
     // a leak grows with every batch, so it shows in the second half too.
-    let (half, last) = (seen[seen.len() / 2], seen[seen.len() - 1]);
+    let mid = epochs / 2;
+    let (half, last) = (seen[mid], seen[epochs - 1]);
     for (what, a, b) in [("resident", half.0, last.0), ("driver-mapped", half.1, last.1)] {
         if let (Some(a), Some(b)) = (a, b)
             && b as f64 > (1.0 + args.memory_tolerance) * a as f64 + 1048576.0
@@ -293,18 +295,13 @@ fn memory_check<B: Backend>(
             return Err(format!(
                 "{what} memory grew from {} after epoch {} to {} after epoch {}",
                 memory::mib(Some(a)),
-                seen.len() / 2 + 1,
+                mid + 1,
                 memory::mib(Some(b)),
-                seen.len()
+                epochs
             )
             .into());
         }
     }
-    println!(
-        "memory flat: within {:.0}% from epoch {} to epoch {}",
-        100.0 * args.memory_tolerance,
-        seen.len() / 2 + 1,
-        seen.len()
-    );
+    println!("memory flat: within {:.0}% from epoch {} to epoch {}", 100.0 * args.memory_tolerance, mid + 1, epochs);
     Ok(())
 }
