@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 
 use atomzarr::data::neighbors::neighbor_list;
-use atomzarr::store::import::{ImportOptions, import_files};
+use atomzarr::formats::import::{ImportOptions, import_files};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;

@@ -34,6 +34,31 @@ What each fixture holds:
 - mptrj.json: MPtrj's layout {mp_id: {frame_id: {structure (pymatgen's
   Structure.as_dict), corrected_total_energy, uncorrected_total_energy,
   force, stress (kBar, VASP sign), magmom, ...}}}.
+- stress_voigt.* and stress_3x3.* (job `stress`, --only stress): the same
+  three small periodic cells (NaCl, GaAs, CaF2; triclinic strain, energies,
+  forces, a stress with six different components) with the stress as ASE's
+  6-vector (xx yy zz yz xz xy) or as a 3x3 matrix, per format; the
+  reference of FILE is FILE.ref.json (stress as 3x3, eV/Å³). What ASE 3.29
+  writes (tests/import_stress.rs checks each):
+  - .extxyz: ase.io.write always writes a calculator's stress as 9 numbers
+    (3x3 in Fortran order; a 6-vector is expanded first), so
+    stress_3x3.extxyz (3x3 on the calculator) holds `stress="9 numbers"`
+    and is byte-for-byte what a 6-vector calculator gives. A 6-number
+    `stress=` comes from a 6-vector in atoms.info written with
+    write_results=False: stress_voigt.extxyz. ASE's default extxyz parser
+    refuses a 6-number stress (ValueError "expecting special 3x3 matrix");
+    its reference is read with key_val_str_to_dict_regex, ASE's other
+    parser. ASE's reader keeps only the upper triangle of a 9-number stress
+    (it makes a 6-vector), so the extxyz stresses are symmetric.
+  - .db (SQLite): `stress` is the array's raw float64 blob, 48 bytes for a
+    6-vector, 72 for a 3x3 (row-major); ASE reads the 72 back as a flat
+    9-vector (and get_stress() then fails), the reference reshapes it.
+  - .aselmdb: orjson writes the 3x3 as a nested list [[..],[..],[..]]; no
+    key_value_pairs, data, metadata or deleted_ids (fairchem writes those
+    only when given).
+  In the .db and .aselmdb 3x3 files the third cell's stress is not
+  symmetric (ASE keeps it as written there), so a transposed matrix is
+  caught too.
 """
 import argparse
 import bz2
@@ -99,7 +124,8 @@ def ase_fields(a):
             f["forces"] = res["forces"]
         if "stress" in res:
             s = np.asarray(res["stress"])
-            f["stress"] = voigt_to_3x3(s) if s.shape == (6,) else s
+            # ASE's SQLite db hands a 3x3 stress back flat (9 values, row-major).
+            f["stress"] = voigt_to_3x3(s) if s.shape == (6,) else s.reshape(3, 3)
         if "magmoms" in res:
             f["magmoms"] = res["magmoms"]
         if "magmom" in res:
@@ -279,6 +305,155 @@ def aselmdb():
             ref.append(row_frame(AtomsRow(dct), i))
     env.close()
     write_json("fairchem.ref.json", ref)
+
+
+# ----------------------------------------------------------------- stress
+def stress_cells():
+    """Three small periodic cells, each with an energy, forces and a Voigt
+    stress (xx yy zz yz xz xy) whose six components all differ; positions,
+    cells and labels rounded to float32. Their own generator, so that
+    `--only stress` and a full run write the same files."""
+    g = np.random.default_rng(61)
+    out = []
+    for name, kind, a0 in (("NaCl", "rocksalt", 5.64), ("GaAs", "zincblende", 5.65), ("CaF2", "fluorite", 5.46)):
+        a = bulk(name, kind, a=a0)
+        strain = np.eye(3) + g.normal(0, 0.02, (3, 3))
+        a.set_cell(f32(a.cell.array @ strain), scale_atoms=True)
+        a.positions = f32(a.positions + g.normal(0, 0.04, a.positions.shape))
+        energy = float(f32(g.normal(-4.0 * len(a), 0.5)))
+        forces = f32(g.normal(0, 0.3, (len(a), 3)))
+        # Magnitudes 0.003..0.05 eV/A^3 (ASE prints them without an exponent;
+        # its regex parser would read "5e-05" as an integer), signs mixed.
+        voigt = f32(g.uniform(0.003, 0.05, 6) * g.choice([-1.0, 1.0], 6))
+        out.append((a, energy, forces, voigt))
+    return out
+
+
+def stress_3x3(voigt, k, symmetric):
+    m = voigt_to_3x3(voigt)
+    if not symmetric and k == 2:
+        m = f32(m + np.array([[0.0, 0.0041, -0.0023], [-0.0017, 0.0, 0.0036], [0.0029, -0.0052, 0.0]]))
+    return m
+
+
+def stress_calc_atoms(shape, symmetric):
+    """The cells with a SinglePointCalculator holding the stress as `shape`."""
+    frames = []
+    for k, (a, energy, forces, voigt) in enumerate(stress_cells()):
+        a = a.copy()
+        s = voigt if shape == "voigt" else stress_3x3(voigt, k, symmetric)
+        a.calc = SinglePointCalculator(a, energy=energy, forces=forces, stress=s)
+        frames.append(a)
+    return frames
+
+
+def extxyz_ref(atoms_list):
+    ref = []
+    for a in atoms_list:
+        fields = ase_fields(a)
+        strings = {}
+        for k, v in a.info.items():
+            if isinstance(v, str):
+                strings[k] = v
+            else:
+                fields[k] = np.atleast_1d(v)
+        ref.append(ref_frame(a.numbers, a.positions, a.cell.array, a.pbc, fields, strings))
+    return ref
+
+
+def stress():
+    import lmdb
+    import orjson
+    from ase.db import connect
+    from ase.db.row import AtomsRow
+    from ase.io.extxyz import key_val_str_to_dict_regex
+
+    def out(name):
+        return os.path.join(OUT, name)
+
+    # extxyz, 3x3 on the calculator: ASE writes stress="9 numbers" (Fortran
+    # order), the same bytes as a 6-vector calculator gives.
+    path = out("stress_3x3.extxyz")
+    write(path, stress_calc_atoms("3x3", True), format="extxyz")
+    other = out("stress_voigt_calc.tmp.extxyz")
+    write(other, stress_calc_atoms("voigt", True), format="extxyz")
+    assert open(other).read() == open(path).read(), "ASE wrote a 6-vector calculator stress differently"
+    os.remove(other)
+    write_json("stress_3x3.extxyz.ref.json", extxyz_ref(read(path, ":", format="extxyz")))
+
+    # extxyz, Voigt: a 6-vector in atoms.info, written with write_results=False
+    # (energy and forces as info / arrays, which ASE reads back as results).
+    path = out("stress_voigt.extxyz")
+    frames = []
+    for a, energy, forces, voigt in stress_cells():
+        a = a.copy()
+        a.info["energy"] = energy
+        a.info["stress"] = voigt
+        a.new_array("forces", forces)
+        frames.append(a)
+    write(path, frames, format="extxyz", write_results=False)
+    try:
+        read(path, ":", format="extxyz")
+        raise AssertionError("ASE's default parser now reads a 6-number stress: drop the regex parser")
+    except ValueError:
+        pass
+    back = read(path, ":", format="extxyz", properties_parser=key_val_str_to_dict_regex)
+    for a, (_, _, _, voigt) in zip(back, stress_cells()):
+        assert a.calc.results["stress"].shape == (6,) and np.array_equal(a.calc.results["stress"], voigt)
+    write_json("stress_voigt.extxyz.ref.json", extxyz_ref(back))
+
+    # ASE's SQLite database: the stress blob is 6 or 9 float64.
+    for shape, nbytes in (("voigt", 48), ("3x3", 72)):
+        path = out(f"stress_{shape}.db")
+        if os.path.exists(path):
+            os.remove(path)
+        db = connect(path)
+        for a in stress_calc_atoms(shape, False):
+            db.write(a)
+        with sqlite3.connect(path) as c:
+            lens = [n for (n,) in c.execute("SELECT length(stress) FROM systems ORDER BY id")]
+        assert lens == [nbytes] * 3, lens
+        write_json(f"stress_{shape}.db.ref.json", [row_frame(row, row.id) for row in db.select()])
+
+    # fairchem's .aselmdb: LMDBDatabase._write's row dict, zlib(orjson(...)).
+    for shape in ("voigt", "3x3"):
+        path = out(f"stress_{shape}.aselmdb")
+        for p in (path, path + "-lock"):
+            if os.path.exists(p):
+                os.remove(p)
+        env = lmdb.open(path, map_size=1 << 22, subdir=False, meminit=False, map_async=True)
+        txn = env.begin(write=True)
+        nextid = 1
+        for i, a in enumerate(stress_calc_atoms(shape, False)):
+            row = AtomsRow(a)
+            row.ctime = 10.0 + i
+            row.user = "fixture"
+            dct = {}
+            for key in row.__dict__:
+                if key[0] == "_" or key in row._keys or key == "id":
+                    continue
+                dct[key] = row[key]
+            dct["mtime"] = 20.0 + i
+            dct["cell"] = np.asarray(dct["cell"])
+            txn.put(f"{nextid}".encode("ascii"), zlib.compress(orjson.dumps(dct, option=orjson.OPT_SERIALIZE_NUMPY)))
+            nextid += 1
+            txn.put(b"nextid", zlib.compress(orjson.dumps(nextid, option=orjson.OPT_SERIALIZE_NUMPY)))
+        txn.commit()
+        env.close()
+        if os.path.exists(path + "-lock"):
+            os.remove(path + "-lock")
+        env = lmdb.open(path, subdir=False, readonly=True, lock=False)
+        ref = []
+        with env.begin() as t:
+            for i in range(1, orjson.loads(zlib.decompress(t.get(b"nextid")))):
+                dct = orjson.loads(zlib.decompress(t.get(f"{i}".encode("ascii"))))
+                s = dct["stress"]
+                assert (len(s) == 6 and all(isinstance(x, float) for x in s)) if shape == "voigt" else (
+                    len(s) == 3 and all(isinstance(r, list) and len(r) == 3 for r in s)), s
+                dct["id"] = i
+                ref.append(row_frame(AtomsRow(dct), i))
+        env.close()
+        write_json(f"stress_{shape}.aselmdb.ref.json", ref)
 
 
 # ------------------------------------------------------------------- HDF5
@@ -465,7 +640,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
     jobs = {"extxyz": extxyz, "asedb": asedb, "aselmdb": aselmdb, "spice": spice, "ani1x": ani1x, "npz": npz,
-            "mptrj": mptrj, "units": units_ref}
+            "mptrj": mptrj, "units": units_ref, "stress": stress}
     for name, job in jobs.items():
         if a.only and name not in a.only:
             continue

@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use crate::location::Location;
+
 /// Errors returned by every fallible call in this crate.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -13,8 +15,8 @@ pub enum Error {
     /// The store path does not exist.
     #[error("store {store}: no such path")]
     NotFound {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
     },
     /// A writer operation was interrupted at a point that leaves the store
     /// unreadable; what it had written is kept, and
@@ -24,8 +26,8 @@ pub enum Error {
          (AtomicDataZarrWriter::open finishes the job)"
     )]
     Interrupted {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// What was interrupted (`defragment`, `add_custom of field x`).
         operation: String,
         /// Where its data is.
@@ -34,22 +36,22 @@ pub enum Error {
     /// The writer refuses to overwrite an existing path.
     #[error("store {store}: already exists (open it for append, or choose another path)")]
     AlreadyExists {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
     },
     /// The path is not an atomic-structure Zarr v3 store of the expected layout.
     #[error("store {store}: not an atomzarr store: {reason}")]
     Format {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// What is wrong.
         reason: String,
     },
     /// Arrays of the store disagree with each other (lengths, pointers).
     #[error("store {store}, array {array}: {reason}")]
     Inconsistent {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// The array path inside the store (e.g. `meta/atoms_ptr`).
         array: String,
         /// What disagrees.
@@ -58,8 +60,8 @@ pub enum Error {
     /// A Zarr call (metadata, chunk decode, storage) failed.
     #[error("store {store}, array {array}: {source}")]
     Zarr {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// The array or group path inside the store.
         array: String,
         /// The underlying zarrs error.
@@ -69,8 +71,8 @@ pub enum Error {
     /// Decoding a chunk failed (corrupt bytes, wrong length).
     #[error("store {store}, array {array}, chunk {chunk}: {reason}")]
     Chunk {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// The array path inside the store.
         array: String,
         /// The chunk (sub-chunk for sharded arrays) index along dimension 0.
@@ -155,8 +157,8 @@ pub enum Error {
     /// nothing was decoded from them.
     #[error("store {store}, array {array}, chunk {chunk}: checksum mismatch ({reason}); the chunk is corrupt")]
     Checksum {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// The array path inside the store.
         array: String,
         /// The chunk (sub-chunk for sharded arrays) index along dimension 0.
@@ -215,10 +217,10 @@ pub enum Error {
     },
     /// Another writer holds the store's writer lock (one writer at a time;
     /// see `atomzarr::store::lock`). Nothing was written.
-    #[error("store {}: {}", store.display(), locked_reason(holder.as_ref(), *waited))]
+    #[error("store {store}: {}", locked_reason(holder.as_ref(), *waited))]
     Locked {
-        /// The store path.
-        store: PathBuf,
+        /// The store: its path or URL.
+        store: Location,
         /// Who holds the lock, as the holder recorded it (`None` where it
         /// could not be read: an older writer, or one just taking it).
         holder: Option<LockHolder>,
@@ -357,19 +359,23 @@ impl Error {
     }
 
     pub(crate) fn zarr(
-        store: &std::path::Path,
+        store: impl Into<Location>,
         array: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        Error::Zarr { store: store.to_path_buf(), array: array.into(), source: Box::new(source) }
+        Error::Zarr { store: store.into(), array: array.into(), source: Box::new(source) }
     }
 
-    pub(crate) fn format(store: &std::path::Path, reason: impl Into<String>) -> Self {
-        Error::Format { store: store.to_path_buf(), reason: reason.into() }
+    pub(crate) fn format(store: impl Into<Location>, reason: impl Into<String>) -> Self {
+        Error::Format { store: store.into(), reason: reason.into() }
     }
 
-    pub(crate) fn inconsistent(store: &std::path::Path, array: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Inconsistent { store: store.to_path_buf(), array: array.into(), reason: reason.into() }
+    pub(crate) fn inconsistent(
+        store: impl Into<Location>,
+        array: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Inconsistent { store: store.into(), array: array.into(), reason: reason.into() }
     }
 
     pub(crate) fn invalid(context: impl Into<String>, reason: impl Into<String>) -> Self {

@@ -43,9 +43,9 @@
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          where samples come from
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
-//! │   ├── memory.rs      InMemoryDataset: a whole source resident in memory
-//! │   ├── multi.rs       MultiDataset: several readers, one index space
-//! │   ├── frames.rs      FrameSource: any import format as frames, a batch at a time
+//! │   ├── memory.rs      InMemoryReader: a whole source resident in memory
+//! │   ├── multi.rs       MultiReader: several readers, one index space
+//! │   ├── frames.rs      Frames: any import format as frames, a batch at a time
 //! │   ├── input.rs       format detection, gzip / xz / bzip2 text
 //! │   ├── units.rs       eV, Å, eV/Å, eV/Å³; CODATA 2014 as ase.units
 //! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches: frame (one frame),
@@ -99,7 +99,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryDataset`]; [`MultiDataset`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
+//! | [`source`] | the [`Reader`] backend contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryReader`]; [`MultiReader`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
 //! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage and size limits (internal: `store::durable`, `store::limits`), the writer lock ([`store::lock`]), where a store lives ([`Location`]: a path or a URL), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
@@ -127,7 +127,7 @@
 //! ends in `_opt` ([`AtomicDataZarrReader::open_opt`],
 //! [`ReaderExt::read_collated_opt`]), and data-parallel ranks are always
 //! `(rank, world_size)` in that order. Options structs ([`ReaderOptions`],
-//! [`InMemoryOptions`], [`MultiDatasetOptions`], [`data::CollateOptions`],
+//! [`InMemoryOptions`], [`MultiReaderOptions`], [`data::CollateOptions`],
 //! [`ZarrArrayConfig`], [`ZarrWriteConfig`], [`sampler::SizeAwareOptions`]),
 //! builders ([`DataLoaderBuilder`], the multi-dataset sampler builders) and
 //! the [`Dataset`] read the same:
@@ -181,8 +181,11 @@
 pub mod cli;
 pub mod data;
 mod error;
+pub mod formats;
+mod location;
 pub mod pipeline;
 mod pool;
+pub mod prep;
 mod progress;
 pub mod sampler;
 pub mod source;
@@ -200,16 +203,16 @@ pub use data::sample::{AtomicData, Field};
 #[cfg(any(test, feature = "testing"))]
 pub use error::AppendStep;
 pub use error::{Error, LockHolder, RemoteErrorKind, Result};
+pub use location::Location;
 pub use pipeline::batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
 pub use pipeline::builder::DataLoaderBuilder;
 pub use pipeline::dataset::{Dataset, ErrorPolicy};
 pub use pipeline::loader::{DataLoader, LoaderStats};
 pub use pipeline::plan::LoaderState;
-pub use source::memory::{InMemoryDataset, InMemoryOptions};
-pub use source::multi::{MultiDataset, MultiDatasetOptions};
+pub use source::memory::{InMemoryOptions, InMemoryReader};
+pub use source::multi::{MultiReader, MultiReaderOptions};
 pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};
 pub use store::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
-pub use store::location::Location;
 pub use store::reader::cache::{CacheStats, DEFAULT_CACHE_BYTES};
 pub use store::reader::{AtomicDataZarrReader, ReaderOptions};
 pub use store::writer::AtomicDataZarrWriter;

@@ -499,7 +499,7 @@ fn print_repair(r: &atomzarr::store::repair::RepairReport, json: bool) -> atomza
         println!("{}", serde_json::to_string(r).map_err(json_err)?);
     } else {
         let verb = if r.written { "fixed" } else { "would fix" };
-        println!("store {}: {} samples with edges checked", r.store.display(), r.samples_checked);
+        println!("store {}: {} samples with edges checked", r.store, r.samples_checked);
         for run in &r.fixed {
             let (a, b) = (run.physical[0], run.physical[run.physical.len() - 1]);
             println!(
@@ -609,7 +609,7 @@ fn roundtrip(a: &RoundtripArgs) -> atomzarr::Result<()> {
 /// `atomzarr import`: files of any supported format into a store.
 fn import(a: ImportArgs) -> atomzarr::Result<()> {
     let ImportArgs { mut paths, format, units, energy_key, forces_key, missing, cutoff, batch_frames, json, wait } = a;
-    use atomzarr::source::input::Format;
+    use atomzarr::formats::input::Format;
     let store = paths.pop().ok_or_else(|| atomzarr::Error::Config("import needs a store path".into()))?;
     let format = match format {
         Some(f) => Some(
@@ -623,23 +623,23 @@ fn import(a: ImportArgs) -> atomzarr::Result<()> {
         None => None,
     };
     let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let source = atomzarr::source::frames::SourceOptions::default()
+    let source = atomzarr::formats::FrameOptions::default()
         .with_format(format)
         .with_units(units)
         .with_energy_key(energy_key)
         .with_forces_key(forces_key);
-    let options = atomzarr::store::import::ImportOptions::default()
+    let options = atomzarr::formats::import::ImportOptions::default()
         .with_cutoff(cutoff)
         .with_batch_frames(batch_frames)
         .with_missing(match missing {
-            MissingArg::Fill => atomzarr::store::import::Missing::Fill,
-            MissingArg::Error => atomzarr::store::import::Missing::Error,
+            MissingArg::Fill => atomzarr::formats::import::Missing::Fill,
+            MissingArg::Error => atomzarr::formats::import::Missing::Error,
         })
         .with_source(source)
         .with_progress(show)
         .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
     let t = std::time::Instant::now();
-    let r = atomzarr::store::import::import_files(&paths, &store, &options)?;
+    let r = atomzarr::formats::import::import_files(&paths, &store, &options)?;
     let secs = t.elapsed().as_secs_f64();
     if json {
         let mut v = serde_json::to_value(&r).map_err(json_err)?;
@@ -687,17 +687,17 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
         Cmd::Import(a) => import(a)?,
         Cmd::Export { store, out } => {
             let reader = AtomicDataZarrReader::open(&store)?;
-            let n = atomzarr::cli::export::export_extxyz(&reader, &out)?;
+            let n = atomzarr::formats::export::export_extxyz(&reader, &out)?;
             println!("wrote {n} frames to {}", out.display());
         }
         Cmd::Stats { store, split, part, save, json } => {
-            use atomzarr::source::stats::{StatsOptions, dataset_stats, subset_stats};
+            use atomzarr::prep::stats::{StatsOptions, dataset_stats, subset_stats};
             let reader = AtomicDataZarrReader::open(&store)?;
             let show = !json || std::io::IsTerminal::is_terminal(&std::io::stderr());
             let options = StatsOptions::default().with_progress(show);
             let s = match &split {
                 Some(name) => {
-                    let sp = atomzarr::source::split::Split::from_store(&reader, name)?;
+                    let sp = atomzarr::prep::split::Split::from_store(&reader, name)?;
                     subset_stats(&reader, sp.indices(&part)?, &options)?
                 }
                 None => dataset_stats(&reader, &options)?,
@@ -719,7 +719,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
             }
         }
         Cmd::Split { store, by, fractions, seed, save, json } => {
-            use atomzarr::source::split::{Split, SplitRule};
+            use atomzarr::prep::split::{Split, SplitRule};
             let reader = AtomicDataZarrReader::open(&store)?;
             let rule = SplitRule::parse(&fractions)?.with_by(by).with_seed(seed);
             let split = Split::compute(&reader, &rule)?;

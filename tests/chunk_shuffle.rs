@@ -14,8 +14,8 @@ use burn::backend::Flex;
 use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, RandomSampler, Shard};
 use atomzarr::source::ChunkedReader;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, MultiDataset, Reader,
-    ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, MultiReader, Reader, ReaderExt,
+    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 /// Rows per chunk of every array of the test stores (no sharding).
@@ -339,7 +339,7 @@ fn a_loader_over_a_multi_dataset_of_two_stores_decodes_and_caches_as_the_stores_
             .filter(|l| !l.is_empty())
             .collect()
     };
-    let multi = MultiDataset::new(vec![Arc::new(open(&pa, cache)), Arc::new(open(&pb, cache))]).unwrap();
+    let multi = MultiReader::new(vec![Arc::new(open(&pa, cache)), Arc::new(open(&pb, cache))]).unwrap();
     // The multi dataset's blocks are each store's, shifted to global indices.
     let mut want_blocks = open(&pa, cache).chunk_blocks();
     want_blocks.extend(open(&pb, cache).chunk_blocks().into_iter().map(|i| i + 600));
@@ -376,7 +376,7 @@ fn a_multi_dataset_passes_the_announced_window_to_the_child_that_owns_it() {
     let w3_decodes = decodes_for(&samples, &w3_set);
     for announce in [false, true] {
         let big = Arc::new(open(&path, 64 << 10));
-        let multi = MultiDataset::new(vec![Arc::new(open(&small, 64 << 10)), big.clone()]).unwrap();
+        let multi = MultiReader::new(vec![Arc::new(open(&small, 64 << 10)), big.clone()]).unwrap();
         let mut out = Vec::new();
         multi.read_collated(&w1, &mut out).unwrap();
         if announce {

@@ -33,7 +33,7 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use atomzarr::pipeline::transforms::{ScaleShift, SubtractE0s};
+use atomzarr::prep::transforms::{ScaleShift, SubtractE0s};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset};
 use burn::backend::Flex;
 use burn::tensor::backend::Backend;

@@ -11,8 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use atomzarr::source::stats::{StatsOptions, dataset_stats};
-use atomzarr::store::import::{ImportOptions, Missing, import_files};
+use atomzarr::formats::import::{ImportOptions, Missing, import_files};
+use atomzarr::prep::stats::{StatsOptions, dataset_stats};
 use atomzarr::{AtomicDataZarrReader, Error, Reader, ReaderExt};
 use serde_json::Value;
 

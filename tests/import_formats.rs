@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use atomzarr::Reader;
-use atomzarr::store::import::{ImportOptions, Missing, import_files};
+use atomzarr::formats::import::{ImportOptions, Missing, import_files};
 use atomzarr::{AtomicDataZarrReader, Error};
 use serde_json::Value;
 
@@ -211,7 +211,7 @@ fn mptrj_json_equals_pymatgen() {
 
 #[test]
 fn unit_constants_equal_ase_units() {
-    use atomzarr::source::units;
+    use atomzarr::formats::units;
     let ase = common::json(&asset("units.ase.json"));
     let ours = [
         ("Bohr", units::bohr()),
@@ -314,8 +314,8 @@ fn labels_first_met_later_fill_the_frames_before() {
     let gpa = common::json(&asset("units.ase.json"))["GPa"].as_f64().unwrap();
     assert!((rec["factors"]["stress"].as_f64().unwrap() - 0.1 * gpa).abs() < 1e-15, "{rec}");
     assert_eq!(
-        "energy=hartree,length=Å".parse::<atomzarr::source::units::Units>().unwrap().length,
-        atomzarr::source::units::Length::Angstrom
+        "energy=hartree,length=Å".parse::<atomzarr::formats::units::Units>().unwrap().length,
+        atomzarr::formats::units::Length::Angstrom
     );
 }
 
@@ -374,7 +374,7 @@ fn stats_leave_absent_labels_out() {
     let store = dir.path().join("s.zarr");
     import_files(&[&xyz], &store, &ImportOptions::default()).unwrap();
     let r = AtomicDataZarrReader::open(&store).unwrap();
-    let s = atomzarr::source::stats::dataset_stats(&r, &Default::default()).unwrap();
+    let s = atomzarr::prep::stats::dataset_stats(&r, &Default::default()).unwrap();
     // Force RMS over the 9 present components; energy per atom over 2 frames.
     let want_rms = ((0.3f64 * 0.3 + 0.4 * 0.4 + 1.2 * 1.2) / 9.0).sqrt();
     assert!((s.force_rms.unwrap() - want_rms).abs() < 1e-6, "{:?} vs {want_rms}", s.force_rms);

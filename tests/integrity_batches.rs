@@ -24,7 +24,7 @@ use atomzarr::store::repair::{self, RepairReport};
 use atomzarr::testing as arrays;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
-    InMemoryDataset, Level, MultiDataset, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
+    InMemoryReader, Level, MultiReader, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 
@@ -42,7 +42,7 @@ fn write(path: &Path, samples: &[AtomicData]) {
 
 fn raw_i64(path: &Path, rel: &str) -> Vec<i64> {
     let store = arrays::open_store(path).unwrap();
-    let a = arrays::open_array(path, &store, rel).unwrap();
+    let a = arrays::open_array(&atomzarr::Location::from(path), &store, rel).unwrap();
     let mut subset = vec![0..a.shape()[0]];
     subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
     a.retrieve_array_subset(&subset).unwrap()
@@ -51,7 +51,7 @@ fn raw_i64(path: &Path, rel: &str) -> Vec<i64> {
 /// Overwrites stored (store-global) neighbor_list values from row `row` on.
 fn set_neighbor_rows(path: &Path, row: u64, values: Vec<i64>) {
     let store = arrays::open_store(path).unwrap();
-    let a = arrays::open_array(path, &store, "core/neighbor_list").unwrap();
+    let a = arrays::open_array(&atomzarr::Location::from(path), &store, "core/neighbor_list").unwrap();
     let rows = values.len() as u64 / 2;
     a.store_array_subset(&[row..row + rows, 0..2], values).unwrap();
 }
@@ -118,7 +118,7 @@ impl Reader for Plain {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn source(&self) -> &str {
+    fn name(&self) -> &str {
         &self.1
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {
@@ -189,12 +189,12 @@ fn every_batch_path_refuses_an_out_of_range_index() {
         assert_names_bad_sample(errs[0], &bad, &src, &format!("DataLoader pf {pf} streams {streams}"));
     }
 
-    // InMemoryDataset: refused while loading (from the store, or from samples read as stored).
-    let e = InMemoryDataset::from_reader(&open()).unwrap_err();
-    assert_names_bad_sample(&e, &bad, &src, "InMemoryDataset::from_reader");
+    // InMemoryReader: refused while loading (from the store, or from samples read as stored).
+    let e = InMemoryReader::from_reader(&open()).unwrap_err();
+    assert_names_bad_sample(&e, &bad, &src, "InMemoryReader::from_reader");
     let stored: Vec<AtomicData> =
         open().read_many(&(0..n as i64).collect::<Vec<_>>()).unwrap().into_iter().map(|s| s.data).collect();
-    match InMemoryDataset::from_samples(&stored, "mem").unwrap_err() {
+    match InMemoryReader::from_samples(&stored, "mem").unwrap_err() {
         Error::NeighborIndex { source_name, index, value, num_atoms, .. } => {
             assert_eq!((source_name.as_str(), index, value, num_atoms), ("mem", BAD_LOGICAL, bad.value, bad.atoms));
         }
@@ -204,19 +204,19 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     let e = CollatedBatch::from_samples(&[7, 8], &stored[BAD_LOGICAL - 1..=BAD_LOGICAL]).unwrap_err();
     assert!(matches!(e, Error::NeighborIndex { index: 8, .. }), "{e}");
 
-    // MultiDataset: a good child and the bad one; the error names the bad
+    // MultiReader: a good child and the bad one; the error names the bad
     // child's store and its own indices, in mixed and single-child batches.
     let dir = tmpdir();
     let good_path = dir.path().join("good.zarr");
     write(&good_path, &atomzarr::data::synth::generate(6, 3, 9, 5).unwrap());
     let multi = Arc::new(
-        MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&good_path).unwrap()), Arc::new(open())]).unwrap(),
+        MultiReader::new(vec![Arc::new(AtomicDataZarrReader::open(&good_path).unwrap()), Arc::new(open())]).unwrap(),
     );
     for lists in [vec![vec![0, 6 + BAD_LOGICAL, 1]], vec![vec![6 + BAD_LOGICAL, 7]]] {
         let e = multi.load_collated(&lists, &mut Vec::new()).unwrap_err();
-        assert_names_bad_sample(&e, &bad, &src, &format!("MultiDataset {lists:?}"));
+        assert_names_bad_sample(&e, &bad, &src, &format!("MultiReader {lists:?}"));
         let e = Dataset::from_arc(multi.clone()).load_batches(&lists).unwrap_err();
-        assert_names_bad_sample(&e, &bad, &src, &format!("validated Dataset over MultiDataset {lists:?}"));
+        assert_names_bad_sample(&e, &bad, &src, &format!("validated Dataset over MultiReader {lists:?}"));
     }
 
     // A reader without a collated path of its own (the trait's default).
@@ -389,8 +389,10 @@ fn layout(path: &Path) -> Layout {
     let root = json(&path.join("zarr.json"));
     let n = root["attributes"]["num_samples"].as_u64().unwrap() as usize;
     let store = arrays::open_store(path).unwrap();
-    let mask: Vec<bool> =
-        arrays::open_array(path, &store, format::SAMPLES_MASK).unwrap().retrieve_array_subset(&[0..n as u64]).unwrap();
+    let mask: Vec<bool> = arrays::open_array(&atomzarr::Location::from(path), &store, format::SAMPLES_MASK)
+        .unwrap()
+        .retrieve_array_subset(&[0..n as u64])
+        .unwrap();
     let ptr = |rel: &str| -> Vec<i64> { raw_i64(path, rel)[..=n].to_vec() };
     Layout {
         atoms_ptr: ptr(format::ATOMS_PTR),

@@ -6,8 +6,8 @@
 
 mod common;
 
+use atomzarr::formats::import::{ImportOptions, import_files};
 use atomzarr::pipeline::labels::masked_mse;
-use atomzarr::store::import::{ImportOptions, import_files};
 use atomzarr::{AtomicDataZarrReader, DataLoader, Dataset};
 use burn::backend::Flex;
 use burn::tensor::Tensor;
@@ -88,7 +88,7 @@ fn string_labels_reach_the_training_step() {
     // A store held in memory (built a chunk at a time) keeps them too.
     let reader = AtomicDataZarrReader::open(&store).unwrap();
     let mem =
-        atomzarr::InMemoryDataset::from_reader_opt(&reader, atomzarr::InMemoryOptions::default().with_chunk_size(2))
+        atomzarr::InMemoryReader::from_reader_opt(&reader, atomzarr::InMemoryOptions::default().with_chunk_size(2))
             .unwrap();
     let b = mem.load_batches(&[vec![1, 0, 2]]).unwrap();
     assert_eq!(b[0].strings["config_type"].values, ["atom", "bulk", "bulk"]);

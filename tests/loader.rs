@@ -195,7 +195,7 @@ impl Reader for Broken {
     fn len(&self) -> usize {
         3
     }
-    fn source(&self) -> &str {
+    fn name(&self) -> &str {
         "broken"
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {
@@ -217,7 +217,7 @@ impl Reader for NanAt1 {
     fn len(&self) -> usize {
         3
     }
-    fn source(&self) -> &str {
+    fn name(&self) -> &str {
         "nan"
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {

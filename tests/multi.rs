@@ -1,5 +1,5 @@
-//! MultiDataset, InMemoryDataset and Dataset-as-Reader (issue: samplers,
-//! InMemoryDataset and MultiDataset).
+//! MultiReader, InMemoryReader and Dataset-as-Reader (issue: samplers,
+//! InMemoryReader and MultiReader).
 
 mod common;
 
@@ -16,7 +16,7 @@ use atomzarr::sampler::{
 };
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DataLoader, Dataset, Error,
-    InMemoryDataset, InMemoryOptions, Level, MultiDataset, MultiDatasetOptions, Reader, ReaderExt, ZarrArrayConfig,
+    InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, Reader, ReaderExt, ZarrArrayConfig,
     ZarrWriteConfig,
 };
 
@@ -54,8 +54,8 @@ impl<R: Reader> Reader for Counting<R> {
     fn len(&self) -> usize {
         self.inner.len()
     }
-    fn source(&self) -> &str {
-        self.inner.source()
+    fn name(&self) -> &str {
+        self.inner.name()
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {
         self.inner.field_levels()
@@ -83,7 +83,7 @@ struct Fixture {
     a_path: std::path::PathBuf,
     a: Vec<AtomicData>,
     b: Vec<AtomicData>,
-    mem: Arc<InMemoryDataset>,
+    mem: Arc<InMemoryReader>,
 }
 
 /// Store A (read through a Dataset) and store B (held in memory).
@@ -93,7 +93,7 @@ fn fixture(na: usize, nb: usize) -> Fixture {
     let b_path = dir.path().join("b.zarr");
     let a = write_store(&a_path, na, 1);
     let b = write_store(&b_path, nb, 2);
-    let mem = InMemoryDataset::from_reader_opt(
+    let mem = InMemoryReader::from_reader_opt(
         &AtomicDataZarrReader::open(&b_path).unwrap(),
         InMemoryOptions::default().with_chunk_size(7),
     )
@@ -105,7 +105,7 @@ fn fixture(na: usize, nb: usize) -> Fixture {
 fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() {
     let f = fixture(37, 23);
     let child_a = Dataset::new(AtomicDataZarrReader::open(&f.a_path).unwrap());
-    let multi = Arc::new(MultiDataset::new(vec![Arc::new(child_a.clone()), f.mem.clone()]).unwrap());
+    let multi = Arc::new(MultiReader::new(vec![Arc::new(child_a.clone()), f.mem.clone()]).unwrap());
     assert_eq!((multi.len(), multi.offsets()), (60, vec![0, 37, 60]));
     let sampler = MultiDatasetBatchSampler::builder(&multi, 5)
         .with_samples_per_dataset(vec![3usize, 2])
@@ -158,7 +158,7 @@ fn load_collated_routes_once_per_child_and_restores_request_order() {
         Dataset::new(AtomicDataZarrReader::open(&f.a_path).unwrap()).with_skip_validation(true),
     ));
     let b = Arc::new(Counting::new(f.mem.clone()));
-    let multi = MultiDataset::new(vec![a.clone(), b.clone()]).unwrap();
+    let multi = MultiReader::new(vec![a.clone(), b.clone()]).unwrap();
     let batches = vec![vec![3, 25, 0, 34, 3], vec![21, 20], vec![], vec![19, 1], vec![30]];
     let mut out = Vec::new();
     multi.load_collated(&batches, &mut out).unwrap();
@@ -209,9 +209,9 @@ fn load_collated_routes_once_per_child_and_restores_request_order() {
 #[test]
 fn empty_children_are_skipped_in_the_index_space() {
     let f = fixture(6, 4);
-    let empty = Arc::new(InMemoryDataset::from_samples(&[], "empty").unwrap());
+    let empty = Arc::new(InMemoryReader::from_samples(&[], "empty").unwrap());
     let a: Arc<dyn Reader> = Arc::new(AtomicDataZarrReader::open(&f.a_path).unwrap());
-    let multi = MultiDataset::new(vec![empty.clone(), a, empty.clone(), f.mem.clone(), empty]).unwrap();
+    let multi = MultiReader::new(vec![empty.clone(), a, empty.clone(), f.mem.clone(), empty]).unwrap();
     assert_eq!(multi.child_lens(), vec![0, 6, 0, 4, 0]);
     assert_eq!(multi.to_local_index(0).unwrap(), (1, 0));
     assert_eq!(multi.to_local_index(6).unwrap(), (3, 0));
@@ -242,21 +242,20 @@ fn output_strict_requires_shared_field_names() {
             s.with_charges(vec![0.5; n]).unwrap()
         })
         .collect();
-    let a: Arc<dyn Reader> = Arc::new(InMemoryDataset::from_samples(&with, "with-forces").unwrap());
-    let b: Arc<dyn Reader> = Arc::new(InMemoryDataset::from_samples(&without, "with-charges").unwrap());
-    let err = MultiDataset::new(vec![a.clone(), b.clone()]).unwrap_err();
+    let a: Arc<dyn Reader> = Arc::new(InMemoryReader::from_samples(&with, "with-forces").unwrap());
+    let b: Arc<dyn Reader> = Arc::new(InMemoryReader::from_samples(&without, "with-charges").unwrap());
+    let err = MultiReader::new(vec![a.clone(), b.clone()]).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::Config(_)), "{msg}");
     assert!(msg.contains("forces") && msg.contains("charges"), "names the differing fields: {msg}");
     assert!(msg.contains("with-forces") && msg.contains("with-charges"), "names the children: {msg}");
     // Empty children do not count.
-    let empty: Arc<dyn Reader> = Arc::new(InMemoryDataset::from_samples(&[], "empty").unwrap());
-    assert!(MultiDataset::new(vec![a.clone(), empty.clone()]).is_ok());
-    assert!(MultiDataset::new(vec![empty, a.clone(), a.clone()]).is_ok());
+    let empty: Arc<dyn Reader> = Arc::new(InMemoryReader::from_samples(&[], "empty").unwrap());
+    assert!(MultiReader::new(vec![a.clone(), empty.clone()]).is_ok());
+    assert!(MultiReader::new(vec![empty, a.clone(), a.clone()]).is_ok());
     // Non-strict: allowed; per-child batches work, a mixed batch is an error.
     let loose =
-        MultiDataset::with_options(vec![a.clone(), b], MultiDatasetOptions::default().with_output_strict(false))
-            .unwrap();
+        MultiReader::with_options(vec![a.clone(), b], MultiReaderOptions::default().with_output_strict(false)).unwrap();
     assert!(!loose.output_strict());
     let mut out = Vec::new();
     loose.load_collated(&[vec![0, 1], vec![4, 5]], &mut out).unwrap();
@@ -264,17 +263,17 @@ fn output_strict_requires_shared_field_names() {
     let err = loose.load_collated(&[vec![0, 4]], &mut out).unwrap_err();
     assert!(err.to_string().contains("forces"), "{err}");
     // No children at all.
-    assert!(matches!(MultiDataset::new(vec![]), Err(Error::Config(_))));
+    assert!(matches!(MultiReader::new(vec![]), Err(Error::Config(_))));
     // A Dataset's transforms count: swapping `charges` back for `forces`
     // gives the second child the first one's fields.
-    let fixed = Dataset::new(InMemoryDataset::from_samples(&without, "fixed").unwrap()).with_transform(|mut s| {
+    let fixed = Dataset::new(InMemoryReader::from_samples(&without, "fixed").unwrap()).with_transform(|mut s| {
         s.fields.remove("charges");
         let n = s.num_atoms();
         s.with_forces(vec![[0.0; 3]; n])
     });
     assert!(fixed.field_levels().contains_key("forces") && !fixed.field_levels().contains_key("charges"));
     let fixed: Arc<dyn Reader> = Arc::new(fixed);
-    let multi = MultiDataset::new(vec![a, fixed]).unwrap();
+    let multi = MultiReader::new(vec![a, fixed]).unwrap();
     multi.load_collated(&[vec![0, 4]], &mut out).unwrap();
     assert_eq!(out[0].num_graphs(), 2);
 }
@@ -286,7 +285,7 @@ fn in_memory_dataset_equals_the_store() {
     let samples = write_store(&path, 41, 7);
     let reader = AtomicDataZarrReader::open(&path).unwrap();
     for chunk in [1usize, 7, 1000] {
-        let mem = InMemoryDataset::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(chunk)).unwrap();
+        let mem = InMemoryReader::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(chunk)).unwrap();
         assert_eq!(mem.len(), 41);
         assert_eq!(mem.collated().indices, (0..41).collect::<Vec<_>>());
         let all: Vec<AtomicData> =
@@ -302,12 +301,12 @@ fn in_memory_dataset_equals_the_store() {
         assert_eq!(mem.field_levels(), reader.field_levels());
         assert!(mem.nbytes() > 0);
     }
-    let mem = InMemoryDataset::from_reader(&reader).unwrap();
+    let mem = InMemoryReader::from_reader(&reader).unwrap();
     assert!(matches!(mem.read(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.load_batches(&[vec![41]]), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.get_metadata(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(
-        InMemoryDataset::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(0)),
+        InMemoryReader::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(0)),
         Err(Error::Config(_))
     ));
     // Same batch API through a Dataset, validated or not.
@@ -319,7 +318,7 @@ fn in_memory_dataset_equals_the_store() {
     );
     // From a Dataset: transforms applied on the way in.
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_transform(|s| Ok(s.with_energy(9.0)));
-    let mem = InMemoryDataset::from_reader(&ds).unwrap();
+    let mem = InMemoryReader::from_reader(&ds).unwrap();
     assert!(mem.collated().fields["energy"].data.to_f64_vec().iter().all(|&e| e == 9.0));
 }
 
@@ -336,7 +335,7 @@ fn in_memory_keeps_physical_indices_of_a_store_with_deletes() {
     let samples = write_store(&path, 10, 3);
     AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap().delete(&[2, 5]).unwrap();
     let reader = AtomicDataZarrReader::open(&path).unwrap();
-    let mem = InMemoryDataset::from_reader(&reader).unwrap();
+    let mem = InMemoryReader::from_reader(&reader).unwrap();
     assert_eq!(mem.len(), 8);
     assert_eq!(mem.read(2).unwrap().data, samples[3]);
     assert_eq!(mem.read(2).unwrap().metadata.physical_index, 3);
@@ -350,7 +349,7 @@ impl Reader for Broken {
     fn len(&self) -> usize {
         3
     }
-    fn source(&self) -> &str {
+    fn name(&self) -> &str {
         "broken"
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {
@@ -387,18 +386,18 @@ fn dataset_is_a_reader_and_validates_as_a_child() {
     assert_eq!(out, ds.load_batches(&[vec![2, 0]]).unwrap());
     assert_eq!(out[0].fields["atomic_numbers"].data.to_f64_vec(), vec![7.0; 4]);
     assert_eq!(Reader::get_metadata(&ds, 2).unwrap(), (2, 1));
-    // As a MultiDataset child, validation and transforms run in the child
+    // As a MultiReader child, validation and transforms run in the child
     // even when the outer Dataset skips validation.
-    let mem = InMemoryDataset::from_samples(&[Broken.load_sample(0).unwrap()], "mem").unwrap();
-    let multi = Arc::new(MultiDataset::new(vec![Arc::new(ds), Arc::new(mem)]).unwrap());
+    let mem = InMemoryReader::from_samples(&[Broken.load_sample(0).unwrap()], "mem").unwrap();
+    let multi = Arc::new(MultiReader::new(vec![Arc::new(ds), Arc::new(mem)]).unwrap());
     let outer = Dataset::from_arc(multi.clone()).with_skip_validation(true);
     assert!(matches!(outer.load_batches(&[vec![3, 1]]), Err(Error::Validation { index: 1, .. })));
     let b = outer.load_batches(&[vec![3, 2, 0]]).unwrap();
     assert_eq!(b[0].indices, vec![3, 2, 0]);
     assert_eq!(b[0].fields["atomic_numbers"].data.to_f64_vec(), vec![1.0, 1.0, 7.0, 7.0, 7.0, 7.0]);
     assert_eq!(b[0].fields["neighbor_list"].data.to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
-    // Nested: a MultiDataset of a MultiDataset.
-    let nested = MultiDataset::new(vec![multi.clone(), multi]).unwrap();
+    // Nested: a MultiReader of a MultiReader.
+    let nested = MultiReader::new(vec![multi.clone(), multi]).unwrap();
     assert_eq!(nested.len(), 8);
     assert_eq!(nested.read(7).unwrap().data, nested.read(3).unwrap().data);
 }
@@ -407,7 +406,7 @@ fn dataset_is_a_reader_and_validates_as_a_child() {
 fn samplers_over_a_multi_dataset_in_the_dataloader() {
     let f = fixture(30, 12);
     let child_a: Arc<dyn Reader> = Arc::new(Dataset::new(AtomicDataZarrReader::open(&f.a_path).unwrap()));
-    let multi = Arc::new(MultiDataset::new(vec![child_a.clone(), f.mem.clone()]).unwrap());
+    let multi = Arc::new(MultiReader::new(vec![child_a.clone(), f.mem.clone()]).unwrap());
     // Size-aware batches over the global index space, sizes from both children.
     let o = SizeAwareOptions::default().with_max_atoms(40).with_seed(1);
     let sa = SizeAwareSampler::from_reader(multi.as_ref(), o).unwrap();
@@ -459,9 +458,9 @@ fn refresh_picks_up_appends_in_children() {
     let dir = common::tmpdir();
     let p = dir.path().join("r.zarr");
     let first = write_store(&p, 5, 1);
-    let other = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 5, 9).unwrap(), "other").unwrap();
+    let other = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 5, 9).unwrap(), "other").unwrap();
     let multi =
-        MultiDataset::new(vec![Arc::new(AtomicDataZarrReader::open(&p).unwrap()), Arc::new(other.clone())]).unwrap();
+        MultiReader::new(vec![Arc::new(AtomicDataZarrReader::open(&p).unwrap()), Arc::new(other.clone())]).unwrap();
     assert_eq!(multi.offsets(), vec![0, 5, 8]);
     let more = atomzarr::data::synth::generate(4, 2, 12, 5).unwrap();
     AtomicDataZarrWriter::open(&p, ZarrWriteConfig::default()).unwrap().append(&more).unwrap();

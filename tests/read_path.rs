@@ -140,7 +140,7 @@ fn an_int64_array_with_values_beyond_int32_is_read_wide_from_then_on() {
     }
     // Readers without a fused path narrow in a host pass, by the same rule
     // (per batch: there is no array to remember).
-    let mem = atomzarr::InMemoryDataset::from_samples(&data, "mem").expect("in memory");
+    let mem = atomzarr::InMemoryReader::from_samples(&data, "mem").expect("in memory");
     let (mut wide, mut out) = (Vec::new(), Vec::new());
     let mixed: Vec<Vec<usize>> = vec![(0..10).collect(), vec![110, 3, 119]];
     mem.load_collated(&mixed, &mut wide).expect("wide");

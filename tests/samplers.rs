@@ -1,5 +1,5 @@
 //! Samplers: size-aware packing, rank sharding, multi-dataset mixing
-//! (issue: samplers, InMemoryDataset and MultiDataset).
+//! (issue: samplers, InMemoryReader and MultiReader).
 
 mod common;
 

@@ -288,7 +288,7 @@ fn write_on_a_non_empty_store_and_create_on_an_existing_path_are_refused() {
     // A second writer of the store waits for the first (one at a time).
     match AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()) {
         Err(Error::Locked { store, holder: Some(h), .. }) => {
-            assert_eq!((store, h.pid), (path.clone(), std::process::id()));
+            assert_eq!((store, h.pid), (atomzarr::Location::Local(path.clone()), std::process::id()));
         }
         other => panic!("expected Locked, got {:?}", other.map(|w| w.path().to_path_buf())),
     }
@@ -302,7 +302,7 @@ fn write_on_a_non_empty_store_and_create_on_an_existing_path_are_refused() {
 
     // create() refuses an existing store, an empty directory and a file.
     match AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()) {
-        Err(Error::AlreadyExists { store }) => assert_eq!(store, path),
+        Err(Error::AlreadyExists { store }) => assert_eq!(store, atomzarr::Location::Local(path.clone())),
         other => panic!("expected AlreadyExists, got {:?}", other.map(|w| w.path().to_path_buf())),
     }
     assert_same_snapshot(&before, &snapshot(&path), "create on an existing store");

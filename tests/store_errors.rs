@@ -75,7 +75,7 @@ fn num_rows(path: &Path, rel: &str) -> u64 {
 /// Sets dimension 0 of an array through zarrs.
 fn set_rows(path: &Path, rel: &str, rows: u64) {
     let store = arrays::open_store(path).unwrap();
-    let mut a = arrays::open_array(path, &store, rel).unwrap();
+    let mut a = arrays::open_array(&atomzarr::Location::from(path), &store, rel).unwrap();
     let mut shape = a.shape().to_vec();
     shape[0] = rows;
     a.set_shape(shape).unwrap();
@@ -84,13 +84,13 @@ fn set_rows(path: &Path, rel: &str, rows: u64) {
 
 fn set_i64(path: &Path, rel: &str, at: u64, value: i64) {
     let store = arrays::open_store(path).unwrap();
-    let a = arrays::open_array(path, &store, rel).unwrap();
+    let a = arrays::open_array(&atomzarr::Location::from(path), &store, rel).unwrap();
     a.store_array_subset(&[at..at + 1], vec![value]).unwrap();
 }
 
 fn read_i64s(path: &Path, rel: &str) -> Vec<i64> {
     let store = arrays::open_store(path).unwrap();
-    let a = arrays::open_array(path, &store, rel).unwrap();
+    let a = arrays::open_array(&atomzarr::Location::from(path), &store, rel).unwrap();
     a.retrieve_array_subset(&[0..a.shape()[0]]).unwrap()
 }
 
@@ -124,7 +124,10 @@ fn a_defragment_interrupted_between_its_renames_loses_nothing() {
         e @ Error::Interrupted { .. } => {
             let msg = e.to_string();
             let Error::Interrupted { store, operation, kept } = e else { unreachable!() };
-            assert_eq!((store, operation.as_str(), kept), (path.clone(), "defragment", old.clone()));
+            assert_eq!(
+                (store, operation.as_str(), kept),
+                (atomzarr::Location::Local(path.clone()), "defragment", old.clone())
+            );
             assert!(msg.contains("interrupted") && msg.contains(old.to_str().unwrap()), "{msg}");
         }
         e => panic!("expected Interrupted, got {e:?}"),
@@ -198,7 +201,7 @@ fn missing_path_is_not_found() {
     let dir = tmpdir();
     let path = dir.path().join("nope.zarr");
     match reader_err(&path) {
-        Error::NotFound { store } => assert_eq!(store, path),
+        Error::NotFound { store } => assert_eq!(store, atomzarr::Location::Local(path.clone())),
         e => panic!("expected NotFound, got {e:?}"),
     }
     assert!(matches!(AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()), Err(Error::NotFound { .. })));
@@ -742,7 +745,7 @@ fn garbage_neighbor_list_values_read_without_overflow() {
     let dir = tmpdir();
     let path = good_store(dir.path(), "nl.zarr", config(Codec::None, None));
     let store = arrays::open_store(&path).unwrap();
-    let a = arrays::open_array(&path, &store, "core/neighbor_list").unwrap();
+    let a = arrays::open_array(&atomzarr::Location::from(&path), &store, "core/neighbor_list").unwrap();
     let e = a.shape()[0];
     let extreme: Vec<i64> = (0..e * 2).map(|i| if i % 2 == 0 { i64::MIN } else { i64::MAX }).collect();
     a.store_array_subset(&[0..e, 0..2], extreme).unwrap();

@@ -154,7 +154,7 @@ fn logical_indices_skip_deleted_samples_of_the_reference_store() {
     // What the format document says a delete leaves on disk, checked on the
     // reference's own output: masks false and rows zeroed; pointers kept.
     let store = arrays::open_store(&path).unwrap();
-    let arr = |rel: &str| arrays::open_array(&path, &store, rel).unwrap();
+    let arr = |rel: &str| arrays::open_array(&atomzarr::Location::from(&path), &store, rel).unwrap();
     let atoms_ptr: Vec<i64> = arr(format::ATOMS_PTR).retrieve_array_subset(&[0..81u64]).unwrap();
     let edges_ptr: Vec<i64> = arr(format::EDGES_PTR).retrieve_array_subset(&[0..81u64]).unwrap();
     let samples_mask: Vec<bool> = arr(format::SAMPLES_MASK).retrieve_array_subset(&[0..80u64]).unwrap();
@@ -196,10 +196,13 @@ fn reference_neighbor_lists_are_store_global_except_the_appended_half() {
         let n = r.num_physical();
         let store = arrays::open_store(&path).unwrap();
         let ptr = |rel: &str| -> Vec<i64> {
-            arrays::open_array(&path, &store, rel).unwrap().retrieve_array_subset(&[0..n as u64 + 1]).unwrap()
+            arrays::open_array(&atomzarr::Location::from(&path), &store, rel)
+                .unwrap()
+                .retrieve_array_subset(&[0..n as u64 + 1])
+                .unwrap()
         };
         let (atoms_ptr, edges_ptr) = (ptr(format::ATOMS_PTR), ptr(format::EDGES_PTR));
-        let raw: Vec<i64> = arrays::open_array(&path, &store, "core/neighbor_list")
+        let raw: Vec<i64> = arrays::open_array(&atomzarr::Location::from(&path), &store, "core/neighbor_list")
             .unwrap()
             .retrieve_array_subset(&[0..edges_ptr[n] as u64, 0..2])
             .unwrap();
@@ -389,13 +392,19 @@ fn fixture_copies_take_deletes() {
         }
         let store = arrays::open_store(&path).unwrap();
         let n = r.num_physical() as u64;
-        let atoms_ptr: Vec<i64> =
-            arrays::open_array(&path, &store, format::ATOMS_PTR).unwrap().retrieve_array_subset(&[0..n + 1]).unwrap();
+        let atoms_ptr: Vec<i64> = arrays::open_array(&atomzarr::Location::from(&path), &store, format::ATOMS_PTR)
+            .unwrap()
+            .retrieve_array_subset(&[0..n + 1])
+            .unwrap();
         let v = atoms_ptr[n as usize] as u64;
-        let pos: Vec<f32> =
-            arrays::open_array(&path, &store, "core/positions").unwrap().retrieve_array_subset(&[0..v, 0..3]).unwrap();
-        let mask: Vec<bool> =
-            arrays::open_array(&path, &store, format::ATOMS_MASK).unwrap().retrieve_array_subset(&[0..v]).unwrap();
+        let pos: Vec<f32> = arrays::open_array(&atomzarr::Location::from(&path), &store, "core/positions")
+            .unwrap()
+            .retrieve_array_subset(&[0..v, 0..3])
+            .unwrap();
+        let mask: Vec<bool> = arrays::open_array(&atomzarr::Location::from(&path), &store, format::ATOMS_MASK)
+            .unwrap()
+            .retrieve_array_subset(&[0..v])
+            .unwrap();
         for &p in &physical {
             let (a0, a1) = (atoms_ptr[p] as usize, atoms_ptr[p + 1] as usize);
             assert!(pos[a0 * 3..a1 * 3].iter().all(|&x| x == 0.0), "{name}: positions of deleted {p}");

@@ -302,7 +302,7 @@ fn check_array_codecs(path: &Path, rel: &str, codec: Codec, chunk: u64, shard: O
 /// row of a deleted sample zero; active rows hold the model's data.
 fn check_deleted_on_disk(path: &Path, m: &Model) {
     let store = arrays::open_store(path).unwrap();
-    let arr = |rel: &str| arrays::open_array(path, &store, rel).unwrap();
+    let arr = |rel: &str| arrays::open_array(&atomzarr::Location::from(path), &store, rel).unwrap();
     let n = m.samples.len() as u64;
     let atoms_ptr: Vec<i64> = arr(format::ATOMS_PTR).retrieve_array_subset(&[0..n + 1]).unwrap();
     let edges_ptr: Vec<i64> = arr(format::EDGES_PTR).retrieve_array_subset(&[0..n + 1]).unwrap();
@@ -318,7 +318,7 @@ fn check_deleted_on_disk(path: &Path, m: &Model) {
         subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
         let bytes: zarrs::array::ArrayBytes = a.retrieve_array_subset(&subset).unwrap();
         let row: u64 = a.shape()[1..].iter().product();
-        let dt = arrays::array_dtype(path, name, &a).unwrap();
+        let dt = arrays::array_dtype(&atomzarr::Location::from(path), name, &a).unwrap();
         raw.insert(name.clone(), (row as usize * dt.size(), bytes.into_fixed().unwrap().into_owned()));
     }
     let mut offset = 0i64;
@@ -461,10 +461,14 @@ fn layout_matches_the_store_format() {
 
     // neighbor_list is stored with store-global atom indices.
     let store = arrays::open_store(&path).unwrap();
-    let raw: Vec<i64> =
-        arrays::open_array(&path, &store, "core/neighbor_list").unwrap().retrieve_array_subset(&[0..e, 0..2]).unwrap();
-    let atoms_ptr: Vec<i64> =
-        arrays::open_array(&path, &store, format::ATOMS_PTR).unwrap().retrieve_array_subset(&[0..n + 1]).unwrap();
+    let raw: Vec<i64> = arrays::open_array(&atomzarr::Location::from(&path), &store, "core/neighbor_list")
+        .unwrap()
+        .retrieve_array_subset(&[0..e, 0..2])
+        .unwrap();
+    let atoms_ptr: Vec<i64> = arrays::open_array(&atomzarr::Location::from(&path), &store, format::ATOMS_PTR)
+        .unwrap()
+        .retrieve_array_subset(&[0..n + 1])
+        .unwrap();
     let mut want = Vec::new();
     for (i, s) in data.iter().enumerate() {
         want.extend(s.field("neighbor_list").unwrap().data.to_i64_vec().unwrap().iter().map(|x| x + atoms_ptr[i]));
@@ -614,8 +618,10 @@ fn int32_neighbor_lists_and_stores_without_edges() {
     let r = AtomicDataZarrReader::open(&p).unwrap();
     check_reader(&r, &Model { samples: data, ..Default::default() }, "int32 neighbor_list");
     let store = arrays::open_store(&p).unwrap();
-    let raw: Vec<i32> =
-        arrays::open_array(&p, &store, "core/neighbor_list").unwrap().retrieve_array_subset(&[3..6u64, 0..2]).unwrap();
+    let raw: Vec<i32> = arrays::open_array(&atomzarr::Location::from(&p), &store, "core/neighbor_list")
+        .unwrap()
+        .retrieve_array_subset(&[3..6u64, 0..2])
+        .unwrap();
     assert_eq!(raw, vec![3, 4, 4, 5, 5, 6], "sample 1 stored with offset 3");
 
     // No edges anywhere: edge arrays stay empty and everything still reads.

@@ -1,7 +1,7 @@
 //! From a store to a training set: splits (disjoint, covering, grouped,
 //! reproducible, stable under append), E0s recovered from a generated set,
 //! and the collated-batch transforms (E0 subtraction, scale and shift,
-//! random rotation, sample weights, the child index of a MultiDataset),
+//! random rotation, sample weights, the child index of a MultiReader),
 //! each checked against a model written here.
 
 mod common;
@@ -12,13 +12,13 @@ use std::sync::Arc;
 use burn::backend::Flex;
 
 use atomzarr::data::neighbors::{neighbor_list, with_neighbors};
-use atomzarr::pipeline::transforms::{RandomRotation, SampleWeights, ScaleShift, SubtractE0s};
-use atomzarr::source::split::{Split, SplitRule};
-use atomzarr::source::stats::{StatsOptions, dataset_stats, subset_stats};
-use atomzarr::store::saved::SavedStats;
+use atomzarr::prep::saved::SavedStats;
+use atomzarr::prep::split::{Split, SplitRule};
+use atomzarr::prep::stats::{StatsOptions, dataset_stats, subset_stats};
+use atomzarr::prep::transforms::{RandomRotation, SampleWeights, ScaleShift, SubtractE0s};
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, InMemoryDataset,
-    MultiDataset, MultiDatasetOptions, Reader, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, InMemoryReader,
+    MultiReader, MultiReaderOptions, Reader, ZarrWriteConfig,
 };
 use common::SplitMix;
 
@@ -77,7 +77,7 @@ fn part_of(split: &Split) -> BTreeMap<usize, String> {
 #[test]
 fn split_is_disjoint_covering_grouped_and_the_same_on_a_rerun() {
     let samples = molecules(0, 3000, 1);
-    let data = InMemoryDataset::from_samples(&samples, "mols").unwrap();
+    let data = InMemoryReader::from_samples(&samples, "mols").unwrap();
     let fractions = [0.8, 0.1, 0.1];
     let rule = SplitRule::parse("train=0.8,val=0.1,test=0.1").unwrap().with_by(Some("mol".into())).with_seed(17);
     let split = Split::compute(&data, &rule).unwrap();
@@ -108,7 +108,7 @@ fn split_is_disjoint_covering_grouped_and_the_same_on_a_rerun() {
 
     // A rerun over a fresh reader of the same samples gives the same split;
     // another seed gives another.
-    let again = Split::compute(&InMemoryDataset::from_samples(&samples, "again").unwrap(), &rule).unwrap();
+    let again = Split::compute(&InMemoryReader::from_samples(&samples, "again").unwrap(), &rule).unwrap();
     assert_eq!(part_of(&again), parts);
     let other = Split::compute(&data, &rule.clone().with_seed(18)).unwrap();
     assert_ne!(part_of(&other), parts);
@@ -222,7 +222,7 @@ fn labelled_energies(n: usize, seed: u64, offset: f64, kind: &str) -> Vec<Atomic
 
 #[test]
 fn e0s_fitted_on_a_generated_set_come_back_within_the_noise() {
-    let data = InMemoryDataset::from_samples(&labelled_energies(4000, 7, 0.0, "dft"), "e0").unwrap();
+    let data = InMemoryReader::from_samples(&labelled_energies(4000, 7, 0.0, "dft"), "e0").unwrap();
     let s = dataset_stats(&data, &StatsOptions::default()).unwrap();
     assert_eq!(s.elements.len(), 4);
     for (z, e0) in E0 {
@@ -237,11 +237,11 @@ fn e0s_fitted_on_a_generated_set_come_back_within_the_noise() {
     // pull the E0s, while a fit over all of them is off.
     let mut mixed = labelled_energies(2000, 8, 0.0, "dft");
     mixed.extend(labelled_energies(500, 9, 100.0, "aimd"));
-    let data = InMemoryDataset::from_samples(&mixed, "mixed").unwrap();
+    let data = InMemoryReader::from_samples(&mixed, "mixed").unwrap();
     let train: Vec<usize> = (0..2000).collect();
     let part = subset_stats(&data, &train, &StatsOptions::default()).unwrap();
     let all = dataset_stats(&data, &StatsOptions::default()).unwrap();
-    let err = |s: &atomzarr::source::stats::DatasetStats| -> f64 {
+    let err = |s: &atomzarr::prep::stats::DatasetStats| -> f64 {
         E0.iter()
             .map(|(z, e0)| (s.elements.iter().find(|e| e.z == *z).unwrap().e0.unwrap() - e0).abs())
             .fold(0.0, f64::max)
@@ -423,7 +423,7 @@ fn close(a: &[f64], b: &[f64], tol: f64, what: &str) {
 #[test]
 fn rotation_keeps_physics_and_rotates_vectors_and_tensors() {
     let samples: Vec<AtomicData> = (0..6).map(periodic).collect();
-    let data = Dataset::new(InMemoryDataset::from_samples(&samples, "pbc").unwrap())
+    let data = Dataset::new(InMemoryReader::from_samples(&samples, "pbc").unwrap())
         .with_collated_transform(RandomRotation::new(99))
         .with_epoch(3);
     let batch = data.load_batches(&[vec![4, 1, 0, 5]]).unwrap().pop().unwrap();
@@ -492,7 +492,7 @@ fn rotation_keeps_physics_and_rotates_vectors_and_tensors() {
 #[test]
 fn rotations_are_seeded_per_epoch_and_sample_and_replay_on_resume() {
     let samples: Vec<AtomicData> = (0..10).map(periodic).collect();
-    let mem = Arc::new(InMemoryDataset::from_samples(&samples, "pbc").unwrap());
+    let mem = Arc::new(InMemoryReader::from_samples(&samples, "pbc").unwrap());
     let loader = |seed: u64| {
         DataLoader::<B, _>::builder(Dataset::from_arc(mem.clone()))
             .with_batch_size(3)
@@ -502,7 +502,7 @@ fn rotations_are_seeded_per_epoch_and_sample_and_replay_on_resume() {
             .build(&Default::default())
             .unwrap()
     };
-    let epoch = |l: &DataLoader<B, InMemoryDataset>| -> BTreeMap<usize, Vec<f64>> {
+    let epoch = |l: &DataLoader<B, InMemoryReader>| -> BTreeMap<usize, Vec<f64>> {
         let mut out = BTreeMap::new();
         for b in l.iter() {
             let b = b.unwrap();
@@ -570,11 +570,11 @@ fn weights_from_string_labels_and_the_child_index_are_system_fields() {
     assert!(SampleWeights::parse("config_type=aimd").is_err());
     assert!(SampleWeights::parse("config_type=aimd:-1").is_err());
 
-    // A MultiDataset tells each sample's child.
-    let a = InMemoryDataset::from_samples(&samples[..20], "a").unwrap();
-    let b = InMemoryDataset::from_samples(&samples[20..], "b").unwrap();
-    let opts = MultiDatasetOptions::default().with_dataset_index(true);
-    let multi = MultiDataset::with_options(vec![Arc::new(a), Arc::new(b)], opts).unwrap();
+    // A MultiReader tells each sample's child.
+    let a = InMemoryReader::from_samples(&samples[..20], "a").unwrap();
+    let b = InMemoryReader::from_samples(&samples[20..], "b").unwrap();
+    let opts = MultiReaderOptions::default().with_dataset_index(true);
+    let multi = MultiReader::with_options(vec![Arc::new(a), Arc::new(b)], opts).unwrap();
     let ds = Dataset::new(multi);
     let lists = vec![vec![0, 25, 19, 20, 44], vec![3]];
     for b in ds.load_batches(&lists).unwrap() {

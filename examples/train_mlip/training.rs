@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atomzarr::pipeline::transforms::{CollatedTransform, SubtractE0s};
+use atomzarr::prep::split::{Split as LabelSplit, SplitRule};
+use atomzarr::prep::stats::{StatsOptions, subset_stats};
+use atomzarr::prep::transforms::{CollatedTransform, SubtractE0s};
 use atomzarr::sampler::ListSampler;
-use atomzarr::source::split::{Split as LabelSplit, SplitRule};
-use atomzarr::source::stats::{StatsOptions, subset_stats};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader, ReaderExt};
 use burn::config::Config;
 use burn::module::Module;

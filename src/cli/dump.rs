@@ -174,7 +174,7 @@ pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
     }
     out.push_str("}, \"samples\": [");
     const STEP: usize = 1024;
-    let io = |e: std::io::Error| Error::io(std::path::Path::new(reader.source()), e);
+    let io = |e: std::io::Error| Error::io(std::path::Path::new(reader.name()), e);
     for start in (0..reader.len()).step_by(STEP) {
         let idx: Vec<usize> = (start..(start + STEP).min(reader.len())).collect();
         for (k, s) in reader.load_many(&idx)?.iter().enumerate() {

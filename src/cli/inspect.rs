@@ -55,10 +55,9 @@ pub fn inspect(location: impl Into<Location>) -> Result<StoreReport> {
     let location = &location.into();
     let reader = crate::AtomicDataZarrReader::open_opt(location, crate::ReaderOptions::default().with_cache_bytes(0))?;
     let (src, store) = (reader.byte_source(), reader.storage());
-    let path = &location.display_path();
     let root = match location.local() {
         Some(local) => format::read_root(local)?,
-        None => format::read_root_from(&*src, path)?,
+        None => format::read_root_from(&*src, location)?,
     };
     let usage = |rel: &str| format::store_usage(location, &*src, rel);
     let mut arrays = Vec::new();
@@ -67,10 +66,10 @@ pub fn inspect(location: impl Into<Location>) -> Result<StoreReport> {
         if rel.starts_with(StoreGroup::Meta.name()) && src.size(&format!("{rel}/zarr.json"))?.is_none() {
             continue;
         }
-        let a = arrays::open_array(path, &store, &rel)?;
+        let a = arrays::open_array(location, &store, &rel)?;
         let (disk_bytes, files) = usage(&rel)?;
         arrays.push(ArrayReport {
-            dtype: arrays::array_dtype(path, &rel, &a)?,
+            dtype: arrays::array_dtype(location, &rel, &a)?,
             shape: a.shape().to_vec(),
             config: arrays::infer_config(&a),
             path: rel,

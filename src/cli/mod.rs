@@ -6,14 +6,12 @@
 //! |---|---|
 //! | [`bench`](mod@bench) | `atomzarr roundtrip` and `atomzarr read`: read orders, timed read paths, report rows |
 //! | [`dump`] | `atomzarr dump`: every sample as JSON, in the reference toolkit's number format |
-//! | [`export`] | `atomzarr export`: a store as extended XYZ for ASE |
 //! | [`stats`] | `atomzarr stats`: the dataset statistics as a table |
 //! | [`split`](mod@split) | `atomzarr split`: a split's parts as a table or JSON |
 //! | [`inspect`] | `atomzarr inspect`: sample counts and, per array, codec, chunking and bytes on disk |
 
 pub mod bench;
 pub mod dump;
-pub mod export;
 pub mod inspect;
 pub mod split;
 pub mod stats;

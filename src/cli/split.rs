@@ -5,15 +5,15 @@
 use comfy_table::Table;
 use serde_json::{Map, Value, json};
 
-use crate::source::split::Split;
+use crate::prep::split::Split;
 
 /// The parts as a table, with the rule above it.
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::InMemoryDataset;
-/// use atomzarr::source::split::{Split, SplitRule};
-/// let data = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(40, 2, 4, 0)?, "toy")?;
+/// use atomzarr::InMemoryReader;
+/// use atomzarr::prep::split::{Split, SplitRule};
+/// let data = InMemoryReader::from_samples(&atomzarr::data::synth::generate(40, 2, 4, 0)?, "toy")?;
 /// let split = Split::compute(&data, &SplitRule::parse("train=0.75,val=0.25")?)?;
 /// let text = atomzarr::cli::split::render(&"toy".into(), &split);
 /// assert!(text.contains("train") && text.contains("val"));

@@ -1,9 +1,9 @@
-//! `atomzarr stats`: [`crate::source::stats::DatasetStats`] as
+//! `atomzarr stats`: [`crate::prep::stats::DatasetStats`] as
 //! text (the JSON form is its serde serialisation).
 
 use comfy_table::Table;
 
-use crate::source::stats::{DatasetStats, MinMeanMax};
+use crate::prep::stats::{DatasetStats, MinMeanMax};
 
 fn mmm(m: Option<MinMeanMax>) -> String {
     m.map_or("-".into(), |m| format!("{} / {:.2} / {}", m.min, m.mean, m.max))
@@ -16,7 +16,7 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 /// The report as lines and a per-element table.
 ///
 /// ```
-/// use atomzarr::source::stats::DatasetStats;
+/// use atomzarr::prep::stats::DatasetStats;
 /// let s = DatasetStats { num_samples: 0, num_atoms: 0, num_edges: None, atoms_per_sample: None,
 ///     edges_per_sample: None, elements: vec![], e0_note: None, energy_per_atom: None,
 ///     residual_energy_per_atom: None, force_rms: None, avg_num_neighbors: None };

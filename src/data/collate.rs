@@ -323,7 +323,7 @@ impl CollatedBatch {
     }
 
     /// Graph `k` as a sample, its neighbor list made sample-local: the one
-    /// place a collated batch (or an [`InMemoryDataset`](crate::InMemoryDataset)'s
+    /// place a collated batch (or an [`InMemoryReader`](crate::InMemoryReader)'s
     /// resident buffers) is split into samples.
     ///
     /// ```

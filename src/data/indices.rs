@@ -54,7 +54,7 @@ impl HostData {
     /// a wrapped value is out of range and reported, never a panic.
     ///
     /// Used where samples are collated one by one (the generic and the
-    /// validated batch paths, mixed MultiDataset batches); the Zarr reader
+    /// validated batch paths, mixed MultiReader batches); the Zarr reader
     /// checks each neighbor chunk once, when it decodes it.
     pub(crate) fn extend_indices_checked(&mut self, bytes: &[u8], r: IndexRange) -> Result<bool> {
         Ok(match self {

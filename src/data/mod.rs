@@ -10,6 +10,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `dtype` | [`DType`] and [`Level`] |
+//! | `elements` | chemical symbols and atomic numbers |
 //! | `host` | [`HostData`], the typed host buffer |
 //! | `indices` | neighbor-index arithmetic: offsets, fused range checks, int32 narrowing |
 //! | `sample` | [`AtomicData`] and its [`Field`]s |
@@ -24,6 +25,7 @@
 
 pub(crate) mod collate;
 pub(crate) mod dtype;
+pub(crate) mod elements;
 pub mod hash;
 pub(crate) mod host;
 mod host_rows;

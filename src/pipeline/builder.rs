@@ -156,32 +156,32 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     }
 
     /// Subtracts per-element reference energies from every energy
-    /// ([`SubtractE0s`](crate::pipeline::transforms::SubtractE0s), on the
+    /// ([`SubtractE0s`](crate::prep::transforms::SubtractE0s), on the
     /// collated batch; see [`Dataset::with_collated_transform`]).
-    pub fn with_subtract_e0s(mut self, e0s: crate::pipeline::transforms::SubtractE0s) -> Self {
+    pub fn with_subtract_e0s(mut self, e0s: crate::prep::transforms::SubtractE0s) -> Self {
         self.dataset = self.dataset.with_collated_transform(e0s);
         self
     }
 
     /// Scales and shifts energies and forces
-    /// ([`ScaleShift`](crate::pipeline::transforms::ScaleShift)).
-    pub fn with_scale_shift(mut self, s: crate::pipeline::transforms::ScaleShift) -> Self {
+    /// ([`ScaleShift`](crate::prep::transforms::ScaleShift)).
+    pub fn with_scale_shift(mut self, s: crate::prep::transforms::ScaleShift) -> Self {
         self.dataset = self.dataset.with_collated_transform(s);
         self
     }
 
     /// Rotates every sample by a uniformly random rotation, drawn from
-    /// `(seed, epoch, index)` ([`RandomRotation`](crate::pipeline::transforms::RandomRotation)
+    /// `(seed, epoch, index)` ([`RandomRotation`](crate::prep::transforms::RandomRotation)
     /// with its default fields; pass a configured one to
     /// [`Dataset::with_collated_transform`] for others).
     pub fn with_random_rotation(mut self, seed: u64) -> Self {
-        self.dataset = self.dataset.with_collated_transform(crate::pipeline::transforms::RandomRotation::new(seed));
+        self.dataset = self.dataset.with_collated_transform(crate::prep::transforms::RandomRotation::new(seed));
         self
     }
 
     /// Adds the per-sample field `weight` from a label
-    /// ([`SampleWeights`](crate::pipeline::transforms::SampleWeights)).
-    pub fn with_sample_weights(mut self, w: crate::pipeline::transforms::SampleWeights) -> Self {
+    /// ([`SampleWeights`](crate::prep::transforms::SampleWeights)).
+    pub fn with_sample_weights(mut self, w: crate::prep::transforms::SampleWeights) -> Self {
         self.dataset = self.dataset.with_collated_transform(w);
         self
     }

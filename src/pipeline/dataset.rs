@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::data::AtomicData;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
-use crate::pipeline::transforms::{CollatedTransform, SharedTransform};
 use crate::pool::{Job, WorkerPool};
+use crate::prep::transforms::{CollatedTransform, SharedTransform};
 use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
@@ -54,8 +54,8 @@ use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
 /// [`Dataset::get_sample`] and the Dataset's [`Reader`] sample reads
 /// (`read`, `read_many`) return the error under both. Set `Skip` on the
 /// Dataset the loader reads: a `Skip` Dataset used as a
-/// [`MultiDataset`](crate::MultiDataset) child or loaded into an
-/// [`InMemoryDataset`](crate::InMemoryDataset) returns fewer samples than
+/// [`MultiReader`](crate::MultiReader) child or loaded into an
+/// [`InMemoryReader`](crate::InMemoryReader) returns fewer samples than
 /// asked, which they report as an error.
 ///
 /// ```
@@ -121,7 +121,7 @@ impl<R: Reader> ReadCtx<R> {
         let len = self.reader.len();
         match lists.iter().flatten().find(|&&i| i >= len) {
             Some(&bad) => {
-                Err(Error::IndexOutOfRange { source_name: self.reader.source().to_string(), index: bad as i64, len })
+                Err(Error::IndexOutOfRange { source_name: self.reader.name().to_string(), index: bad as i64, len })
             }
             None => Ok(()),
         }
@@ -135,7 +135,7 @@ impl<R: Reader> ReadCtx<R> {
             // (with the append-bug diagnosis), whichever check meets it.
             return Err(match s.neighbor_report() {
                 Some(r) => range_error(&*self.reader, index, r),
-                None => Error::Validation { source_name: self.reader.source().to_string(), index, reason },
+                None => Error::Validation { source_name: self.reader.name().to_string(), index, reason },
             });
         }
         self.transforms.iter().try_fold(s, |s, t| t(s))
@@ -180,7 +180,7 @@ impl<R: Reader> ReadCtx<R> {
                 match self.load_strict(&[vec![i]]) {
                     Ok(_) => {}
                     Err(e) if e.is_sample_error() => {
-                        log::warn!("atomzarr: skipping sample {i} of {}: {e}", self.reader.source());
+                        log::warn!("atomzarr: skipping sample {i} of {}: {e}", self.reader.name());
                         bad.insert(i);
                     }
                     Err(e) => return Err(e),
@@ -291,7 +291,7 @@ impl<R: Reader> Clone for Dataset<R> {
 impl<R: Reader> std::fmt::Debug for Dataset<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dataset")
-            .field("source", &self.reader.source())
+            .field("source", &self.reader.name())
             .field("len", &self.reader.len())
             .field("skip_validation", &self.skip_validation)
             .field("num_workers", &self.num_workers)
@@ -381,13 +381,13 @@ impl<R: Reader + 'static> Dataset<R> {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicData, Dataset, Error, InMemoryDataset, Reader};
+    /// use atomzarr::{AtomicData, Dataset, Error, InMemoryReader, Reader};
     /// use atomzarr::ErrorPolicy;
     /// /// Three samples, the second with an edge to an atom it does not have.
     /// struct Three;
     /// impl Reader for Three {
     ///     fn len(&self) -> usize { 3 }
-    ///     fn source(&self) -> &str { "three" }
+    ///     fn name(&self) -> &str { "three" }
     ///     fn field_levels(&self) -> std::collections::BTreeMap<String, atomzarr::Level> { Default::default() }
     ///     fn load_many(&self, idx: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
     ///         idx.iter().map(|&i| AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, if i == 1 { 9 } else { 1 }]], None)).collect()
@@ -431,17 +431,17 @@ impl<R: Reader + 'static> Dataset<R> {
     /// Adds a transform of collated batches (applied in order, after the
     /// per-sample transforms and collation): E0 subtraction, scale and
     /// shift, random rotation, sample weights
-    /// ([`crate::pipeline::transforms`]). It keeps the reader's fast path:
+    /// ([`crate::prep::transforms`]). It keeps the reader's fast path:
     /// with validation skipped and no per-sample transform, batches are
     /// still copied straight from decoded chunks, then transformed in place.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use std::collections::BTreeMap;
-    /// use atomzarr::{AtomicData, Dataset, InMemoryDataset};
-    /// use atomzarr::pipeline::transforms::SubtractE0s;
+    /// use atomzarr::{AtomicData, Dataset, InMemoryReader};
+    /// use atomzarr::prep::transforms::SubtractE0s;
     /// let h2 = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_energy(-31.0);
-    /// let ds = Dataset::new(InMemoryDataset::from_samples(&[h2], "h2")?)
+    /// let ds = Dataset::new(InMemoryReader::from_samples(&[h2], "h2")?)
     ///     .with_collated_transform(SubtractE0s::new(BTreeMap::from([(1, -13.6)])));
     /// assert!((ds.load_batches(&[vec![0]])?[0].fields["energy"].data.to_f64_vec()[0] + 3.8).abs() < 1e-5);
     /// assert!((ds.get_sample(0)?.field("energy").unwrap().data.to_f64_vec()[0] + 3.8).abs() < 1e-5);
@@ -621,7 +621,7 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
         if self.policy != ErrorPolicy::Skip || !e.is_sample_error() {
             panic!("atomzarr Dataset: {e}");
         }
-        log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.reader.source());
+        log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.reader.name());
         self.skipped.fetch_add(1, Ordering::Relaxed);
         for step in 1..len {
             let i = (index + step) % len;
@@ -631,7 +631,7 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
                 Err(e) => panic!("atomzarr Dataset: {e}"),
             }
         }
-        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.reader.source());
+        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.reader.name());
     }
 
     fn len(&self) -> usize {
@@ -640,8 +640,8 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 }
 
 /// A Dataset is itself a [`Reader`], so Datasets compose: as a
-/// [`MultiDataset`](crate::MultiDataset) child, under an
-/// [`InMemoryDataset`](crate::InMemoryDataset), or wrapped again. Loads return
+/// [`MultiReader`](crate::MultiReader) child, under an
+/// [`InMemoryReader`](crate::InMemoryReader), or wrapped again. Loads return
 /// validated (unless skipped) and transformed samples; `load_collated_opt`
 /// is [`Dataset::load_batches`] laid out as its options say; sizes, metadata
 /// and refresh go to the reader.
@@ -650,8 +650,8 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{Dataset, InMemoryDataset, Reader, ReaderExt};
-/// let mem = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?;
+/// use atomzarr::{Dataset, InMemoryReader, Reader, ReaderExt};
+/// let mem = InMemoryReader::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?;
 /// let ds = Dataset::new(mem).with_transform(|s| Ok(s.with_energy(1.0)));
 /// let as_reader: &dyn Reader = &ds;
 /// assert_eq!(as_reader.read(2)?.data.field("energy").unwrap().data.to_f64_vec(), vec![1.0]);
@@ -664,8 +664,8 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.reader.len()
     }
 
-    fn source(&self) -> &str {
-        self.reader.source()
+    fn name(&self) -> &str {
+        self.reader.name()
     }
 
     /// The reader's fields; with transforms, those of the first sample as

@@ -13,7 +13,6 @@
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | `plan` | epoch plans per rank and device slice, [`LoaderState`] (resume) |
-//! | [`transforms`] | transforms of collated batches: E0 subtraction, scale and shift, random rotation, sample weights |
 
 pub(crate) mod batch;
 pub(crate) mod builder;
@@ -22,7 +21,6 @@ pub mod labels;
 pub(crate) mod loader;
 pub(crate) mod plan;
 mod stage;
-pub mod transforms;
 mod upload;
 
 pub use batch::HostFields;

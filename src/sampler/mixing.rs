@@ -1,4 +1,4 @@
-//! Samplers over a [`MultiDataset`](crate::MultiDataset)'s global index
+//! Samplers over a [`MultiReader`](crate::MultiReader)'s global index
 //! space: [`MultiDatasetSampler`] mixes samples by per-dataset rates,
 //! [`MultiDatasetBatchSampler`] fixes how many samples of each dataset every
 //! batch holds. Both yield global indices (child offset + local index).
@@ -11,7 +11,7 @@
 //! configuration error.
 
 use crate::error::{Error, Result};
-use crate::source::MultiDataset;
+use crate::source::MultiReader;
 
 use super::{BatchSampler, EpochRng, Sampler, Shard, epoch_rng};
 
@@ -271,7 +271,7 @@ impl MultiDatasetSamplerBuilder {
     }
 }
 
-/// Global indices of a [`MultiDataset`], mixing datasets sample by sample
+/// Global indices of a [`MultiReader`], mixing datasets sample by sample
 /// at given rates.
 ///
 /// Each epoch draws exactly `counts[d]` samples from dataset `d`
@@ -299,12 +299,12 @@ pub struct MultiDatasetSampler {
 
 impl MultiDatasetSampler {
     /// A builder over `multi`'s children.
-    pub fn builder(multi: &MultiDataset) -> MultiDatasetSamplerBuilder {
+    pub fn builder(multi: &MultiReader) -> MultiDatasetSamplerBuilder {
         Self::for_lengths(multi.child_lens())
     }
 
     /// A builder over children of these lengths (global index = sum of the
-    /// earlier lengths + local index, as [`MultiDataset`] lays them out).
+    /// earlier lengths + local index, as [`MultiReader`] lays them out).
     pub fn for_lengths(lengths: Vec<usize>) -> MultiDatasetSamplerBuilder {
         MultiDatasetSamplerBuilder { mix: Mixing::new(lengths), num_samples: None }
     }
@@ -475,7 +475,7 @@ impl MultiDatasetBatchSamplerBuilder {
     }
 }
 
-/// Batches of global [`MultiDataset`] indices, each holding exactly
+/// Batches of global [`MultiReader`] indices, each holding exactly
 /// `samples_per_dataset[d]` samples of dataset `d`.
 ///
 /// The epoch (`num_batches` batches, all ranks alike) is sharded by whole
@@ -509,17 +509,17 @@ pub struct MultiDatasetBatchSampler {
 
 impl MultiDatasetBatchSampler {
     /// A builder over `multi`'s children with batches of `batch_size`.
-    pub fn builder(multi: &MultiDataset, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
+    pub fn builder(multi: &MultiReader, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
         Self::for_lengths(multi.child_lens(), batch_size)
     }
 
     /// A builder with equal per-dataset rates (the reference's `balanced`).
-    pub fn balanced(multi: &MultiDataset, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
+    pub fn balanced(multi: &MultiReader, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
         Self::builder(multi, batch_size).with_balanced_weights()
     }
 
     /// A builder over children of these lengths (global index = sum of the
-    /// earlier lengths + local index, as [`MultiDataset`] lays them out).
+    /// earlier lengths + local index, as [`MultiReader`] lays them out).
     pub fn for_lengths(lengths: Vec<usize>, batch_size: usize) -> MultiDatasetBatchSamplerBuilder {
         MultiDatasetBatchSamplerBuilder {
             mix: Mixing::new(lengths),

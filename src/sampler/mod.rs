@@ -21,7 +21,7 @@
 //! | [`SamplerBatches`], [`ListBatchSampler`] | [`BatchSampler`] | fixed-size or fixed batches |
 //! | [`SizeAwareSampler`] | [`BatchSampler`] | batches bounded by atoms / edges / graphs |
 //! | [`DistributedSampler`], [`DistributedBatchSampler`] ([`Shard`]) | both | this rank's share of any sampler |
-//! | [`MultiDatasetSampler`] | [`Sampler`] | per-sample mixing of [`MultiDataset`](crate::MultiDataset) children by rates |
+//! | [`MultiDatasetSampler`] | [`Sampler`] | per-sample mixing of [`MultiReader`](crate::MultiReader) children by rates |
 //! | [`MultiDatasetBatchSampler`] | [`BatchSampler`] | exact per-dataset counts in every batch |
 //! | [`ChunkShuffleSampler`] | both | chunk-aware two-level shuffle: few chunks per read window, `K` blocks per batch, rank shares of whole blocks |
 //!

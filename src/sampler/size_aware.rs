@@ -183,7 +183,7 @@ impl SizeAwareSampler {
 
     /// As [`SizeAwareSampler::new`], with sizes from `reader.get_metadata`
     /// for every index (a [`Dataset`](crate::Dataset), a
-    /// [`MultiDataset`](crate::MultiDataset) or any other reader).
+    /// [`MultiReader`](crate::MultiReader) or any other reader).
     ///
     /// # Errors
     /// The reader's error from [`Reader::get_metadata`]; otherwise as

@@ -1,8 +1,8 @@
-//! [`InMemoryDataset`]: a whole store resident in host memory as one
+//! [`InMemoryReader`]: a whole store resident in host memory as one
 //! [`CollatedBatch`] (one buffer per field plus atom/edge pointers), served
 //! through the [`Reader`] contract so it gets the same batch API as a store
 //! on disk (`Dataset::new(in_mem)`, the DataLoader, a
-//! [`MultiDataset`](crate::MultiDataset) child).
+//! [`MultiReader`](crate::MultiReader) child).
 //!
 //! Batches are built by copying rows out of the resident buffers, the same
 //! single-pass copy the Zarr reader does from decoded chunks, with
@@ -52,7 +52,7 @@ fn layout_diff(want: &Layout, got: &Layout) -> Option<String> {
 
 /// Builds the error for the pick at a position of `picks` whose neighbor
 /// list points outside its own atoms; `None`: the sources were checked when
-/// they were built (an [`InMemoryDataset`]'s resident data), copy unchecked.
+/// they were built (an [`InMemoryReader`]'s resident data), copy unchecked.
 pub(crate) type RangeError<'a> = Option<&'a (dyn Fn(usize, IndexReport) -> Error + Sync)>;
 
 /// Rebuilds `dst` as the graphs `picks` (`(source, graph)` pairs, in order)
@@ -177,7 +177,7 @@ fn verify_neighbors(b: &CollatedBatch, err: impl Fn(usize, IndexReport) -> Error
     Ok(())
 }
 
-/// Options of [`InMemoryDataset::from_reader_opt`].
+/// Options of [`InMemoryReader::from_reader_opt`].
 ///
 /// ```
 /// let o = atomzarr::InMemoryOptions::default().with_chunk_size(4096).with_progress(true);
@@ -223,12 +223,12 @@ impl InMemoryOptions {
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, InMemoryDataset, Reader, ReaderExt, ZarrWriteConfig};
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, InMemoryReader, Reader, ReaderExt, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("m.zarr");
 /// let samples = atomzarr::data::synth::generate(6, 2, 5, 1)?;
 /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
-/// let mem = InMemoryDataset::from_reader(&AtomicDataZarrReader::open(&path)?)?;
+/// let mem = InMemoryReader::from_reader(&AtomicDataZarrReader::open(&path)?)?;
 /// assert_eq!(mem.len(), 6);
 /// assert_eq!(mem.read(4)?.data, samples[4]);
 /// let b = mem.load_batches(&[vec![5, 0]])?;
@@ -238,7 +238,7 @@ impl InMemoryOptions {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct InMemoryDataset {
+pub struct InMemoryReader {
     data: CollatedBatch,
     levels: BTreeMap<String, Level>,
     source: String,
@@ -246,11 +246,11 @@ pub struct InMemoryDataset {
     physical: Option<Vec<usize>>,
 }
 
-impl InMemoryDataset {
+impl InMemoryReader {
     /// Loads every sample of `reader` with default options.
     ///
     /// # Errors
-    /// As [`InMemoryDataset::from_reader_opt`].
+    /// As [`InMemoryReader::from_reader_opt`].
     pub fn from_reader<R: Reader + ?Sized>(reader: &R) -> Result<Self> {
         Self::from_reader_opt(reader, InMemoryOptions::default())
     }
@@ -266,7 +266,7 @@ impl InMemoryDataset {
     /// points outside it.
     pub fn from_reader_opt<R: Reader + ?Sized>(reader: &R, options: InMemoryOptions) -> Result<Self> {
         if options.chunk_size == 0 {
-            return Err(Error::Config("InMemoryDataset: chunk_size must be at least 1".into()));
+            return Err(Error::Config("InMemoryReader: chunk_size must be at least 1".into()));
         }
         let n = reader.len();
         let bar = Progress::new(options.progress, n as u64, "in memory");
@@ -277,12 +277,12 @@ impl InMemoryDataset {
             let end = (start + options.chunk_size).min(n);
             reader.load_collated(&[(start..end).collect()], &mut chunk)?;
             let part = chunk.first().ok_or_else(|| Error::InvalidInput {
-                context: reader.source().to_string(),
+                context: reader.name().to_string(),
                 reason: "load_collated returned nothing".into(),
             })?;
             if part.num_graphs() != end - start {
                 return Err(Error::InvalidInput {
-                    context: reader.source().to_string(),
+                    context: reader.name().to_string(),
                     reason: format!("load_collated returned {} samples for {}", part.num_graphs(), end - start),
                 });
             }
@@ -311,7 +311,7 @@ impl InMemoryDataset {
         verify_neighbors(&data, |k, r| crate::source::range_error(reader, k, r))?;
         let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
         let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
-        Ok(InMemoryDataset { data, levels, source: format!("{} (in memory)", reader.source()), physical })
+        Ok(InMemoryReader { data, levels, source: format!("{} (in memory)", reader.name()), physical })
     }
 
     /// Holds `samples` (they must share fields, dtypes and row shapes).
@@ -332,7 +332,7 @@ impl InMemoryDataset {
             append_shift: None,
         })?;
         let levels = data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
-        Ok(InMemoryDataset { data, levels, source, physical: None })
+        Ok(InMemoryReader { data, levels, source, physical: None })
     }
 
     /// The resident data: every sample, collated, `indices = 0..len`.
@@ -373,12 +373,12 @@ impl InMemoryDataset {
 /// Every method is written out: the resident copy answers sizes from its
 /// pointers and copies batches straight from its buffers.
 #[deny(clippy::missing_trait_methods)]
-impl Reader for InMemoryDataset {
+impl Reader for InMemoryReader {
     fn len(&self) -> usize {
         self.data.num_graphs()
     }
 
-    fn source(&self) -> &str {
+    fn name(&self) -> &str {
         &self.source
     }
 

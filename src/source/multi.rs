@@ -1,11 +1,11 @@
-//! [`MultiDataset`]: several readers behind one global index space.
+//! [`MultiReader`]: several readers behind one global index space.
 //!
 //! Child `d` owns global indices `offsets[d]..offsets[d + 1]` (offsets are
 //! the running sum of child lengths). A request is split per child, served
 //! by ONE read of each child that has samples in it (so a Zarr child still
 //! plans its chunks over the whole request), and recombined in the caller's
 //! order. Children are any [`Reader`]: a store reader, an
-//! [`InMemoryDataset`](crate::InMemoryDataset), or a [`Dataset`](crate::Dataset)
+//! [`InMemoryReader`](crate::InMemoryReader), or a [`Dataset`](crate::Dataset)
 //! with its own validation and transforms.
 
 use std::collections::BTreeMap;
@@ -19,14 +19,14 @@ use crate::error::{Error, Result};
 use crate::source::gather;
 use crate::source::{ChunkedReader, DecodeCounters, Reader, ReaderExt, SampleMetadata};
 
-/// Options of [`MultiDataset::with_options`].
+/// Options of [`MultiReader::with_options`].
 ///
 /// ```
-/// let o = atomzarr::MultiDatasetOptions::default();
+/// let o = atomzarr::MultiReaderOptions::default();
 /// assert!(o.output_strict());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MultiDatasetOptions {
+pub struct MultiReaderOptions {
     /// Require every non-empty child to have the same field names and levels
     /// (default on). Off: children may differ, and a batch that mixes
     /// children with different fields fails when it is collated.
@@ -35,17 +35,17 @@ pub struct MultiDatasetOptions {
     pub(crate) dataset_index: bool,
 }
 
-impl Default for MultiDatasetOptions {
+impl Default for MultiReaderOptions {
     fn default() -> Self {
-        MultiDatasetOptions { output_strict: true, dataset_index: false }
+        MultiReaderOptions { output_strict: true, dataset_index: false }
     }
 }
 
 /// The system field (int64, one value per sample) that says which child a
-/// sample came from, with [`MultiDatasetOptions::with_dataset_index`].
+/// sample came from, with [`MultiReaderOptions::with_dataset_index`].
 pub const DATASET_INDEX: &str = "dataset_index";
 
-impl MultiDatasetOptions {
+impl MultiReaderOptions {
     /// Sets `output_strict`.
     pub fn with_output_strict(mut self, yes: bool) -> Self {
         self.output_strict = yes;
@@ -63,11 +63,11 @@ impl MultiDatasetOptions {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use std::sync::Arc;
-    /// use atomzarr::{InMemoryDataset, MultiDataset, MultiDatasetOptions, Reader, ReaderExt};
-    /// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
-    /// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
-    /// let opts = MultiDatasetOptions::default().with_dataset_index(true);
-    /// let multi = MultiDataset::with_options(vec![Arc::new(a), Arc::new(b)], opts)?;
+    /// use atomzarr::{InMemoryReader, MultiReader, MultiReaderOptions, Reader, ReaderExt};
+    /// let a = InMemoryReader::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
+    /// let b = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
+    /// let opts = MultiReaderOptions::default().with_dataset_index(true);
+    /// let multi = MultiReader::with_options(vec![Arc::new(a), Arc::new(b)], opts)?;
     /// let mut out = Vec::new();
     /// multi.read_collated(&[vec![4, 0, 2]], &mut out)?;
     /// assert_eq!(out[0].fields["dataset_index"].data.to_i64_vec(), Some(vec![1, 0, 1]));
@@ -90,10 +90,10 @@ impl MultiDatasetOptions {
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use std::sync::Arc;
-/// use atomzarr::{InMemoryDataset, MultiDataset, Reader, ReaderExt};
-/// let a = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 1)?, "a")?;
-/// let b = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(5, 2, 4, 2)?, "b")?;
-/// let multi = MultiDataset::new(vec![Arc::new(a.clone()), Arc::new(b.clone())])?;
+/// use atomzarr::{InMemoryReader, MultiReader, Reader, ReaderExt};
+/// let a = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 1)?, "a")?;
+/// let b = InMemoryReader::from_samples(&atomzarr::data::synth::generate(5, 2, 4, 2)?, "b")?;
+/// let multi = MultiReader::new(vec![Arc::new(a.clone()), Arc::new(b.clone())])?;
 /// assert_eq!(multi.len(), 8);
 /// assert_eq!(multi.offsets(), vec![0, 3, 8]);
 /// assert_eq!(multi.to_local_index(4)?, (1, 1));
@@ -103,7 +103,7 @@ impl MultiDatasetOptions {
 /// assert_eq!(got[1].data, a.read(0)?.data);
 /// # Ok(()) }
 /// ```
-pub struct MultiDataset {
+pub struct MultiReader {
     children: Vec<Arc<dyn Reader>>,
     /// `children.len() + 1` running lengths; swapped whole by `refresh`.
     offsets: RwLock<Arc<Vec<usize>>>,
@@ -112,9 +112,9 @@ pub struct MultiDataset {
     source: String,
 }
 
-impl std::fmt::Debug for MultiDataset {
+impl std::fmt::Debug for MultiReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiDataset")
+        f.debug_struct("MultiReader")
             .field("source", &self.source)
             .field("offsets", &self.offsets())
             .field("output_strict", &self.output_strict)
@@ -149,10 +149,10 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
             let level: Vec<&String> =
                 want.iter().filter(|(n, l)| levels.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n).collect();
             return Err(Error::Config(format!(
-                "MultiDataset output_strict: dataset {d} ({}) differs from dataset {r} ({}): \
+                "MultiReader output_strict: dataset {d} ({}) differs from dataset {r} ({}): \
                  missing fields {missing:?}, extra fields {extra:?}, different level {level:?}",
-                c.source(),
-                children[*r].source()
+                c.name(),
+                children[*r].name()
             )));
         }
     }
@@ -167,25 +167,25 @@ enum Plan {
     Mixed(Vec<(usize, usize)>, Vec<(usize, usize)>),
 }
 
-impl MultiDataset {
+impl MultiReader {
     /// Children in global index order, `output_strict` on.
     ///
     /// # Errors
     /// [`Error::Config`] when there is no child or non-empty children
     /// differ in field names or levels.
     pub fn new(children: Vec<Arc<dyn Reader>>) -> Result<Self> {
-        Self::with_options(children, MultiDatasetOptions::default())
+        Self::with_options(children, MultiReaderOptions::default())
     }
 
-    /// As [`MultiDataset::new`] with options.
+    /// As [`MultiReader::new`] with options.
     ///
     /// # Errors
     /// [`Error::Config`] when there is no child, `output_strict` is on and
     /// non-empty children differ in field names or levels, or `dataset_index` is
     /// on and a child has a field of that name already.
-    pub fn with_options(children: Vec<Arc<dyn Reader>>, options: MultiDatasetOptions) -> Result<Self> {
+    pub fn with_options(children: Vec<Arc<dyn Reader>>, options: MultiReaderOptions) -> Result<Self> {
         if children.is_empty() {
-            return Err(Error::Config("MultiDataset needs at least one child".into()));
+            return Err(Error::Config("MultiReader needs at least one child".into()));
         }
         if options.output_strict {
             check_strict(&children)?;
@@ -194,12 +194,12 @@ impl MultiDataset {
             && let Some(c) = children.iter().find(|c| c.field_levels().contains_key(DATASET_INDEX))
         {
             return Err(Error::Config(format!(
-                "MultiDataset with_dataset_index: child {} has a field {DATASET_INDEX} already",
-                c.source()
+                "MultiReader with_dataset_index: child {} has a field {DATASET_INDEX} already",
+                c.name()
             )));
         }
-        let source = format!("multi[{}]", children.iter().map(|c| c.source()).collect::<Vec<_>>().join(", "));
-        Ok(MultiDataset {
+        let source = format!("multi[{}]", children.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "));
+        Ok(MultiReader {
             offsets: RwLock::new(Arc::new(offsets_of(&children))),
             children,
             output_strict: options.output_strict,
@@ -263,7 +263,7 @@ impl MultiDataset {
         }
         if local >= o[child + 1] - o[child] {
             return Err(Error::IndexOutOfRange {
-                source_name: self.children[child].source().to_string(),
+                source_name: self.children[child].name().to_string(),
                 index: local as i64,
                 len: o[child + 1] - o[child],
             });
@@ -274,12 +274,12 @@ impl MultiDataset {
 
 /// Every method goes to the child that owns the sample, or to all children.
 #[deny(clippy::missing_trait_methods)]
-impl Reader for MultiDataset {
+impl Reader for MultiReader {
     fn len(&self) -> usize {
         self.snapshot().last().copied().unwrap_or(0)
     }
 
-    fn source(&self) -> &str {
+    fn name(&self) -> &str {
         &self.source
     }
 
@@ -317,7 +317,7 @@ impl Reader for MultiDataset {
         for (d, samples) in loaded.into_iter().enumerate() {
             if samples.len() != positions[d].len() {
                 return Err(Error::InvalidInput {
-                    context: self.children[d].source().to_string(),
+                    context: self.children[d].name().to_string(),
                     reason: format!("load_many returned {} samples for {} indices", samples.len(), positions[d].len()),
                 });
             }
@@ -333,9 +333,7 @@ impl Reader for MultiDataset {
             }
         }
         // Every position was filled by exactly one child above.
-        out.into_iter()
-            .map(|s| s.ok_or_else(|| Error::Internal("MultiDataset: a sample went missing".into())))
-            .collect()
+        out.into_iter().map(|s| s.ok_or_else(|| Error::Internal("MultiReader: a sample went missing".into()))).collect()
     }
 
     fn physical_index(&self, index: usize) -> usize {
@@ -351,7 +349,7 @@ impl Reader for MultiDataset {
     }
 
     /// Refreshes every child, then the offsets (and, under `output_strict`,
-    /// re-checks the fields). Refresh children through the MultiDataset, not
+    /// re-checks the fields). Refresh children through the MultiReader, not
     /// directly, or the offsets go stale.
     fn refresh(&self) -> Result<()> {
         for c in &self.children {
@@ -406,7 +404,7 @@ impl Reader for MultiDataset {
                         && o.iter().zip(&child_lists[d]).all(|(c, l)| c.num_graphs() == l.len());
                     if !ok {
                         return Err(Error::InvalidInput {
-                            context: self.children[d].source().to_string(),
+                            context: self.children[d].name().to_string(),
                             reason: "load_collated returned batches that do not match the request".into(),
                         });
                     }
@@ -477,7 +475,7 @@ impl Reader for MultiDataset {
     }
 
     /// The children's capabilities combined ([`ChunkedReader`] for
-    /// `MultiDataset`) when at least one child has stored chunks.
+    /// `MultiReader`) when at least one child has stored chunks.
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader)
     }
@@ -485,7 +483,7 @@ impl Reader for MultiDataset {
 
 /// The children's chunk capabilities under the global index space. A child
 /// without chunks counts as one block per sample and decodes nothing.
-impl ChunkedReader for MultiDataset {
+impl ChunkedReader for MultiReader {
     /// Each child's blocks, shifted by its offset: a block never spans two
     /// children.
     fn chunk_blocks(&self) -> Vec<usize> {

@@ -21,7 +21,7 @@
 //! struct Dimers;
 //! impl Reader for Dimers {
 //!     fn len(&self) -> usize { 10 }
-//!     fn source(&self) -> &str { "dimers" }
+//!     fn name(&self) -> &str { "dimers" }
 //!     fn field_levels(&self) -> BTreeMap<String, Level> {
 //!         [("atomic_numbers".into(), Level::Atom), ("positions".into(), Level::Atom)].into()
 //!     }
@@ -105,7 +105,7 @@ impl DecodeCounters {
     }
 }
 
-/// Counters of several readers added up (a [`MultiDataset`](crate::MultiDataset)'s children).
+/// Counters of several readers added up (a [`MultiReader`](crate::MultiReader)'s children).
 ///
 /// ```
 /// use atomzarr::source::DecodeCounters;
@@ -137,7 +137,7 @@ impl std::iter::Sum for DecodeCounters {
 /// [`ChunkedReader`] through [`Reader::chunked`].
 ///
 /// A reader that wraps another (as [`Arc`], [`Dataset`](crate::Dataset) and
-/// [`MultiDataset`](crate::MultiDataset) do) must forward every method,
+/// [`MultiReader`](crate::MultiReader) do) must forward every method,
 /// hooks included, or the wrapped reader's overrides are lost; put
 /// `#[deny(clippy::missing_trait_methods)]` on such an impl.
 // `is_empty` is a convenience, so it lives in ReaderExt with the others.
@@ -147,7 +147,7 @@ pub trait Reader: Send + Sync {
     fn len(&self) -> usize;
 
     /// A name for the source (store path), used in metadata and errors.
-    fn source(&self) -> &str;
+    fn name(&self) -> &str;
 
     /// Field name to level, for every field a sample has.
     fn field_levels(&self) -> BTreeMap<String, Level>;
@@ -175,7 +175,7 @@ pub trait Reader: Send + Sync {
     /// Metadata of logical `i`. Default: `i`, [`Reader::physical_index`]
     /// and [`Reader::source`]; a wrapper names the reader that owns the sample.
     fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source()) }
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.name()) }
     }
 
     /// `(num_atoms, num_edges)` of logical `index`. Readers with pointer
@@ -218,7 +218,7 @@ pub trait Reader: Send + Sync {
         let samples = self.load_many(&flat)?;
         if samples.len() != flat.len() {
             return Err(Error::InvalidInput {
-                context: self.source().to_string(),
+                context: self.name().to_string(),
                 reason: format!("load_many returned {} samples for {} indices", samples.len(), flat.len()),
             });
         }
@@ -245,8 +245,8 @@ pub trait Reader: Send + Sync {
     /// delegate to the reader that owns the sample.
     ///
     /// ```
-    /// use atomzarr::{Error, InMemoryDataset, Reader};
-    /// let mem = InMemoryDataset::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 0).unwrap(), "mem").unwrap();
+    /// use atomzarr::{Error, InMemoryReader, Reader};
+    /// let mem = InMemoryReader::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 0).unwrap(), "mem").unwrap();
     /// let e = mem.neighbor_index_error(1, -3, 4, (-3, 2));
     /// assert!(matches!(e, Error::NeighborIndex { index: 1, value: -3, num_atoms: 4, .. }));
     /// assert!(e.to_string().starts_with("mem, sample 1 (physical 1): neighbor_list index -3"));
@@ -262,13 +262,13 @@ pub trait Reader: Send + Sync {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, InMemoryDataset, Reader, ZarrWriteConfig};
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, InMemoryReader, Reader, ZarrWriteConfig};
     /// let samples = atomzarr::data::synth::generate(4, 2, 5, 0)?;
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("c.zarr");
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
     /// assert!(AtomicDataZarrReader::open(&path)?.chunked().is_some());
-    /// assert!(InMemoryDataset::from_samples(&samples, "mem")?.chunked().is_none());
+    /// assert!(InMemoryReader::from_samples(&samples, "mem")?.chunked().is_none());
     /// # Ok(()) }
     /// ```
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
@@ -330,7 +330,7 @@ pub trait ReaderExt: Reader {
         match (v.pop(), v.is_empty()) {
             (Some(s), true) => Ok(s),
             _ => Err(Error::InvalidInput {
-                context: self.source().to_string(),
+                context: self.name().to_string(),
                 reason: "load_many did not return one sample for one index".into(),
             }),
         }
@@ -371,7 +371,7 @@ pub trait ReaderExt: Reader {
         let data = self.load_many(&idx)?;
         if data.len() != idx.len() {
             return Err(Error::InvalidInput {
-                context: self.source().to_string(),
+                context: self.name().to_string(),
                 reason: format!("load_many returned {} samples for {} indices", data.len(), idx.len()),
             });
         }
@@ -431,7 +431,7 @@ pub(crate) fn plain_neighbor_index_error<R: Reader + ?Sized>(
     num_atoms: usize,
 ) -> Error {
     Error::NeighborIndex {
-        source_name: reader.source().to_string(),
+        source_name: reader.name().to_string(),
         index,
         physical_index: reader.physical_index(index),
         value,
@@ -456,7 +456,7 @@ fn check_all<R: Reader + ?Sized>(r: &R, indices: &[i64], len: usize) -> Result<V
 fn checked_index<R: Reader + ?Sized>(r: &R, index: i64, len: usize) -> Result<usize> {
     let i = if index < 0 { index + len as i64 } else { index };
     if i < 0 || i as usize >= len {
-        return Err(Error::IndexOutOfRange { source_name: r.source().to_string(), index, len });
+        return Err(Error::IndexOutOfRange { source_name: r.name().to_string(), index, len });
     }
     Ok(i as usize)
 }
@@ -466,8 +466,8 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn len(&self) -> usize {
         (**self).len()
     }
-    fn source(&self) -> &str {
-        (**self).source()
+    fn name(&self) -> &str {
+        (**self).name()
     }
     fn field_levels(&self) -> BTreeMap<String, Level> {
         (**self).field_levels()
@@ -517,7 +517,7 @@ mod tests {
         fn len(&self) -> usize {
             3
         }
-        fn source(&self) -> &str {
+        fn name(&self) -> &str {
             "short-reader"
         }
         fn field_levels(&self) -> BTreeMap<String, Level> {

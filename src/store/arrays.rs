@@ -12,6 +12,7 @@ use zarrs::storage::ReadableStorageTraits;
 
 use crate::data::DType;
 use crate::error::{Error, Result};
+use crate::location::Location;
 use crate::store::config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig};
 use crate::store::durable::Store;
 
@@ -31,7 +32,7 @@ pub fn open_store(path: &Path) -> Result<Arc<Store>> {
 /// Opens an array of the store (with zarrs' zstd and blosc decoders
 /// bounded unless the user opted out, see [`crate::store::set_bounded_codecs`]).
 pub fn open_array<T: ?Sized + ReadableStorageTraits + 'static>(
-    store_path: &Path,
+    store_path: &Location,
     store: &Arc<T>,
     rel: &str,
 ) -> Result<Array<T>> {
@@ -56,7 +57,7 @@ pub fn open_array<T: ?Sized + ReadableStorageTraits + 'static>(
 /// empty configuration makes zarrs write the object form again. (Codecs
 /// nested in `sharding_indexed` are kept as written.)
 fn codecs_as_objects<T: ?Sized + ReadableStorageTraits + 'static>(
-    store_path: &Path,
+    store_path: &Location,
     store: &Arc<T>,
     rel: &str,
     array: Array<T>,
@@ -79,7 +80,7 @@ fn codecs_as_objects<T: ?Sized + ReadableStorageTraits + 'static>(
 }
 
 /// The dtype of an opened array.
-pub fn array_dtype<T: ?Sized>(store_path: &Path, rel: &str, array: &Array<T>) -> Result<DType> {
+pub fn array_dtype<T: ?Sized>(store_path: &Location, rel: &str, array: &Array<T>) -> Result<DType> {
     let name = match array.metadata() {
         ArrayMetadata::V3(m) => m.data_type.name().to_string(),
         ArrayMetadata::V2(_) => return Err(Error::format(store_path, format!("{rel} is a Zarr v2 array"))),

@@ -1,15 +1,15 @@
 //! Where a store's bytes come from, for the reader: a [`ByteSource`] gets
 //! whole objects, byte ranges, suffixes and sizes by store-relative key
-//! (`core/positions/c/0`), from local files ([`LocalSource`]) or from object
+//! (`core/positions/c/0`), from local files ([`LocalBytes`]) or from object
 //! storage and HTTP (`store::remote`, feature `remote`). The reader's open
-//! checks, its direct shard path and zarrs (through [`SourceStorage`]) all
+//! checks, its direct shard path and zarrs (through [`ByteStorage`]) all
 //! read through it, so a remote store is checked and read exactly as a local one.
 //!
 //! ```
-//! use atomzarr::store::bytes::{ByteSource, LocalSource};
+//! use atomzarr::store::bytes::{ByteSource, LocalBytes};
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("k"), b"0123456789").unwrap();
-//! let src = LocalSource::new(dir.path());
+//! let src = LocalBytes::new(dir.path());
 //! assert_eq!(&src.get_range("k", 2..5).unwrap().unwrap()[..], b"234");
 //! assert_eq!(src.get_suffix("k", 3).unwrap().unwrap(), (atomzarr::store::bytes::Bytes::from_static(b"789"), 10));
 //! assert_eq!(src.size("missing").unwrap(), None);
@@ -164,7 +164,7 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
 
 /// A store directory on the local filesystem.
 #[derive(Debug)]
-pub struct LocalSource {
+pub struct LocalBytes {
     root: PathBuf,
     location: String,
     counters: IoCounters,
@@ -177,14 +177,14 @@ pub struct LocalSource {
     files: std::sync::Mutex<std::collections::HashMap<String, Arc<std::fs::File>>>,
 }
 
-/// Open files a [`LocalSource`] keeps at most (then it closes them all).
+/// Open files a [`LocalBytes`] keeps at most (then it closes them all).
 const MAX_OPEN_FILES: usize = 256;
 
-impl LocalSource {
+impl LocalBytes {
     /// The store at `root`.
     pub fn new(root: impl AsRef<Path>) -> Self {
         let root = root.as_ref().to_path_buf();
-        LocalSource {
+        LocalBytes {
             location: root.display().to_string(),
             root,
             counters: IoCounters::default(),
@@ -237,7 +237,7 @@ fn read_at(file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<Bytes
     Ok(Bytes::from(buf))
 }
 
-impl ByteSource for LocalSource {
+impl ByteSource for LocalBytes {
     fn location(&self) -> &str {
         &self.location
     }
@@ -332,13 +332,13 @@ impl ByteSource for LocalSource {
 /// a second path to the objects that bypasses the request counting, the
 /// error mapping and the disk cache of [`ByteSource`].
 #[derive(Debug, Clone)]
-pub struct SourceStorage(pub Arc<dyn ByteSource>);
+pub struct ByteStorage(pub Arc<dyn ByteSource>);
 
 fn storage_error(e: Error) -> zarrs::storage::StorageError {
     zarrs::storage::StorageError::Other(e.to_string())
 }
 
-impl zarrs::storage::ReadableStorageTraits for SourceStorage {
+impl zarrs::storage::ReadableStorageTraits for ByteStorage {
     fn get(&self, key: &zarrs::storage::StoreKey) -> std::result::Result<Option<Bytes>, zarrs::storage::StorageError> {
         self.0.get(key.as_str()).map_err(storage_error)
     }
@@ -397,7 +397,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a/c")).unwrap();
         std::fs::write(dir.path().join("a/c/0"), b"abcdef").unwrap();
-        let src = LocalSource::new(dir.path());
+        let src = LocalBytes::new(dir.path());
         assert!(src.get_range("a/c/0", 4..10).is_err(), "a range past the end is an error, not short data");
         assert_eq!(src.get_suffix("a/c/0", 100).unwrap().unwrap().1, 6);
         let listed = src.list_sizes("a").unwrap().unwrap();

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
+use crate::location::Location;
 use crate::store::bytes::ByteSource;
 
 /// `meta/atoms_ptr`
@@ -46,7 +47,7 @@ pub const META_ARRAYS: [(&str, DType); 5] = [
 /// # Errors
 /// [`Error::Inconsistent`] naming `store` and `rel` when `v` does not hold
 /// `n + 1` values, does not start at 0 or decreases.
-pub fn check_pointers(store: &Path, rel: &str, v: &[i64], n: usize) -> Result<()> {
+pub fn check_pointers(store: &Location, rel: &str, v: &[i64], n: usize) -> Result<()> {
     if v.len() != n + 1 {
         return Err(Error::inconsistent(
             store,
@@ -202,7 +203,7 @@ fn read_json(store: &Path, rel: &str) -> Result<Option<Value>> {
 /// [`Error::Io`] naming the file on any other read failure.
 pub fn read_root(store: &Path) -> Result<RootAttrs> {
     if !store.exists() {
-        return Err(Error::NotFound { store: store.to_path_buf() });
+        return Err(Error::NotFound { store: store.into() });
     }
     if !store.is_dir() {
         return Err(Error::format(store, "not a directory (a Zarr v3 store is a directory)"));
@@ -215,7 +216,7 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect())
     };
-    parse_root(store, |rel| read_json(store, rel), unlisted)
+    parse_root(&store.into(), |rel| read_json(store, rel), unlisted)
 }
 
 /// [`read_root`] over a store's [`ByteSource`] (local or remote). A source
@@ -226,7 +227,7 @@ pub fn read_root(store: &Path) -> Result<RootAttrs> {
 /// As [`read_root`]; [`Error::Remote`] (kind `NotFound`) when a remote source
 /// has no root `zarr.json`, and any error of the byte source's reads
 /// ([`Error::Io`] for local files, [`Error::Remote`] for remote ones).
-pub fn read_root_from(source: &dyn ByteSource, store: &Path) -> Result<RootAttrs> {
+pub fn read_root_from(source: &dyn ByteSource, store: &Location) -> Result<RootAttrs> {
     let json = |rel: &str| -> Result<Option<Value>> {
         let key = if rel == "." { "zarr.json".to_string() } else { format!("{rel}/zarr.json") };
         match source.get(&key)? {
@@ -253,8 +254,8 @@ pub fn read_root_from(source: &dyn ByteSource, store: &Path) -> Result<RootAttrs
                 reason: "no store here (no root zarr.json: check the bucket, the path and the URL)".into(),
             });
         }
-        if !store.exists() {
-            return Err(Error::NotFound { store: store.to_path_buf() });
+        if store.local().is_some_and(|p| !p.exists()) {
+            return Err(Error::NotFound { store: store.clone() });
         }
     }
     let root = std::cell::RefCell::new(Some(root));
@@ -293,7 +294,7 @@ pub fn read_root_from(source: &dyn ByteSource, store: &Path) -> Result<RootAttrs
 /// `rel/zarr.json`, `.` for the root) and its unlisted arrays
 /// (`unlisted(group)`: the array names in `core/` or `custom/`).
 fn parse_root(
-    store: &Path,
+    store: &Location,
     read_json: impl Fn(&str) -> Result<Option<Value>>,
     unlisted: impl Fn(&str) -> Result<Vec<String>>,
 ) -> Result<RootAttrs> {
@@ -435,7 +436,7 @@ pub fn string_path(name: &str) -> String {
 /// [`Error::Format`] naming `store` when the `strings` attribute is not an
 /// object, lists an invalid name or a level other than atom or system, or
 /// lists a name that is also a field.
-pub fn string_fields(store: &Path, root: &RootAttrs) -> Result<BTreeMap<String, Level>> {
+pub fn string_fields(store: &Location, root: &RootAttrs) -> Result<BTreeMap<String, Level>> {
     let mut out = BTreeMap::new();
     let Some(v) = root.extra.get(STRINGS_ATTR) else { return Ok(out) };
     let map =
@@ -552,4 +553,27 @@ pub fn disk_usage(path: &Path) -> (u64, u64) {
         }
     }
     (bytes, files)
+}
+
+/// The root attribute this crate keeps its own records in (saved splits and
+/// statistics, the layout generation).
+pub const ATTR: &str = "atomzarr";
+
+/// How many times a defragment renumbered the store's samples (0: never).
+pub(crate) fn layout_generation(extra: &Map<String, Value>) -> u64 {
+    extra.get(ATTR).and_then(|a| a.get("layout_generation")).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Records in root attributes `extra` that a defragment renumbered the
+/// samples (it dropped deleted ones): splits keyed by physical index and
+/// statistics saved before are then known to be out of date.
+pub(crate) fn note_renumbered(extra: &mut Map<String, Value>) {
+    let next = layout_generation(extra) + 1;
+    let ours = extra.entry(ATTR).or_insert_with(|| json!({}));
+    if !ours.is_object() {
+        *ours = json!({});
+    }
+    if let Some(m) = ours.as_object_mut() {
+        m.insert("layout_generation".into(), json!(next));
+    }
 }

@@ -27,7 +27,6 @@
 
 use std::borrow::Cow;
 use std::num::NonZeroU64;
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -39,6 +38,7 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 
 use crate::data::DType;
 use crate::error::{Error, Result};
+use crate::location::Location;
 
 /// Largest decoded inner chunk (and shard index) the reader accepts: 256 MiB.
 /// zarr-python's default chunks stay under 64 MiB; the reference layout's
@@ -72,14 +72,14 @@ pub(crate) struct Geometry {
     pub compressed: bool,
 }
 
-fn bad(store: &Path, rel: &str, reason: impl Into<String>) -> Error {
+fn bad(store: &Location, rel: &str, reason: impl Into<String>) -> Error {
     Error::inconsistent(store, rel, reason)
 }
 
 /// Checks the shape, chunk grid and codecs of an opened array: every size
 /// the reader derives from them fits its integer type, an inner chunk
 /// decodes to at most [`MAX_CHUNK_BYTES`], and a shard index is no larger.
-pub(crate) fn geometry<T: ?Sized>(store: &Path, rel: &str, array: &Array<T>, dtype: DType) -> Result<Geometry> {
+pub(crate) fn geometry<T: ?Sized>(store: &Location, rel: &str, array: &Array<T>, dtype: DType) -> Result<Geometry> {
     use zarrs::array::ArrayShardedExt;
     let shape = array.shape();
     if shape.is_empty() {
@@ -189,7 +189,7 @@ pub(crate) fn backed_by(sizes: impl IntoIterator<Item = u64>, g: &Geometry, enou
 /// files: `arrays` are the axis's arrays (path, geometry), `what` names the
 /// claim for the error (which names `claimed_by`).
 pub(crate) fn check_rows(
-    store: &Path,
+    store: &Location,
     claimed_by: &str,
     what: &str,
     rows: u64,
@@ -225,7 +225,13 @@ pub(crate) fn check_rows(
 
 /// Checks that array `rel`'s `rows` rows are backed by its files, beyond
 /// [`FILL_ROW_BYTES`] of fill values per row.
-pub(crate) fn check_field_bytes(store: &Path, rel: &str, rows: u64, g: &Geometry, backed: Backing<'_>) -> Result<()> {
+pub(crate) fn check_field_bytes(
+    store: &Location,
+    rel: &str,
+    rows: u64,
+    g: &Geometry,
+    backed: Backing<'_>,
+) -> Result<()> {
     let claimed = rows
         .checked_mul(g.row_bytes as u64)
         .ok_or_else(|| bad(store, rel, format!("{rows} rows of {} bytes overflow", g.row_bytes)))?;

@@ -181,8 +181,7 @@ impl StoreLock {
     /// store at `store`, which errors name (a store being built or restored
     /// in a sibling folder of its path).
     pub(crate) fn acquire_for(dir: &Path, store: &Path, timeout: Duration) -> Result<StoreLock> {
-        Self::wait_for(dir, store, timeout, Mode::Exclusive)?
-            .ok_or_else(|| Error::NotFound { store: store.to_path_buf() })
+        Self::wait_for(dir, store, timeout, Mode::Exclusive)?.ok_or_else(|| Error::NotFound { store: store.into() })
     }
 
     /// A shared hold on the writer lock of `dir`, for a process that reads
@@ -210,7 +209,7 @@ impl StoreLock {
                     let waited = start.elapsed();
                     if waited >= timeout {
                         let holder = holder.or_else(|| holder_once_written(&dir.join(LOCK_FILE)));
-                        return Err(Error::Locked { store: store.to_path_buf(), holder, waited: timeout });
+                        return Err(Error::Locked { store: store.into(), holder, waited: timeout });
                     }
                     // Polled: std's blocking `lock` has no timeout. Short
                     // pauses first (a writer about to finish), then at most
@@ -249,7 +248,7 @@ impl StoreLock {
                     return Ok(Attempt::Unlockable);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::NotFound { store: store.to_path_buf() });
+                    return Err(Error::NotFound { store: store.into() });
                 }
                 Err(e) => return Err(Error::io(&path, e)),
             };
@@ -269,7 +268,7 @@ impl StoreLock {
                 Ok(now) if file_id(&now, &path) == id => {}
                 Ok(_) => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::NotFound { store: store.to_path_buf() });
+                    return Err(Error::NotFound { store: store.into() });
                 }
                 Err(e) => return Err(Error::io(&path, e)),
             }
@@ -360,7 +359,7 @@ mod tests {
         let t = Instant::now();
         match StoreLock::acquire(dir.path(), Duration::from_millis(30)) {
             Err(Error::Locked { store, holder: Some(h), waited }) => {
-                assert_eq!(store, dir.path());
+                assert_eq!(store, crate::Location::from(dir.path()));
                 assert_eq!(h.pid, std::process::id());
                 assert_eq!(waited, Duration::from_millis(30));
             }

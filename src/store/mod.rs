@@ -11,10 +11,8 @@
 //! | [`lock`] | the writer lock: one writer per store at a time (an OS file lock on a file in the store) |
 //! | `writer` | [`AtomicDataZarrWriter`]: write, append (crash-safe), custom fields, delete, defragment |
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
-//! | [`import`] | `atomzarr import`: extended-XYZ files streamed into a store (created or appended), neighbor lists on the way |
 //! | [`bytes`] | [`ByteSource`](bytes::ByteSource): the reads the reader makes, from local files or a remote store |
 //! | `remote` | (feature `remote`) stores on object storage and HTTP: URLs, options, the client, disk cache, `copy` |
-//! | [`saved`] | splits and statistics saved in the root attributes (`atomzarr`): [`saved::SavedStats`], `Split::from_store`, staleness |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
 pub(crate) mod arrays;
@@ -22,14 +20,11 @@ pub mod bytes;
 pub(crate) mod config;
 pub(crate) mod durable;
 pub mod format;
-pub mod import;
 pub(crate) mod limits;
-pub(crate) mod location;
 pub mod lock;
 pub(crate) mod reader;
 pub mod remote;
 pub mod repair;
-pub mod saved;
 pub(crate) mod writer;
 
 pub use config::ResolvedArrayConfig;

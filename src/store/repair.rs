@@ -32,7 +32,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 use zarrs::array::{ArrayBytes, CodecOptions};
@@ -40,6 +40,7 @@ use zarrs::array::{ArrayBytes, CodecOptions};
 use crate::data::{DType, HostData};
 use crate::data::{NEIGHBOR_LIST, append_shifts};
 use crate::error::{Error, Result};
+use crate::location::Location;
 use crate::store::ZarrWriteConfig;
 use crate::store::reader::{AtomicDataZarrReader, ReaderOptions, State};
 use crate::store::writer::AtomicDataZarrWriter;
@@ -75,7 +76,7 @@ pub struct UnfixedSample {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RepairReport {
     /// The store.
-    pub store: PathBuf,
+    pub store: Location,
     /// Active samples with at least one edge, all checked.
     pub samples_checked: usize,
     /// Samples whose fix is unambiguous, grouped by shift.
@@ -157,7 +158,7 @@ pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Dura
     fixes.sort_unstable();
     let first_row = ptrs[fixes[0].0] as u64;
     let end_row = f.array.shape().first().copied().unwrap_or(0);
-    let mut vals = read_rows(reader.path(), f, first_row..end_row)?;
+    let mut vals = read_rows(reader.location(), f, first_row..end_row)?;
     let per_row = f.row_elems;
     for &(p, shift) in &fixes {
         let (a, b) =
@@ -168,7 +169,7 @@ pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Dura
                 .ok_or_else(|| Error::inconsistent(path, &f.rel, "index overflow while repairing"))?;
         }
     }
-    let bytes = to_dtype_bytes(path, &f.rel, f.dtype, &vals)?;
+    let bytes = to_dtype_bytes(reader.location(), &f.rel, f.dtype, &vals)?;
     writer.overwrite_rows(&f.rel, first_row..end_row, bytes)?;
     report.written = true;
 
@@ -196,7 +197,7 @@ fn neighbor_field(st: &State) -> Option<&crate::store::reader::FieldArray> {
 }
 
 /// Rows `rows` of `f` as i64 (integer dtypes only).
-fn read_rows(store: &Path, f: &crate::store::reader::FieldArray, rows: std::ops::Range<u64>) -> Result<Vec<i64>> {
+fn read_rows(store: &Location, f: &crate::store::reader::FieldArray, rows: std::ops::Range<u64>) -> Result<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -214,7 +215,7 @@ fn read_rows(store: &Path, f: &crate::store::reader::FieldArray, rows: std::ops:
 }
 
 /// `vals` in `dtype`'s native-endian bytes, refusing values that do not fit.
-fn to_dtype_bytes(store: &Path, rel: &str, dtype: DType, vals: &[i64]) -> Result<Vec<u8>> {
+fn to_dtype_bytes(store: &Location, rel: &str, dtype: DType, vals: &[i64]) -> Result<Vec<u8>> {
     let bad = |v: i64| Error::inconsistent(store, rel, format!("repaired index {v} does not fit {dtype}"));
     macro_rules! cast {
         ($t:ty) => {{
@@ -235,7 +236,7 @@ fn to_dtype_bytes(store: &Path, rel: &str, dtype: DType, vals: &[i64]) -> Result
 fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<State>)> {
     let st = reader.snapshot();
     let mut report = RepairReport {
-        store: reader.path().to_path_buf(),
+        store: reader.location().clone(),
         samples_checked: 0,
         fixed: vec![],
         unfixed: vec![],
@@ -247,7 +248,7 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
         Some(active) => active.iter().enumerate().for_each(|(k, &p)| logical[p] = Some(k)),
         None => logical.iter_mut().enumerate().for_each(|(k, l)| *l = Some(k)),
     }
-    let seen = scan(reader.path(), &st, f, &logical, &mut report)?;
+    let seen = scan(reader.location(), &st, f, &logical, &mut report)?;
     let mut runs = Runs { atoms: &st.atoms_ptr, seen: &seen, logical: &logical, report, run: vec![], shared: vec![] };
     runs.group();
     let mut report = runs.report;
@@ -258,7 +259,7 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
 /// Pass 1: each physical sample's status, reading a window of edge rows
 /// at a time.
 fn scan(
-    path: &Path,
+    path: &Location,
     st: &State,
     f: &crate::store::reader::FieldArray,
     logical: &[Option<usize>],

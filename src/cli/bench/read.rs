@@ -92,11 +92,7 @@ pub fn time_reads(
     if let Some(e) = expected
         && e != n
     {
-        return Err(Error::inconsistent(
-            &store.display_path(),
-            "/",
-            format!("expected {e} readable samples, found {n}"),
-        ));
+        return Err(Error::inconsistent(store, "/", format!("expected {e} readable samples, found {n}")));
     }
     let mut order = match opts.order {
         ReadOrder::ChunkShuffle => chunk_shuffle_order(&*reader, opts)?,

@@ -1,8 +1,6 @@
 //! The report: facts about a store, one row per (store, read path), and the
 //! table the CLI prints.
 
-use std::path::{Path, PathBuf};
-
 use serde::Serialize;
 
 use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
@@ -57,7 +55,7 @@ pub fn store_facts(store: &Location) -> Result<StoreFacts> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReportRow {
     /// The store read.
-    pub store: PathBuf,
+    pub store: Location,
     /// Active samples in the store.
     pub systems: usize,
     /// Read path.
@@ -143,7 +141,7 @@ pub struct ReportRow {
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rows_for(
-    store: &Path,
+    store: &Location,
     facts: &StoreFacts,
     write: Option<(f64, String)>,
     opts: &ReadOptions,
@@ -162,7 +160,7 @@ pub(super) fn rows_for(
             let t = r.read_time.as_secs_f64();
             let read_rate = if t > 0.0 { r.samples_read as f64 / t } else { 0.0 };
             ReportRow {
-                store: store.to_path_buf(),
+                store: store.clone(),
                 systems: n,
                 read_path: path,
                 read_order: opts.order,
@@ -218,7 +216,7 @@ pub fn read_bench(store: impl Into<Location>, opts: &ReadOptions) -> Result<Vec<
     let mut rows = Vec::new();
     for &p in &opts.paths {
         let r = time_reads(store, p, opts, Some(facts.num_systems))?;
-        rows.extend(rows_for(&store.display_path(), &facts, None, opts, p, r, floor));
+        rows.extend(rows_for(store, &facts, None, opts, p, r, floor));
     }
     Ok(rows)
 }

@@ -215,7 +215,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions, on_phase: &mut dyn FnMut(
         let floor = decode_floor(&location, opts)?;
         for &p in &opts.paths {
             let r = time_reads(&location, p, opts, Some(n))?;
-            rows.extend(rows_for(&store, &facts, Some((write_time, w.describe())), opts, p, r, floor));
+            rows.extend(rows_for(&location, &facts, Some((write_time, w.describe())), opts, p, r, floor));
         }
     }
     Ok(rows)

@@ -71,7 +71,7 @@ impl AtomicDataZarrReader {
                 if !f.wide_only.swap(true, std::sync::atomic::Ordering::Relaxed) {
                     log::info!(
                         "{}, array {}: chunk {chunk} holds a value outside int32; the array is read as int64 from now on",
-                        self.path.display(),
+                        self.location,
                         f.rel
                     );
                 }

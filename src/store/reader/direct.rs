@@ -13,7 +13,7 @@ use super::state::FieldArray;
 use crate::data::DType;
 use crate::error::{Error, Result};
 use crate::store::arrays::is_crc32c;
-use crate::store::bytes::{Bytes, SourceStorage as Store};
+use crate::store::bytes::{ByteStorage as Store, Bytes};
 
 /// How the reader decodes an array's (inner) chunks itself: it reads each
 /// chunk's encoded bytes (for sharded arrays, through the shard index it
@@ -336,7 +336,7 @@ impl AtomicDataZarrReader {
     }
 
     fn checksum_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
-        Error::Checksum { store: self.path.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
+        Error::Checksum { store: self.location.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
     }
 
     /// A zarrs codec error of chunk `chunk`: a typed checksum error when a

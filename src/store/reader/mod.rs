@@ -23,17 +23,17 @@
 //! | `reader_impl` | the [`Reader`] implementation |
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use zarrs::array::CodecOptions;
 
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
+use crate::location::Location;
 use crate::source::Reader;
-use crate::store::bytes::{ByteSource, IoStats, LocalSource, SourceStorage};
+use crate::store::bytes::{ByteSource, ByteStorage, IoStats, LocalBytes};
 use crate::store::format;
-use crate::store::location::Location;
 use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 pub(crate) use state::{FieldArray, State};
 
@@ -143,12 +143,13 @@ impl ReaderOptions {
 /// # Ok(()) }
 /// ```
 pub struct AtomicDataZarrReader {
-    path: PathBuf,
-    source: Arc<str>,
+    location: Location,
+    /// The location as text, what [`Reader::name`] returns.
+    name: Arc<str>,
     /// Where the bytes come from (local files or a remote store).
     bytes: Arc<dyn ByteSource>,
     /// The same, as zarrs storage.
-    store: Arc<SourceStorage>,
+    store: Arc<ByteStorage>,
     state: RwLock<Arc<State>>,
     cache: ChunkCache,
     codec_options: CodecOptions,
@@ -163,7 +164,7 @@ pub const DEFAULT_WINDOW_DECODE_BYTES: u64 = 256 << 20;
 
 impl std::fmt::Debug for AtomicDataZarrReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AtomicDataZarrReader").field("path", &self.path).field("len", &self.len()).finish()
+        f.debug_struct("AtomicDataZarrReader").field("location", &self.location).field("len", &self.len()).finish()
     }
 }
 
@@ -223,8 +224,8 @@ impl AtomicDataZarrReader {
         };
         #[cfg(feature = "remote")]
         {
-            let bytes: Arc<dyn ByteSource> = Arc::new(crate::store::remote::RemoteSource::open(&url, &remote)?);
-            Self::open_source(PathBuf::from(url), bytes, options)
+            let bytes: Arc<dyn ByteSource> = Arc::new(crate::store::remote::RemoteBytes::open(&url, &remote)?);
+            Self::open_source(Location::Url(url), bytes, options)
         }
         #[cfg(not(feature = "remote"))]
         {
@@ -239,24 +240,24 @@ impl AtomicDataZarrReader {
 
     fn open_local(path: PathBuf, options: ReaderOptions) -> Result<Self> {
         if let Some(kept) = format::interrupted_defragment(&path) {
-            return Err(Error::Interrupted { store: path, operation: "defragment".into(), kept });
+            return Err(Error::Interrupted { store: Location::Local(path), operation: "defragment".into(), kept });
         }
         if !path.exists() {
-            return Err(Error::NotFound { store: path });
+            return Err(Error::NotFound { store: Location::Local(path) });
         }
-        let bytes: Arc<dyn ByteSource> = Arc::new(LocalSource::new(&path));
-        Self::open_source(path, bytes, options)
+        let bytes: Arc<dyn ByteSource> = Arc::new(LocalBytes::new(&path));
+        Self::open_source(Location::Local(path), bytes, options)
     }
 
-    fn open_source(path: PathBuf, bytes: Arc<dyn ByteSource>, options: ReaderOptions) -> Result<Self> {
-        let store = Arc::new(SourceStorage(bytes.clone()));
+    fn open_source(location: Location, bytes: Arc<dyn ByteSource>, options: ReaderOptions) -> Result<Self> {
+        let store = Arc::new(ByteStorage(bytes.clone()));
         // Rayon already parallelises over chunks; codec-internal threads on
         // top would oversubscribe the cores.
         // Checksums are checked whatever zarrs' global config says.
         let codec_options = CodecOptions::default().with_concurrent_target(1).with_validate_checksums(true);
         let reader = AtomicDataZarrReader {
-            source: Arc::from(path.display().to_string()),
-            path,
+            name: Arc::from(location.to_string()),
+            location,
             bytes,
             store,
             state: RwLock::new(Arc::new(State {
@@ -292,7 +293,7 @@ impl AtomicDataZarrReader {
     }
 
     /// The store as zarrs storage (over [`Self::byte_source`]).
-    pub fn storage(&self) -> Arc<SourceStorage> {
+    pub fn storage(&self) -> Arc<ByteStorage> {
         self.store.clone()
     }
 
@@ -301,9 +302,9 @@ impl AtomicDataZarrReader {
         self.bytes.is_remote()
     }
 
-    /// The store path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the store is: its path or URL.
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 
     /// Physical sample count (deleted ones included).
@@ -333,6 +334,6 @@ impl AtomicDataZarrReader {
     }
 
     fn chunk_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
-        Error::Chunk { store: self.path.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
+        Error::Chunk { store: self.location.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
     }
 }

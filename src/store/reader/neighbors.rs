@@ -115,7 +115,7 @@ impl AtomicDataZarrReader {
             .then(|| crate::data::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next())
             .flatten();
         Error::NeighborIndex {
-            source_name: self.source.to_string(),
+            source_name: self.name.to_string(),
             index,
             physical_index,
             value: r.value,

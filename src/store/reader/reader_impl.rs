@@ -17,8 +17,8 @@ impl Reader for AtomicDataZarrReader {
         self.snapshot().len()
     }
 
-    fn source(&self) -> &str {
-        &self.source
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn field_levels(&self) -> BTreeMap<String, Level> {
@@ -32,7 +32,7 @@ impl Reader for AtomicDataZarrReader {
             .map(|&i| {
                 if i >= st.len() {
                     return Err(Error::IndexOutOfRange {
-                        source_name: self.source.to_string(),
+                        source_name: self.name.to_string(),
                         index: i as i64,
                         len: st.len(),
                     });
@@ -68,7 +68,7 @@ impl Reader for AtomicDataZarrReader {
         let st = self.snapshot();
         if index >= st.len() {
             return Err(Error::IndexOutOfRange {
-                source_name: self.source.to_string(),
+                source_name: self.name.to_string(),
                 index: index as i64,
                 len: st.len(),
             });
@@ -94,7 +94,7 @@ impl Reader for AtomicDataZarrReader {
         let st = self.snapshot();
         let len = st.len();
         if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
-            return Err(Error::IndexOutOfRange { source_name: self.source.to_string(), index: bad as i64, len });
+            return Err(Error::IndexOutOfRange { source_name: self.name.to_string(), index: bad as i64, len });
         }
         out.resize_with(batches.len(), CollatedBatch::default);
         let limit = self.window_decode_bytes;
@@ -114,7 +114,7 @@ impl Reader for AtomicDataZarrReader {
     }
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.source.clone() }
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.name.clone() }
     }
 
     fn chunked(&self) -> Option<&dyn ChunkedReader> {

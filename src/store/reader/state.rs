@@ -13,8 +13,9 @@ use super::plan::{Pointers, chunks_of};
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{CollateOptions, DType, HostData, Level};
 use crate::error::{Error, Result};
+use crate::location::Location;
 use crate::store::arrays;
-use crate::store::bytes::SourceStorage as Store;
+use crate::store::bytes::ByteStorage as Store;
 use crate::store::format;
 use crate::store::limits;
 
@@ -142,7 +143,7 @@ impl AtomicDataZarrReader {
     /// array; every size the metadata claims is checked against the files
     /// before anything of that size is allocated (see [`crate::store::limits`]).
     pub(super) fn load_state(&self) -> Result<State> {
-        let p = &self.path;
+        let p = &self.location;
         let (root, pending) = self.root_and_pending()?;
         let n = root.num_samples;
         let ptrs = self.read_pointers(n)?;
@@ -187,11 +188,11 @@ impl AtomicDataZarrReader {
     /// and the custom field an interrupted `add_custom` left committed but
     /// unmoved: its array is read where it is (the next writer moves it).
     fn root_and_pending(&self) -> Result<(format::RootAttrs, Option<String>)> {
-        let p = &self.path;
+        let p = &self.location;
         self.bytes.forget();
-        if !self.bytes.is_remote() {
-            let root = format::read_root(p)?;
-            let pending = format::interrupted_add_custom(p, &root).map(|(name, _)| name);
+        if let Location::Local(local) = p {
+            let root = format::read_root(local)?;
+            let pending = format::interrupted_add_custom(local, &root).map(|(name, _)| name);
             return Ok((root, pending));
         }
         let root = format::read_root_from(&*self.bytes, p)?;
@@ -207,16 +208,16 @@ impl AtomicDataZarrReader {
 
     /// Array `rel` opened, with its dtype and checked geometry.
     fn open_measured(&self, rel: &str) -> Result<Opened> {
-        let array = arrays::open_array(&self.path, &self.store, rel)?;
-        let dtype = arrays::array_dtype(&self.path, rel, &array)?;
-        let geometry = limits::geometry(&self.path, rel, &array, dtype)?;
+        let array = arrays::open_array(&self.location, &self.store, rel)?;
+        let dtype = arrays::array_dtype(&self.location, rel, &array)?;
+        let geometry = limits::geometry(&self.location, rel, &array, dtype)?;
         Ok(Opened { array, dtype, geometry })
     }
 
     /// The pointer arrays and the sample mask: shapes and dtypes checked,
     /// their files checked to hold `n + 1` (`n`) entries, then read.
     fn read_pointers(&self, n: usize) -> Result<StoredPointers> {
-        let p = &self.path;
+        let p = &self.location;
         let n1 = n as u64 + 1; // read_root keeps num_samples below i64::MAX
         let atoms = self.open_measured(format::ATOMS_PTR)?;
         let edges = self.open_measured(format::EDGES_PTR)?;
@@ -305,7 +306,11 @@ impl AtomicDataZarrReader {
                 let o = self.open_measured(rel)?;
                 let len = o.array.shape().first().copied().unwrap_or(0);
                 if len < need {
-                    return Err(Error::inconsistent(&self.path, rel, format!("{len} entries, pointers need {need}")));
+                    return Err(Error::inconsistent(
+                        &self.location,
+                        rel,
+                        format!("{len} entries, pointers need {need}"),
+                    ));
                 }
                 axis.push((rel.to_string(), o.geometry));
             }
@@ -317,7 +322,7 @@ impl AtomicDataZarrReader {
     /// edge-level index array, and every field must have the rows its level
     /// needs (`totals`: atoms, edges, samples).
     fn open_field<'a>(&self, name: &'a str, level: Level, rel: String, totals: [u64; 3]) -> Result<OpenedField<'a>> {
-        let p = &self.path;
+        let p = &self.location;
         let opened = self.open_measured(&rel)?;
         let dtype = opened.dtype;
         // Its values are shifted by atom offsets on every read, and
@@ -405,7 +410,7 @@ impl AtomicDataZarrReader {
             let chunks = listed.into_iter().filter(|(k, _)| !k.ends_with("zarr.json")).map(|(_, len)| len);
             return Ok(limits::backed_by(chunks, g, enough));
         }
-        let array = arrays::open_array(&self.path, &self.store, rel)?;
+        let array = arrays::open_array(&self.location, &self.store, rel)?;
         let files = array.shape().first().copied().unwrap_or(0).div_ceil(g.file_rows.max(1));
         let mut total = 0u64;
         let mut idx = vec![0u64; array.dimensionality()];
@@ -426,7 +431,7 @@ impl AtomicDataZarrReader {
     /// zarrs' `retrieve_array_subset` decodes a partly read chunk with
     /// partial decoders, and its crc32c partial decoder skips the check.
     fn read_rows(&self, array: Array<Store>, rel: &str, dtype: DType, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
-        let g = limits::geometry(&self.path, rel, &array, dtype)?;
+        let g = limits::geometry(&self.location, rel, &array, dtype)?;
         let f = self.field_array(rel, rel, Level::System, dtype, array, g);
         let mut out = Vec::new();
         for c in chunks_of(&rows, f.chunk_rows) {

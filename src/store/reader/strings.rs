@@ -16,7 +16,7 @@ use super::AtomicDataZarrReader;
 use super::plan::{Pointers, chunks_of};
 use crate::data::{Level, StringField};
 use crate::error::{Error, Result};
-use crate::store::bytes::SourceStorage as Store;
+use crate::store::bytes::ByteStorage as Store;
 use crate::store::format;
 
 /// Decoded chunks kept per string array.
@@ -42,24 +42,28 @@ impl AtomicDataZarrReader {
         total_atoms: u64,
     ) -> Result<Vec<StringArray>> {
         let mut out = Vec::new();
-        for (name, level) in format::string_fields(&self.path, root)? {
+        for (name, level) in format::string_fields(&self.location, root)? {
             let rel = format::string_path(&name);
-            let array = crate::store::arrays::open_array(&self.path, &self.store, &rel)?;
+            let array = crate::store::arrays::open_array(&self.location, &self.store, &rel)?;
             let is_string =
                 matches!(array.metadata(), zarrs::array::ArrayMetadata::V3(m) if m.data_type.name() == "string");
             if !is_string || array.dimensionality() != 1 {
-                return Err(Error::inconsistent(&self.path, &rel, "a string label must be a 1-d Zarr `string` array"));
+                return Err(Error::inconsistent(
+                    &self.location,
+                    &rel,
+                    "a string label must be a 1-d Zarr `string` array",
+                ));
             }
             let need = if level == Level::Atom { total_atoms } else { num_samples };
             let len = array.shape()[0];
             if len < need {
-                return Err(Error::inconsistent(&self.path, &rel, format!("{len} rows, the pointers need {need}")));
+                return Err(Error::inconsistent(&self.location, &rel, format!("{len} rows, the pointers need {need}")));
             }
             let chunk_rows = array
                 .chunk_shape(&[0])
                 .ok()
                 .and_then(|s| s.first().map(|n| n.get()))
-                .ok_or_else(|| Error::format(&self.path, format!("{rel}: cannot determine the chunk shape")))?;
+                .ok_or_else(|| Error::format(&self.location, format!("{rel}: cannot determine the chunk shape")))?;
             let cap = NonZeroUsize::new(CACHED_CHUNKS).unwrap_or(NonZeroUsize::MIN);
             out.push(StringArray { name, rel, level, array, chunk_rows, cache: Mutex::new(lru::LruCache::new(cap)) });
         }
@@ -73,7 +77,7 @@ impl AtomicDataZarrReader {
             return Ok(hit.clone());
         }
         let v: Vec<String> = s.array.retrieve_chunk_opt(&[c], &self.codec_options).map_err(|e| Error::Chunk {
-            store: self.path.clone(),
+            store: self.location.clone(),
             array: s.rel.clone(),
             chunk: c,
             reason: e.to_string(),
@@ -102,7 +106,7 @@ impl AtomicDataZarrReader {
                     let lo = (rows.start.max(c * s.chunk_rows) - c * s.chunk_rows) as usize;
                     let hi = (rows.end.min((c + 1) * s.chunk_rows) - c * s.chunk_rows) as usize;
                     let part = chunk.get(lo..hi).ok_or_else(|| Error::Chunk {
-                        store: self.path.clone(),
+                        store: self.location.clone(),
                         array: s.rel.clone(),
                         chunk: c,
                         reason: format!("decoded chunk of {} rows, rows {lo}..{hi} wanted", chunk.len()),

@@ -84,7 +84,7 @@ pub fn copy(src: impl Into<Location>, dst: impl Into<Location>, options: &Remote
     let (src, dst) = (src.into(), dst.into());
     let runtime = super::source::io_runtime()?;
     if let Some(p) = src.local().filter(|p| !p.join("zarr.json").is_file()) {
-        return Err(Error::NotFound { store: p.to_path_buf() });
+        return Err(Error::NotFound { store: p.into() });
     }
     let from = Side::open(&src, options)?;
     if !from.listable {
@@ -113,7 +113,7 @@ pub fn copy(src: impl Into<Location>, dst: impl Into<Location>, options: &Remote
             match std::fs::create_dir(p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return Err(Error::AlreadyExists { store: p.to_path_buf() });
+                    return Err(Error::AlreadyExists { store: p.into() });
                 }
                 Err(e) => return Err(Error::io(p, e)),
             }

@@ -2,14 +2,14 @@
 //! [`RemoteOptions`] exists without it, and opening a URL then fails with
 //! [`RemoteErrorKind::Unsupported`](crate::RemoteErrorKind::Unsupported)): `s3://`, `gs://`,
 //! `az://` through the `object_store` crate, `http(s)://` with range
-//! requests, read through [`RemoteSource`], a
+//! requests, read through [`RemoteBytes`], a
 //! [`ByteSource`](crate::store::bytes::ByteSource) the reader fetches from
 //! with many requests in flight (see the reader's `fetch` module).
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`options`] | [`RemoteOptions`]: endpoint, credentials, concurrency, merging, retries, disk cache |
-//! | `source` | [`RemoteSource`]: URL parsing, the `object_store` client, error mapping, request counts |
+//! | `source` | [`RemoteBytes`]: URL parsing, the `object_store` client, error mapping, request counts |
 //! | `disk_cache` | the bounded on-disk cache of fetched encoded chunks |
 //! | `copy` | [`copy`]: publishing a store to a URL (and back) |
 //!
@@ -29,4 +29,4 @@ mod source;
 pub use copy::{CopyReport, copy};
 pub use options::RemoteOptions;
 #[cfg(feature = "remote")]
-pub use source::RemoteSource;
+pub use source::RemoteBytes;

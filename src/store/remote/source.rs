@@ -1,4 +1,4 @@
-//! [`RemoteSource`]: a store at a URL, read through an `object_store`
+//! [`RemoteBytes`]: a store at a URL, read through an `object_store`
 //! client on the process's I/O runtime (the reader is synchronous).
 //!
 //! One runtime and one client per store URL and options serve every
@@ -159,12 +159,12 @@ pub(super) fn remote_error(url: String, e: &object_store::Error) -> Error {
 /// ```no_run
 /// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::store::bytes::ByteSource;
-/// use atomzarr::store::remote::{RemoteOptions, RemoteSource};
-/// let src = RemoteSource::open("https://example.org/data/train.zarr", &RemoteOptions::default())?;
+/// use atomzarr::store::remote::{RemoteOptions, RemoteBytes};
+/// let src = RemoteBytes::open("https://example.org/data/train.zarr", &RemoteOptions::default())?;
 /// let root = src.get("zarr.json")?;
 /// # Ok(()) }
 /// ```
-pub struct RemoteSource {
+pub struct RemoteBytes {
     client: Arc<Client>,
     runtime: &'static tokio::runtime::Runtime,
     concurrency: usize,
@@ -176,9 +176,9 @@ pub struct RemoteSource {
     meta: std::sync::Mutex<std::collections::HashMap<String, Option<Bytes>>>,
 }
 
-impl std::fmt::Debug for RemoteSource {
+impl std::fmt::Debug for RemoteBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteSource").field("url", &self.client.url).field("concurrency", &self.concurrency).finish()
+        f.debug_struct("RemoteBytes").field("url", &self.client.url).field("concurrency", &self.concurrency).finish()
     }
 }
 
@@ -308,7 +308,7 @@ fn merge_allow_http(
     }
 }
 
-impl RemoteSource {
+impl RemoteBytes {
     /// Connects to the store at `url` (no request is made yet).
     ///
     /// # Errors
@@ -324,7 +324,7 @@ impl RemoteSource {
             Some((dir, max)) => Some(DiskCache::open(dir, max)?),
             None => None,
         };
-        Ok(RemoteSource {
+        Ok(RemoteBytes {
             client: Arc::new(Client { store, prefix, url, counters: IoCounters::default() }),
             runtime,
             concurrency: options.concurrency(),
@@ -346,7 +346,7 @@ impl RemoteSource {
     }
 }
 
-impl ByteSource for RemoteSource {
+impl ByteSource for RemoteBytes {
     fn location(&self) -> &str {
         &self.client.url
     }

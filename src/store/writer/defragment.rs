@@ -54,14 +54,14 @@ impl AtomicDataZarrWriter {
         new_root.extra = root.extra.clone();
         if len < root.num_samples {
             // Rows renumbered: records keyed by physical index are out of date.
-            crate::store::saved::note_renumbered(&mut new_root.extra);
+            crate::store::format::note_renumbered(&mut new_root.extra);
         }
         if len == 0 {
             // No samples: carry the schema over anyway so appends still check it.
             for (name, info) in &root.fields {
                 let rel = format::field_path(info.group, name);
                 let a = self.open_array(&rel)?;
-                let dtype = arrays::array_dtype(&self.path, &rel, &a)?;
+                let dtype = arrays::array_dtype(&self.location(), &rel, &a)?;
                 let mut shape = a.shape().to_vec();
                 shape[0] = 0;
                 arrays::create_array(&tmp, &out.store, &rel, dtype, shape, &config.resolve(info.group, name), None)?;

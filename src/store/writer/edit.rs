@@ -25,7 +25,7 @@ impl AtomicDataZarrWriter {
         let root = format::read_root(&self.path)?;
         format::check_field_name(name)
             .map_err(|r| Error::invalid(format!("{}: add_custom", self.path.display()), r))?;
-        if root.fields.contains_key(name) || format::string_fields(&self.path, &root)?.contains_key(name) {
+        if root.fields.contains_key(name) || format::string_fields(&self.location(), &root)?.contains_key(name) {
             return Err(Error::invalid(
                 format!("{}: add_custom", self.path.display()),
                 format!("field {name} already exists"),
@@ -96,7 +96,7 @@ impl AtomicDataZarrWriter {
         let root = format::read_root(&self.path)?;
         let ctx = || format!("{}: add_filled {name}", self.path.display());
         format::check_field_name(name).map_err(|r| Error::invalid(ctx(), r))?;
-        if root.fields.contains_key(name) || format::string_fields(&self.path, &root)?.contains_key(name) {
+        if root.fields.contains_key(name) || format::string_fields(&self.location(), &root)?.contains_key(name) {
             return Err(Error::invalid(ctx(), "a field or string label of this name exists"));
         }
         let n = root.num_samples;
@@ -207,7 +207,7 @@ impl AtomicDataZarrWriter {
 
     fn zero_rows(&self, rel: &str, rows: Range<u64>) -> Result<()> {
         let a = self.open_rows_array(rel)?;
-        let dtype = arrays::array_dtype(&self.path, rel, &a)?;
+        let dtype = arrays::array_dtype(&self.location(), rel, &a)?;
         let row: u64 = a.shape()[1..].iter().product();
         let bytes = vec![0u8; ((rows.end - rows.start) * row) as usize * dtype.size()];
         let mut subset = vec![rows];

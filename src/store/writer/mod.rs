@@ -45,7 +45,6 @@ mod append;
 mod defragment;
 mod edit;
 mod recover;
-mod saved;
 mod strings;
 mod tail;
 
@@ -159,7 +158,7 @@ impl AtomicDataZarrWriter {
     /// [`Error::Io`] or [`Error::Zarr`] naming the path when writing fails.
     pub fn create(location: impl Into<crate::Location>, config: ZarrWriteConfig) -> Result<Self> {
         let location = location.into();
-        let path = location.writable("create")?.to_path_buf();
+        let path = writable(&location, "create")?;
         config.validate()?;
         let building = format::sibling(&path, format::CREATING);
         let lock = Self::lock_new_folder(&path, &building, config.lock_timeout())?;
@@ -200,7 +199,7 @@ impl AtomicDataZarrWriter {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists || path.exists() => {
                 // Something appeared at `path` while this store was built.
                 std::fs::remove_dir_all(&building).map_err(|e| Error::io(&building, e))?;
-                return Err(Error::AlreadyExists { store: path });
+                return Err(Error::AlreadyExists { store: path.into() });
             }
             Err(e) => return Err(Error::io(&path, e)),
         }
@@ -230,7 +229,7 @@ impl AtomicDataZarrWriter {
                 std::thread::sleep(std::time::Duration::from_millis(u64::from(pass.min(50))));
             }
             if path.exists() {
-                return Err(Error::AlreadyExists { store: path.to_path_buf() });
+                return Err(Error::AlreadyExists { store: path.into() });
             }
             match std::fs::create_dir(building) {
                 Ok(()) => match StoreLock::acquire_for(building, path, std::time::Duration::ZERO) {
@@ -255,7 +254,7 @@ impl AtomicDataZarrWriter {
                 Err(e) => return Err(Error::io(building, e)),
             }
         }
-        Err(Error::Locked { store: path.to_path_buf(), holder: None, waited: timeout })
+        Err(Error::Locked { store: path.into(), holder: None, waited: timeout })
     }
 
     /// Shows a progress bar on stderr during defragment and large writes
@@ -308,7 +307,7 @@ impl AtomicDataZarrWriter {
     }
 
     fn open_array(&self, rel: &str) -> Result<Array<Store>> {
-        arrays::open_array(&self.path, &self.store, rel)
+        arrays::open_array(&self.location(), &self.store, rel)
     }
 
     /// An array with a row axis (dimension 0), as every store array has.
@@ -325,7 +324,7 @@ impl AtomicDataZarrWriter {
         for (name, info) in &root.fields {
             let rel = format::field_path(info.group, name);
             let a = self.open_array(&rel)?;
-            let dtype = arrays::array_dtype(&self.path, &rel, &a)?;
+            let dtype = arrays::array_dtype(&self.location(), &rel, &a)?;
             if a.dimensionality() == 0 {
                 return Err(Error::inconsistent(&self.path, &rel, "zero-dimensional array (fields have a row axis)"));
             }
@@ -344,7 +343,7 @@ impl AtomicDataZarrWriter {
             return Err(Error::inconsistent(&self.path, rel, format!("shorter than num_samples {n} + 1")));
         }
         // Readers take any integer pointer dtype; appending writes int64.
-        let dtype = arrays::array_dtype(&self.path, rel, &a)?;
+        let dtype = arrays::array_dtype(&self.location(), rel, &a)?;
         if dtype != DType::Int64 {
             return Err(Error::inconsistent(&self.path, rel, format!("dtype {dtype}: appends need int64 pointers")));
         }
@@ -355,7 +354,7 @@ impl AtomicDataZarrWriter {
     fn pointers(&self, rel: &str, n: usize) -> Result<Vec<i64>> {
         let a = self.pointer_array(rel, n)?;
         let v = a.retrieve_array_subset::<Vec<i64>>(&[0..n as u64 + 1]).map_err(arr_err(&self.path, rel))?;
-        format::check_pointers(&self.path, rel, &v, n)?;
+        format::check_pointers(&self.location(), rel, &v, n)?;
         Ok(v)
     }
 
@@ -463,5 +462,33 @@ impl AtomicDataZarrWriter {
 
     fn bar(&self, len: u64, msg: &'static str) -> Progress {
         Progress::new(self.progress, len, msg)
+    }
+}
+
+impl AtomicDataZarrWriter {
+    /// Rewrites the root attributes with `edit` applied: one atomic, durable
+    /// replacement of the root `zarr.json` (how saved splits and statistics
+    /// are committed).
+    pub(crate) fn update_root(
+        &mut self,
+        edit: impl FnOnce(&std::path::Path, &mut format::RootAttrs) -> Result<()>,
+    ) -> Result<()> {
+        let mut root = format::read_root(&self.path)?;
+        edit(&self.path, &mut root)?;
+        format::write_root(&self.path, &root)
+    }
+
+    /// The store, as errors name it.
+    fn location(&self) -> crate::Location {
+        crate::Location::Local(self.path.clone())
+    }
+}
+
+/// The local path a writer may change: remote stores are published whole
+/// with `copy`, never written in place.
+pub(crate) fn writable(location: &crate::Location, operation: &str) -> Result<std::path::PathBuf> {
+    match location {
+        crate::Location::Local(p) => Ok(p.clone()),
+        crate::Location::Url(url) => Err(Error::RemoteReadOnly { url: url.clone(), operation: operation.to_string() }),
     }
 }

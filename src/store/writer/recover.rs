@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{AtomicDataZarrWriter, sync_parent};
+use super::{AtomicDataZarrWriter, sync_parent, writable};
 use crate::error::{Error, Result};
 use crate::store::ZarrWriteConfig;
 use crate::store::arrays;
@@ -36,7 +36,7 @@ impl AtomicDataZarrWriter {
     /// the lock timeout; [`Error::Io`] naming the path when recovery cannot proceed.
     pub fn open(location: impl Into<crate::Location>, config: ZarrWriteConfig) -> Result<Self> {
         let location = location.into();
-        let path = location.writable("open for append")?.to_path_buf();
+        let path = writable(&location, "open for append")?;
         config.validate()?;
         let lock = Self::lock_existing(&path, config.lock_timeout())?;
         // Nothing is cleaned or moved below unless `path` is a store.

@@ -23,7 +23,7 @@ impl AtomicDataZarrWriter {
             let first = samples.first().map(|s| &s.strings);
             first.into_iter().flatten().map(|(k, f)| (k.clone(), f.level)).collect()
         } else {
-            format::string_fields(&self.path, root)?
+            format::string_fields(&self.location(), root)?
         };
         let ctx = |i: usize| format!("{}: append sample {i}", self.path.display());
         if first_write {
@@ -160,7 +160,7 @@ impl AtomicDataZarrWriter {
             return Err(Error::invalid(ctx(), "string labels are atom or system level"));
         }
         let mut root = format::read_root(&self.path)?;
-        let mut labels = format::string_fields(&self.path, &root)?;
+        let mut labels = format::string_fields(&self.location(), &root)?;
         if labels.contains_key(name) || root.fields.contains_key(name) {
             return Err(Error::invalid(ctx(), "a field or string label of this name exists"));
         }

@@ -513,8 +513,8 @@ impl AtomicDataZarrWriter {
         let bad = |inner: u64, why: Bad| {
             let (store, array, chunk) = (self.path.clone(), rel.to_string(), shard * per_shard + inner);
             match why {
-                Bad::Checksum(reason) => Error::Checksum { store, array, chunk, reason },
-                Bad::Other(reason) => Error::Chunk { store, array, chunk, reason },
+                Bad::Checksum(reason) => Error::Checksum { store: store.into(), array, chunk, reason },
+                Bad::Other(reason) => Error::Chunk { store: store.into(), array, chunk, reason },
             }
         };
         let index = match &old {

@@ -8,7 +8,7 @@
 //! `ase.units`).
 //!
 //! ```
-//! use atomzarr::source::units::{Energy, Length, Units};
+//! use atomzarr::formats::units::{Energy, Length, Units};
 //! let spice = Units { energy: Energy::Hartree, length: Length::Bohr, ..Units::default() };
 //! let f = spice.factors();
 //! assert!((f.energy - 27.211386024367243).abs() < 1e-12);

@@ -5,8 +5,6 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-
 /// Where a store lives.
 ///
 /// Every entry point that names a store (`AtomicDataZarrReader::open`,
@@ -68,34 +66,6 @@ impl Location {
     pub fn is_remote(&self) -> bool {
         matches!(self, Location::Url(_))
     }
-
-    /// The local path a writer may change; remote stores are published
-    /// whole with `copy`, never written in place.
-    ///
-    /// ```
-    /// use atomzarr::Location;
-    /// assert!(Location::from("out.zarr").writable("create").is_ok());
-    /// let e = Location::from("s3://b/x.zarr").writable("append").unwrap_err();
-    /// assert!(matches!(e, atomzarr::Error::RemoteReadOnly { .. }));
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::RemoteReadOnly`] naming the URL and `operation` for a URL.
-    pub fn writable(&self, operation: &str) -> Result<&Path> {
-        match self {
-            Location::Local(p) => Ok(p),
-            Location::Url(url) => Err(Error::RemoteReadOnly { url: url.clone(), operation: operation.to_string() }),
-        }
-    }
-
-    /// The name errors and reports give the store: the path, or the URL as
-    /// a path-like value.
-    pub fn display_path(&self) -> PathBuf {
-        match self {
-            Location::Local(p) => p.clone(),
-            Location::Url(u) => PathBuf::from(u),
-        }
-    }
 }
 
 impl fmt::Display for Location {
@@ -104,6 +74,13 @@ impl fmt::Display for Location {
             Location::Local(p) => write!(f, "{}", p.display()),
             Location::Url(u) => f.write_str(u),
         }
+    }
+}
+
+/// A location serializes as the text it displays: the path or the URL.
+impl serde::Serialize for Location {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -200,7 +177,6 @@ mod tests {
         assert_eq!(Location::parse("file:///a/%zz"), Location::Local("/a/%zz".into()));
         assert_eq!(Location::parse("gs://b/p").url(), Some("gs://b/p"));
         assert_eq!(Location::parse("gs://b/p").to_string(), "gs://b/p");
-        assert_eq!(Location::parse("x/y.zarr").display_path(), PathBuf::from("x/y.zarr"));
         assert_eq!(percent_decode("a%2"), "a%2");
     }
 }

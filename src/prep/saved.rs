@@ -33,14 +33,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
+use crate::prep::split::{PartSummary, Split, SplitRule};
+use crate::prep::stats::DatasetStats;
 use crate::source::Reader;
-use crate::source::split::{PartSummary, Split, SplitRule};
-use crate::source::stats::DatasetStats;
 use crate::store::AtomicDataZarrReader;
 use crate::store::format::{self, RootAttrs};
 
 /// The root attribute atomzarr keeps its own records under.
-pub const ATTR: &str = "atomzarr";
+pub use crate::store::format::ATTR;
 
 /// Where a store was: enough to tell whether samples were appended,
 /// deleted or renumbered since.
@@ -66,7 +66,7 @@ impl StoreMark {
         Ok(StoreMark {
             num_samples: reader.len(),
             num_physical: reader.num_physical(),
-            layout_generation: layout_generation(&root.extra),
+            layout_generation: format::layout_generation(&root.extra),
         })
     }
 
@@ -123,25 +123,7 @@ pub struct SavedStats {
 }
 
 fn root_of(reader: &AtomicDataZarrReader) -> Result<RootAttrs> {
-    format::read_root_from(&*reader.byte_source(), reader.path())
-}
-
-fn layout_generation(extra: &Map<String, Value>) -> u64 {
-    extra.get(ATTR).and_then(|a| a.get("layout_generation")).and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Records in root attributes `extra` that a defragment renumbered the
-/// samples (it dropped deleted ones): splits keyed by physical index and
-/// statistics saved before are then known to be out of date.
-pub(crate) fn note_renumbered(extra: &mut Map<String, Value>) {
-    let next = layout_generation(extra) + 1;
-    let ours = extra.entry(ATTR).or_insert_with(|| json!({}));
-    if !ours.is_object() {
-        *ours = json!({});
-    }
-    if let Some(m) = ours.as_object_mut() {
-        m.insert("layout_generation".into(), json!(next));
-    }
+    format::read_root_from(&*reader.byte_source(), reader.location())
 }
 
 /// The `atomzarr` object of the root attributes, made one if absent.
@@ -158,7 +140,7 @@ pub(crate) fn ours_mut<'a>(
 
 fn decode<T: for<'de> Deserialize<'de>>(reader: &AtomicDataZarrReader, what: &str, v: &Value) -> Result<T> {
     serde_json::from_value(v.clone())
-        .map_err(|e| Error::format(reader.path(), format!("root attribute {ATTR}.{what} cannot be read ({e})")))
+        .map_err(|e| Error::format(reader.location(), format!("root attribute {ATTR}.{what} cannot be read ({e})")))
 }
 
 /// Every split saved in the reader's store, by name.
@@ -169,8 +151,9 @@ fn decode<T: for<'de> Deserialize<'de>>(reader: &AtomicDataZarrReader, what: &st
 pub fn saved_splits(reader: &AtomicDataZarrReader) -> Result<BTreeMap<String, SavedSplit>> {
     let root = root_of(reader)?;
     let Some(splits) = root.extra.get(ATTR).and_then(|a| a.get("splits")) else { return Ok(BTreeMap::new()) };
-    let map =
-        splits.as_object().ok_or_else(|| Error::format(reader.path(), format!("{ATTR}.splits is not an object")))?;
+    let map = splits
+        .as_object()
+        .ok_or_else(|| Error::format(reader.location(), format!("{ATTR}.splits is not an object")))?;
     map.iter().map(|(k, v)| Ok((k.clone(), decode(reader, &format!("splits.{k}"), v)?))).collect()
 }
 
@@ -181,9 +164,9 @@ fn saved_split(reader: &AtomicDataZarrReader, name: &str) -> Result<SavedSplit> 
     let mut s = all.remove(name).ok_or_else(|| {
         Error::Config(format!(
             "{}: no split saved as {name} (saved: {}); save one with `atomzarr split {} ... --save {name}`",
-            reader.source(),
+            reader.name(),
             if names.is_empty() { "none".to_string() } else { names.join(", ") },
-            reader.source()
+            reader.name()
         ))
     })?;
     s.rule = s.rule.checked()?;
@@ -201,7 +184,7 @@ impl Split {
     /// # fn main() -> atomzarr::Result<()> {
     /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, ZarrWriteConfig};
     /// use atomzarr::sampler::ListSampler;
-    /// use atomzarr::source::split::{Split, SplitRule};
+    /// use atomzarr::prep::split::{Split, SplitRule};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("s.zarr");
     /// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
@@ -234,7 +217,7 @@ impl Split {
                 return Err(Error::Config(format!(
                     "{}: split {name} keys samples by physical index, and a defragment renumbered them since it \
                      was saved; save it again (or split by an id label, which defragment keeps)",
-                    reader.source()
+                    reader.name()
                 )));
             }
         }
@@ -264,8 +247,8 @@ impl SavedStats {
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
     /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
-    /// use atomzarr::source::stats::{StatsOptions, dataset_stats};
-    /// use atomzarr::store::saved::SavedStats;
+    /// use atomzarr::prep::stats::{StatsOptions, dataset_stats};
+    /// use atomzarr::prep::saved::SavedStats;
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("s.zarr");
     /// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
@@ -298,7 +281,7 @@ impl SavedStats {
 /// Checks that the store at the writer's path is still where `mark` saw it
 /// (what was computed is about the store as it is).
 pub(crate) fn check_unchanged(store: &std::path::Path, root: &RootAttrs, mark: &StoreMark) -> Result<()> {
-    if root.num_samples != mark.num_physical || layout_generation(&root.extra) != mark.layout_generation {
+    if root.num_samples != mark.num_physical || format::layout_generation(&root.extra) != mark.layout_generation {
         return Err(Error::Config(format!(
             "store {}: it changed while this was computed ({} samples then, {} now); compute it again",
             store.display(),

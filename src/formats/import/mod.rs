@@ -1,4 +1,4 @@
-//! Import: files of the formats MLIP data ships in ([`crate::source::frames`]:
+//! Import: files of the formats MLIP data ships in ([`crate::formats`]:
 //! extended XYZ plain or compressed, ASE's SQLite and LMDB databases,
 //! SPICE and ANI-1x HDF5, rMD17 and sGDML npz, the MPtrj JSON) into a
 //! store, streamed in batches, with neighbor lists built on the way when a
@@ -30,8 +30,8 @@ use serde_json::json;
 use crate::data::AtomicData;
 use crate::data::neighbors::add_neighbors;
 use crate::error::{Error, Result};
+use crate::formats::{FileInfo, Frame, FrameOptions, open_frames};
 use crate::progress::Progress;
-use crate::source::frames::{Frame, SourceInfo, SourceOptions, open_frames};
 use crate::store::format;
 use crate::store::{AtomicDataZarrWriter, ZarrWriteConfig};
 
@@ -55,7 +55,7 @@ pub enum Missing {
 /// Options of [`import_files`].
 ///
 /// ```
-/// use atomzarr::store::import::{ImportOptions, Missing};
+/// use atomzarr::formats::import::{ImportOptions, Missing};
 /// let o = ImportOptions::default().with_cutoff(Some(5.0)).with_batch_frames(2048).with_missing(Missing::Error);
 /// assert_eq!((o.cutoff(), o.batch_frames(), o.missing()), (Some(5.0), 2048, Missing::Error));
 /// ```
@@ -66,7 +66,7 @@ pub struct ImportOptions {
     progress: bool,
     write_config: ZarrWriteConfig,
     missing: Missing,
-    source: SourceOptions,
+    source: FrameOptions,
 }
 
 impl Default for ImportOptions {
@@ -77,7 +77,7 @@ impl Default for ImportOptions {
             progress: false,
             write_config: ZarrWriteConfig::default(),
             missing: Missing::Fill,
-            source: SourceOptions::default(),
+            source: FrameOptions::default(),
         }
     }
 }
@@ -130,12 +130,12 @@ impl ImportOptions {
         self.missing
     }
     /// How input files are read: format, units, HDF5 keys.
-    pub fn with_source(mut self, source: SourceOptions) -> Self {
+    pub fn with_source(mut self, source: FrameOptions) -> Self {
         self.source = source;
         self
     }
     /// The source options.
-    pub fn source(&self) -> &SourceOptions {
+    pub fn source(&self) -> &FrameOptions {
         &self.source
     }
 }
@@ -150,7 +150,7 @@ pub struct ImportedFile {
     /// Its layout within the format.
     pub layout: String,
     /// Its units (the format's own, or `--units`).
-    pub units: crate::source::units::Units,
+    pub units: crate::formats::units::Units,
     /// Frames read from it.
     pub frames: usize,
 }
@@ -178,7 +178,7 @@ pub struct ImportReport {
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::{AtomicDataZarrReader, Reader, ReaderExt};
-/// use atomzarr::store::import::{ImportOptions, import_files};
+/// use atomzarr::formats::import::{ImportOptions, import_files};
 /// let dir = tempfile::tempdir().unwrap();
 /// let xyz = dir.path().join("h.extxyz");
 /// // Only the second frame has a stress and a config type.
@@ -213,8 +213,7 @@ pub fn import_files<P: AsRef<Path> + Sync>(
     }
     let (mut writer, appended) = open_or_create(store, options.write_config())?;
     let bar = Progress::new(options.progress(), total_bytes, "import");
-    let mut report =
-        ImportReport { store: store.to_path_buf(), appended, frames: 0, atoms: 0, edges: 0, files: Vec::new() };
+    let mut report = ImportReport { store: store.into(), appended, frames: 0, atoms: 0, edges: 0, files: Vec::new() };
     let result = import_into(inputs, &mut writer, options, &bar, &mut report);
     bar.finish_and_clear();
     if let Err(e) = result {
@@ -252,7 +251,7 @@ fn open_or_create(store: &Path, config: &ZarrWriteConfig) -> Result<(AtomicDataZ
             other => return other,
         }
     }
-    Err(last.unwrap_or_else(|| Error::NotFound { store: store.to_path_buf() }))
+    Err(last.unwrap_or_else(|| Error::NotFound { store: store.into() }))
 }
 
 /// Records the store's units and, per file, where its frames came from.
@@ -282,7 +281,7 @@ struct Batch {
     file: PathBuf,
     /// Index of the file in the report (`None`: the file's first batch
     /// carries its info).
-    info: Option<SourceInfo>,
+    info: Option<FileInfo>,
     lines: Vec<usize>,
     samples: Vec<AtomicData>,
     bytes: u64,

@@ -32,8 +32,8 @@ use hdf5_reader::{Dataset, Datatype, Hdf5File};
 
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
-use crate::source::frames::{Frame, FrameSource, SourceOptions};
-use crate::source::units::{Energy, Factors, Length, Stress, Units, scale_f32};
+use crate::formats::units::{Energy, Factors, Length, Stress, Units, scale_f32};
+use crate::formats::{Frame, FrameOptions, Frames};
 
 /// Which layout a file has.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,7 +63,7 @@ struct Loaded {
 }
 
 /// Streams the conformers of a SPICE or ANI-1x file.
-pub struct Hdf5Reader {
+pub struct Hdf5Frames {
     path: PathBuf,
     layout: Layout,
     units: Units,
@@ -113,13 +113,13 @@ fn is_string(d: &Dataset) -> bool {
     matches!(d.dtype(), Datatype::String { .. } | Datatype::VarLen { .. })
 }
 
-impl Hdf5Reader {
+impl Hdf5Frames {
     /// Opens a file; the layout comes from the first group's dataset names.
     ///
     /// # Errors
     /// [`Error::Parse`] naming `path` when it is not an HDF5 file, has no
     /// groups, or its first group holds neither SPICE nor ANI-1x datasets.
-    pub fn open(path: &Path, options: &SourceOptions) -> Result<Hdf5Reader> {
+    pub fn open(path: &Path, options: &FrameOptions) -> Result<Hdf5Frames> {
         let file = Hdf5File::open(path).map_err(|e| h5err(path, "hdf5", e))?;
         let root = file.root_group().map_err(|e| h5err(path, "hdf5", e))?;
         let groups = root.groups().map_err(|e| h5err(path, "hdf5", e))?;
@@ -147,7 +147,7 @@ impl Hdf5Reader {
             Layout::Spice => ("dft_total_energy", "dft_total_gradient"),
             Layout::Ani => ("wb97x_dz.energy", "wb97x_dz.forces"),
         };
-        Ok(Hdf5Reader {
+        Ok(Hdf5Frames {
             path: path.to_path_buf(),
             layout,
             units,
@@ -301,7 +301,7 @@ impl Hdf5Reader {
     }
 }
 
-impl FrameSource for Hdf5Reader {
+impl Frames for Hdf5Frames {
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
         let mut out = Vec::new();
         while out.len() < max_frames.max(1) {

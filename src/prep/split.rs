@@ -36,12 +36,12 @@
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
-//! use atomzarr::{AtomicData, InMemoryDataset};
-//! use atomzarr::source::split::{Split, SplitRule};
+//! use atomzarr::{AtomicData, InMemoryReader};
+//! use atomzarr::prep::split::{Split, SplitRule};
 //! let samples: Vec<AtomicData> = (0..100)
 //!     .map(|i| AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_string("mol", format!("m{}", i / 4)))
 //!     .collect();
-//! let data = InMemoryDataset::from_samples(&samples, "toy")?;
+//! let data = InMemoryReader::from_samples(&samples, "toy")?;
 //! let rule = SplitRule::parse("train=0.8,val=0.2")?.with_by(Some("mol".into())).with_seed(1);
 //! let split = Split::compute(&data, &rule)?;
 //! let (train, val) = (split.indices("train")?, split.indices("val")?);
@@ -65,7 +65,7 @@ use crate::source::{Reader, ReaderExt};
 /// parts with their fractions (in order: the order is part of the rule).
 ///
 /// ```
-/// use atomzarr::source::split::SplitRule;
+/// use atomzarr::prep::split::SplitRule;
 /// let r = SplitRule::parse("train=0.8,val=0.1,test=0.1").unwrap().with_seed(7);
 /// assert_eq!(r.parts()[1], ("val".to_string(), 0.1));
 /// assert_eq!(r.part_of_key("mp-149"), r.part_of_key("mp-149"));
@@ -254,7 +254,7 @@ fn key_source<R: Reader + ?Sized>(reader: &R, by: Option<&str>) -> Result<KeySou
         (None, None) => {
             return Err(Error::Config(format!(
                 "{}: no label {by} to split by (string labels {:?}, fields {:?})",
-                reader.source(),
+                reader.name(),
                 strings.keys().collect::<Vec<_>>(),
                 fields.keys().collect::<Vec<_>>()
             )));
@@ -263,7 +263,7 @@ fn key_source<R: Reader + ?Sized>(reader: &R, by: Option<&str>) -> Result<KeySou
     if level != Level::System {
         return Err(Error::Config(format!(
             "{}: {by} is a {level} label; a split groups samples by a system label (one value per sample)",
-            reader.source()
+            reader.name()
         )));
     }
     if strings.contains_key(by) {
@@ -353,11 +353,11 @@ impl Split {
                     let mut out = Vec::new();
                     reader.load_collated(std::slice::from_ref(&idx), &mut out)?;
                     let b = out.first().ok_or_else(|| Error::InvalidInput {
-                        context: reader.source().to_string(),
+                        context: reader.name().to_string(),
                         reason: "load_collated returned no batch".into(),
                     })?;
                     let atoms = b.atoms_ptr.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
-                    Ok((batch_keys(&src, b, reader.source())?, atoms))
+                    Ok((batch_keys(&src, b, reader.name())?, atoms))
                 })
                 .collect::<Result<_>>()?;
             for (&start, (keys, atoms)) in wave.iter().zip(read) {

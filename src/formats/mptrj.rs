@@ -29,12 +29,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 use serde::Deserialize;
 
+use crate::data::elements::atomic_number;
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
-use crate::source::extxyz::elements::atomic_number;
-use crate::source::frames::{Frame, FrameSource};
-use crate::source::input::{TextInput, open_text};
-use crate::source::units::{Energy, Factors, Length, Stress, Units, scale_f32};
+use crate::formats::input::{TextInput, open_text};
+use crate::formats::units::{Energy, Factors, Length, Stress, Units, scale_f32};
+use crate::formats::{Frame, Frames};
 
 /// MPtrj's units: eV, Å, stress in kBar.
 pub const UNITS: Units = Units { energy: Energy::EV, length: Length::Angstrom, stress: Stress::Kbar };
@@ -257,7 +257,7 @@ impl Scanner {
 }
 
 /// Streams MPtrj frames.
-pub struct MptrjReader {
+pub struct MptrjFrames {
     path: PathBuf,
     scanner: Scanner,
     file_bytes: Arc<AtomicU64>,
@@ -267,16 +267,16 @@ pub struct MptrjReader {
     units: Units,
 }
 
-impl MptrjReader {
+impl MptrjFrames {
     /// Opens the file (plain or compressed); `units` default to [`UNITS`].
     ///
     /// # Errors
     /// [`Error::Io`] naming `path` when it cannot be opened or read;
     /// [`Error::InvalidInput`] for xz input in a build without the `xz` feature.
-    pub fn open(path: &Path, units: Units) -> Result<MptrjReader> {
+    pub fn open(path: &Path, units: Units) -> Result<MptrjFrames> {
         let size = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
         let (input, file_bytes) = open_text(path)?;
-        Ok(MptrjReader {
+        Ok(MptrjFrames {
             path: path.to_path_buf(),
             scanner: Scanner::new(input),
             file_bytes,
@@ -363,7 +363,7 @@ fn frame(
     Ok(d)
 }
 
-impl FrameSource for MptrjReader {
+impl Frames for MptrjFrames {
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
         // Entries until about `max_frames` frames (a material has ~30 on
         // average; the count is only known once parsed, so estimate from

@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
-use crate::source::frames::{Frame, FrameSource};
-use crate::source::units::{Energy, Factors, Length, Stress, Units, scale_f32};
+use crate::formats::units::{Energy, Factors, Length, Stress, Units, scale_f32};
+use crate::formats::{Frame, Frames};
 
 /// An array's element type.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -405,7 +405,7 @@ impl Archive<'_> {
 }
 
 /// Streams the frames of an rMD17 or sGDML `.npz`.
-pub struct NpzReader {
+pub struct NpzFrames {
     path: PathBuf,
     layout: Layout,
     units: Units,
@@ -421,14 +421,14 @@ pub struct NpzReader {
     done: usize,
 }
 
-impl NpzReader {
+impl NpzFrames {
     /// Opens an `.npz`; `units` override the key set's own.
     ///
     /// # Errors
     /// [`Error::Io`] naming `path` when it cannot be read; [`Error::Parse`] naming
     /// `path` and the entry when it is not a zip of `.npy` arrays, lacks the
     /// rMD17 or sGDML keys, or an array has the wrong shape, dtype or units.
-    pub fn open(path: &Path, units: Option<Units>) -> Result<NpzReader> {
+    pub fn open(path: &Path, units: Option<Units>) -> Result<NpzFrames> {
         let ar = Archive { path, locs: entry_locations(path)? };
         let (layout, [z_key, r_key, e_key, f_key]) = ar.key_set()?;
         let mut z = ar.open(z_key)?;
@@ -461,7 +461,7 @@ impl NpzReader {
         }
         let known = [z_key, r_key, e_key, f_key, "e_unit", "r_unit", "md5", "type", "lattice"];
         let Extras { extra, labels } = ar.extras(&known, frames)?;
-        Ok(NpzReader {
+        Ok(NpzFrames {
             path: path.to_path_buf(),
             layout,
             units,
@@ -492,7 +492,7 @@ impl NpzReader {
     }
 }
 
-impl FrameSource for NpzReader {
+impl Frames for NpzFrames {
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
         let k = max_frames.max(1).min(self.frames - self.done);
         if k == 0 {

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use super::comment::{self, Value};
-use super::elements;
+use crate::data::elements;
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
-use crate::source::units::Factors;
+use crate::formats::units::Factors;
 
 /// Where a frame's text sits, and the units it converts from.
 pub(crate) struct FrameText<'a> {
@@ -122,7 +122,7 @@ fn field_name(file_name: &str) -> String {
 
 /// `x * factor` in f64, rounded once to f32.
 fn scale_f32(x: f64, factor: f64) -> f32 {
-    crate::source::units::scale_f32(x, factor)
+    crate::formats::units::scale_f32(x, factor)
 }
 
 impl FrameText<'_> {

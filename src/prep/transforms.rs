@@ -23,7 +23,7 @@
 //! # fn main() -> atomzarr::Result<()> {
 //! use std::collections::BTreeMap;
 //! use atomzarr::{AtomicData, CollatedBatch};
-//! use atomzarr::pipeline::transforms::{CollatedTransform, ScaleShift, SubtractE0s};
+//! use atomzarr::prep::transforms::{CollatedTransform, ScaleShift, SubtractE0s};
 //! let water = AtomicData::new(vec![8, 1, 1], vec![[0.0; 3]; 3])?.with_energy(-14.0);
 //! let mut b = CollatedBatch::from_samples(&[0], &[water])?;
 //! SubtractE0s::new(BTreeMap::from([(1, -1.5), (8, -10.0)])).apply(&mut b, 0)?;
@@ -39,7 +39,7 @@ use std::sync::Arc;
 use crate::data::rotation::Rotation;
 use crate::data::{CollatedBatch, CollatedField, HostData, Level};
 use crate::error::{Error, Result};
-use crate::source::stats::DatasetStats;
+use crate::prep::stats::DatasetStats;
 
 /// A transform of a collated host batch, in place. `epoch` is the
 /// [`DataLoader`](crate::DataLoader)'s epoch (a [`Dataset`](crate::Dataset)'s
@@ -267,7 +267,7 @@ pub const ROTATED_TENSORS: &[&str] = &["stress", "virial"];
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::{AtomicData, CollatedBatch};
-/// use atomzarr::pipeline::transforms::{CollatedTransform, RandomRotation};
+/// use atomzarr::prep::transforms::{CollatedTransform, RandomRotation};
 /// let s = AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.74, 0.0, 0.0]])?;
 /// let mut b = CollatedBatch::from_samples(&[5], &[s])?;
 /// RandomRotation::new(1).apply(&mut b, 0)?;
@@ -383,7 +383,7 @@ impl CollatedTransform for RandomRotation {
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::{AtomicData, CollatedBatch};
-/// use atomzarr::pipeline::transforms::{CollatedTransform, SampleWeights};
+/// use atomzarr::prep::transforms::{CollatedTransform, SampleWeights};
 /// let s = |t: &str| AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_string("config_type", t);
 /// let mut b = CollatedBatch::from_samples(&[0, 1, 2], &[s("aimd"), s("md"), s("")])?;
 /// SampleWeights::parse("config_type=aimd:0.5,md:2")?.apply(&mut b, 0)?;

@@ -14,8 +14,8 @@
 
 use std::fmt::Write as _;
 
+use crate::data::elements;
 use crate::data::{AtomicData, Field, HostData, Level};
-use crate::source::extxyz::elements;
 
 fn float(out: &mut String, x: f64, single: bool) {
     if single {

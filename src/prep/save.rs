@@ -1,17 +1,17 @@
 //! Saving splits and statistics in the root attributes
-//! ([`crate::store::saved`]): one atomic, durable rewrite of the root
+//! ([`crate::prep::saved`]): one atomic, durable rewrite of the root
 //! `zarr.json`, the writer's commit path.
 
 use serde_json::Value;
 
-use super::AtomicDataZarrWriter;
 use crate::error::{Error, Result};
+use crate::prep::saved::{self, SavedSplit, SavedStats, StatsScope, StoreMark};
+use crate::prep::split::Split;
+use crate::prep::stats::DatasetStats;
 use crate::source::Reader;
-use crate::source::split::Split;
-use crate::source::stats::DatasetStats;
 use crate::store::AtomicDataZarrReader;
+use crate::store::AtomicDataZarrWriter;
 use crate::store::format;
-use crate::store::saved::{self, SavedSplit, SavedStats, StatsScope, StoreMark};
 
 impl AtomicDataZarrWriter {
     /// Saves `split` (computed over `reader`, a reader of this store) as
@@ -42,7 +42,7 @@ impl AtomicDataZarrWriter {
     /// the part `split.1` of the split saved as `split.0` (`None`: every
     /// sample), replacing saved statistics. Refused if the store changed
     /// since `reader` last looked. Read back with
-    /// [`SavedStats::from_store`](crate::store::saved::SavedStats::from_store).
+    /// [`SavedStats::from_store`](crate::prep::saved::SavedStats::from_store).
     ///
     /// # Errors
     /// [`Error::Config`] when no split is saved as `split.0` or the store changed
@@ -60,7 +60,7 @@ impl AtomicDataZarrWriter {
             Some((name, part)) => {
                 let rule = saved::saved_splits(reader)?
                     .remove(name)
-                    .ok_or_else(|| Error::Config(format!("{}: no split saved as {name}", reader.source())))?
+                    .ok_or_else(|| Error::Config(format!("{}: no split saved as {name}", reader.name())))?
                     .rule;
                 Some(StatsScope { name: name.to_string(), part: part.to_string(), rule })
             }
@@ -79,9 +79,9 @@ impl AtomicDataZarrWriter {
         mark: &StoreMark,
         edit: impl FnOnce(&std::path::Path, &mut serde_json::Map<String, Value>) -> Result<()>,
     ) -> Result<()> {
-        let mut root = format::read_root(&self.path)?;
-        saved::check_unchanged(&self.path, &root, mark)?;
-        edit(&self.path, saved::ours_mut(&self.path, &mut root.extra)?)?;
-        format::write_root(&self.path, &root)
+        self.update_root(|path, root| {
+            saved::check_unchanged(path, root, mark)?;
+            edit(path, saved::ours_mut(path, &mut root.extra)?)
+        })
     }
 }

@@ -20,21 +20,21 @@
 //!
 //! Floats are parsed as f64 (as ASE does) and stored as float32, the
 //! toolkit's dtype; energies, lengths, forces and stresses are converted
-//! from the units given at open ([`ExtxyzReader::with_units`]; ASE's eV and
+//! from the units given at open ([`ExtxyzFrames::with_units`]; ASE's eV and
 //! Å by default). Frames may differ in their fields (the import fills what
-//! a frame lacks, see [`crate::store::import`]). Lines with more or fewer
+//! a frame lacks, see [`crate::formats::import`]). Lines with more or fewer
 //! columns than `Properties` declares are errors (ASE ignores extra
 //! columns). Blank lines between frames are skipped. The file may be gzip,
-//! xz or bzip2 compressed ([`crate::source::input::open_text`]).
+//! xz or bzip2 compressed ([`crate::formats::input::open_text`]).
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
-//! use atomzarr::source::extxyz::ExtxyzReader;
+//! use atomzarr::formats::extxyz::ExtxyzFrames;
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("water.extxyz");
 //! std::fs::write(&path, "3\nenergy=-14.2 Properties=species:S:1:pos:R:3:forces:R:3\n\
 //!     O 0 0 0 0 0 0.1\nH 0.96 0 0 0 0 0\nH -0.24 0.93 0 0 0 -0.1\n").unwrap();
-//! let mut r = ExtxyzReader::open(&path)?;
+//! let mut r = ExtxyzFrames::open(&path)?;
 //! let frames = r.next_batch(100)?.unwrap();
 //! assert_eq!(frames[0].line, 1);
 //! let water = &frames[0].data;
@@ -52,15 +52,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-pub use crate::source::frames::Frame;
-use crate::source::frames::FrameSource;
-use crate::source::input::{TextInput, open_text};
-use crate::source::units::{Factors, Units};
+use crate::formats::input::{TextInput, open_text};
+use crate::formats::units::{Factors, Units};
+use crate::formats::{Frame, Frames};
 
 mod comment;
-pub(crate) mod elements;
 mod frame;
-pub mod write;
+pub(crate) mod write;
 
 use frame::FrameText;
 
@@ -74,7 +72,7 @@ struct RawFrame {
 
 /// Streams the frames of one extended-XYZ file in batches: memory holds one
 /// batch's text and structures, whatever the file's size.
-pub struct ExtxyzReader {
+pub struct ExtxyzFrames {
     path: PathBuf,
     input: TextInput,
     file_bytes: Arc<AtomicU64>,
@@ -84,17 +82,17 @@ pub struct ExtxyzReader {
     factors: Factors,
 }
 
-impl ExtxyzReader {
+impl ExtxyzFrames {
     /// Opens a file (plain, or gzip / xz / bzip2 compressed).
     ///
     /// # Errors
     /// [`Error::Io`] naming `path` when it cannot be opened or read;
     /// [`Error::InvalidInput`] for xz input in a build without the `xz` feature.
-    pub fn open(path: impl AsRef<Path>) -> Result<ExtxyzReader> {
+    pub fn open(path: impl AsRef<Path>) -> Result<ExtxyzFrames> {
         let path = path.as_ref().to_path_buf();
         let size = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
         let (input, file_bytes) = open_text(&path)?;
-        Ok(ExtxyzReader {
+        Ok(ExtxyzFrames {
             path,
             input,
             file_bytes,
@@ -213,9 +211,9 @@ impl ExtxyzReader {
     }
 }
 
-impl FrameSource for ExtxyzReader {
+impl Frames for ExtxyzFrames {
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
-        ExtxyzReader::next_batch(self, max_frames)
+        ExtxyzFrames::next_batch(self, max_frames)
     }
     fn path(&self) -> &Path {
         &self.path
@@ -225,12 +223,12 @@ impl FrameSource for ExtxyzReader {
     }
 }
 
-/// Every frame of a file (for small files; [`ExtxyzReader`] streams).
+/// Every frame of a file (for small files; [`ExtxyzFrames`] streams).
 ///
 /// # Errors
-/// As [`ExtxyzReader::open`] and [`ExtxyzReader::next_batch`].
+/// As [`ExtxyzFrames::open`] and [`ExtxyzFrames::next_batch`].
 pub fn read_extxyz(path: impl AsRef<Path>) -> Result<Vec<Frame>> {
-    let mut r = ExtxyzReader::open(path)?;
+    let mut r = ExtxyzFrames::open(path)?;
     let mut out = Vec::new();
     while let Some(batch) = r.next_batch(4096)? {
         out.extend(batch);

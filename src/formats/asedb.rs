@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, Result};
-use crate::source::ase_row::{AseRow, key_values};
-use crate::source::frames::{Frame, FrameSource};
-use crate::source::units::{Factors, Units};
+use crate::formats::ase_row::{AseRow, key_values};
+use crate::formats::units::{Factors, Units};
+use crate::formats::{Frame, Frames};
 
 /// Streams the rows of an ASE SQLite database as frames.
-pub struct AseDbReader {
+pub struct AseDbFrames {
     path: PathBuf,
     conn: Connection,
     last_id: i64,
@@ -38,14 +38,14 @@ fn ints(b: Option<Vec<u8>>) -> Option<Vec<i64>> {
     b.map(|b| b.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
 }
 
-impl AseDbReader {
+impl AseDbFrames {
     /// Opens a database read-only; `units` are its energies' and lengths'
     /// (ASE's eV and Å unless told otherwise).
     ///
     /// # Errors
     /// [`Error::Parse`] naming `path` when it cannot be opened as an SQLite
     /// database with a `systems` table.
-    pub fn open(path: &Path, units: Units) -> Result<AseDbReader> {
+    pub fn open(path: &Path, units: Units) -> Result<AseDbFrames> {
         let sql = |e: rusqlite::Error| Error::Parse {
             file: path.to_path_buf(),
             line: 0,
@@ -56,7 +56,7 @@ impl AseDbReader {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(sql)?;
         let total: i64 = conn.query_row("SELECT COUNT(*) FROM systems", [], |r| r.get(0)).map_err(sql)?;
-        Ok(AseDbReader {
+        Ok(AseDbFrames {
             path: path.to_path_buf(),
             conn,
             last_id: i64::MIN,
@@ -67,7 +67,7 @@ impl AseDbReader {
     }
 }
 
-impl FrameSource for AseDbReader {
+impl Frames for AseDbFrames {
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
         let path = self.path.clone();
         let sql = |e: rusqlite::Error| Error::Parse {

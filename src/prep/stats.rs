@@ -28,7 +28,7 @@ use crate::source::Reader;
 /// Options of [`dataset_stats`].
 ///
 /// ```
-/// let o = atomzarr::source::stats::StatsOptions::default().with_chunk_size(512);
+/// let o = atomzarr::prep::stats::StatsOptions::default().with_chunk_size(512);
 /// assert_eq!(o.chunk_size(), 512);
 /// ```
 #[derive(Debug, Clone)]
@@ -111,12 +111,7 @@ struct ElementRecord {
 impl<'de> Deserialize<'de> for ElementStats {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let r = ElementRecord::deserialize(d)?;
-        Ok(ElementStats {
-            z: r.z,
-            symbol: crate::source::extxyz::elements::symbol(r.z).unwrap_or("?"),
-            count: r.count,
-            e0: r.e0,
-        })
+        Ok(ElementStats { z: r.z, symbol: crate::data::elements::symbol(r.z).unwrap_or("?"), count: r.count, e0: r.e0 })
     }
 }
 
@@ -347,14 +342,14 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, InMemoryDataset};
-/// use atomzarr::source::stats::{StatsOptions, dataset_stats};
+/// use atomzarr::{AtomicData, InMemoryReader};
+/// use atomzarr::prep::stats::{StatsOptions, dataset_stats};
 /// let mk = |z: Vec<i64>, e: f32| {
 ///     let n = z.len();
 ///     AtomicData::new(z, vec![[0.0; 3]; n]).unwrap().with_energy(e)
 /// };
 /// // E0(H) = -1, E0(O) = -5.
-/// let data = InMemoryDataset::from_samples(&[mk(vec![1, 1], -2.0), mk(vec![8], -5.0), mk(vec![1, 8], -6.0)], "toy")?;
+/// let data = InMemoryReader::from_samples(&[mk(vec![1, 1], -2.0), mk(vec![8], -5.0), mk(vec![1, 8], -6.0)], "toy")?;
 /// let s = dataset_stats(&data, &StatsOptions::default())?;
 /// assert_eq!(s.num_atoms, 5);
 /// assert!((s.elements[0].e0.unwrap() + 1.0).abs() < 1e-9);
@@ -376,10 +371,10 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicData, InMemoryDataset};
-/// use atomzarr::source::stats::{StatsOptions, subset_stats};
+/// use atomzarr::{AtomicData, InMemoryReader};
+/// use atomzarr::prep::stats::{StatsOptions, subset_stats};
 /// let mk = |e: f32| AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_energy(e);
-/// let data = InMemoryDataset::from_samples(&[mk(-2.0), mk(-2.0), mk(8.0)], "toy")?;
+/// let data = InMemoryReader::from_samples(&[mk(-2.0), mk(-2.0), mk(8.0)], "toy")?;
 /// let s = subset_stats(&data, &[0, 1], &StatsOptions::default())?;
 /// assert_eq!(s.num_samples, 2);
 /// assert!((s.elements[0].e0.unwrap() + 1.0).abs() < 1e-9); // the outlier is not in the subset
@@ -392,7 +387,7 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
 pub fn subset_stats<R: Reader + ?Sized>(reader: &R, indices: &[usize], options: &StatsOptions) -> Result<DatasetStats> {
     let len = reader.len();
     if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-        return Err(Error::IndexOutOfRange { source_name: reader.source().to_string(), index: bad as i64, len });
+        return Err(Error::IndexOutOfRange { source_name: reader.name().to_string(), index: bad as i64, len });
     }
     stats_over(reader, indices.len(), |k| indices[k], options)
 }
@@ -414,7 +409,7 @@ fn stats_over<R: Reader + ?Sized>(
             let samples = reader.load_many(&idx)?;
             let mut acc = Acc::default();
             for (i, s) in idx.iter().zip(&samples) {
-                acc.add(s, *i, reader.source())?;
+                acc.add(s, *i, reader.name())?;
             }
             bar.inc(idx.len() as u64);
             Ok(acc)
@@ -446,7 +441,7 @@ fn finish(acc: Acc) -> DatasetStats {
         .enumerate()
         .map(|(k, &z)| ElementStats {
             z,
-            symbol: crate::source::extxyz::elements::symbol(z).unwrap_or("?"),
+            symbol: crate::data::elements::symbol(z).unwrap_or("?"),
             count: acc.counts[&z],
             e0: e0s.as_ref().map(|x| x[k]),
         })

@@ -1,13 +1,13 @@
 //! `atomzarr export`: a store's samples as extended XYZ for ASE
-//! ([`crate::source::extxyz::write`]), written beside the target and renamed
+//! ([`crate::formats::extxyz::write`]), written beside the target and renamed
 //! into place when complete.
 
 use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::formats::extxyz::write::write_frame;
 use crate::source::Reader;
-use crate::source::extxyz::write::write_frame;
 
 /// Writes every logical sample of `reader` to `out` (which must not
 /// exist); returns the number of frames.
@@ -29,7 +29,7 @@ pub fn export_extxyz(reader: &dyn Reader, out: &Path) -> Result<usize> {
         let idx: Vec<usize> = (start..(start + STEP).min(reader.len())).collect();
         for (k, s) in reader.load_many(&idx)?.iter().enumerate() {
             write_frame(&mut text, s)
-                .map_err(|r| Error::invalid(format!("{} sample {}", reader.source(), start + k), r))?;
+                .map_err(|r| Error::invalid(format!("{} sample {}", reader.name(), start + k), r))?;
         }
         w.write_all(text.as_bytes()).map_err(|e| Error::io(&tmp, e))?;
         text.clear();

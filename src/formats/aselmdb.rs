@@ -20,12 +20,12 @@ use rayon::prelude::*;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::source::ase_row::AseRow;
-use crate::source::frames::{Frame, FrameSource};
-use crate::source::units::{Factors, Units};
+use crate::formats::ase_row::AseRow;
+use crate::formats::units::{Factors, Units};
+use crate::formats::{Frame, Frames};
 
 /// Streams the rows of an `.aselmdb` file as frames.
-pub struct AseLmdbReader {
+pub struct AseLmdbFrames {
     path: PathBuf,
     env: Env<WithoutTls>,
     db: Database<Bytes, Bytes>,
@@ -71,14 +71,14 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> std::result::Result<T, 
     serde_json::from_slice(&json).map_err(|e| format!("not the JSON of a row ({e})"))
 }
 
-impl AseLmdbReader {
+impl AseLmdbFrames {
     /// Opens an `.aselmdb` file read-only; `units` are its energies' and
     /// lengths' (eV and Å unless told otherwise).
     ///
     /// # Errors
     /// [`Error::Parse`] naming `path` when it cannot be opened as an LMDB file,
     /// has no main database, or its `nextid` or `deleted_ids` entries do not decode.
-    pub fn open(path: &Path, units: Units) -> Result<AseLmdbReader> {
+    pub fn open(path: &Path, units: Units) -> Result<AseLmdbFrames> {
         let lmdb = |e: heed::Error| Error::Parse {
             file: path.to_path_buf(),
             line: 0,
@@ -116,7 +116,7 @@ impl AseLmdbReader {
         };
         let total = (1..next_id).filter(|i| !deleted.contains(i)).count() as u64;
         drop(rtxn);
-        Ok(AseLmdbReader {
+        Ok(AseLmdbFrames {
             path: path.to_path_buf(),
             env,
             db,
@@ -130,7 +130,7 @@ impl AseLmdbReader {
     }
 }
 
-impl FrameSource for AseLmdbReader {
+impl Frames for AseLmdbFrames {
     fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
         let lmdb = |e: heed::Error| Error::Parse {
             file: self.path.clone(),
@@ -185,7 +185,10 @@ impl FrameSource for AseLmdbReader {
                     .unwrap_or_default()
                     .iter()
                     .map(|(k, v)| {
-                        Ok((k.clone(), crate::source::ase_row::key_value(k, v).map_err(|r| err("key_value_pairs", r))?))
+                        Ok((
+                            k.clone(),
+                            crate::formats::ase_row::key_value(k, v).map_err(|r| err("key_value_pairs", r))?,
+                        ))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let row = AseRow {

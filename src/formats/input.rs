@@ -48,7 +48,7 @@ impl Format {
     /// Parses a `--format` name.
     ///
     /// ```
-    /// use atomzarr::source::input::Format;
+    /// use atomzarr::formats::input::Format;
     /// assert_eq!(Format::parse("aselmdb"), Some(Format::AseLmdb));
     /// assert_eq!(Format::parse("xyz"), Some(Format::Extxyz));
     /// assert_eq!(Format::parse("csv"), None);
@@ -128,7 +128,7 @@ fn head(path: &Path, n: usize) -> Result<Vec<u8>> {
 /// cannot be read (or decompressed).
 ///
 /// ```
-/// use atomzarr::source::input::{Format, detect};
+/// use atomzarr::formats::input::{Format, detect};
 /// let dir = tempfile::tempdir().unwrap();
 /// let xyz = dir.path().join("a.data");
 /// std::fs::write(&xyz, "1\n\nH 0 0 0\n").unwrap();

@@ -25,7 +25,7 @@
 
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
-use crate::source::units::{Factors, scale_f32};
+use crate::formats::units::{Factors, scale_f32};
 
 /// A value of `key_value_pairs`.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,88 @@
+//! [`open_frames`]: a file opened as the format it holds (told from its
+//! bytes, or named), as [`Frames`].
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::formats::frame::{FileInfo, FrameOptions, Frames};
+use crate::formats::input::{self, Format};
+use crate::formats::units::Units;
+
+/// Opens `path` as frames, in the format `options` names or the one its
+/// bytes show.
+///
+/// # Errors
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) when the format cannot
+/// be told or needs a feature this build lacks; [`Error::Io`](crate::Error::Io)
+/// naming `path` when it cannot be read; [`Error::Parse`](crate::Error::Parse)
+/// when it is not a file of its format.
+pub fn open_frames(path: &Path, options: &FrameOptions) -> Result<(Box<dyn Frames>, FileInfo)> {
+    let format = match options.format() {
+        Some(f) => f,
+        None => input::detect(path)?,
+    };
+    let units = |default: Units| options.units().unwrap_or(default);
+    let ev = Units::default();
+    Ok(match format {
+        Format::Extxyz => {
+            let u = units(ev);
+            let r = crate::formats::extxyz::ExtxyzFrames::open(path)?.with_units(u);
+            (Box::new(r), FileInfo { format, layout: "extxyz".into(), units: u })
+        }
+        Format::Mptrj => {
+            let u = units(crate::formats::mptrj::UNITS);
+            let r = crate::formats::mptrj::MptrjFrames::open(path, u)?;
+            (Box::new(r), FileInfo { format, layout: "mptrj".into(), units: u })
+        }
+        Format::Npz => {
+            let r = crate::formats::npz::NpzFrames::open(path, options.units())?;
+            let info = FileInfo { format, layout: r.layout().into(), units: r.units() };
+            (Box::new(r), info)
+        }
+        Format::AseDb => open_asedb(path, units(ev))?,
+        Format::AseLmdb => open_aselmdb(path, units(ev))?,
+        Format::Hdf5 => open_hdf5(path, options)?,
+    })
+}
+
+#[cfg(feature = "sqlite")]
+fn open_asedb(path: &Path, u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
+    let r = crate::formats::asedb::AseDbFrames::open(path, u)?;
+    Ok((Box::new(r), FileInfo { format: Format::AseDb, layout: "asedb".into(), units: u }))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn open_asedb(path: &Path, _u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
+    Err(missing_feature(path, Format::AseDb, "sqlite"))
+}
+
+#[cfg(feature = "lmdb")]
+fn open_aselmdb(path: &Path, u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
+    let r = crate::formats::aselmdb::AseLmdbFrames::open(path, u)?;
+    Ok((Box::new(r), FileInfo { format: Format::AseLmdb, layout: "aselmdb".into(), units: u }))
+}
+
+#[cfg(not(feature = "lmdb"))]
+fn open_aselmdb(path: &Path, _u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
+    Err(missing_feature(path, Format::AseLmdb, "lmdb"))
+}
+
+#[cfg(feature = "hdf5")]
+fn open_hdf5(path: &Path, options: &FrameOptions) -> Result<(Box<dyn Frames>, FileInfo)> {
+    let r = crate::formats::hdf5::Hdf5Frames::open(path, options)?;
+    let info = FileInfo { format: Format::Hdf5, layout: r.layout().into(), units: r.units() };
+    Ok((Box::new(r), info))
+}
+
+#[cfg(not(feature = "hdf5"))]
+fn open_hdf5(path: &Path, _options: &FrameOptions) -> Result<(Box<dyn Frames>, FileInfo)> {
+    Err(missing_feature(path, Format::Hdf5, "hdf5"))
+}
+
+#[cfg(not(all(feature = "sqlite", feature = "lmdb", feature = "hdf5")))]
+fn missing_feature(path: &Path, format: Format, feature: &str) -> crate::error::Error {
+    crate::error::Error::invalid(
+        path.display().to_string(),
+        format!("{format} files need atomzarr built with the `{feature}` feature (cargo build --features {feature})"),
+    )
+}
