@@ -108,9 +108,40 @@ pub enum Error {
         /// Which check failed.
         reason: String,
     },
-    /// A configuration value out of its domain.
+    /// A configuration value the user chose that is out of its domain (a
+    /// knob, an option, a command-line argument). Failures of data, stores
+    /// and saved records have their own variants.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A record the call needs was never saved in the store (a split by
+    /// that name, statistics).
+    #[error("store {store}: {reason}")]
+    NotSaved {
+        /// The store: its path or URL.
+        store: Location,
+        /// What is missing, and how to save it.
+        reason: String,
+    },
+    /// A record saved in the store no longer describes it, or the store
+    /// changed while something was computed over it: compute it again.
+    #[error("store {store}: out of date: {reason}")]
+    Stale {
+        /// The store: its path or URL.
+        store: Location,
+        /// What changed.
+        reason: String,
+    },
+    /// A saved [`LoaderState`](crate::LoaderState) that does not fit the
+    /// loader it is loaded into.
+    #[error("loader state does not fit this loader: {what} is {saved} in the state, {here} here")]
+    StateMismatch {
+        /// The setting that differs.
+        what: String,
+        /// Its value in the state.
+        saved: String,
+        /// Its value in this loader.
+        here: String,
+    },
     /// Plain I/O (creating directories, renaming during defragment).
     #[error("{path}: {source}")]
     Io {

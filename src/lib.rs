@@ -209,6 +209,7 @@ pub use pipeline::builder::DataLoaderBuilder;
 pub use pipeline::dataset::{Dataset, ErrorPolicy};
 pub use pipeline::loader::{DataLoader, LoaderStats};
 pub use pipeline::plan::LoaderState;
+pub use pipeline::prefetch::Prefetcher;
 pub use source::memory::{InMemoryOptions, InMemoryReader};
 pub use source::multi::{MultiReader, MultiReaderOptions};
 pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};

@@ -11,7 +11,6 @@
 //! too. The third frame of the `.db` and `.aselmdb` 3x3 files has a
 //! non-symmetric stress (ASE keeps it as written there), so a transposed
 //! matrix fails. Only the command line is used.
-#![cfg(all(feature = "cli", feature = "sqlite", feature = "lmdb"))]
 
 mod common;
 
@@ -160,4 +159,37 @@ fn both_shapes_import_to_one_matrix() {
             assert_eq!((s[1], s[2], s[5]), (s[3], s[6], s[7]), "{file} frame {k}: a Voigt stress is symmetric");
         }
     }
+}
+
+/// MPtrj gives stress as pymatgen's 3x3 rows (kBar, VASP's sign); a file
+/// with Voigt 6 components instead imports to the same matrix. The test
+/// writes the fixture's first frame twice, its stress made symmetric (so
+/// that a Voigt form exists), once as rows and once as `xx yy zz yz xz xy`,
+/// and checks both against `-0.1 GPa × value` in eV/Å³ (ase.units: 1 GPa =
+/// 1/160.21766208 eV/Å³).
+#[test]
+fn mptrj_voigt_and_3x3_stress_import_to_one_matrix() {
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(asset("mptrj.json")).unwrap()).unwrap();
+    let (mp, frames) = doc.as_object().unwrap().iter().next().unwrap();
+    let (id, frame) = frames.as_object().unwrap().iter().next().unwrap();
+    let s = flat(&frame["stress"]);
+    let sym: Vec<f64> = (0..9).map(|k| 0.5 * (s[k] + s[(k % 3) * 3 + k / 3])).collect();
+    let rows: Vec<Vec<f64>> = sym.chunks(3).map(<[f64]>::to_vec).collect();
+    let voigt = vec![sym[0], sym[4], sym[8], sym[5], sym[2], sym[1]];
+    let dir = common::tmpdir();
+    let mut got = Vec::new();
+    for (name, stress) in [("rows", serde_json::json!(rows)), ("voigt", serde_json::json!(voigt))] {
+        let mut f = frame.clone();
+        f["stress"] = stress;
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, serde_json::json!({ mp.as_str(): { id.as_str(): f } }).to_string()).unwrap();
+        let store = dir.path().join(format!("{name}.zarr"));
+        let (ok, _, err) = common::cli(&["import", file.to_str().unwrap(), store.to_str().unwrap()]);
+        assert!(ok, "import {name}: {err}");
+        got.push(stress_of(&dump(&store), 0));
+    }
+    let gpa = 1.0 / 160.217_662_08;
+    let want: Vec<f64> = sym.iter().map(|&x| -0.1 * gpa * x).collect();
+    assert_close(&got[0], &want, "mptrj stress from rows");
+    assert_close(&got[1], &want, "mptrj stress from Voigt 6");
 }

@@ -165,8 +165,9 @@ fn every_batch_path_refuses_an_out_of_range_index() {
         let e = ds.load_batches(&lists).unwrap_err();
         assert_names_bad_sample(&e, &bad, &src, &format!("Dataset {what}"));
         // The background (fused) path.
-        ds.prefetch_fused_batches(lists.clone());
-        assert_names_bad_sample(&ds.get_fused_batches().unwrap_err(), &bad, &src, &format!("Dataset {what} fused"));
+        let prefetch = atomzarr::Prefetcher::default();
+        prefetch.push(&ds, lists.clone());
+        assert_names_bad_sample(&prefetch.pop().unwrap_err(), &bad, &src, &format!("Dataset {what} fused"));
         // Reading the one sample through the Dataset when validation is on.
         if what == "validated" {
             assert_names_bad_sample(&ds.get_sample(BAD_LOGICAL).unwrap_err(), &bad, &src, "get_sample");

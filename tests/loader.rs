@@ -272,21 +272,21 @@ fn fused_prefetch_queue_and_cancel() {
     let dir = common::tmpdir();
     let path = dir.path().join("p.zarr");
     write_store(&path, 30, 8);
-    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_num_workers(2);
-    assert!(!ds.has_pending_fused_batches());
-    ds.prefetch_fused_batches(vec![vec![3, 1], vec![2]]);
-    ds.prefetch_fused_batches(vec![vec![29]]);
-    assert!(ds.has_pending_fused_batches());
-    let first = ds.get_fused_batches().unwrap();
+    let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap());
+    let p = atomzarr::Prefetcher::new(2);
+    assert!(!p.has_pending());
+    p.push(&ds, vec![vec![3, 1], vec![2]]);
+    p.push(&ds, vec![vec![29]]);
+    assert_eq!(p.len(), 2);
+    let first = p.pop().unwrap();
     assert_eq!(first.iter().map(|b| b.indices.clone()).collect::<Vec<_>>(), vec![vec![3, 1], vec![2]]);
     assert_eq!(first, ds.load_batches(&[vec![3, 1], vec![2]]).unwrap());
-    assert_eq!(ds.get_fused_batches().unwrap()[0].indices, vec![29]);
-    assert!(!ds.has_pending_fused_batches());
-    assert!(ds.get_fused_batches().is_err());
-    ds.prefetch_fused_batches(vec![vec![0]]);
-    ds.cancel_prefetch();
-    assert!(!ds.has_pending_fused_batches());
-    assert_eq!(ds.get_metadata(0).unwrap(), ds.reader().get_metadata(0).unwrap());
+    assert_eq!(p.pop().unwrap()[0].indices, vec![29]);
+    assert!(!p.has_pending());
+    assert!(p.pop().is_err());
+    p.push(&ds, vec![vec![0]]);
+    p.cancel();
+    assert!(!p.has_pending());
 }
 
 #[test]
@@ -420,7 +420,7 @@ fn burn_traits_dataloader_and_batcher() {
     assert_eq!(total, 23);
 }
 
-/// `Dataset::num_workers` after the pool started: the dataset gets a new
+/// `Prefetcher::with_num_workers` after the pool started: the handle gets a new
 /// pool of that many threads (seen as that many reads running at once), and
 /// clones made before keep the old one.
 #[test]
@@ -431,19 +431,20 @@ fn num_workers_after_the_pool_started_takes_effect() {
     let path = dir.path().join("w.zarr");
     write_store(&path, 6, 8);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
+    let pf = atomzarr::Prefetcher::default();
     // Starts the pool with the default single worker.
-    ds.spawn_fused(vec![vec![0]]).wait().unwrap();
+    pf.spawn(&ds, vec![vec![0]]).wait().unwrap();
 
     // How many jobs of a round run at once: each waits (up to `patience`)
     // for `want` jobs to be running together, then reports its thread.
-    let probe = |d: &Dataset<AtomicDataZarrReader>, want: usize, patience: Duration| -> (usize, Vec<String>) {
+    let probe = |d: &atomzarr::Prefetcher, want: usize, patience: Duration| -> (usize, Vec<String>) {
         let running = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
         let names = Arc::new(Mutex::new(Vec::new()));
         let handles: Vec<_> = (0..want)
             .map(|i| {
                 let (running, peak, names) = (running.clone(), peak.clone(), names.clone());
-                d.spawn_fused_then(vec![vec![i % 6]], move |b| {
+                d.spawn_then(&ds, vec![vec![i % 6]], move |b| {
                     let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                     peak.fetch_max(now, Ordering::SeqCst);
                     let t = std::time::Instant::now();
@@ -464,16 +465,16 @@ fn num_workers_after_the_pool_started_takes_effect() {
         names.dedup();
         (peak.load(Ordering::SeqCst), names)
     };
-    let old = ds.clone();
-    let ds = ds.with_num_workers(3);
-    let (peak, names) = probe(&ds, 3, Duration::from_secs(10));
+    let old = pf.clone();
+    let pf = pf.with_num_workers(3);
+    let (peak, names) = probe(&pf, 3, Duration::from_secs(10));
     assert_eq!(peak, 3, "3 workers run 3 reads at once");
     assert_eq!(names.len(), 3, "{names:?}");
     // The clone made before still has its single worker.
     let (peak, names) = probe(&old, 2, Duration::from_millis(300));
     assert_eq!((peak, names.len()), (1, 1), "{names:?}");
     // The same count again keeps the running pool.
-    let same = ds.clone().with_num_workers(3);
+    let same = pf.clone().with_num_workers(3);
     assert_eq!(probe(&same, 3, Duration::from_secs(10)).0, 3);
 }
 

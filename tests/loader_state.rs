@@ -161,9 +161,9 @@ fn state_resumes_mid_epoch_exactly_through_json() {
     assert_eq!((b.state().epoch(), b.state().position()), (7, 0));
     // A state of another order is refused, not followed.
     let other = loader(&reader, 4, 12, 0, 1);
-    assert!(matches!(other.load_state(&state), Err(Error::Config(_))));
+    assert!(matches!(other.load_state(&state), Err(Error::StateMismatch { .. })));
     let other = loader(&reader, 5, 11, 0, 1);
-    assert!(matches!(other.load_state(&state), Err(Error::Config(_))));
+    assert!(matches!(other.load_state(&state), Err(Error::StateMismatch { .. })));
 }
 
 #[test]

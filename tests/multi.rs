@@ -246,7 +246,7 @@ fn output_strict_requires_shared_field_names() {
     let b: Arc<dyn Reader> = Arc::new(InMemoryReader::from_samples(&without, "with-charges").unwrap());
     let err = MultiReader::new(vec![a.clone(), b.clone()]).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, Error::Config(_)), "{msg}");
+    assert!(matches!(err, Error::InvalidInput { .. }), "{msg}");
     assert!(msg.contains("forces") && msg.contains("charges"), "names the differing fields: {msg}");
     assert!(msg.contains("with-forces") && msg.contains("with-charges"), "names the children: {msg}");
     // Empty children do not count.

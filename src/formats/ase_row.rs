@@ -145,11 +145,8 @@ impl AseRow {
             put(&mut d, "tags", Level::Atom, vec![n], t.clone().into())?;
         }
         if let Some(s) = &self.stress {
-            let m: Vec<f64> = match s.len() {
-                6 => vec![s[0], s[5], s[4], s[5], s[1], s[3], s[4], s[3], s[2]],
-                9 => s.clone(),
-                k => return Err(err("stress", format!("{k} values, expected 6 (Voigt) or 9"))),
-            };
+            let m = crate::formats::stress::to_matrix(s, crate::formats::stress::NineOrder::RowMajor)
+                .map_err(|r| err("stress", r))?;
             put(&mut d, "stress", Level::System, vec![1, 3, 3], f32s(&m, factors.stress).into())?;
         }
         if let Some(p) = &self.dipole {

@@ -7,6 +7,7 @@
 //! | `frame` | [`Frame`], the [`Frames`] trait every format implements, [`FrameOptions`], [`FileInfo`] |
 //! | `open` | [`open_frames`]: a file opened as the format it holds |
 //! | [`input`] | format detection (magic bytes, extensions), gzip / xz / bzip2 text input |
+//! | `stress` | a stress as files give it (Voigt 6, 9 flat, 3×3 nested) to the store's 3×3 matrix |
 //! | [`units`] | a file's units to the store's (eV, Å, eV/Å, eV/Å³), CODATA 2014 as `ase.units` |
 //! | [`extxyz`] | extended XYZ in ASE's dialect, streamed in batches; `write`: frames back to ASE |
 //! | `ase_row` | an ASE database row as a frame (shared by the two ASE databases) |
@@ -34,6 +35,7 @@ pub mod input;
 pub mod mptrj;
 pub mod npz;
 mod open;
+mod stress;
 pub mod units;
 
 pub use frame::{FileInfo, Frame, FrameOptions, Frames};

@@ -17,7 +17,7 @@
 //! | `corrected_total_energy` | `energy` | float32 `[1,1]` |
 //! | `uncorrected_total_energy`, `energy_per_atom`, `ef_per_atom`, `e_per_atom_relaxed`, `ef_per_atom_relaxed`, `bandgap` | same names | float32 `[1]` |
 //! | `force` | `forces` | float32 `[n,3]` |
-//! | `stress` (kBar, VASP's sign: compression positive) | `stress`: `-0.1 GPa × value`, in eV/Å³ | float32 `[1,3,3]` |
+//! | `stress` (kBar, VASP's sign: compression positive; 3×3 rows, or Voigt 6 `xx yy zz yz xz xy`) | `stress`: `-0.1 GPa × value`, in eV/Å³ | float32 `[1,3,3]` |
 //! | `magmom` (`null` on some frames) | `magmoms` (absent where null) | float32 `[n]` |
 //! | the outer and inner keys | string labels `mp_id`, `frame_id` | |
 
@@ -79,7 +79,7 @@ struct MptrjFrame {
     ef_per_atom_relaxed: Option<f64>,
     bandgap: Option<f64>,
     force: Option<Vec<[f64; 3]>>,
-    stress: Option<[[f64; 3]; 3]>,
+    stress: Option<crate::formats::stress::JsonStress>,
     magmom: Option<Vec<f64>>,
 }
 
@@ -349,7 +349,10 @@ fn frame(
         // VASP reports compression as positive stress; ASE's sign is the
         // opposite.
         let sign = if sign_flip { -1.0 } else { 1.0 };
-        let v: Vec<f32> = s.iter().flatten().map(|&x| scale_f32(sign * x, factors.stress)).collect();
+        let flat = s.flat().map_err(|r| bad("stress", r))?;
+        let m = crate::formats::stress::to_matrix(&flat, crate::formats::stress::NineOrder::RowMajor)
+            .map_err(|r| bad("stress", r))?;
+        let v: Vec<f32> = m.iter().map(|&x| scale_f32(sign * x, factors.stress)).collect();
         put("stress", Level::System, vec![1, 3, 3], v.into())?;
     }
     if let Some(m) = f.magmom {

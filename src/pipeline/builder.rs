@@ -81,7 +81,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
-    /// Background read threads of the dataset (default: the dataset's, 1).
+    /// Background read threads (default 1: the read itself is parallel over chunks).
     pub fn with_num_workers(mut self, n: usize) -> Self {
         self.num_workers = Some(n);
         self
@@ -228,12 +228,10 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         if let Some(p) = self.error_policy {
             dataset = dataset.with_error_policy(p);
         }
-        if let Some(n) = self.num_workers {
-            if n == 0 {
-                return Err(Error::Config("num_workers must be at least 1".into()));
-            }
-            dataset = dataset.with_num_workers(n);
+        if self.num_workers == Some(0) {
+            return Err(Error::Config("num_workers must be at least 1".into()));
         }
+        let prefetch = crate::pipeline::Prefetcher::new(self.num_workers.unwrap_or(1));
         let (rank, world_size) = self.world;
         if world_size == 0 || rank >= world_size {
             return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
@@ -263,6 +261,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         };
         Ok(DataLoader {
             dataset,
+            prefetch,
             batching,
             view: View { world_size, rank, slice: None },
             order: (kind, self.shuffle.then_some(self.seed)),

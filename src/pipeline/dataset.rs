@@ -23,15 +23,12 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::data::AtomicData;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
-use crate::pool::{Job, WorkerPool};
 use crate::prep::transforms::{CollatedTransform, SharedTransform};
 use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
 
@@ -74,37 +71,7 @@ pub enum ErrorPolicy {
 /// A per-sample transform, applied after validation.
 pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
 
-/// Background work in flight on the dataset's pool. Dropping it cancels the
-/// work if it has not started; started work finishes and its result is
-/// discarded.
-pub struct Pending<T> {
-    rx: Receiver<Result<T>>,
-    cancel: Arc<AtomicBool>,
-}
-
-/// A background fused read: its batches, split back into the requested lists.
-pub type FusedHandle = Pending<Vec<CollatedBatch>>;
-
-impl<T> Pending<T> {
-    /// Waits for the result.
-    ///
-    /// # Errors
-    /// [`Error::Background`] when the work was cancelled or its thread died;
-    /// otherwise the work's own error (for a fused read: as
-    /// [`Dataset::load_batches`]).
-    pub fn wait(self) -> Result<T> {
-        self.rx.recv().map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
-    }
-}
-
-impl<T> Drop for Pending<T> {
-    fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
-    }
-}
-
-/// What a background read needs (no reference to the pool itself, so a job
-/// can never keep its own pool alive).
+/// What a read needs: the dataset's settings, cloned for one read.
 struct ReadCtx<R: Reader> {
     reader: Arc<R>,
     skip_validation: bool,
@@ -252,22 +219,21 @@ impl<R: Reader> ReadCtx<R> {
     }
 }
 
-/// Validation, transforms and background prefetch over a [`Reader`].
-/// Cloning is cheap and shares the reader, the worker pool and the pending
-/// prefetch queue.
+/// Validation and transforms over a [`Reader`] (background reads are a
+/// [`Prefetcher`](crate::Prefetcher)'s). Cloning is cheap and shares the
+/// reader.
 pub struct Dataset<R: Reader> {
     reader: Arc<R>,
     skip_validation: bool,
     transforms: Vec<Transform>,
     collated: Vec<SharedTransform>,
     epoch: u64,
-    num_workers: usize,
     collate: CollateOptions,
     policy: ErrorPolicy,
     /// Samples skipped under [`ErrorPolicy::Skip`], shared by clones.
     skipped: Arc<AtomicU64>,
-    pool: Arc<OnceLock<WorkerPool>>,
-    pending: Arc<Mutex<VecDeque<FusedHandle>>>,
+    /// The fields of a transformed sample, found once (see `field_levels`).
+    transformed_levels: Arc<OnceLock<std::collections::BTreeMap<String, crate::data::Level>>>,
 }
 
 impl<R: Reader> Clone for Dataset<R> {
@@ -278,12 +244,10 @@ impl<R: Reader> Clone for Dataset<R> {
             transforms: self.transforms.clone(),
             collated: self.collated.clone(),
             epoch: self.epoch,
-            num_workers: self.num_workers,
             collate: self.collate,
             policy: self.policy,
             skipped: self.skipped.clone(),
-            pool: self.pool.clone(),
-            pending: self.pending.clone(),
+            transformed_levels: self.transformed_levels.clone(),
         }
     }
 }
@@ -294,7 +258,6 @@ impl<R: Reader> std::fmt::Debug for Dataset<R> {
             .field("source", &self.reader.name())
             .field("len", &self.reader.len())
             .field("skip_validation", &self.skip_validation)
-            .field("num_workers", &self.num_workers)
             .finish()
     }
 }
@@ -313,12 +276,10 @@ impl<R: Reader + 'static> Dataset<R> {
             transforms: Vec::new(),
             collated: Vec::new(),
             epoch: 0,
-            num_workers: 1,
             collate: CollateOptions::default(),
             policy: ErrorPolicy::Fail,
             skipped: Arc::new(AtomicU64::new(0)),
-            pool: Arc::new(OnceLock::new()),
-            pending: Arc::new(Mutex::new(VecDeque::new())),
+            transformed_levels: Arc::new(OnceLock::new()),
         }
     }
 
@@ -326,46 +287,6 @@ impl<R: Reader + 'static> Dataset<R> {
     /// straight from the reader's collated path.
     pub fn with_skip_validation(mut self, yes: bool) -> Self {
         self.skip_validation = yes;
-        self
-    }
-
-    /// Background threads for prefetch (1 is usually enough: the read itself
-    /// is parallel over chunks); 0 is taken as 1. The pool starts at the
-    /// first prefetch. Called after that with a different count, this
-    /// dataset gets a new pool of `n` threads, started at its next prefetch;
-    /// clones made before keep the old pool (it ends with its last user, once
-    /// its queued reads are done).
-    ///
-    /// ```
-    /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("w.zarr");
-    /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
-    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
-    /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
-    /// ds.spawn_fused(vec![vec![0]]).wait()?; // the pool starts, 1 thread
-    /// let ds = ds.with_num_workers(2); // a new pool of 2 threads from the next read on
-    /// assert_eq!(ds.spawn_fused(vec![vec![0]]).wait()?.len(), 1);
-    /// # Ok(()) }
-    /// ```
-    pub fn with_num_workers(mut self, n: usize) -> Self {
-        let n = n.max(1);
-        if self.pool.get().is_some_and(|p| p.len() != n) {
-            // Resizing a running pool would race with its queued jobs; a
-            // fresh lazy pool for this handle is simpler and just as cheap.
-            self.pool = Arc::new(OnceLock::new());
-        }
-        self.num_workers = n;
-        self
-    }
-
-    /// This handle with a prefetch pool (and queue) of its own, started at
-    /// its first prefetch: the DataLoader gives one to each device copy and
-    /// slice, so devices do not wait on each other's reads.
-    pub(crate) fn with_own_pool(mut self) -> Self {
-        self.pool = Arc::new(OnceLock::new());
-        self.pending = Arc::new(Mutex::new(VecDeque::new()));
         self
     }
 
@@ -425,6 +346,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// Adds a per-sample transform (applied in order, after validation).
     pub fn with_transform(mut self, f: impl Fn(AtomicData) -> Result<AtomicData> + Send + Sync + 'static) -> Self {
         self.transforms.push(Arc::new(f));
+        self.transformed_levels = Arc::new(OnceLock::new());
         self
     }
 
@@ -449,6 +371,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// ```
     pub fn with_collated_transform(mut self, t: impl CollatedTransform + 'static) -> Self {
         self.collated.push(Arc::new(t));
+        self.transformed_levels = Arc::new(OnceLock::new());
         self
     }
 
@@ -477,7 +400,9 @@ impl<R: Reader + 'static> Dataset<R> {
         self.skip_validation
     }
 
-    /// Logical sample count.
+    /// Logical sample count. (Both traits a Dataset implements, Burn's
+    /// `Dataset` and [`Reader`], have a `len`; this one spares the caller
+    /// naming a trait.)
     pub fn len(&self) -> usize {
         self.reader.len()
     }
@@ -513,14 +438,6 @@ impl<R: Reader + 'static> Dataset<R> {
         ctx.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Internal("no sample".into()))
     }
 
-    /// `(num_atoms, num_edges)` from the reader's pointers (no field reads).
-    ///
-    /// # Errors
-    /// The reader's error (as [`Reader::get_metadata`]).
-    pub fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        self.reader.get_metadata(index)
-    }
-
     /// One batch per inner list, through one backend read.
     ///
     /// # Errors
@@ -529,74 +446,6 @@ impl<R: Reader + 'static> Dataset<R> {
     /// the policy is [`ErrorPolicy::Skip`]; a transform's error; the reader's.
     pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         self.ctx().load_batches(lists)
-    }
-
-    /// Starts one background read of all `lists`; the returned handle yields
-    /// them split back into batches. Used by the DataLoader; see
-    /// [`Dataset::prefetch_fused_batches`] for the queue-style API.
-    pub fn spawn_fused(&self, lists: Vec<Vec<usize>>) -> FusedHandle {
-        self.spawn_fused_then(lists, Ok)
-    }
-
-    /// As [`Dataset::spawn_fused`], then `then` runs on the same background
-    /// thread with the batches (the DataLoader builds device tensors there,
-    /// so a window costs one hand-off instead of one per batch).
-    pub fn spawn_fused_then<T: Send + 'static>(
-        &self,
-        lists: Vec<Vec<usize>>,
-        then: impl FnOnce(Vec<CollatedBatch>) -> Result<T> + Send + 'static,
-    ) -> Pending<T> {
-        let (tx, rx) = channel();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = cancel.clone();
-        let ctx = self.ctx();
-        let job: Job = Box::new(move || {
-            if flag.load(Ordering::Relaxed) {
-                return;
-            }
-            let _ = tx.send(ctx.load_batches(&lists).and_then(then));
-        });
-        let pool = self.pool.get_or_init(|| WorkerPool::new("atomzarr-prefetch", self.num_workers));
-        if pool.submit(job).is_err() {
-            let (etx, erx) = channel();
-            let _ = etx.send(Err(Error::Background("could not start prefetch threads".into())));
-            return Pending { rx: erx, cancel };
-        }
-        Pending { rx, cancel }
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<FusedHandle>> {
-        // The queue holds plain handles; a panic elsewhere cannot corrupt it.
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Queues one background fused read of all `lists`.
-    pub fn prefetch_fused_batches(&self, lists: Vec<Vec<usize>>) {
-        let h = self.spawn_fused(lists);
-        self.pending().push_back(h);
-    }
-
-    /// Waits for the oldest queued fused read and returns its batches.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] when nothing is queued; [`Error::Background`]
-    /// when the read was cancelled; otherwise as [`Dataset::load_batches`].
-    pub fn get_fused_batches(&self) -> Result<Vec<CollatedBatch>> {
-        let h = self.pending().pop_front().ok_or_else(|| Error::InvalidInput {
-            context: "Dataset::get_fused_batches".into(),
-            reason: "nothing queued (call prefetch_fused_batches first)".into(),
-        })?;
-        h.wait()
-    }
-
-    /// True while queued fused reads remain.
-    pub fn has_pending_fused_batches(&self) -> bool {
-        !self.pending().is_empty()
-    }
-
-    /// Drops every queued fused read (reads not yet started never run).
-    pub fn cancel_prefetch(&self) {
-        self.pending().clear();
     }
 }
 
@@ -669,17 +518,25 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
     }
 
     /// The reader's fields; with transforms, those of the first sample as
-    /// transformed (a transform may add or drop fields), falling back to the
-    /// reader's when that sample cannot be read.
+    /// transformed (a transform may add or drop fields), found at the first
+    /// call and kept (until another transform is added), falling back to
+    /// the reader's when that sample cannot be read.
     fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
         let transformed = !(self.transforms.is_empty() && self.collated.is_empty());
-        if transformed
-            && !self.is_empty()
-            && let Ok(s) = self.get_sample(0)
-        {
-            return s.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
+        if !transformed || self.is_empty() {
+            return self.reader.field_levels();
         }
-        self.reader.field_levels()
+        if let Some(levels) = self.transformed_levels.get() {
+            return levels.clone();
+        }
+        match self.get_sample(0) {
+            Ok(s) => {
+                let levels: std::collections::BTreeMap<_, _> =
+                    s.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
+                self.transformed_levels.get_or_init(|| levels).clone()
+            }
+            Err(_) => self.reader.field_levels(),
+        }
     }
 
     fn string_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {

@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
 use crate::pipeline::upload::{self, Uploader};
-use crate::pipeline::{BatchTransform, DataLoaderBuilder, Dataset, LoaderState, Pending};
+use crate::pipeline::{BatchTransform, DataLoaderBuilder, Dataset, LoaderState, Pending, Prefetcher};
 use crate::source::Reader;
 
 /// Counters of a [`DataLoader`] (all epochs, all its iterators).
@@ -79,6 +79,8 @@ impl LoaderStats {
 /// burn-train `Learner` iterates.
 pub struct DataLoader<B: Backend, R: Reader> {
     pub(super) dataset: Dataset<R>,
+    /// The background reads (a pool and queue per device copy and slice).
+    pub(super) prefetch: Prefetcher,
     pub(super) batching: Batching,
     pub(super) view: View,
     /// What orders the epoch and its shuffle seed (for [`LoaderState`]).
@@ -101,6 +103,7 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
     fn clone(&self) -> Self {
         DataLoader {
             dataset: self.dataset.clone(),
+            prefetch: self.prefetch.clone(),
             batching: self.batching.clone(),
             view: self.view,
             order: self.order,
@@ -344,6 +347,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
         let mut it = LoaderIter {
             // Collated transforms (random rotation) see this epoch.
             dataset: self.dataset.clone().with_epoch(epoch),
+            prefetch: self.prefetch.clone(),
             windows,
             inflight: VecDeque::new(),
             ready: VecDeque::new(),
@@ -412,6 +416,7 @@ fn items<B: Backend>(batches: Vec<Option<CollatedBatch>>, uploader: Option<&Uplo
 /// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch<B>>`.
 pub struct LoaderIter<B: Backend, R: Reader> {
     dataset: Dataset<R>,
+    prefetch: Prefetcher,
     windows: VecDeque<Vec<Vec<usize>>>,
     inflight: VecDeque<Pending<Vec<Item<B>>>>,
     ready: VecDeque<Item<B>>,
@@ -452,8 +457,8 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             // Handed to the upload threads (if any) as soon as the window is read.
             let up = self.uploader.clone();
             let h = self
-                .dataset
-                .spawn_fused_then(w, move |batches| Ok(items(mark_emptied(batches, &asked), up.as_deref())));
+                .prefetch
+                .spawn_then(&self.dataset, w, move |batches| Ok(items(mark_emptied(batches, &asked), up.as_deref())));
             self.inflight.push_back(h);
         }
     }
@@ -599,7 +604,7 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
     fn to_device(&self, device: &B::Device) -> Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> {
         let mut l = self.clone();
         l.device = device.clone();
-        l.dataset = l.dataset.with_own_pool();
+        l.prefetch = l.prefetch.fresh();
         l.uploader = Arc::new(OnceLock::new());
         Arc::new(l)
     }
@@ -623,7 +628,7 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
         l.view.slice = Some((s, e.max(s)));
         l.cursor = Arc::new(Mutex::new(*lock(&self.cursor)));
         l.plan_cache = Arc::new(Mutex::new(None));
-        l.dataset = l.dataset.with_own_pool();
+        l.prefetch = l.prefetch.fresh();
         l.uploader = Arc::new(OnceLock::new());
         Arc::new(l)
     }

@@ -5,7 +5,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `dataset` | [`Dataset`]: validation, transforms, fused background prefetch; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
+//! | `dataset` | [`Dataset`]: validation, transforms; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
+//! | `prefetch` | [`Prefetcher`](crate::Prefetcher): fused reads of a dataset's batches on background threads |
 //! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`](crate::AtomicBatcher), Burn's `Batcher` |
 //! | `builder` | [`DataLoaderBuilder`]: the loader's knobs, checked once |
 //! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
@@ -20,6 +21,7 @@ pub(crate) mod dataset;
 pub mod labels;
 pub(crate) mod loader;
 pub(crate) mod plan;
+pub(crate) mod prefetch;
 mod stage;
 mod upload;
 
@@ -29,8 +31,11 @@ pub(crate) use batch::device_int_dtype;
 pub(crate) use batch::AtomicBatch;
 pub use builder::BatchTransform;
 pub(crate) use builder::DataLoaderBuilder;
+pub use dataset::Transform;
 pub(crate) use dataset::{Dataset, ErrorPolicy};
-pub use dataset::{FusedHandle, Pending, Transform};
+pub use prefetch::{FusedHandle, Pending};
+// The types also at the crate root are public there only.
 pub(crate) use loader::DataLoader;
 pub use loader::LoaderIter;
 pub(crate) use plan::LoaderState;
+pub(crate) use prefetch::Prefetcher;

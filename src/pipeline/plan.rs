@@ -286,12 +286,11 @@ impl LoaderState {
         self.rank
     }
 
-    /// Errors ([`Error::Config`]) unless `self` describes the same epoch
+    /// Errors ([`Error::StateMismatch`]) unless `self` describes the same epoch
     /// order as `other` (world size and rank may differ).
     pub(crate) fn check_same_order(&self, other: &LoaderState) -> Result<()> {
-        let mismatch = |what: &str, a: String, b: String| {
-            Err(Error::Config(format!("loader state does not fit this loader: {what} is {a} in the state, {b} here")))
-        };
+        let mismatch =
+            |what: &str, saved: String, here: String| Err(Error::StateMismatch { what: what.to_string(), saved, here });
         if self.sampler != other.sampler {
             return mismatch("sampler", self.sampler.clone(), other.sampler.clone());
         }

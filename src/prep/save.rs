@@ -8,7 +8,6 @@ use crate::error::{Error, Result};
 use crate::prep::saved::{self, SavedSplit, SavedStats, StatsScope, StoreMark};
 use crate::prep::split::Split;
 use crate::prep::stats::DatasetStats;
-use crate::source::Reader;
 use crate::store::AtomicDataZarrReader;
 use crate::store::AtomicDataZarrWriter;
 use crate::store::format;
@@ -21,7 +20,7 @@ impl AtomicDataZarrWriter {
     /// [`Split::from_store`] for reading it back.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] when `name` is not a valid name; [`Error::Config`]
+    /// [`Error::InvalidInput`] when `name` is not a valid name; [`Error::Stale`]
     /// when the store changed since `reader` looked; [`Error::Format`] when its
     /// `atomzarr` attribute is not an object; [`Error::Io`] when writing fails.
     pub fn save_split(&mut self, name: &str, split: &Split, reader: &AtomicDataZarrReader) -> Result<()> {
@@ -45,8 +44,8 @@ impl AtomicDataZarrWriter {
     /// [`SavedStats::from_store`](crate::prep::saved::SavedStats::from_store).
     ///
     /// # Errors
-    /// [`Error::Config`] when no split is saved as `split.0` or the store changed
-    /// since `reader` looked; [`Error::Format`] when the saved records cannot be
+    /// [`Error::NotSaved`] when no split is saved as `split.0`;
+    /// [`Error::Stale`] when the store changed since `reader` looked; [`Error::Format`] when the saved records cannot be
     /// read or written; [`Error::Io`] when writing fails.
     pub fn save_stats(
         &mut self,
@@ -60,7 +59,10 @@ impl AtomicDataZarrWriter {
             Some((name, part)) => {
                 let rule = saved::saved_splits(reader)?
                     .remove(name)
-                    .ok_or_else(|| Error::Config(format!("{}: no split saved as {name}", reader.name())))?
+                    .ok_or_else(|| Error::NotSaved {
+                        store: reader.location().clone(),
+                        reason: format!("no split saved as {name}"),
+                    })?
                     .rule;
                 Some(StatsScope { name: name.to_string(), part: part.to_string(), rule })
             }

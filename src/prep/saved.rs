@@ -161,13 +161,13 @@ pub fn saved_splits(reader: &AtomicDataZarrReader) -> Result<BTreeMap<String, Sa
 fn saved_split(reader: &AtomicDataZarrReader, name: &str) -> Result<SavedSplit> {
     let mut all = saved_splits(reader)?;
     let names: Vec<String> = all.keys().cloned().collect();
-    let mut s = all.remove(name).ok_or_else(|| {
-        Error::Config(format!(
-            "{}: no split saved as {name} (saved: {}); save one with `atomzarr split {} ... --save {name}`",
-            reader.name(),
+    let mut s = all.remove(name).ok_or_else(|| Error::NotSaved {
+        store: reader.location().clone(),
+        reason: format!(
+            "no split saved as {name} (saved: {}); save one with `atomzarr split {} ... --save {name}`",
             if names.is_empty() { "none".to_string() } else { names.join(", ") },
             reader.name()
-        ))
+        ),
     })?;
     s.rule = s.rule.checked()?;
     Ok(s)
@@ -203,9 +203,10 @@ impl Split {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Config`] when no split is saved as `name`, its rule is not one
-    /// this version computes, or it keys samples by physical index and a
-    /// defragment renumbered them since; [`Error::Format`] for an unreadable
+    /// [`Error::NotSaved`] when no split is saved as `name`;
+    /// [`Error::InvalidInput`] when its rule is not one this version
+    /// computes; [`Error::Stale`] when it keys samples by physical index and
+    /// a defragment renumbered them since; [`Error::Format`] for an unreadable
     /// record; the errors of [`Split::compute`].
     pub fn from_store(reader: &AtomicDataZarrReader, name: &str) -> Result<Split> {
         let saved = saved_split(reader, name)?;
@@ -214,11 +215,13 @@ impl Split {
             if now.layout_generation != saved.saved_at.layout_generation
                 || now.num_physical < saved.saved_at.num_physical
             {
-                return Err(Error::Config(format!(
-                    "{}: split {name} keys samples by physical index, and a defragment renumbered them since it \
-                     was saved; save it again (or split by an id label, which defragment keeps)",
-                    reader.name()
-                )));
+                return Err(Error::Stale {
+                    store: reader.location().clone(),
+                    reason: format!(
+                        "split {name} keys samples by physical index, and a defragment renumbered them since it \
+                         was saved; save it again (or split by an id label, which defragment keeps)"
+                    ),
+                });
             }
         }
         Split::compute(reader, &saved.rule)
@@ -282,12 +285,13 @@ impl SavedStats {
 /// (what was computed is about the store as it is).
 pub(crate) fn check_unchanged(store: &std::path::Path, root: &RootAttrs, mark: &StoreMark) -> Result<()> {
     if root.num_samples != mark.num_physical || format::layout_generation(&root.extra) != mark.layout_generation {
-        return Err(Error::Config(format!(
-            "store {}: it changed while this was computed ({} samples then, {} now); compute it again",
-            store.display(),
-            mark.num_physical,
-            root.num_samples
-        )));
+        return Err(Error::Stale {
+            store: store.into(),
+            reason: format!(
+                "it changed while this was computed ({} samples then, {} now); compute it again",
+                mark.num_physical, root.num_samples
+            ),
+        });
     }
     Ok(())
 }

@@ -171,14 +171,14 @@ impl SplitRule {
     /// hash must be one this version computes, its fractions valid.
     ///
     /// # Errors
-    /// [`Error::Config`] when the hash is not [`SPLIT_HASH`] or the parts fail
+    /// [`Error::InvalidInput`] when the hash is not [`SPLIT_HASH`]; [`Error::Config`] when the parts fail
     /// [`SplitRule::new`]'s checks.
     pub fn checked(self) -> Result<SplitRule> {
         if self.hash != SPLIT_HASH {
-            return Err(Error::Config(format!(
-                "split hash {:?} is not one this atomzarr computes ({SPLIT_HASH})",
-                self.hash
-            )));
+            return Err(Error::invalid(
+                "split rule",
+                format!("split hash {:?} is not one this atomzarr computes ({SPLIT_HASH})", self.hash),
+            ));
         }
         Ok(SplitRule { by: self.by, seed: self.seed, ..SplitRule::new(self.parts)? })
     }
@@ -252,19 +252,21 @@ fn key_source<R: Reader + ?Sized>(reader: &R, by: Option<&str>) -> Result<KeySou
         (Some(l), _) => *l,
         (None, Some(l)) => *l,
         (None, None) => {
-            return Err(Error::Config(format!(
-                "{}: no label {by} to split by (string labels {:?}, fields {:?})",
+            return Err(Error::invalid(
                 reader.name(),
-                strings.keys().collect::<Vec<_>>(),
-                fields.keys().collect::<Vec<_>>()
-            )));
+                format!(
+                    "no label {by} to split by (string labels {:?}, fields {:?})",
+                    strings.keys().collect::<Vec<_>>(),
+                    fields.keys().collect::<Vec<_>>()
+                ),
+            ));
         }
     };
     if level != Level::System {
-        return Err(Error::Config(format!(
-            "{}: {by} is a {level} label; a split groups samples by a system label (one value per sample)",
-            reader.name()
-        )));
+        return Err(Error::invalid(
+            reader.name(),
+            format!("{by} is a {level} label; a split groups samples by a system label (one value per sample)"),
+        ));
     }
     if strings.contains_key(by) {
         return Ok(KeySource::String(by.to_string()));
@@ -289,12 +291,15 @@ fn batch_keys(src: &KeySource, batch: &CollatedBatch, source: &str) -> Result<Ve
         KeySource::Int(name, flag) => {
             let f = batch.fields.get(name).ok_or_else(|| Error::invalid(source, format!("no field {name}")))?;
             if f.data.get_i64(0).is_none() && n > 0 || f.data.len() != n {
-                return Err(Error::Config(format!(
-                    "{source}: {name} is a {} field of {} values per sample; a split groups by a string label or \
-                     an integer field with one value per sample",
-                    f.data.dtype(),
-                    f.data.len().checked_div(n).unwrap_or(0)
-                )));
+                return Err(Error::invalid(
+                    source,
+                    format!(
+                        "{name} is a {} field of {} values per sample; a split groups by a string label or an \
+                         integer field with one value per sample",
+                        f.data.dtype(),
+                        f.data.len().checked_div(n).unwrap_or(0)
+                    ),
+                ));
             }
             let flags = flag.as_ref().and_then(|p| batch.fields.get(p)).map(|p| &p.data);
             (0..n)
@@ -326,7 +331,7 @@ impl Split {
     /// pass over the samples; without `by` only the atom counts are read).
     ///
     /// # Errors
-    /// [`Error::Config`] when the rule's `by` label is missing or not system
+    /// [`Error::InvalidInput`] when the rule's `by` label is missing or not system
     /// level, or a field that is not one integer per sample;
     /// [`Error::InvalidInput`] when its values cannot be read as keys; the
     /// reader's errors (as [`ReaderExt::load_collated`]).

@@ -190,15 +190,15 @@ impl ScaleShift {
     /// [`SubtractE0s`]). An error when either is missing.
     ///
     /// # Errors
-    /// [`Error::Config`] when `stats` has no energy per atom after E0s or no
-    /// force RMS, or as [`ScaleShift::new`].
+    /// [`Error::InvalidInput`] when `stats` has no energy per atom after E0s
+    /// or no force RMS, or as [`ScaleShift::new`].
     pub fn from_stats(stats: &DatasetStats) -> Result<Self> {
-        let shift = stats
-            .residual_energy_per_atom
-            .map(|m| m.mean)
-            .ok_or_else(|| Error::Config("ScaleShift: the statistics have no energy per atom after E0s".to_string()))?;
-        let scale =
-            stats.force_rms.ok_or_else(|| Error::Config("ScaleShift: the statistics have no force RMS".into()))?;
+        let shift = stats.residual_energy_per_atom.map(|m| m.mean).ok_or_else(|| {
+            Error::invalid("ScaleShift::from_stats", "the statistics have no energy per atom after E0s")
+        })?;
+        let scale = stats
+            .force_rms
+            .ok_or_else(|| Error::invalid("ScaleShift::from_stats", "the statistics have no force RMS"))?;
         ScaleShift::new(scale, shift)
     }
 

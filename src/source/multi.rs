@@ -148,12 +148,14 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
             let extra: Vec<&String> = levels.keys().filter(|n| !want.contains_key(*n)).collect();
             let level: Vec<&String> =
                 want.iter().filter(|(n, l)| levels.get(*n).is_some_and(|x| x != *l)).map(|(n, _)| n).collect();
-            return Err(Error::Config(format!(
-                "MultiReader output_strict: dataset {d} ({}) differs from dataset {r} ({}): \
-                 missing fields {missing:?}, extra fields {extra:?}, different level {level:?}",
-                c.name(),
-                children[*r].name()
-            )));
+            return Err(Error::invalid(
+                format!("MultiReader output_strict: dataset {d} ({})", c.name()),
+                format!(
+                    "differs from dataset {r} ({}): missing fields {missing:?}, extra fields {extra:?}, \
+                     different level {level:?}",
+                    children[*r].name()
+                ),
+            ));
         }
     }
     Ok(())
@@ -171,8 +173,8 @@ impl MultiReader {
     /// Children in global index order, `output_strict` on.
     ///
     /// # Errors
-    /// [`Error::Config`] when there is no child or non-empty children
-    /// differ in field names or levels.
+    /// [`Error::Config`] when there is no child; [`Error::InvalidInput`]
+    /// when non-empty children differ in field names or levels.
     pub fn new(children: Vec<Arc<dyn Reader>>) -> Result<Self> {
         Self::with_options(children, MultiReaderOptions::default())
     }
@@ -180,9 +182,10 @@ impl MultiReader {
     /// As [`MultiReader::new`] with options.
     ///
     /// # Errors
-    /// [`Error::Config`] when there is no child, `output_strict` is on and
-    /// non-empty children differ in field names or levels, or `dataset_index` is
-    /// on and a child has a field of that name already.
+    /// [`Error::Config`] when there is no child; [`Error::InvalidInput`] when
+    /// `output_strict` is on and non-empty children differ in field names or
+    /// levels, or `dataset_index` is on and a child has a field of that name
+    /// already.
     pub fn with_options(children: Vec<Arc<dyn Reader>>, options: MultiReaderOptions) -> Result<Self> {
         if children.is_empty() {
             return Err(Error::Config("MultiReader needs at least one child".into()));
@@ -193,10 +196,10 @@ impl MultiReader {
         if options.dataset_index
             && let Some(c) = children.iter().find(|c| c.field_levels().contains_key(DATASET_INDEX))
         {
-            return Err(Error::Config(format!(
-                "MultiReader with_dataset_index: child {} has a field {DATASET_INDEX} already",
-                c.name()
-            )));
+            return Err(Error::invalid(
+                format!("MultiReader with_dataset_index: child {}", c.name()),
+                format!("has a field {DATASET_INDEX} already"),
+            ));
         }
         let source = format!("multi[{}]", children.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "));
         Ok(MultiReader {
@@ -254,12 +257,16 @@ impl MultiReader {
     /// The global index of `local` in child `child`.
     ///
     /// # Errors
-    /// [`Error::Config`] when `child` is out of range; [`Error::IndexOutOfRange`]
-    /// naming the child when `local` is not below its length.
+    /// [`Error::IndexOutOfRange`] when `child` is not below the number of
+    /// children, or naming the child when `local` is not below its length.
     pub fn to_global_index(&self, child: usize, local: usize) -> Result<usize> {
         let o = self.snapshot();
         if child + 1 >= o.len() {
-            return Err(Error::Config(format!("child {child} out of range for {} children", self.children.len())));
+            return Err(Error::IndexOutOfRange {
+                source_name: format!("{} (its children)", self.name()),
+                index: child as i64,
+                len: self.children.len(),
+            });
         }
         if local >= o[child + 1] - o[child] {
             return Err(Error::IndexOutOfRange {

@@ -356,13 +356,9 @@ impl FrameText<'_> {
             }
             "stress" | "virial" => {
                 let v = nums.ok_or_else(|| self.err(cl, &key, "expected 9 or 6 numbers"))?;
-                let m: [f64; 9] = match v.len() {
-                    // ASE reads 9 values in Fortran order (column-major).
-                    9 => std::array::from_fn(|k| v[(k % 3) * 3 + k / 3]),
-                    // Voigt: xx yy zz yz xz xy.
-                    6 => [v[0], v[5], v[4], v[5], v[1], v[3], v[4], v[3], v[2]],
-                    k => return Err(self.err(cl, &key, format!("expected 9 or 6 numbers, got {k}"))),
-                };
+                // ASE reads 9 values in Fortran order (column-major).
+                let m = crate::formats::stress::to_matrix(&v, crate::formats::stress::NineOrder::ColumnMajor)
+                    .map_err(|r| self.err(cl, &key, r))?;
                 // Stress in pressure units; the virial is an energy.
                 let f = if key == "stress" { self.factors.stress } else { self.factors.energy };
                 let m: Vec<f32> = m.iter().map(|&x| scale_f32(x, f)).collect();
