@@ -1,28 +1,19 @@
-//! Opening and creating the zarrs arrays of a store: the codec chain a
-//! [`ResolvedArrayConfig`] asks for (and the configuration an existing
-//! array's metadata implies), dtypes and chunk shapes.
+//! Opening and creating the zarrs arrays of a store: dtypes, chunk shapes,
+//! and the codec chain a [`ResolvedArrayConfig`] asks for (described by
+//! [`crate::store::codec`]).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
-use zarrs::array::codec::{BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec};
 use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
 use zarrs::storage::ReadableStorageTraits;
 
 use crate::data::DType;
 use crate::error::{Error, Result};
 use crate::location::Location;
-use crate::store::config::{Codec, ResolvedArrayConfig, Shuffle, ZarrArrayConfig};
+use crate::store::codec::{ChainSpec, steps_for};
+use crate::store::config::{Codec, ResolvedArrayConfig, ZarrArrayConfig};
 use crate::store::durable::Store;
-
-/// Whether codec metadata `c` is the Zarr v3 `crc32c` codec (checksum last,
-/// the only form it has; `numcodecs.crc32c` with a `location` is not it).
-pub(crate) fn is_crc32c(c: &Value) -> bool {
-    c == "crc32c"
-        || (c.get("name").and_then(|n| n.as_str()) == Some("crc32c")
-            && c.get("configuration").is_none_or(|conf| conf.as_object().is_some_and(|m| m.is_empty())))
-}
 
 /// Opens a filesystem store handle.
 pub fn open_store(path: &Path) -> Result<Arc<Store>> {
@@ -112,39 +103,10 @@ pub fn create_array(
     // plain `Vec<u8>` as JSON array metadata, which no scalar dtype accepts.
     let fill = zarrs::array::FillValue::new(fill.map_or_else(|| vec![0u8; dtype.size()], <[u8]>::to_vec));
     let mut builder = ArrayBuilder::new(shape.clone(), chunk_shape.clone(), dtype.name(), fill);
-    let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
-        Codec::None => vec![],
-        Codec::Zstd { level } => vec![Arc::new(ZstdCodec::new(level, false))],
-        Codec::Gzip { level } => {
-            vec![Arc::new(GzipCodec::new(level).map_err(|e| Error::Config(format!("{rel}: {e}")))?)]
-        }
-        Codec::BloscLz4 { clevel, shuffle } | Codec::BloscZstd { clevel, shuffle } => {
-            use zarrs::array::codec::{BloscCompressionLevel, BloscCompressor, BloscShuffleMode};
-            let cname = if matches!(config.codec, Codec::BloscLz4 { .. }) {
-                BloscCompressor::LZ4
-            } else {
-                BloscCompressor::Zstd
-            };
-            let mode = match shuffle {
-                Shuffle::NoShuffle => BloscShuffleMode::NoShuffle,
-                Shuffle::Shuffle => BloscShuffleMode::Shuffle,
-                Shuffle::BitShuffle => BloscShuffleMode::BitShuffle,
-            };
-            let clevel = BloscCompressionLevel::try_from(clevel)
-                .map_err(|_| Error::Config(format!("{rel}: blosc clevel {clevel}")))?;
-            vec![Arc::new(
-                BloscCodec::new(cname, clevel, None, mode, Some(dtype.size()))
-                    .map_err(|e| Error::Config(format!("{rel}: {e}")))?,
-            )]
-        }
-    };
-    if config.checksum {
-        // Last in the chain, so the checksum covers the encoded bytes and is
-        // checked before any decompressor sees them. With sharding this is
-        // the inner chain: one checksum per inner chunk, and a read of one
-        // inner chunk still reads only its bytes.
-        b2b.push(Arc::new(Crc32cCodec::new()));
-    }
+    let b2b = steps_for(config.codec, config.checksum)
+        .iter()
+        .map(|s| s.to_zarrs(rel, dtype.size()))
+        .collect::<Result<Vec<_>>>()?;
     builder.bytes_to_bytes_codecs(b2b);
     if config.shard_size.is_some() {
         let mut inner = vec![chunk];
@@ -171,20 +133,12 @@ pub fn create_string_array(
     config.validate(rel)?;
     let chunk = config.chunk_size.unwrap_or(1 << 16).max(1);
     let mut builder = ArrayBuilder::new(vec![rows], vec![chunk], zarrs::array::data_type::string(), "");
-    let mut b2b: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>> = match config.codec {
-        Codec::None => vec![],
-        Codec::Gzip { level } => {
-            vec![Arc::new(GzipCodec::new(level).map_err(|e| Error::Config(format!("{rel}: {e}")))?)]
-        }
-        // Blosc's shuffle is for fixed-size elements: strings take zstd.
-        Codec::Zstd { level } => vec![Arc::new(ZstdCodec::new(level, false))],
-        Codec::BloscLz4 { clevel, .. } | Codec::BloscZstd { clevel, .. } => {
-            vec![Arc::new(ZstdCodec::new(i32::from(clevel), false))]
-        }
+    // Blosc's shuffle is for fixed-size elements: strings take zstd.
+    let codec = match config.codec {
+        Codec::BloscLz4 { clevel, .. } | Codec::BloscZstd { clevel, .. } => Codec::Zstd { level: i32::from(clevel) },
+        other => other,
     };
-    if config.checksum {
-        b2b.push(Arc::new(Crc32cCodec::new()));
-    }
+    let b2b = steps_for(codec, config.checksum).iter().map(|s| s.to_zarrs(rel, 1)).collect::<Result<Vec<_>>>()?;
     builder.bytes_to_bytes_codecs(b2b);
     let array = builder.build(store.clone(), &format!("/{rel}")).map_err(|e| Error::zarr(store_path, rel, e))?;
     array.store_metadata().map_err(|e| Error::zarr(store_path, rel, e))?;
@@ -195,40 +149,5 @@ pub fn create_string_array(
 /// chunk and shard rows, and whether its (inner) chunks end in a `crc32c`
 /// checksum. Used by `inspect` and to keep settings on defragment.
 pub fn infer_config<T: ?Sized>(array: &Array<T>) -> ZarrArrayConfig {
-    let meta = serde_json::to_value(array.metadata()).unwrap_or(Value::Null);
-    let outer = meta.pointer("/chunk_grid/configuration/chunk_shape/0").and_then(Value::as_u64);
-    let mut codecs = meta.get("codecs").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut cfg = ZarrArrayConfig { chunk_size: outer, ..Default::default() };
-    if let Some(shard) = codecs.iter().find(|c| c["name"] == "sharding_indexed").cloned() {
-        cfg.shard_size = outer;
-        cfg.chunk_size = shard.pointer("/configuration/chunk_shape/0").and_then(Value::as_u64);
-        codecs = shard.pointer("/configuration/codecs").and_then(Value::as_array).cloned().unwrap_or_default();
-    }
-    cfg.codec = Some(Codec::None);
-    // Only a checksum last in the chain is one `create_array` would write.
-    // (A codec without configuration may be the bare string `"crc32c"`.)
-    cfg.checksum = Some(codecs.last().is_some_and(|c| c == "crc32c" || c["name"] == "crc32c"));
-    for c in &codecs {
-        let conf = &c["configuration"];
-        let codec = match c["name"].as_str() {
-            Some("zstd") => Codec::Zstd { level: conf["level"].as_i64().unwrap_or(0) as i32 },
-            Some("gzip") => Codec::Gzip { level: conf["level"].as_u64().unwrap_or(5) as u32 },
-            Some("blosc") => {
-                let clevel = conf["clevel"].as_u64().unwrap_or(5) as u8;
-                let shuffle = match conf["shuffle"].as_str() {
-                    Some("noshuffle") => Shuffle::NoShuffle,
-                    Some("bitshuffle") => Shuffle::BitShuffle,
-                    _ => Shuffle::Shuffle,
-                };
-                if conf["cname"] == "zstd" {
-                    Codec::BloscZstd { clevel, shuffle }
-                } else {
-                    Codec::BloscLz4 { clevel, shuffle }
-                }
-            }
-            _ => continue,
-        };
-        cfg.codec = Some(codec);
-    }
-    cfg
+    ChainSpec::of(array).config()
 }

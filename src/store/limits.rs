@@ -29,7 +29,6 @@ use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use serde_json::Value;
 use zarrs::array::{
     Array, ArrayBytesRaw, BytesRepresentation, BytesToBytesCodecTraits, CodecError, CodecMetadataOptions, CodecOptions,
     CodecTraits, RecommendedConcurrency,
@@ -85,8 +84,8 @@ pub(crate) fn geometry<T: ?Sized>(store: &Location, rel: &str, array: &Array<T>,
     if shape.is_empty() {
         return Err(bad(store, rel, "a 0-dimensional array (expected rows along dimension 0)"));
     }
-    let meta = serde_json::to_value(array.metadata()).unwrap_or(Value::Null);
-    if meta.pointer("/chunk_grid/name").and_then(Value::as_str) != Some("regular") {
+    let chain = crate::store::codec::ChainSpec::of(array);
+    if !chain.regular {
         return Err(bad(store, rel, "the chunk grid is not regular"));
     }
     let overflow = |what: &str| bad(store, rel, format!("{what} overflows: shape {shape:?}"));
@@ -143,25 +142,8 @@ pub(crate) fn geometry<T: ?Sized>(store: &Location, rel: &str, array: &Array<T>,
         row_bytes,
         chunk_rows: inner[0].get(),
         file_rows: outer[0].get(),
-        compressed: compresses(&meta),
+        compressed: chain.compresses(),
     })
-}
-
-/// Whether any codec of the array (inner codecs of a shard included) may
-/// compress.
-fn compresses(meta: &Value) -> bool {
-    fn walk(codecs: Option<&Value>) -> bool {
-        codecs.and_then(Value::as_array).is_some_and(|cs| {
-            cs.iter().any(|c| match c.get("name").and_then(Value::as_str) {
-                Some("bytes" | "crc32c" | "transpose") => false,
-                Some("sharding_indexed") => {
-                    walk(c.pointer("/configuration/codecs")) || walk(c.pointer("/configuration/index_codecs"))
-                }
-                _ => true,
-            })
-        })
-    }
-    walk(meta.get("codecs"))
 }
 
 /// How many bytes the chunk files of array `rel` can decode to, at most,

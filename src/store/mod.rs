@@ -4,6 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`format`](mod@format) | the on-disk contract: group and array paths ([`StoreGroup`](format::StoreGroup)), root attributes, leftovers of interrupted writes |
+//! | `codec` | an array's codec chain as a typed description, parsed once: what creation writes, what inspect reports, what the limits, the direct decode and the tail encode can handle |
 //! | `config` | the layered write configuration ([`ZarrWriteConfig`]) |
 //! | `arrays` | opening and creating zarrs arrays: codec chains, dtypes, chunk shapes |
 //! | `durable` | crash-safe storage below zarrs: atomic, durable file replacement, grouped syncs |
@@ -17,6 +18,7 @@
 
 pub(crate) mod arrays;
 pub mod bytes;
+pub(crate) mod codec;
 pub(crate) mod config;
 pub(crate) mod durable;
 pub mod format;

@@ -12,8 +12,8 @@ use super::cache::ChunkBuf;
 use super::state::FieldArray;
 use crate::data::DType;
 use crate::error::{Error, Result};
-use crate::store::arrays::is_crc32c;
 use crate::store::bytes::{ByteStorage as Store, Bytes};
+use crate::store::codec::ChainSpec;
 
 /// How the reader decodes an array's (inner) chunks itself: it reads each
 /// chunk's encoded bytes (for sharded arrays, through the shard index it
@@ -103,64 +103,27 @@ pub(super) type ShardIndex = Option<Arc<Vec<(u64, u64)>>>;
 impl DirectDecode {
     /// The plan for `array`, if the reader can find its chunks' bytes.
     pub(super) fn plan(array: &Array<Store>, dtype: DType) -> Option<DirectDecode> {
-        use serde_json::Value;
-        let meta = serde_json::to_value(array.metadata()).ok()?;
-        let codecs = meta.get("codecs")?.as_array()?;
-        // A codec without configuration may be the bare string of its name.
-        let name = |c: &Value| c.as_str().or_else(|| c.get("name").and_then(|n| n.as_str())).map(str::to_owned);
-        let little = |c: &Value, size: usize| {
-            name(c).as_deref() == Some("bytes")
-                && match c.pointer("/configuration/endian").and_then(|e| e.as_str()) {
-                    Some(e) => e == "little",
-                    None => size == 1,
-                }
-        };
-        let dims = |v: Option<&Value>| -> Option<Vec<u64>> { v?.as_array()?.iter().map(Value::as_u64).collect() };
-        let outer = dims(meta.pointer("/chunk_grid/configuration/chunk_shape"))?;
-        let (inner, shard, shape) = match codecs.as_slice() {
-            [c] if name(c).as_deref() == Some("sharding_indexed") => {
-                let sub = dims(c.pointer("/configuration/chunk_shape"))?;
-                // Only dimension 0 may be split into inner chunks.
-                if outer.len() != sub.len() || outer.get(1..) != sub.get(1..) || sub.first() == Some(&0) {
-                    return None;
-                }
-                let (o, i) = (*outer.first()?, *sub.first()?);
-                if o % i != 0 {
-                    return None;
-                }
-                let index_codecs = c.pointer("/configuration/index_codecs")?.as_array()?;
-                let crc32c = match index_codecs.as_slice() {
-                    [b] if little(b, 8) => false,
-                    [b, k] if little(b, 8) && is_crc32c(k) => true,
-                    _ => return None,
+        let chain = ChainSpec::of(array);
+        let (shard, shape) = match chain.sharding() {
+            Some(s) => {
+                let r = chain.row_shards()?;
+                let layout = ShardLayout {
+                    inner_per_shard: r.inner_per_shard,
+                    index_at_end: r.index_at_end,
+                    crc32c: r.index_crc32c,
                 };
-                let index_at_end = match c.pointer("/configuration/index_location").and_then(|l| l.as_str()) {
-                    None | Some("end") => true,
-                    Some("start") => false,
-                    Some(_) => return None,
-                };
-                let layout = ShardLayout { inner_per_shard: o / i, index_at_end, crc32c };
-                (c.pointer("/configuration/codecs")?.as_array()?, Some(layout), sub)
+                (Some(layout), s.chunk_shape.clone()?)
             }
-            _ => (codecs, None, outer),
+            None => (None, chain.chunk_shape.clone()?),
         };
-        let by_hand = cfg!(target_endian = "little").then(|| match inner.as_slice() {
-            [b] if little(b, dtype.size()) => Some((false, false)),
-            [b, z] if little(b, dtype.size()) && name(z).as_deref() == Some("zstd") => Some((true, false)),
-            [b, k] if little(b, dtype.size()) && is_crc32c(k) => Some((false, true)),
-            [b, z, k] if little(b, dtype.size()) && name(z).as_deref() == Some("zstd") && is_crc32c(k) => {
-                Some((true, true))
-            }
-            _ => None,
-        });
-        let inner = match by_hand.flatten() {
-            Some((zstd, crc32c)) => InnerDecode::Hand { zstd, crc32c },
+        let inner = match chain.by_hand(dtype.size()) {
+            Some(h) => InnerDecode::Hand { zstd: h.zstd.is_some(), crc32c: h.crc32c },
             None => {
-                let codecs = match shard {
+                let codecs = match chain.sharding() {
                     None => array.codecs(),
-                    Some(_) => {
+                    Some(s) => {
                         let metas: Vec<zarrs::metadata::v3::MetadataV3> =
-                            serde_json::from_value(Value::Array(inner.clone())).ok()?;
+                            serde_json::from_value(serde_json::Value::Array(s.codecs_json.clone())).ok()?;
                         Arc::new(CodecChain::from_metadata(&metas).ok()?)
                     }
                 };

@@ -57,13 +57,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use serde_json::Value;
 use zarrs::array::{Array, ArrayBytes, CodecOptions};
 use zarrs::storage::{ReadableStorageTraits, WritableStorageTraits};
 
 use super::{AtomicDataZarrWriter, arr_err};
 use crate::error::{Error, Result};
-use crate::store::arrays::is_crc32c;
+use crate::store::codec::ChainSpec;
 use crate::store::durable::Store;
 
 /// The zstd frame magic number (little endian on disk).
@@ -98,64 +97,30 @@ struct ShardSpec {
 }
 
 impl TailCodec {
-    /// The hand encoding of `array`'s chunks, if its metadata allows one.
+    /// The hand encoding of `array`'s chunks, if its metadata allows one:
+    /// `bytes` (little endian) + `zstd` (no frame checksum) [+ `crc32c`],
+    /// a fill value of one repeated byte, shards (if any) split along the
+    /// rows with their index at the end.
     pub(super) fn of<T: ?Sized>(array: &Array<T>) -> Option<TailCodec> {
-        if !cfg!(target_endian = "little") {
-            return None;
-        }
         let fill = array.fill_value().as_ne_bytes();
         let (&first, rest) = fill.split_first()?;
         if rest.iter().any(|&b| b != first) {
             return None;
         }
-        let elem = fill.len();
-        let meta = serde_json::to_value(array.metadata()).ok()?;
-        let mut codecs = meta.get("codecs")?.as_array()?;
-        let name = |c: &Value| c.as_str().or_else(|| c.get("name").and_then(Value::as_str)).map(str::to_owned);
-        let little = |c: &Value, size: usize| {
-            name(c).as_deref() == Some("bytes")
-                && match c.pointer("/configuration/endian").and_then(Value::as_str) {
-                    Some(e) => e == "little",
-                    None => size == 1,
-                }
+        let chain = ChainSpec::of(array);
+        let shard = match chain.sharding() {
+            None => None,
+            Some(_) => {
+                let r = chain.row_shards().filter(|r| r.index_at_end)?;
+                Some(ShardSpec { inner_rows: r.inner_rows, index_crc32c: r.index_crc32c })
+            }
         };
-        let mut shard = None;
-        if let [c] = codecs.as_slice()
-            && name(c).as_deref() == Some("sharding_indexed")
-        {
-            let dims = |v: Option<&Value>| -> Option<Vec<u64>> { v?.as_array()?.iter().map(Value::as_u64).collect() };
-            let outer = dims(meta.pointer("/chunk_grid/configuration/chunk_shape"))?;
-            let inner = dims(c.pointer("/configuration/chunk_shape"))?;
-            let (&o, &i) = (outer.first()?, inner.first()?);
-            if outer.get(1..) != inner.get(1..) || i == 0 || o % i != 0 {
-                return None;
-            }
-            if !matches!(c.pointer("/configuration/index_location").and_then(Value::as_str), None | Some("end")) {
-                return None;
-            }
-            let index_crc32c = match c.pointer("/configuration/index_codecs")?.as_array()?.as_slice() {
-                [b] if little(b, 8) => false,
-                [b, k] if little(b, 8) && is_crc32c(k) => true,
-                _ => return None,
-            };
-            shard = Some(ShardSpec { inner_rows: i, index_crc32c });
-            codecs = c.pointer("/configuration/codecs")?.as_array()?;
-        }
-        let little = |c: &Value| little(c, elem);
-        let zstd_level = |c: &Value| -> Option<i32> {
-            if name(c).as_deref() != Some("zstd")
-                || c.pointer("/configuration/checksum").and_then(Value::as_bool).unwrap_or(false)
-            {
-                return None;
-            }
-            i32::try_from(c.pointer("/configuration/level").and_then(Value::as_i64).unwrap_or(0)).ok()
-        };
-        let (level, crc32c) = match codecs.as_slice() {
-            [b, z] if little(b) => (zstd_level(z)?, false),
-            [b, z, k] if little(b) && is_crc32c(k) => (zstd_level(z)?, true),
+        let hand = chain.by_hand(fill.len())?;
+        let level = match hand.zstd {
+            Some((level, false)) => level,
             _ => return None,
         };
-        Some(TailCodec { level, crc32c, fill: first, shard })
+        Some(TailCodec { level, crc32c: hand.crc32c, fill: first, shard })
     }
 
     /// One full (inner) chunk, compressed as one frame.
