@@ -7,13 +7,14 @@
 //! ## How the pieces fit
 //!
 //! ```text
-//!  AtomicData ──► AtomicDataZarrWriter ──► store.zarr (meta/ core/ custom/)
+//!  files (extxyz, ASE db, .aselmdb, HDF5, npz, MPtrj) ──► formats::import ──┐
+//!  AtomicData ──► AtomicDataZarrWriter ──► store.zarr (meta/ core/ custom/) ◄┘
 //!                                              │
 //!                   Reader trait ◄── AtomicDataZarrReader  (read, read_many, load_collated:
 //!                                              │            planned per chunk, decoded once,
 //!                                              │            cached, copied straight out)
 //!                                              ▼
-//!                 Dataset (validation, transforms, fused background prefetch)
+//!  prep: Split, DatasetStats ──► Dataset (validation, transforms) ◄── Prefetcher (background reads)
 //!                                              │
 //!        Sampler / BatchSampler ──► DataLoader (fused windows, double buffering,
 //!                                              │ pinned staging, background uploads)
@@ -21,15 +22,33 @@
 //!                    AtomicBatch<B> (device tensors, disjoint graph) ──► your model
 //! ```
 //!
+//! ## Words
+//!
+//! One word per concept, across the API and the docs:
+//!
+//! | word | means | types |
+//! |---|---|---|
+//! | sample | one structure (atoms, edges, system values, string labels) | [`AtomicData`], [`Sample`] |
+//! | store | a Zarr v3 directory or URL in the toolkit's layout | [`Location`], [`AtomicDataZarrWriter`] |
+//! | reader | random access to a collection's samples: a type that implements [`Reader`]; `*Reader` names nothing else | [`AtomicDataZarrReader`], [`InMemoryReader`], [`MultiReader`] |
+//! | frames | samples streamed from a file of another format, a batch at a time | [`formats::Frames`], [`formats::Frame`] |
+//! | byte source | the bytes of a store, from local files or object storage | [`store::bytes::ByteSource`] |
+//! | dataset | a reader with validation and transforms, Burn's `Dataset` | [`Dataset`] |
+//! | prefetch | background reads of a dataset's batches | [`Prefetcher`] |
+//! | batch | collated samples: on the host ([`CollatedBatch`]) or on a device ([`AtomicBatch`]) | |
+//! | window | the batches one fused read brings (`prefetch_factor` of them) | |
+//!
 //! ## The tree: one folder per layer, bottom first
 //!
 //! ```text
 //! src/
-//! ├── error.rs         Error, Result (imports nothing from the crate)
+//! ├── location.rs      Location: a store's path or URL, parsed once where it enters
+//! ├── error.rs         Error, Result (imports only Location)
 //! ├── progress.rs      progress of long calls: a bar (feature `progress`) or log lines
 //! ├── pool.rs          WorkerPool: the threads for work that blocks (prefetch, fsync)
 //! ├── data/            the host data model
 //! │   ├── dtype.rs       DType, Level
+//! │   ├── elements.rs    chemical symbols and atomic numbers
 //! │   ├── host.rs        HostData: a typed host buffer
 //! │   ├── indices.rs     neighbor-index rebasing, fused range checks, int32 narrowing
 //! │   ├── pointers.rs    CSR pointers: which rows a sample owns on each axis
@@ -41,57 +60,63 @@
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
 //! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
-//! ├── source/          where samples come from
+//! ├── source/          readers: random access to samples
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
-//! │   ├── memory.rs      InMemoryReader: a whole source resident in memory
-//! │   ├── multi.rs       MultiReader: several readers, one index space
-//! │   ├── frames.rs      Frames: any import format as frames, a batch at a time
-//! │   ├── input.rs       format detection, gzip / xz / bzip2 text
-//! │   ├── units.rs       eV, Å, eV/Å, eV/Å³; CODATA 2014 as ase.units
-//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches: frame (one frame),
-//! │   │                  comment (the key=value line), elements (symbols); write: back to ASE
-//! │   ├── ase_row.rs     an ASE database row as a frame
-//! │   ├── asedb.rs       ASE SQLite .db (feature sqlite)
-//! │   ├── aselmdb.rs     fairchem .aselmdb (feature lmdb)
-//! │   ├── hdf5.rs        SPICE and ANI-1x HDF5 (feature hdf5)
-//! │   ├── npz.rs         rMD17 and sGDML npz
-//! │   ├── mptrj.rs       the MPtrj JSON, streamed
-//! │   ├── split.rs       reproducible grouped splits (SplitRule, Split)
-//! │   └── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)
+//! │   ├── memory.rs      InMemoryReader: a reader's samples resident in memory
+//! │   └── multi.rs       MultiReader: several readers, one index space
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
 //! │   ├── config.rs      ZarrWriteConfig, layered per group and field
-//! │   ├── arrays.rs      opening and creating arrays: codec chains, dtypes
+//! │   ├── codec.rs       an array's codec chain, parsed once (creation, inspect, limits, decode, tail encode)
+//! │   ├── arrays.rs      opening and creating arrays: dtypes, chunk shapes
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable.rs     crash-safe storage below zarrs
 //! │   ├── limits.rs      size limits, checked before anything is allocated
-//! │   ├── location.rs    Location: a store's path or URL, parsed once where it enters
 //! │   ├── lock.rs        the writer lock: one writer per store at a time
-//! │   ├── saved.rs       splits and statistics saved in the root attributes
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
 //! │   │                  append, edit (add_custom, add_filled, delete), strings
 //! │   │                  (string labels), defragment, tail (tail chunks
-//! │   │                  small appends extend), saved (saving splits and stats)
+//! │   │                  small appends extend)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
 //! │   │                  pool (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
 //! │   │                  ranges in flight), neighbors, rows (row copy, collate),
 //! │   │                  reader_impl (the Reader impl), strings (string labels)
 //! │   ├── remote/        feature `remote`: URLs on object storage and HTTP (options,
-//! │   │                  source, disk_cache, copy)
-//! │   ├── import/        files of any format into a store (atomzarr import); fill: labels
-//! │   │                  only some frames have
+//! │   │                  bytes: RemoteBytes, disk_cache, copy)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
 //! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
 //! │                    chunk_shuffle, distributed (rank shards), size_aware, mixing
-//! ├── pipeline/        dataset.rs (Dataset) → builder.rs → loader.rs (DataLoader; plan.rs:
-//! │                    epoch plans, LoaderState; upload.rs: upload threads) → batch.rs
-//! │                    (AtomicBatch; stage.rs: fields in device dtypes, pinned staging);
-//! │                    labels.rs: losses that leave absent labels out; transforms.rs: E0s,
-//! │                    scale and shift, rotation, weights on collated batches
+//! ├── formats/         files of other formats in and out of a store
+//! │   ├── frame.rs       Frame, the Frames trait, FrameOptions, FileInfo
+//! │   ├── open.rs        open_frames: a file as the format it holds
+//! │   ├── input.rs       format detection, gzip / xz / bzip2 text
+//! │   ├── units.rs       eV, Å, eV/Å, eV/Å³; CODATA 2014 as ase.units
+//! │   ├── stress.rs      a stress as files give it (Voigt 6, 9, 3×3) to the store's matrix
+//! │   ├── extxyz/        extended XYZ (ASE's dialect), streamed in batches: frame (one frame),
+//! │   │                  comment (the key=value line); write: back to ASE
+//! │   ├── ase_row.rs     an ASE database row as a frame
+//! │   ├── asedb.rs       ASE SQLite .db (feature sqlite)
+//! │   ├── aselmdb.rs     fairchem .aselmdb (feature lmdb)
+//! │   ├── hdf5.rs        SPICE and ANI-1x HDF5 (feature hdf5)
+//! │   ├── npz.rs         rMD17 and sGDML npz
+//! │   ├── mptrj.rs       the MPtrj JSON, streamed
+//! │   ├── import/        files of any format into a store (atomzarr import); fill: labels
+//! │   │                  only some frames have
+//! │   └── export.rs      a store as extended XYZ (atomzarr export)
+//! ├── prep/            a training set out of a store
+//! │   ├── split.rs       reproducible grouped splits (SplitRule, Split)
+//! │   ├── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)
+//! │   ├── saved.rs       splits and statistics saved in the store, staleness
+//! │   ├── save.rs        saving them (AtomicDataZarrWriter::save_split, save_stats)
+//! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
+//! ├── pipeline/        dataset.rs (Dataset) and prefetch.rs (Prefetcher) → builder.rs →
+//! │                    loader.rs (DataLoader; plan.rs: epoch plans, LoaderState; upload.rs:
+//! │                    upload threads) → batch.rs (AtomicBatch; stage.rs: fields in device
+//! │                    dtypes, pinned staging); labels.rs: losses that leave absent labels out
 //! ├── cli/             feature `cli`: bench/ (the I/O benchmark: options, write for roundtrip,
 //! │                    read loops, content checksum, memory peak, report), dump.rs,
-//! │                    export.rs, inspect.rs, split.rs, stats.rs
+//! │                    inspect.rs, split.rs, stats.rs
 //! ├── testing.rs       feature `testing`: test hooks for the crate's own tests (hidden)
 //! └── main.rs          the `atomzarr` binary (feature `cli`)
 //! ```
@@ -99,24 +124,20 @@
 //! | module | owns |
 //! |---|---|
 //! | [`data`] | the host data model: [`AtomicData`], [`Field`], [`HostData`], [`Level`], [`DType`]; collated batches ([`CollatedBatch`], [`data::CollateOptions`]: int64 indices narrowed to int32 for int32 devices); periodic neighbor lists ([`data::neighbors`]); [`data::synth`] |
-//! | [`source`] | the [`Reader`] backend contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryReader`]; [`MultiReader`]; the import formats as frames ([`source::frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`source::units`]); dataset statistics ([`source::stats`]) |
-//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), crash-safe storage and size limits (internal: `store::durable`, `store::limits`), the writer lock ([`store::lock`]), where a store lives ([`Location`]: a path or a URL), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], import of data sets into a store ([`store::import`]: labels only some frames have, string labels), byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
+//! | [`source`] | the [`Reader`] contract ([`ReaderExt`], [`source::ChunkedReader`]); [`InMemoryReader`]; [`MultiReader`] |
+//! | [`store`] | the on-disk format ([`store::format`]), write configuration ([`ZarrWriteConfig`]), codec chains, crash-safe storage and size limits (internal: `store::codec`, `store::durable`, `store::limits`), the writer lock ([`store::lock`]), [`AtomicDataZarrWriter`], [`AtomicDataZarrReader`], [`store::repair`], byte sources local or remote ([`store::bytes`], feature `remote`: `store::remote`) |
 //! | [`sampler`] | [`sampler::Sampler`] and [`sampler::BatchSampler`]; sequential, random, chunk-aware shuffle ([`sampler::ChunkShuffleSampler`]), size-aware, multi-dataset and rank-sharded samplers |
-//! | [`pipeline`] | [`Dataset`] (validation, transforms, fused prefetch; Burn's `Dataset`), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
-//! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `export`, `inspect` |
+//! | [`formats`] | files of other formats: each read as [`formats::Frames`] ([`formats::open_frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`formats::units`]); [`formats::import`] into a store (labels only some frames have, string labels); [`formats::export`] as extended XYZ |
+//! | [`prep`] | a training set: splits ([`prep::split`]), statistics ([`prep::stats`]), both saved in the store ([`prep::saved`]), batch transforms ([`prep::transforms`]) |
+//! | [`pipeline`] | [`Dataset`] (validation, transforms; Burn's `Dataset`), [`Prefetcher`] (background reads), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
+//! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect`, `split`, `stats` |
 //!
 //! Imports between these top-level modules point only downward, so the
-//! graph has no cycle (`tests/architecture.rs` fails on an upward import):
+//! graph has no cycle, and the files of each folder import each other
+//! without a cycle (`tests/architecture.rs` fails on either):
 //!
 //! ```text
-//! error, progress, pool  ◄─  data  ◄─  source  ◄─  store, sampler  ◄─  pipeline  ◄─  cli
-//!
-//! data     → error
-//! source   → data, error, progress
-//! store    → data, error, pool, progress, source
-//! sampler  → error, source
-//! pipeline → data, error, pool, sampler, source
-//! cli      → data, error, pipeline, sampler, source, store
+//! location ◄─ error, progress, pool ◄─ data ◄─ source ◄─ store, sampler ◄─ formats, prep ◄─ pipeline ◄─ cli
 //! ```
 //!
 //! ## Configuration

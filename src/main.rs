@@ -199,10 +199,10 @@ fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Args, Clone)]
 struct RemoteArgs {
     /// Requests in flight at once.
-    #[arg(long, default_value_t = atomzarr::store::remote::options::DEFAULT_CONCURRENCY)]
+    #[arg(long, default_value_t = atomzarr::store::remote::DEFAULT_CONCURRENCY)]
     concurrency: usize,
     /// Largest gap (bytes) between two inner chunks of a shard fetched in one request.
-    #[arg(long, default_value_t = atomzarr::store::remote::options::DEFAULT_MERGE_GAP)]
+    #[arg(long, default_value_t = atomzarr::store::remote::DEFAULT_MERGE_GAP)]
     merge_gap: u64,
     /// One request per inner chunk (no merging of neighbouring ranges).
     #[arg(long)]

@@ -1,5 +1,6 @@
 //! The layering of `src/`: each top-level module imports only modules of a
-//! lower layer, so the import graph between them has no cycle.
+//! lower layer, so the import graph between them has no cycle; inside each
+//! folder, the files import each other without a cycle either.
 //!
 //! The test reads the sources (no compiler involved): every `crate::...`
 //! path in code (comments and doc comments are skipped, so a doc link may
@@ -14,10 +15,12 @@ use std::path::{Path, PathBuf};
 /// Layers, bottom first: a module may import only modules of a lower layer
 /// (not its own layer's). A new top-level module must be added here.
 const LAYERS: &[&[&str]] = &[
+    &["location"],
     &["error", "progress", "pool"],
     &["data"],
     &["source"],
     &["store", "sampler"],
+    &["formats", "prep"],
     &["pipeline"],
     &["cli", "testing"],
 ];
@@ -286,6 +289,150 @@ fn top_level_modules_import_only_downward() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The modules of folder `dir` (module path `module`): its files other than
+/// `mod.rs` and its subfolders, each with the files that belong to it.
+fn folder_members(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut members: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&p, &mut files);
+            members.insert(p.file_name().unwrap().to_string_lossy().into_owned(), files);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+            if stem != "mod" && stem != "lib" && stem != "main" {
+                members.insert(stem, vec![p]);
+            }
+        }
+    }
+    members
+}
+
+/// The names `mod_rs` re-exports from its members: `pub use m::{A, B}`
+/// maps `A` and `B` to `m`.
+fn reexported_by(mod_rs: &str, members: &BTreeMap<String, Vec<PathBuf>>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for stmt in code_of(mod_rs).split(';') {
+        let stmt = strip_attrs_and_pub(stmt);
+        let Some(path) = stmt.strip_prefix("use ") else { continue };
+        let path = path.trim().trim_start_matches("self::");
+        let Some((m, rest)) = path.split_once("::") else { continue };
+        if !members.contains_key(m) {
+            continue;
+        }
+        let items: Vec<&str> = match rest.split_once('{') {
+            Some((_, list)) => list.split([',', '}']).collect(),
+            None => vec![rest],
+        };
+        for item in items {
+            let item = item.trim().rsplit("::").next().unwrap_or("");
+            let item = item.rsplit(" as ").next().unwrap_or("").trim();
+            if !item.is_empty() {
+                out.insert(item.to_string(), m.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The import graph between the members of one folder (`module` is its
+/// module path, empty for `src/`): `crate::module::x` and, from the
+/// folder's own files, `super::x`, with names the folder's `mod.rs`
+/// re-exports resolved to the member that defines them.
+fn folder_graph(dir: &Path, module: &[String]) -> BTreeMap<String, BTreeMap<String, String>> {
+    let members = folder_members(dir);
+    let mod_rs = std::fs::read_to_string(dir.join("mod.rs")).unwrap_or_default();
+    let reexports = reexported_by(&mod_rs, &members);
+    let resolve = |name: &str| -> Option<String> {
+        if members.contains_key(name) { Some(name.to_string()) } else { reexports.get(name).cloned() }
+    };
+    let prefix = if module.is_empty() { "crate::".to_string() } else { format!("crate::{}::", module.join("::")) };
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (member, files) in &members {
+        graph.entry(member.clone()).or_default();
+        for file in files {
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            let direct = file.parent() == Some(dir);
+            let mut names = Vec::new();
+            for (i, _) in code.match_indices(&prefix) {
+                if code[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                    continue;
+                }
+                names.extend(first_names(&code[i + prefix.len()..]));
+            }
+            if direct && !module.is_empty() {
+                for (i, _) in code.match_indices("super::") {
+                    let before = &code[..i];
+                    if before.ends_with("super::") || before.chars().next_back().is_some_and(|c| c.is_alphanumeric()) {
+                        continue;
+                    }
+                    let rest = &code[i + "super::".len()..];
+                    if !rest.starts_with("super::") {
+                        names.extend(first_names(rest));
+                    }
+                }
+            }
+            for name in names {
+                if let Some(to) = resolve(&name).filter(|to| to != member) {
+                    let rel = file.strip_prefix(dir).unwrap().display().to_string();
+                    graph.get_mut(member).unwrap().entry(to).or_insert(rel);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// Every folder of `src/` below the root, with its module path.
+fn folders(dir: &Path, module: Vec<String>, out: &mut Vec<(PathBuf, Vec<String>)>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries.into_iter().filter(|p| p.is_dir()) {
+        let mut m = module.clone();
+        m.push(p.file_name().unwrap().to_string_lossy().into_owned());
+        out.push((p.clone(), m.clone()));
+        folders(&p, m, out);
+    }
+}
+
+#[test]
+fn no_import_cycle_between_the_files_of_a_folder() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    folders(&src, Vec::new(), &mut all);
+    assert!(all.len() >= 8, "found only {} folders under src/", all.len());
+    let mut cycles = Vec::new();
+    for (dir, module) in &all {
+        let graph = folder_graph(dir, module);
+        if let Some(cycle) = find_cycle(&graph) {
+            let at: Vec<String> =
+                cycle.windows(2).map(|w| format!("{} -> {} ({})", w[0], w[1], graph[&w[0]][&w[1]])).collect();
+            cycles.push(format!("src/{}: {}", module.join("/"), at.join(", ")));
+        }
+    }
+    assert!(cycles.is_empty(), "file-level import cycles inside a folder:\n{}", cycles.join("\n"));
+}
+
+/// The folder checker sees a cycle through `super::` and through a name
+/// the folder's `mod.rs` re-exports.
+#[test]
+fn folder_checker_sees_cycles_through_reexports() {
+    let dir = std::env::temp_dir().join(format!("atomzarr-arch-{}", std::process::id()));
+    let f = dir.join("fmt");
+    std::fs::create_dir_all(&f).unwrap();
+    std::fs::write(f.join("mod.rs"), "mod frame;\nmod open;\npub use frame::Frame;\n").unwrap();
+    std::fs::write(f.join("frame.rs"), "pub struct Frame;\nfn x() { super::open::open(); }\n").unwrap();
+    std::fs::write(f.join("open.rs"), "use crate::fmt::Frame;\npub fn open() {}\n").unwrap();
+    let graph = folder_graph(&f, &["fmt".to_string()]);
+    assert_eq!(graph["frame"].keys().collect::<Vec<_>>(), ["open"]);
+    assert_eq!(graph["open"].keys().collect::<Vec<_>>(), ["frame"]);
+    assert!(find_cycle(&graph).is_some());
+    std::fs::write(f.join("frame.rs"), "pub struct Frame;\n").unwrap();
+    assert!(find_cycle(&folder_graph(&f, &["fmt".to_string()])).is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The checker itself: it must see an upward import and a cycle.

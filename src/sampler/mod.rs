@@ -37,7 +37,7 @@
 
 use rand::Rng;
 
-pub mod chunk_shuffle;
+mod chunk_shuffle;
 mod distributed;
 mod mixing;
 mod size_aware;

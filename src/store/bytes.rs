@@ -332,7 +332,7 @@ impl ByteSource for LocalBytes {
 /// a second path to the objects that bypasses the request counting, the
 /// error mapping and the disk cache of [`ByteSource`].
 #[derive(Debug, Clone)]
-pub struct ByteStorage(pub Arc<dyn ByteSource>);
+pub(crate) struct ByteStorage(pub(crate) Arc<dyn ByteSource>);
 
 fn storage_error(e: Error) -> zarrs::storage::StorageError {
     zarrs::storage::StorageError::Other(e.to_string())

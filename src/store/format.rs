@@ -47,7 +47,7 @@ pub const META_ARRAYS: [(&str, DType); 5] = [
 /// # Errors
 /// [`Error::Inconsistent`] naming `store` and `rel` when `v` does not hold
 /// `n + 1` values, does not start at 0 or decreases.
-pub fn check_pointers(store: &Location, rel: &str, v: &[i64], n: usize) -> Result<()> {
+pub(crate) fn check_pointers(store: &Location, rel: &str, v: &[i64], n: usize) -> Result<()> {
     if v.len() != n + 1 {
         return Err(Error::inconsistent(
             store,
@@ -70,7 +70,7 @@ pub fn check_pointers(store: &Location, rel: &str, v: &[i64], n: usize) -> Resul
 
 /// A `meta/` array's name inside its group (`meta/atoms_ptr` -> `atoms_ptr`),
 /// the key its write configuration goes by.
-pub fn meta_name(rel: &str) -> &str {
+pub(crate) fn meta_name(rel: &str) -> &str {
     rel.strip_prefix("meta/").unwrap_or(rel)
 }
 
@@ -142,7 +142,7 @@ pub fn default_level(name: &str) -> Level {
 /// # Errors
 /// Why not, as a message naming `name` (callers wrap it in the error of
 /// their context).
-pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
+pub(crate) fn check_field_name(name: &str) -> std::result::Result<(), String> {
     let why = if name.is_empty() {
         "an empty name"
     } else if name == "." || name == ".." {
@@ -158,7 +158,7 @@ pub fn check_field_name(name: &str) -> std::result::Result<(), String> {
 }
 
 /// The group a new field goes to.
-pub fn group_for_new_field(name: &str) -> StoreGroup {
+pub(crate) fn group_for_new_field(name: &str) -> StoreGroup {
     if CORE_FIELDS.contains(&name) { StoreGroup::Core } else { StoreGroup::Custom }
 }
 
@@ -364,7 +364,7 @@ pub(crate) fn write_root(store: &Path, attrs: &RootAttrs) -> Result<()> {
 /// # Errors
 /// [`Error::Format`] naming `store` if the attributes cannot be serialized
 /// as JSON.
-pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
+pub(crate) fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
     let mut core = Map::new();
     let mut custom = Map::new();
     for (name, info) in &attrs.fields {
@@ -386,7 +386,7 @@ pub fn root_bytes(store: &Path, attrs: &RootAttrs) -> Result<Vec<u8>> {
 /// # Errors
 /// [`Error::Format`] when the root `zarr.json` is not valid JSON;
 /// [`Error::Io`] naming it when it exists but cannot be read.
-pub fn root_lists_fields(store: &Path) -> Result<bool> {
+pub(crate) fn root_lists_fields(store: &Path) -> Result<bool> {
     let root = read_json(store, ".")?.unwrap_or_default();
     let listed = |g: &str| {
         root.pointer(&format!("/attributes/fields/{g}")).and_then(Value::as_object).is_some_and(|m| !m.is_empty())
@@ -398,7 +398,7 @@ pub fn root_lists_fields(store: &Path) -> Result<bool> {
 ///
 /// # Errors
 /// [`Error::Io`] naming the `zarr.json` when it cannot be written or synced.
-pub fn write_group(store: &Path, rel: &str) -> Result<()> {
+pub(crate) fn write_group(store: &Path, rel: &str) -> Result<()> {
     let doc = json!({"attributes": {}, "zarr_format": 3, "node_type": "group"});
     let p = store.join(rel).join("zarr.json");
     crate::store::durable::replace_file(&p, serde_json::to_vec_pretty(&doc).unwrap_or_default().as_slice())
@@ -457,7 +457,7 @@ pub fn string_fields(store: &Location, root: &RootAttrs) -> Result<BTreeMap<Stri
 
 /// Lists the string labels `labels` in the root attributes (written by
 /// the writer).
-pub fn set_string_fields(root: &mut RootAttrs, labels: &BTreeMap<String, Level>) {
+pub(crate) fn set_string_fields(root: &mut RootAttrs, labels: &BTreeMap<String, Level>) {
     if labels.is_empty() {
         root.extra.remove(STRINGS_ATTR);
         return;
@@ -468,16 +468,16 @@ pub fn set_string_fields(root: &mut RootAttrs, labels: &BTreeMap<String, Level>)
 
 /// Suffixes of the siblings `defragment` writes the new store to and moves
 /// the original to (see [`sibling`]).
-pub const DEFRAG_TMP: &str = ".defrag-tmp";
+pub(crate) const DEFRAG_TMP: &str = ".defrag-tmp";
 /// See [`DEFRAG_TMP`].
-pub const DEFRAG_OLD: &str = ".defrag-old";
+pub(crate) const DEFRAG_OLD: &str = ".defrag-old";
 /// Suffix of the sibling a new store is built in before it is renamed into
 /// place (see `AtomicDataZarrWriter::create`).
-pub const CREATING: &str = ".atomzarr-creating";
+pub(crate) const CREATING: &str = ".atomzarr-creating";
 
 /// Where `add_custom` writes field `name`'s array before moving it into place
 /// (relative to the store).
-pub fn pending_path(name: &str) -> String {
+pub(crate) fn pending_path(name: &str) -> String {
     format!("{PENDING_DIR}/{name}")
 }
 
@@ -485,7 +485,7 @@ pub fn pending_path(name: &str) -> String {
 /// [`PENDING_DIR`]: an `add_custom` or `add_filled` stopped between listing
 /// the field and moving its finished array into place. Returns `(name,
 /// pending folder)`.
-pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String, PathBuf)> {
+pub(crate) fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String, PathBuf)> {
     root.fields.iter().find_map(|(name, info)| {
         let pending = store.join(pending_path(name));
         let placed = store.join(field_path(info.group, name)).join("zarr.json");
@@ -496,7 +496,7 @@ pub fn interrupted_add_custom(store: &Path, root: &RootAttrs) -> Option<(String,
 /// Where an interrupted `defragment` left the original store, when `store`
 /// itself is missing: the writer renames the store to this sibling, then the
 /// new copy into place, so a crash between the two leaves only the sibling.
-pub fn interrupted_defragment(store: &Path) -> Option<PathBuf> {
+pub(crate) fn interrupted_defragment(store: &Path) -> Option<PathBuf> {
     let old = sibling(store, DEFRAG_OLD);
     (!store.exists() && old.is_dir()).then_some(old)
 }
@@ -527,7 +527,7 @@ pub fn sibling(store: &Path, suffix: &str) -> PathBuf {
 ///
 /// # Errors
 /// The error of listing a remote store.
-pub fn store_usage(location: &crate::Location, source: &dyn ByteSource, rel: &str) -> Result<(u64, u64)> {
+pub(crate) fn store_usage(location: &crate::Location, source: &dyn ByteSource, rel: &str) -> Result<(u64, u64)> {
     if let Some(local) = location.local() {
         return Ok(disk_usage(&local.join(rel)));
     }

@@ -293,7 +293,7 @@ impl AtomicDataZarrReader {
     }
 
     /// The store as zarrs storage (over [`Self::byte_source`]).
-    pub fn storage(&self) -> Arc<ByteStorage> {
+    pub(crate) fn storage(&self) -> Arc<ByteStorage> {
         self.store.clone()
     }
 

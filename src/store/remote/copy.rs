@@ -10,7 +10,7 @@ use object_store::ObjectStore;
 use object_store::path::Path as ObjPath;
 
 use super::RemoteOptions;
-use super::source::{connect, remote_error};
+use super::bytes::{connect, remote_error};
 use crate::Location;
 use crate::error::{Error, RemoteErrorKind, Result};
 use crate::store::durable::TEMP_MARK;
@@ -82,7 +82,7 @@ impl Side {
 /// [`Error::Locked`] for a locked local store; [`Error::Io`] naming a local file.
 pub fn copy(src: impl Into<Location>, dst: impl Into<Location>, options: &RemoteOptions) -> Result<CopyReport> {
     let (src, dst) = (src.into(), dst.into());
-    let runtime = super::source::io_runtime()?;
+    let runtime = super::bytes::io_runtime()?;
     if let Some(p) = src.local().filter(|p| !p.join("zarr.json").is_file()) {
         return Err(Error::NotFound { store: p.into() });
     }

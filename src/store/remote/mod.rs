@@ -8,8 +8,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`options`] | [`RemoteOptions`]: endpoint, credentials, concurrency, merging, retries, disk cache |
-//! | `source` | [`RemoteBytes`]: URL parsing, the `object_store` client, error mapping, request counts |
+//! | `options` | [`RemoteOptions`]: endpoint, credentials, concurrency, merging, retries, disk cache |
+//! | `bytes` | [`RemoteBytes`]: URL parsing, the `object_store` client, error mapping, request counts |
 //! | `disk_cache` | the bounded on-disk cache of fetched encoded chunks |
 //! | `copy` | [`copy`]: publishing a store to a URL (and back) |
 //!
@@ -18,15 +18,15 @@
 //! then [`copy`].
 
 #[cfg(feature = "remote")]
+mod bytes;
+#[cfg(feature = "remote")]
 mod copy;
 #[cfg(feature = "remote")]
 mod disk_cache;
-pub mod options;
-#[cfg(feature = "remote")]
-mod source;
+mod options;
 
 #[cfg(feature = "remote")]
-pub use copy::{CopyReport, copy};
-pub use options::RemoteOptions;
+pub use bytes::RemoteBytes;
 #[cfg(feature = "remote")]
-pub use source::RemoteBytes;
+pub use copy::{CopyReport, copy};
+pub use options::{DEFAULT_CONCURRENCY, DEFAULT_MERGE_GAP, RemoteOptions};
