@@ -3,8 +3,13 @@
 //! copies, and int64 to int32 narrowing.
 
 use crate::data::HostData;
-use crate::data::NEIGHBOR_LIST;
 use crate::error::{Error, Result};
+
+/// The field whose values are atom indices (`[n_edges, 2]`, sender and
+/// receiver): the one field every layer rebases by atom offsets, checks
+/// against its sample's atoms, and the toolkit's append bug corrupts. Code
+/// names it through this constant only.
+pub const NEIGHBOR_LIST: &str = "neighbor_list";
 
 impl HostData {
     /// Appends int64 values given as native-endian bytes, each plus `offset`

@@ -71,3 +71,13 @@ impl Pointers<'_> {
         level.pick(self.atoms[n] as u64, self.edges[n] as u64, n as u64)
     }
 }
+
+/// Chunk ids `[first, last]` covering `rows` with `chunk_rows` rows per chunk
+/// (empty for an empty range).
+#[inline]
+pub(crate) fn chunks_of(rows: &std::ops::Range<u64>, chunk_rows: u64) -> std::ops::Range<u64> {
+    if rows.is_empty() {
+        return 0..0;
+    }
+    rows.start / chunk_rows..(rows.end - 1) / chunk_rows + 1
+}

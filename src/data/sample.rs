@@ -3,14 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::data::{DType, HostData, IndexReport, Level, StringField};
+use crate::data::{DType, HostData, IndexReport, Level, NEIGHBOR_LIST, StringField};
 use crate::error::{Error, Result};
-
-/// The field whose values are atom indices (`[n_edges, 2]`, sender and
-/// receiver): the one field every layer rebases by atom offsets, checks
-/// against its sample's atoms, and the toolkit's append bug corrupts. Code
-/// names it through this constant only.
-pub const NEIGHBOR_LIST: &str = "neighbor_list";
 
 /// One named array of a sample: level, shape and data.
 #[derive(Debug, Clone, PartialEq)]

@@ -451,3 +451,6 @@ impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
         }
     }
 }
+
+/// A transform applied to each device batch, in order, before it is yielded.
+pub type BatchTransform<B> = std::sync::Arc<dyn Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync>;

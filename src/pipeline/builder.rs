@@ -8,12 +8,32 @@ use burn::tensor::backend::Backend;
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
 use crate::pipeline::plan::{Batching, Clock, Cursor, View};
-use crate::pipeline::{AtomicBatch, DataLoader, Dataset, ErrorPolicy};
+use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset, ErrorPolicy};
 use crate::sampler::{BatchSampler, RandomSampler, Sampler, SequentialSampler, epoch_rng};
 use crate::source::Reader;
 
-/// A transform applied to each device batch, in order, before it is yielded.
-pub type BatchTransform<B> = Arc<dyn Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync>;
+impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
+    /// Starts a builder over `dataset`.
+    pub fn builder(dataset: Dataset<R>) -> DataLoaderBuilder<B, R> {
+        DataLoaderBuilder {
+            dataset,
+            batch_size: None,
+            shuffle: false,
+            seed: 0,
+            drop_last: false,
+            sampler: None,
+            batch_sampler: None,
+            prefetch_factor: 2,
+            num_workers: None,
+            pin_memory: false,
+            use_streams: false,
+            num_streams: None,
+            batch_transforms: Vec::new(),
+            error_policy: None,
+            world: (0, 1),
+        }
+    }
+}
 
 /// Builder of a [`DataLoader`]; see the field docs of each method.
 pub struct DataLoaderBuilder<B: Backend, R: Reader> {

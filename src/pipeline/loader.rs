@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
 use crate::pipeline::upload::{self, Uploader};
-use crate::pipeline::{BatchTransform, DataLoaderBuilder, Dataset, LoaderState, Pending, Prefetcher};
+use crate::pipeline::{BatchTransform, Dataset, LoaderState, Pending, Prefetcher};
 use crate::source::Reader;
 
 /// Counters of a [`DataLoader`] (all epochs, all its iterators).
@@ -121,27 +121,6 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
 }
 
 impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
-    /// Starts a builder over `dataset`.
-    pub fn builder(dataset: Dataset<R>) -> DataLoaderBuilder<B, R> {
-        DataLoaderBuilder {
-            dataset,
-            batch_size: None,
-            shuffle: false,
-            seed: 0,
-            drop_last: false,
-            sampler: None,
-            batch_sampler: None,
-            prefetch_factor: 2,
-            num_workers: None,
-            pin_memory: false,
-            use_streams: false,
-            num_streams: None,
-            batch_transforms: Vec::new(),
-            error_policy: None,
-            world: (0, 1),
-        }
-    }
-
     /// Counters: samples skipped under [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip) by this loader
     /// (and its clones, which share its dataset).
     pub fn stats(&self) -> LoaderStats {

@@ -29,8 +29,7 @@ pub use batch::HostFields;
 pub(crate) use batch::device_int_dtype;
 // The types also at the crate root are public there only.
 pub(crate) use batch::AtomicBatch;
-pub use builder::BatchTransform;
-pub(crate) use builder::DataLoaderBuilder;
+pub use batch::BatchTransform;
 pub use dataset::Transform;
 pub(crate) use dataset::{Dataset, ErrorPolicy};
 pub use prefetch::{FusedHandle, Pending};

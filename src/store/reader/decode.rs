@@ -10,7 +10,7 @@ use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 use super::AtomicDataZarrReader;
 use super::cache::{ChunkBuf, ChunkBytes, NARROWED};
 use super::plan::needed_chunks;
-use super::state::{FieldArray, State};
+use super::{FieldArray, State};
 use crate::data::{CollateOptions, HostData};
 use crate::error::{Error, Result};
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use zarrs::array::{Array, ArrayToBytesCodecTraits, CodecChain, CodecError};
 
 use super::AtomicDataZarrReader;
+use super::FieldArray;
 use super::cache::ChunkBuf;
-use super::state::FieldArray;
 use crate::data::DType;
 use crate::error::{Error, Result};
 use crate::store::bytes::{ByteStorage as Store, Bytes};

@@ -16,9 +16,9 @@ use std::ops::Range;
 use std::sync::{OnceLock, mpsc};
 
 use super::AtomicDataZarrReader;
+use super::State;
 use super::cache::ChunkBytes;
 use super::direct::{Located, ShardLayout};
-use super::state::State;
 use crate::error::{Error, Result};
 use crate::store::bytes::{Bytes, RangeRequest};
 

@@ -28,14 +28,17 @@ use std::sync::{Arc, RwLock};
 
 use zarrs::array::CodecOptions;
 
+use crate::data::{CollateOptions, Pointers};
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::source::Reader;
+use crate::store::bytes::ByteStorage as Store;
 use crate::store::bytes::{ByteSource, ByteStorage, IoStats, LocalBytes};
 use crate::store::format;
 use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
-pub(crate) use state::{FieldArray, State};
+use direct::{DirectDecode, ShardIndex};
+use zarrs::array::{Array, ArrayShardedReadableExtCache};
 
 pub(crate) mod cache;
 mod decode;
@@ -335,5 +338,92 @@ impl AtomicDataZarrReader {
 
     fn chunk_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
         Error::Chunk { store: self.location.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
+    }
+}
+
+/// One field array, opened.
+pub(crate) struct FieldArray {
+    pub name: String,
+    pub rel: String,
+    pub level: Level,
+    pub dtype: DType,
+    pub trailing: Vec<usize>,
+    pub row_elems: usize,
+    pub row_bytes: usize,
+    pub chunk_rows: u64,
+    pub array: Array<Store>,
+    pub shard_cache: ArrayShardedReadableExtCache,
+    /// Cache key of this array; unique within a reader's lifetime.
+    pub id: u32,
+    /// Set when inner chunks can be decoded without zarrs' codec pipeline.
+    pub direct: Option<DirectDecode>,
+    /// Shard indexes read by the direct path, by shard number.
+    pub shard_indexes: std::sync::Mutex<std::collections::HashMap<u64, ShardIndex>>,
+    /// Set once a chunk of this int64 array held a value outside int32: the
+    /// array is then never narrowed (see [`CollateOptions::narrow_int64`]).
+    pub wide_only: std::sync::atomic::AtomicBool,
+    /// `neighbor_list` only: physical samples seen with an index outside
+    /// their own atoms. Each chunk is checked once, when it is decoded (see
+    /// [`AtomicDataZarrReader::verify_neighbors`]), so batches copied from
+    /// cached chunks pay nothing for the check; batch paths refuse these
+    /// samples, `read` and `read_many` return them as stored.
+    pub bad_samples: RwLock<std::collections::BTreeSet<usize>>,
+    /// Whether `bad_samples` is non-empty (read without the lock per batch).
+    pub any_bad: std::sync::atomic::AtomicBool,
+}
+
+impl FieldArray {
+    /// Whether this request reads the array's chunks narrowed to int32.
+    pub(super) fn narrowed(&self, opts: CollateOptions) -> bool {
+        opts.narrow_int64() && self.dtype == DType::Int64 && !self.wide_only.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A consistent snapshot of the store (swapped whole by `refresh`).
+pub(crate) struct State {
+    pub num_samples: usize,
+    pub atoms_ptr: Vec<i64>,
+    pub edges_ptr: Vec<i64>,
+    /// Physical index of each logical index; `None` when nothing is deleted.
+    pub active: Option<Vec<usize>>,
+    pub fields: Vec<FieldArray>,
+    /// The string labels (`strings/`), in name order.
+    pub strings: Vec<strings::StringArray>,
+}
+
+impl State {
+    pub(super) fn len(&self) -> usize {
+        self.active.as_ref().map_or(self.num_samples, Vec::len)
+    }
+
+    pub(super) fn physical(&self, logical: usize) -> usize {
+        self.active.as_ref().map_or(logical, |a| a[logical])
+    }
+
+    pub(super) fn ptrs(&self) -> Pointers<'_> {
+        Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr }
+    }
+
+    /// Bytes of field data (stored dtypes) of physical samples `physical`.
+    pub(super) fn sample_bytes(&self, physical: &[usize]) -> u64 {
+        let mut per = [0u64; 3]; // atom, edge, system row bytes
+        for f in &self.fields {
+            per[match f.level {
+                Level::Atom => 0,
+                Level::Edge => 1,
+                Level::System => 2,
+            }] += f.row_bytes as u64;
+        }
+        let ptrs = self.ptrs();
+        physical
+            .iter()
+            .map(|&p| {
+                let rows = |l: Level| {
+                    let r = ptrs.rows(l, p);
+                    r.end - r.start
+                };
+                rows(Level::Atom) * per[0] + rows(Level::Edge) * per[1] + per[2]
+            })
+            .sum()
     }
 }

@@ -4,7 +4,7 @@
 
 use super::AtomicDataZarrReader;
 use super::decode::Decoded;
-use super::state::{FieldArray, State};
+use super::{FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{DType, HostData, IndexReport, bad_indices};
 use crate::error::{Error, Result};

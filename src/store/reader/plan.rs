@@ -5,21 +5,9 @@
 //! samples on the array's own axis (atoms, edges or samples), so that every
 //! needed chunk is decoded exactly once per call however many samples share it.
 
-use std::ops::Range;
-
 use crate::data::Level;
 
-pub use crate::data::Pointers;
-
-/// Chunk ids `[first, last]` covering `rows` with `chunk_rows` rows per chunk
-/// (empty for an empty range).
-#[inline]
-pub fn chunks_of(rows: &Range<u64>, chunk_rows: u64) -> Range<u64> {
-    if rows.is_empty() {
-        return 0..0;
-    }
-    rows.start / chunk_rows..(rows.end - 1) / chunk_rows + 1
-}
+use crate::data::{Pointers, chunks_of};
 
 /// The sorted unique chunk ids of an array that `physical` samples touch.
 pub fn needed_chunks(ptrs: Pointers<'_>, level: Level, chunk_rows: u64, physical: &[usize]) -> Vec<u64> {

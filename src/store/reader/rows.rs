@@ -4,10 +4,10 @@
 
 use super::AtomicDataZarrReader;
 use super::decode::Decoded;
-use super::plan::{Pointers, chunks_of};
-use super::state::{FieldArray, State};
+use super::{FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, CollatedBatch, DType, Field, FieldLayout, HostData};
+use crate::data::{Pointers, chunks_of};
 use crate::error::Result;
 
 impl AtomicDataZarrReader {

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use zarrs::array::Array;
 
 use super::AtomicDataZarrReader;
-use super::plan::{Pointers, chunks_of};
 use crate::data::{Level, StringField};
+use crate::data::{Pointers, chunks_of};
 use crate::error::{Error, Result};
 use crate::store::bytes::ByteStorage as Store;
 use crate::store::format;
