@@ -251,6 +251,33 @@ def asedb():
 
 
 # ---------------------------------------------------------------- aselmdb
+def fairchem_row(a, ctime, mtime):
+    """The row dict fairchem's LMDBDatabase._write stores for atoms `a`."""
+    from ase.db.row import AtomsRow
+
+    row = AtomsRow(a)
+    row.ctime = ctime
+    row.user = "fixture"
+    dct = {}
+    for key in row.__dict__:
+        if key[0] == "_" or key in row._keys or key == "id":
+            continue
+        dct[key] = row[key]
+    dct["mtime"] = mtime
+    dct["cell"] = np.asarray(dct["cell"])
+    return dct
+
+
+def fresh_lmdb(path, map_size):
+    """A new LMDB file at `path` (any old one and its lock file removed)."""
+    import lmdb
+
+    for p in (path, path + "-lock"):
+        if os.path.exists(p):
+            os.remove(p)
+    return lmdb.open(path, map_size=map_size, subdir=False, meminit=False, map_async=True)
+
+
 def aselmdb():
     """As fairchem's LMDBDatabase._write stores rows (see its source)."""
     import lmdb
@@ -258,27 +285,15 @@ def aselmdb():
     from ase.db.row import AtomsRow
 
     path = os.path.join(OUT, "fairchem.aselmdb")
-    for p in (path, path + "-lock"):
-        if os.path.exists(p):
-            os.remove(p)
-    env = lmdb.open(path, map_size=1 << 24, subdir=False, meminit=False, map_async=True)
+    env = fresh_lmdb(path, 1 << 24)
     txn = env.begin(write=True)
     nextid = 1
     kvps = []
     for i, a in enumerate(db_atoms() + db_atoms()[:2]):
-        row = AtomsRow(a)
-        row.ctime = 1.0 + i
-        row.user = "fixture"
-        dct = {}
-        for key in row.__dict__:
-            if key[0] == "_" or key in row._keys or key == "id":
-                continue
-            dct[key] = row[key]
-        dct["mtime"] = 2.0 + i
+        dct = fairchem_row(a, 1.0 + i, 2.0 + i)
         kvp = {"sid": f"sys-{100 + i}", "fid": i, "oc_energy": float(i) * 0.25}
         dct["key_value_pairs"] = kvp
         dct["data"] = {"note": "kept out", "arr": np.arange(3)}
-        dct["cell"] = np.asarray(dct["cell"])
         txn.put(f"{nextid}".encode("ascii"), zlib.compress(orjson.dumps(dct, option=orjson.OPT_SERIALIZE_NUMPY)))
         kvps.append((nextid, kvp))
         nextid += 1
@@ -418,23 +433,11 @@ def stress():
     # fairchem's .aselmdb: LMDBDatabase._write's row dict, zlib(orjson(...)).
     for shape in ("voigt", "3x3"):
         path = out(f"stress_{shape}.aselmdb")
-        for p in (path, path + "-lock"):
-            if os.path.exists(p):
-                os.remove(p)
-        env = lmdb.open(path, map_size=1 << 22, subdir=False, meminit=False, map_async=True)
+        env = fresh_lmdb(path, 1 << 22)
         txn = env.begin(write=True)
         nextid = 1
         for i, a in enumerate(stress_calc_atoms(shape, False)):
-            row = AtomsRow(a)
-            row.ctime = 10.0 + i
-            row.user = "fixture"
-            dct = {}
-            for key in row.__dict__:
-                if key[0] == "_" or key in row._keys or key == "id":
-                    continue
-                dct[key] = row[key]
-            dct["mtime"] = 20.0 + i
-            dct["cell"] = np.asarray(dct["cell"])
+            dct = fairchem_row(a, 10.0 + i, 20.0 + i)
             txn.put(f"{nextid}".encode("ascii"), zlib.compress(orjson.dumps(dct, option=orjson.OPT_SERIALIZE_NUMPY)))
             nextid += 1
             txn.put(b"nextid", zlib.compress(orjson.dumps(nextid, option=orjson.OPT_SERIALIZE_NUMPY)))

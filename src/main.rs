@@ -635,7 +635,7 @@ fn import(a: ImportArgs) -> atomzarr::Result<()> {
             MissingArg::Fill => atomzarr::formats::import::Missing::Fill,
             MissingArg::Error => atomzarr::formats::import::Missing::Error,
         })
-        .with_source(source)
+        .with_frame_options(source)
         .with_progress(show)
         .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
     let t = std::time::Instant::now();

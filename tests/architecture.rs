@@ -129,6 +129,22 @@ fn strip_attrs_and_pub(stmt: &str) -> &str {
     s
 }
 
+/// The names a `use` path brings in, after its first segment: `m::{A, B}`
+/// and `m::leaf::{A, B}` alike; `a::B` brings `B`, `B as C` brings `C`.
+fn use_items(rest: &str) -> Vec<String> {
+    let rest = rest.trim();
+    let items: Vec<&str> = match rest.split_once('{') {
+        Some((_, list)) => list.split([',', '}']).collect(),
+        None => vec![rest],
+    };
+    items
+        .into_iter()
+        .map(|item| item.trim().rsplit("::").next().unwrap_or("").rsplit(" as ").next().unwrap_or("").trim())
+        .filter(|item| !item.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Top-level modules of `lib.rs` and the module each root re-export comes from.
 fn root_items(lib: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
     let mut modules = BTreeSet::new();
@@ -140,19 +156,8 @@ fn root_items(lib: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
         } else if let Some(path) = stmt.strip_prefix("use ") {
             let (module, rest) =
                 path.trim().split_once("::").unwrap_or_else(|| panic!("cannot read `{stmt}` in lib.rs"));
-            let rest = rest.trim();
-            // `m::{A, B}` and `m::leaf::{A, B}` alike.
-            let items: Vec<&str> = match rest.split_once('{') {
-                Some((_, list)) => list.split([',', '}']).collect(),
-                None => vec![rest],
-            };
-            for item in items {
-                // `a::B` re-exports `B`; `B as C` re-exports `C`.
-                let item = item.trim().rsplit("::").next().unwrap_or("");
-                let item = item.rsplit(" as ").next().unwrap_or("").trim();
-                if !item.is_empty() {
-                    reexports.insert(item.to_string(), module.to_string());
-                }
+            for item in use_items(rest) {
+                reexports.insert(item, module.to_string());
             }
         }
     }
@@ -323,16 +328,8 @@ fn reexported_by(mod_rs: &str, members: &BTreeMap<String, Vec<PathBuf>>) -> BTre
         if !members.contains_key(m) {
             continue;
         }
-        let items: Vec<&str> = match rest.split_once('{') {
-            Some((_, list)) => list.split([',', '}']).collect(),
-            None => vec![rest],
-        };
-        for item in items {
-            let item = item.trim().rsplit("::").next().unwrap_or("");
-            let item = item.rsplit(" as ").next().unwrap_or("").trim();
-            if !item.is_empty() {
-                out.insert(item.to_string(), m.to_string());
-            }
+        for item in use_items(rest) {
+            out.insert(item, m.to_string());
         }
     }
     out

@@ -16,43 +16,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::{assert_close, cli_dump as dump, flat_numbers as flat};
 use serde_json::Value;
 
 fn asset(name: &str) -> PathBuf {
     common::assets().join("import").join("formats").join(name)
-}
-
-/// The dump of `store` as JSON (`NaN`, which serde_json does not read, as `null`).
-fn dump(store: &Path) -> Value {
-    let (ok, out, err) = common::cli(&["dump", store.to_str().unwrap()]);
-    assert!(ok, "dump: {err}");
-    let fixed = out.replace("[NaN", "[null").replace(", NaN", ", null");
-    serde_json::from_str(&fixed).unwrap()
-}
-
-fn flat(v: &Value) -> Vec<f64> {
-    match v {
-        Value::Array(a) => a.iter().flat_map(flat).collect(),
-        Value::Bool(b) => vec![f64::from(u8::from(*b))],
-        Value::Number(n) => vec![n.as_f64().unwrap()],
-        Value::Null => vec![f64::NAN],
-        other => panic!("not numeric: {other}"),
-    }
-}
-
-/// A dumped float32 (widened) against ASE's f64 value: equal to it rounded
-/// to float32, give or take one float32 step.
-fn assert_close(got: &[f64], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (k, (g, w)) in got.iter().zip(want).enumerate() {
-        if w.is_nan() {
-            assert!(g.is_nan(), "{what}[{k}]: {g}, ASE has NaN");
-            continue;
-        }
-        let w32 = f64::from(*w as f32);
-        let step = (w32.abs() * f64::from(f32::EPSILON)).max(f64::from(f32::MIN_POSITIVE));
-        assert!((g - w32).abs() <= step, "{what}[{k}]: {g} vs {w} (as f32 {w32})");
-    }
 }
 
 /// Imports fixture `file` into a new store and returns its dump.

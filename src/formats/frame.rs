@@ -1,7 +1,7 @@
 //! Frames from files: [`Frame`], the [`Frames`] trait every import format
 //! implements, and the options and facts of an opened file.
 //!
-//! A source hands out frames in batches, so memory holds one batch (and
+//! A format hands out frames in batches, so memory holds one batch (and
 //! whatever the format needs to find the next one, stated per format),
 //! whatever the file's size. Values arrive in the store's units (eV, Å,
 //! eV/Å, eV/Å³) and sign conventions (forces, not gradients; ASE's stress

@@ -146,7 +146,8 @@ pub trait Reader: Send + Sync {
     /// Logical (active) sample count.
     fn len(&self) -> usize;
 
-    /// A name for the source (store path), used in metadata and errors.
+    /// The name of what the reader reads (a store's path or URL), used in
+    /// metadata and errors.
     fn name(&self) -> &str;
 
     /// Field name to level, for every field a sample has.

@@ -346,3 +346,39 @@ pub fn assert_narrowed_eq(
         }
     }
 }
+
+/// `atomzarr dump STORE` as JSON (`NaN`, which Python's json writes and serde_json does
+/// not read, becomes `null`).
+pub fn cli_dump(store: &Path) -> Value {
+    let (ok, out, err) = cli(&["dump", store.to_str().unwrap()]);
+    assert!(ok, "dump: {err}");
+    let fixed = out.replace("[NaN", "[null").replace(", NaN", ", null");
+    serde_json::from_str(&fixed).unwrap()
+}
+
+/// Every number of a JSON value, flattened (booleans as 0 and 1, `null` as NaN).
+pub fn flat_numbers(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Array(a) => a.iter().flat_map(flat_numbers).collect(),
+        Value::Bool(b) => vec![f64::from(u8::from(*b))],
+        Value::Number(n) => vec![n.as_f64().unwrap()],
+        Value::Null => vec![f64::NAN],
+        other => panic!("not numeric: {other}"),
+    }
+}
+
+/// A dumped float32 (widened) against the tool's f64 value: equal to it
+/// rounded to float32, give or take one float32 step (the tool and the
+/// importer multiply unit factors in different orders).
+pub fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        if w.is_nan() {
+            assert!(g.is_nan(), "{what}[{k}]: {g}, the tool has NaN");
+            continue;
+        }
+        let w32 = f64::from(*w as f32);
+        let step = (w32.abs() * f64::from(f32::EPSILON)).max(f64::from(f32::MIN_POSITIVE));
+        assert!((g - w32).abs() <= step, "{what}[{k}]: {g} vs {w} (as f32 {w32})");
+    }
+}

@@ -13,13 +13,13 @@
 //! see `docs/LABELS.md`. [`Missing::Error`] refuses a frame whose fields
 //! differ from the first frame's (or the store's) instead.
 //!
-//! Values arrive in eV, Å, eV/Å and eV/Å³ (the sources convert); the root
+//! Values arrive in eV, Å, eV/Å and eV/Å³ (each format converts); the root
 //! attributes record that (`units`) and, per imported file, its format,
 //! its own units and the factors applied (`imports`).
 //!
 //! Memory: parsing runs one batch ahead of writing (three batches at most:
 //! one parsing, one queued, one writing), plus what a format needs to find
-//! its next batch (stated in each source's docs).
+//! its next batch (stated in each format's docs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,7 +66,7 @@ pub struct ImportOptions {
     progress: bool,
     write_config: ZarrWriteConfig,
     missing: Missing,
-    source: FrameOptions,
+    frames: FrameOptions,
 }
 
 impl Default for ImportOptions {
@@ -77,7 +77,7 @@ impl Default for ImportOptions {
             progress: false,
             write_config: ZarrWriteConfig::default(),
             missing: Missing::Fill,
-            source: FrameOptions::default(),
+            frames: FrameOptions::default(),
         }
     }
 }
@@ -130,13 +130,13 @@ impl ImportOptions {
         self.missing
     }
     /// How input files are read: format, units, HDF5 keys.
-    pub fn with_source(mut self, source: FrameOptions) -> Self {
-        self.source = source;
+    pub fn with_frame_options(mut self, frames: FrameOptions) -> Self {
+        self.frames = frames;
         self
     }
-    /// The source options.
-    pub fn source(&self) -> &FrameOptions {
-        &self.source
+    /// How input files are read.
+    pub fn frame_options(&self) -> &FrameOptions {
+        &self.frames
     }
 }
 
@@ -296,13 +296,13 @@ fn produce<P: AsRef<Path>>(
     for p in inputs {
         let file = p.as_ref().to_path_buf();
         let size = std::fs::metadata(&file).map_err(|e| Error::io(&file, e))?.len();
-        let (mut reader, info) = open_frames(&file, options.source())?;
+        let (mut reader, info) = open_frames(&file, options.frame_options())?;
         let mut info = Some(info);
         let mut shown = 0u64;
         loop {
             let frames = reader.next_batch(options.batch_frames())?;
             let (done, total) = reader.progress();
-            // Progress in file bytes, whatever the source counts in.
+            // Progress in file bytes, whatever the format counts in.
             let now = if total == 0 { size } else { (size as f64 * (done as f64 / total as f64)) as u64 };
             let Some(frames) = frames else {
                 let end = Batch {
