@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use atomzarr::Reader;
 use atomzarr::formats::import::{ImportOptions, Missing, import_files};

@@ -14,7 +14,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::{assert_close, cli_dump as dump, flat_numbers as flat};
 use serde_json::Value;

@@ -277,7 +277,7 @@ fn fused_prefetch_queue_and_cancel() {
     assert!(!p.has_pending());
     p.push(&ds, vec![vec![3, 1], vec![2]]);
     p.push(&ds, vec![vec![29]]);
-    assert_eq!(p.len(), 2);
+    assert_eq!(p.pending_reads(), 2);
     let first = p.pop().unwrap();
     assert_eq!(first.iter().map(|b| b.indices.clone()).collect::<Vec<_>>(), vec![vec![3, 1], vec![2]]);
     assert_eq!(first, ds.load_batches(&[vec![3, 1], vec![2]]).unwrap());

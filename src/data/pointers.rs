@@ -40,7 +40,7 @@ impl Pointers<'_> {
 
     /// As [`Pointers::rows`], checked: `None` when `p` is out of range or
     /// the pointers are negative or decreasing (pointers that did not come
-    /// through [`check_pointers`](crate::store::format::check_pointers), such
+    /// through the store reader's pointer checks, such
     /// as a collated batch's).
     ///
     /// ```

@@ -1,5 +1,5 @@
 //! `atomzarr export`: a store's samples as extended XYZ for ASE
-//! ([`crate::formats::extxyz::write`]), written beside the target and renamed
+//! (the writer of `formats/extxyz/write.rs`), written beside the target and renamed
 //! into place when complete.
 
 use std::io::Write;

@@ -1,5 +1,6 @@
-//! [`Dataset`]: validation, per-sample transforms and background (fused)
-//! prefetch over any [`Reader`]. It never chooses sample order.
+//! [`Dataset`]: validation and transforms over any [`Reader`]. It never
+//! chooses sample order, and reads in the background only through a
+//! [`Prefetcher`](crate::Prefetcher).
 //!
 //! The canonical batch API is [`Dataset::load_batches`]: one inner list per
 //! batch, all served by ONE backend read. With validation skipped and no
@@ -17,9 +18,10 @@
 //! let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
 //! let batches = ds.load_batches(&[vec![2, 0], vec![1]])?;
 //! assert_eq!(batches[0].atoms_ptr, vec![0, 3, 4]);
-//! ds.prefetch_fused_batches(vec![vec![0], vec![1, 2]]);
-//! assert!(ds.has_pending_fused_batches());
-//! assert_eq!(ds.get_fused_batches()?.len(), 2);
+//! let prefetch = atomzarr::Prefetcher::new(1);
+//! prefetch.push(&ds, vec![vec![0], vec![1, 2]]);
+//! assert!(prefetch.has_pending());
+//! assert_eq!(prefetch.pop()?.len(), 2);
 //! # Ok(()) }
 //! ```
 

@@ -6,9 +6,9 @@
 //! | module | owns |
 //! |---|---|
 //! | `dataset` | [`Dataset`]: validation, transforms; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
-//! | `prefetch` | [`Prefetcher`](crate::Prefetcher): fused reads of a dataset's batches on background threads |
+//! | `prefetch` | [`Prefetcher`]: fused reads of a dataset's batches on background threads |
 //! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`](crate::AtomicBatcher), Burn's `Batcher` |
-//! | `builder` | [`DataLoaderBuilder`]: the loader's knobs, checked once |
+//! | `builder` | [`DataLoaderBuilder`](crate::DataLoaderBuilder): the loader's knobs, checked once |
 //! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
 //! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |

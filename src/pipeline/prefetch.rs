@@ -82,7 +82,10 @@ impl Default for Prefetcher {
 
 impl std::fmt::Debug for Prefetcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prefetcher").field("num_workers", &self.num_workers).field("pending", &self.len()).finish()
+        f.debug_struct("Prefetcher")
+            .field("num_workers", &self.num_workers)
+            .field("pending_reads", &self.pending_reads())
+            .finish()
     }
 }
 
@@ -185,7 +188,7 @@ impl Prefetcher {
     }
 
     /// Queued reads not yet popped.
-    pub fn len(&self) -> usize {
+    pub fn pending_reads(&self) -> usize {
         self.queue().len()
     }
 

@@ -1,26 +1,5 @@
-//! Chunk-aware shuffling for training on stores far larger than memory.
-//!
-//! A plain random permutation makes every read window touch nearly every
-//! chunk of the store; once the decoded store outgrows the chunk cache, each
-//! window decodes nearly the whole store again. [`ChunkShuffleSampler`]
-//! shuffles at two levels instead, as WebDataset's shuffle buffers and
-//! MosaicML streaming's block shuffles do:
-//!
-//! 1. the blocks (runs of samples that share a storage chunk, see
-//!    [`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks)) are permuted, seeded per `(seed, epoch)`;
-//! 2. the permuted blocks are taken `K` at a time (the shuffle buffer) and
-//!    their samples are interleaved in random order.
-//!
-//! Each batch of at least `2K` samples then draws from at least `K` distinct
-//! blocks (see [`ChunkShuffleSampler::with_buffer_blocks`] for the exact promise),
-//! while a read window only needs the chunks of about `K` blocks at a time, so
-//! each chunk is decoded about once per epoch. `K` is the one knob that trades
-//! randomness for I/O: larger `K` mixes more blocks into each batch and needs
-//! a larger decoded working set (`K` blocks' worth of chunks) in the cache.
-//!
-//! Why not a sampler from a crate: none of the Rust shuffle-buffer crates
-//! (for example the streaming iterators of `rand`'s ecosystem) is seeded per
-//! epoch, shards by rank, or guarantees a per-batch block count.
+//! [`ChunkShuffleSampler`]: chunk-aware shuffling for stores far larger
+//! than memory.
 
 use std::sync::Arc;
 
@@ -34,8 +13,29 @@ use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 /// Default shuffle-buffer size `K`, in blocks.
 pub const DEFAULT_BUFFER_BLOCKS: usize = 16;
 
-/// Two-level (block permutation + shuffle buffer) sampler; see the
-/// [module docs](crate::sampler::chunk_shuffle).
+/// Two-level (block permutation + shuffle buffer) sampler.
+///
+/// A plain random permutation makes every read window touch nearly every
+/// chunk of the store; once the decoded store outgrows the chunk cache, each
+/// window decodes nearly the whole store again. [`ChunkShuffleSampler`]
+/// shuffles at two levels instead, as WebDataset's shuffle buffers and
+/// MosaicML streaming's block shuffles do:
+///
+/// 1. the blocks (runs of samples that share a storage chunk, see
+///    [`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks)) are permuted, seeded per `(seed, epoch)`;
+/// 2. the permuted blocks are taken `K` at a time (the shuffle buffer) and
+///    their samples are interleaved in random order.
+///
+/// Each batch of at least `2K` samples then draws from at least `K` distinct
+/// blocks (see [`ChunkShuffleSampler::with_buffer_blocks`] for the exact promise),
+/// while a read window only needs the chunks of about `K` blocks at a time, so
+/// each chunk is decoded about once per epoch. `K` is the one knob that trades
+/// randomness for I/O: larger `K` mixes more blocks into each batch and needs
+/// a larger decoded working set (`K` blocks' worth of chunks) in the cache.
+///
+/// Why not a sampler from a crate: none of the Rust shuffle-buffer crates
+/// (for example the streaming iterators of `rand`'s ecosystem) is seeded per
+/// epoch, shards by rank, or guarantees a per-batch block count.
 ///
 /// ```
 /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, Sampler};

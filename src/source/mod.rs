@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
 //! | `memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
-//! | `multi` | [`MultiReader`](crate::MultiReader): several readers behind one global index space |
+//! | `multi` | [`MultiReader`]: several readers behind one global index space |
 //!
 //! The Zarr reader ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`]; files of

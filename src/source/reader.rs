@@ -4,7 +4,7 @@
 //! `ObjectStoreExt`:
 //!
 //! - [`Reader`], the core a backend implements: [`Reader::len`],
-//!   [`Reader::source`], [`Reader::field_levels`] and [`Reader::load_many`],
+//!   [`Reader::name`], [`Reader::field_levels`] and [`Reader::load_many`],
 //!   plus hooks with defaults it overrides when it can do better;
 //! - [`ReaderExt`], the conveniences every reader gets for free:
 //!   [`ReaderExt::read`] and [`ReaderExt::read_many`] (negative indices,
@@ -124,7 +124,7 @@ impl std::iter::Sum for DecodeCounters {
 
 /// Storage backend: the contract a new source of samples implements.
 ///
-/// Four methods are required: [`Reader::len`], [`Reader::source`],
+/// Four methods are required: [`Reader::len`], [`Reader::name`],
 /// [`Reader::field_levels`] and [`Reader::load_many`]. The provided methods
 /// are hooks a backend overrides when it can do better than the default
 /// (answer sizes from pointers, copy rows straight into batch buffers, name
@@ -174,7 +174,7 @@ pub trait Reader: Send + Sync {
     }
 
     /// Metadata of logical `i`. Default: `i`, [`Reader::physical_index`]
-    /// and [`Reader::source`]; a wrapper names the reader that owns the sample.
+    /// and [`Reader::name`]; a wrapper names the reader that owns the sample.
     fn metadata_for(&self, i: usize) -> SampleMetadata {
         SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.name()) }
     }
@@ -240,7 +240,7 @@ pub trait Reader: Send + Sync {
     /// The error a batch path returns for logical sample `index` whose
     /// neighbor list holds `value` outside `[0, num_atoms)`; `span` is the
     /// sample's smallest and largest (sample-local) index. Default: an
-    /// [`Error::NeighborIndex`] naming [`Reader::source`] and the physical
+    /// [`Error::NeighborIndex`] naming [`Reader::name`] and the physical
     /// index. A reader that knows the store's atom offsets (the Zarr reader)
     /// adds the diagnosis of nvalchemi-toolkit's append bug; wrappers
     /// delegate to the reader that owns the sample.

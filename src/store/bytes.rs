@@ -2,7 +2,7 @@
 //! whole objects, byte ranges, suffixes and sizes by store-relative key
 //! (`core/positions/c/0`), from local files ([`LocalBytes`]) or from object
 //! storage and HTTP (`store::remote`, feature `remote`). The reader's open
-//! checks, its direct shard path and zarrs (through [`ByteStorage`]) all
+//! checks, its direct shard path and zarrs (through `ByteStorage`) all
 //! read through it, so a remote store is checked and read exactly as a local one.
 //!
 //! ```
