@@ -278,6 +278,13 @@ def fresh_lmdb(path, map_size):
     return lmdb.open(path, map_size=map_size, subdir=False, meminit=False, map_async=True)
 
 
+def close_lmdb(env, path):
+    """Closes a written LMDB file and removes its lock file."""
+    env.close()
+    if os.path.exists(path + "-lock"):
+        os.remove(path + "-lock")
+
+
 def aselmdb():
     """As fairchem's LMDBDatabase._write stores rows (see its source)."""
     import lmdb
@@ -303,9 +310,7 @@ def aselmdb():
     txn.put(b"deleted_ids", zlib.compress(orjson.dumps(deleted)))
     txn.put(b"metadata", zlib.compress(orjson.dumps({"natoms": "varies"})))
     txn.commit()
-    env.close()
-    if os.path.exists(path + "-lock"):
-        os.remove(path + "-lock")
+    close_lmdb(env, path)
     # Read back as fairchem does: ids 1..nextid without the deleted ones.
     env = lmdb.open(path, subdir=False, readonly=True, lock=False)
     ref = []
@@ -442,9 +447,7 @@ def stress():
             nextid += 1
             txn.put(b"nextid", zlib.compress(orjson.dumps(nextid, option=orjson.OPT_SERIALIZE_NUMPY)))
         txn.commit()
-        env.close()
-        if os.path.exists(path + "-lock"):
-            os.remove(path + "-lock")
+        close_lmdb(env, path)
         env = lmdb.open(path, subdir=False, readonly=True, lock=False)
         ref = []
         with env.begin() as t:

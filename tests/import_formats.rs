@@ -64,15 +64,7 @@ fn check(file: &str, reference: &str, args: &[&str]) -> Value {
         assert_close(&flat(&s["cell"]["data"]), &flat(&w["cell"]), &what("cell"));
         assert_eq!(flat(&s["pbc"]["data"]), flat(&w["pbc"]), "{}", what("pbc"));
         for (name, v) in w["fields"].as_object().unwrap() {
-            let f = &s[name.as_str()];
-            assert!(f.is_object(), "{}: not in the dump", what(name));
-            let ints = v.as_array().is_some_and(|a| a.iter().all(Value::is_i64)) || v.is_i64();
-            if ints && f["dtype"] != "float32" {
-                assert_eq!(flat(&f["data"]), flat(v), "{}", what(name));
-            } else {
-                assert_eq!(f["dtype"], "float32", "{}", what(name));
-                assert_close(&flat(&f["data"]), &flat(v), &what(name));
-            }
+            common::assert_dumped_field(&s[name.as_str()], v, &what(name));
         }
         for (name, v) in w["strings"].as_object().unwrap() {
             let f = &s[name.as_str()];

@@ -57,15 +57,7 @@ fn check(file: &str) -> Value {
             assert!(fields.contains_key(name), "{}: not in the reference", what(name));
         }
         for (name, v) in fields {
-            let f = &s[name.as_str()];
-            assert!(f.is_object(), "{}: not in the dump", what(name));
-            let ints = v.as_array().is_some_and(|a| a.iter().all(Value::is_i64)) || v.is_i64();
-            if ints && f["dtype"] != "float32" {
-                assert_eq!(flat(&f["data"]), flat(v), "{}", what(name));
-            } else {
-                assert_eq!(f["dtype"], "float32", "{}", what(name));
-                assert_close(&flat(&f["data"]), &flat(v), &what(name));
-            }
+            common::assert_dumped_field(&s[name.as_str()], v, &what(name));
         }
     }
     d

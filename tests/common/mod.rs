@@ -382,3 +382,17 @@ pub fn assert_close(got: &[f64], want: &[f64], what: &str) {
         assert!((g - w32).abs() <= step, "{what}[{k}]: {g} vs {w} (as f32 {w32})");
     }
 }
+
+/// One dumped field (`{"dtype", "shape", "data"}`) against the tool's
+/// values: integers exactly (unless stored as float32), floats as float32
+/// within [`assert_close`]'s step.
+pub fn assert_dumped_field(dumped: &Value, want: &Value, what: &str) {
+    assert!(dumped.is_object(), "{what}: not in the dump");
+    let ints = want.as_array().is_some_and(|a| a.iter().all(Value::is_i64)) || want.is_i64();
+    if ints && dumped["dtype"] != "float32" {
+        assert_eq!(flat_numbers(&dumped["data"]), flat_numbers(want), "{what}");
+    } else {
+        assert_eq!(dumped["dtype"], "float32", "{what}");
+        assert_close(&flat_numbers(&dumped["data"]), &flat_numbers(want), what);
+    }
+}
