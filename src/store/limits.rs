@@ -38,6 +38,7 @@ use zarrs::plugin::{ExtensionName, ZarrVersion};
 use crate::data::DType;
 use crate::error::{Error, Result};
 use crate::location::Location;
+use crate::store::codec::ChainSpec;
 
 /// Largest decoded inner chunk (and shard index) the reader accepts: 256 MiB.
 /// zarr-python's default chunks stay under 64 MiB; the reference layout's
@@ -75,16 +76,22 @@ fn bad(store: &Location, rel: &str, reason: impl Into<String>) -> Error {
     Error::inconsistent(store, rel, reason)
 }
 
-/// Checks the shape, chunk grid and codecs of an opened array: every size
+/// Checks the shape, chunk grid and codecs (`chain`, parsed from its
+/// metadata) of an opened array: every size
 /// the reader derives from them fits its integer type, an inner chunk
 /// decodes to at most [`MAX_CHUNK_BYTES`], and a shard index is no larger.
-pub(crate) fn geometry<T: ?Sized>(store: &Location, rel: &str, array: &Array<T>, dtype: DType) -> Result<Geometry> {
+pub(crate) fn geometry<T: ?Sized>(
+    store: &Location,
+    rel: &str,
+    array: &Array<T>,
+    dtype: DType,
+    chain: &ChainSpec,
+) -> Result<Geometry> {
     use zarrs::array::ArrayShardedExt;
     let shape = array.shape();
     if shape.is_empty() {
         return Err(bad(store, rel, "a 0-dimensional array (expected rows along dimension 0)"));
     }
-    let chain = crate::store::codec::ChainSpec::of(array);
     if !chain.regular {
         return Err(bad(store, rel, "the chunk grid is not regular"));
     }

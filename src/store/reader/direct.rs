@@ -101,9 +101,9 @@ impl ShardLayout {
 pub(super) type ShardIndex = Option<Arc<Vec<(u64, u64)>>>;
 
 impl DirectDecode {
-    /// The plan for `array`, if the reader can find its chunks' bytes.
-    pub(super) fn plan(array: &Array<Store>, dtype: DType) -> Option<DirectDecode> {
-        let chain = ChainSpec::of(array);
+    /// The plan for `array` (its codec chain `chain`), if the reader can
+    /// find its chunks' bytes.
+    pub(super) fn plan(array: &Array<Store>, dtype: DType, chain: &ChainSpec) -> Option<DirectDecode> {
         let (shard, shape) = match chain.sharding() {
             Some(s) => {
                 let r = chain.row_shards()?;

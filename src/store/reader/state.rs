@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::store::arrays;
 use crate::store::bytes::ByteStorage as Store;
+use crate::store::codec::ChainSpec;
 use crate::store::format;
 use crate::store::limits;
 
@@ -22,6 +23,8 @@ struct Opened {
     array: Array<Store>,
     dtype: DType,
     geometry: limits::Geometry,
+    /// Its codec chain, parsed once for the limits and the direct decode.
+    chain: ChainSpec,
 }
 
 /// The pointers and the sample mask, read and checked.
@@ -88,7 +91,7 @@ impl AtomicDataZarrReader {
         let mut fields = Vec::with_capacity(opened.len());
         for f in opened {
             limits::check_field_bytes(p, &f.rel, f.need, &f.opened.geometry, &backing)?;
-            fields.push(self.field_array(f.name, &f.rel, f.level, f.opened.dtype, f.opened.array, f.opened.geometry));
+            fields.push(self.field_array(f.name, &f.rel, f.level, f.opened));
         }
         let strings = self.open_strings(&root, n as u64, total_atoms)?;
         Ok(State { num_samples: n, atoms_ptr: ptrs.atoms, edges_ptr: ptrs.edges, active: ptrs.active, fields, strings })
@@ -121,8 +124,9 @@ impl AtomicDataZarrReader {
     fn open_measured(&self, rel: &str) -> Result<Opened> {
         let array = arrays::open_array(&self.location, &self.store, rel)?;
         let dtype = arrays::array_dtype(&self.location, rel, &array)?;
-        let geometry = limits::geometry(&self.location, rel, &array, dtype)?;
-        Ok(Opened { array, dtype, geometry })
+        let chain = ChainSpec::of(&array);
+        let geometry = limits::geometry(&self.location, rel, &array, dtype, &chain)?;
+        Ok(Opened { array, dtype, geometry, chain })
     }
 
     /// The pointer arrays and the sample mask: shapes and dtypes checked,
@@ -266,18 +270,11 @@ impl AtomicDataZarrReader {
 
     /// Field `name` (array `rel`) ready for reading, with its checked
     /// geometry ([`limits::geometry`]).
-    fn field_array(
-        &self,
-        name: &str,
-        rel: &str,
-        level: Level,
-        dtype: DType,
-        array: Array<Store>,
-        g: limits::Geometry,
-    ) -> FieldArray {
+    fn field_array(&self, name: &str, rel: &str, level: Level, opened: Opened) -> FieldArray {
+        let Opened { array, dtype, geometry: g, chain } = opened;
         let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
         let shard_cache = ArrayShardedReadableExtCache::new(&array);
-        let direct = DirectDecode::plan(&array, dtype);
+        let direct = DirectDecode::plan(&array, dtype, &chain);
         FieldArray {
             name: name.to_string(),
             rel: rel.to_string(),
@@ -342,8 +339,9 @@ impl AtomicDataZarrReader {
     /// zarrs' `retrieve_array_subset` decodes a partly read chunk with
     /// partial decoders, and its crc32c partial decoder skips the check.
     fn read_rows(&self, array: Array<Store>, rel: &str, dtype: DType, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
-        let g = limits::geometry(&self.location, rel, &array, dtype)?;
-        let f = self.field_array(rel, rel, Level::System, dtype, array, g);
+        let chain = ChainSpec::of(&array);
+        let geometry = limits::geometry(&self.location, rel, &array, dtype, &chain)?;
+        let f = self.field_array(rel, rel, Level::System, Opened { array, dtype, geometry, chain });
         let mut out = Vec::new();
         for c in chunks_of(&rows, f.chunk_rows) {
             let raw = self.decode_raw(&f, c)?;
