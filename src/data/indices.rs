@@ -50,6 +50,31 @@ impl HostData {
         Ok(())
     }
 
+    /// Appends sample-local int16 neighbor indices, each plus `offset`: the
+    /// row copy of a neighbor chunk held in the reader's compact form
+    /// (wrapping, as [`HostData::add_offset_from`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a buffer other than int64 or int32.
+    pub(crate) fn extend_local16(&mut self, local: &[i16], offset: i64) -> Result<()> {
+        match self {
+            HostData::Int64(v) => v.extend(local.iter().map(|&x| i64::from(x).wrapping_add(offset))),
+            HostData::Int32(v) => {
+                let offset = offset as i32;
+                v.extend(local.iter().map(|&x| i32::from(x).wrapping_add(offset)));
+            }
+            // The reader keeps the compact form for int64 arrays only, read
+            // as int64 or narrowed to int32.
+            other => {
+                return Err(Error::invalid(
+                    NEIGHBOR_LIST,
+                    format!("sample-local int16 indices cannot be copied into {} rows", other.dtype()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Appends neighbor indices given as native-endian bytes of this
     /// buffer's dtype, each moved by `r.offset`, and checks each against its
     /// sample's atoms (`r.lo..r.lo + r.n` in the source's numbering) in the

@@ -1,9 +1,41 @@
-//! Synthetic structures, generated as the reference benchmark does: atom
-//! counts uniform in `[min_atoms, max_atoms]`, edge counts uniform in
-//! `[1, 4 * atoms]`, and the fields atomic_numbers, positions, forces,
-//! energy, cell, pbc, neighbor_list and shifts. Seeded, so runs repeat.
+//! Synthetic structures, seeded so runs repeat, in two presets:
+//!
+//! - [`Preset::Reference`], as the reference benchmark generates them: atom
+//!   counts uniform in `[min_atoms, max_atoms]`, edge counts uniform in
+//!   `[1, 4 * atoms]` (random pairs), random positions.
+//! - [`Preset::Bulk`], what bulk-materials data sets (OMat24, MPtrj, alloys)
+//!   look like: rattled, strained fcc supercells of Cu, Ni, Al and their
+//!   random binary alloys at their real densities, with the true periodic
+//!   neighbor lists at a cutoff ([`neighbors`](crate::data::neighbors)),
+//!   about 40-60 neighbors per atom at 5 Å. There the neighbor lists are
+//!   most of a store's bytes.
+//!
+//! Both give the fields atomic_numbers, positions, forces, energy, cell, pbc,
+//! neighbor_list and shifts.
 
 use rand::{RngExt, SeedableRng};
+
+/// Which kind of structures a [`Generator`] makes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Preset {
+    /// The reference benchmark's: random atoms and random pairs.
+    Reference,
+    /// Periodic fcc metal cells with their neighbor lists at `cutoff` Å.
+    Bulk {
+        /// Neighbor-list cutoff, Å.
+        cutoff: f64,
+    },
+}
+
+impl Preset {
+    /// The preset's usual atom range: 10-100 for the reference, 50-300 for bulk cells.
+    pub fn default_atoms(self) -> (usize, usize) {
+        match self {
+            Preset::Reference => (10, 100),
+            Preset::Bulk { .. } => (50, 300),
+        }
+    }
+}
 
 /// The synthetic data's generator: PCG-64, whose stream rand_pcg documents
 /// as reproducible (the samplers use the same generator one layer up).
@@ -67,6 +99,7 @@ pub struct Generator {
     rng: SynthRng,
     min_atoms: usize,
     max_atoms: usize,
+    preset: Preset,
 }
 
 impl Generator {
@@ -75,12 +108,43 @@ impl Generator {
     /// # Errors
     /// [`Error::Config`] when `min_atoms` is 0 or above `max_atoms`.
     pub fn new(min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Generator> {
+        Generator::with_preset(Preset::Reference, min_atoms, max_atoms, seed)
+    }
+
+    /// A generator of `preset` structures with `min_atoms..=max_atoms` atoms.
+    ///
+    /// ```
+    /// use atomzarr::data::synth::{Generator, Preset};
+    /// let mut g = Generator::with_preset(Preset::Bulk { cutoff: 5.0 }, 50, 300, 0).unwrap();
+    /// let cells = g.batch(2).unwrap();
+    /// for c in &cells {
+    ///     assert!((50..=300).contains(&c.num_atoms()));
+    ///     let per_atom = c.num_edges() as f64 / c.num_atoms() as f64;
+    ///     assert!((35.0..=80.0).contains(&per_atom), "{per_atom} neighbors per atom");
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `min_atoms` is 0 or above `max_atoms`, or, for
+    /// bulk cells, when the cutoff is not a positive finite number of at most
+    /// 12 Å or `max_atoms` is below 32 (the smallest cell, 2×2×2 fcc).
+    pub fn with_preset(preset: Preset, min_atoms: usize, max_atoms: usize, seed: u64) -> Result<Generator> {
         if min_atoms == 0 || min_atoms > max_atoms {
             return Err(Error::Config(format!(
                 "atoms range [{min_atoms}, {max_atoms}] must be non-empty and start at 1 or more"
             )));
         }
-        Ok(Generator { rng: SynthRng::seed_from_u64(seed), min_atoms, max_atoms })
+        if let Preset::Bulk { cutoff } = preset {
+            if !(cutoff > 0.0 && cutoff <= 12.0) {
+                return Err(Error::Config(format!("bulk cutoff must be in (0, 12] Å, got {cutoff}")));
+            }
+            if max_atoms < 32 {
+                return Err(Error::Config(format!(
+                    "bulk cells have 32 atoms or more (2x2x2 fcc), max_atoms is {max_atoms}"
+                )));
+            }
+        }
+        Ok(Generator { rng: SynthRng::seed_from_u64(seed), min_atoms, max_atoms, preset })
     }
 
     /// The next structure.
@@ -89,16 +153,83 @@ impl Generator {
     /// None in practice: the structure is built to pass [`AtomicData`]'s checks,
     /// whose [`Error::InvalidInput`] the `Result` carries.
     pub fn one(&mut self) -> Result<AtomicData> {
-        one(&mut self.rng, self.min_atoms, self.max_atoms)
+        match self.preset {
+            Preset::Reference => one(&mut self.rng, self.min_atoms, self.max_atoms),
+            Preset::Bulk { cutoff } => crate::data::neighbors::with_neighbors(self.bulk_cell()?, cutoff),
+        }
     }
 
-    /// The next `n` structures.
+    /// The next `n` structures (bulk neighbor lists built in parallel).
     ///
     /// # Errors
     /// As [`Generator::one`].
     pub fn batch(&mut self, n: usize) -> Result<Vec<AtomicData>> {
-        (0..n).map(|_| self.one()).collect()
+        match self.preset {
+            Preset::Reference => (0..n).map(|_| self.one()).collect(),
+            Preset::Bulk { cutoff } => {
+                let cells = (0..n).map(|_| self.bulk_cell()).collect::<Result<Vec<_>>>()?;
+                crate::data::neighbors::add_neighbors(cells, cutoff)
+            }
+        }
     }
+
+    /// One rattled, strained fcc supercell without edges: the supercell
+    /// (2..=8 cells a side) with the fewest sites at or above a uniform draw
+    /// from the atom range, random vacancies down to it.
+    fn bulk_cell(&mut self) -> Result<AtomicData> {
+        // (Z, fcc lattice constant Å, cohesive energy eV/atom)
+        const METALS: [(i64, f32, f32); 3] = [(29, 3.615, -3.49), (28, 3.524, -4.44), (13, 4.050, -3.39)];
+        let rng = &mut self.rng;
+        let target = rng.random_range(self.min_atoms.max(32)..=self.max_atoms);
+        let reps = (2..=8usize)
+            .flat_map(|a| (a..=8).flat_map(move |b| (b..=8).map(move |c| [a, b, c])))
+            .filter(|r| 4 * r[0] * r[1] * r[2] >= target)
+            .min_by_key(|r| (4 * r[0] * r[1] * r[2], r[2] - r[0]))
+            .unwrap_or([8, 8, 8]);
+        let host = METALS[rng.random_range(0..3)];
+        // Half the cells are pure, the rest a random binary alloy.
+        let guest = if rng.random::<bool>() { METALS[rng.random_range(0..3)] } else { host };
+        let x_guest: f32 = rng.random();
+        let a = host.1 * (1.0 - x_guest) + guest.1 * x_guest;
+        let basis = [[0.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5]];
+        let mut sites = Vec::with_capacity(4 * reps.iter().product::<usize>());
+        for i in 0..reps[0] {
+            for j in 0..reps[1] {
+                for k in 0..reps[2] {
+                    for b in basis {
+                        sites.push([(i as f32 + b[0]) * a, (j as f32 + b[1]) * a, (k as f32 + b[2]) * a]);
+                    }
+                }
+            }
+        }
+        while sites.len() > target {
+            let v = rng.random_range(0..sites.len());
+            sites.swap_remove(v);
+        }
+        // Strain up to ±2% per axis plus a small shear; rattle σ ≈ 0.08 Å.
+        let strain: [[f32; 3]; 3] = std::array::from_fn(|r| {
+            std::array::from_fn(|c| {
+                if r == c { 1.0 + 0.04 * (rng.random::<f32>() - 0.5) } else { 0.01 * (rng.random::<f32>() - 0.5) }
+            })
+        });
+        let apply = |p: [f32; 3]| -> [f32; 3] { std::array::from_fn(|c| (0..3).map(|r| p[r] * strain[r][c]).sum()) };
+        let positions: Vec<[f32; 3]> = sites.iter().map(|&p| apply(p).map(|x| x + 0.08 * normal(rng))).collect();
+        let forces: Vec<[f32; 3]> = (0..positions.len()).map(|_| std::array::from_fn(|_| 0.5 * normal(rng))).collect();
+        let z: Vec<i64> =
+            (0..positions.len()).map(|_| if rng.random::<f32>() < x_guest { guest.0 } else { host.0 }).collect();
+        let e0 = host.2 * (1.0 - x_guest) + guest.2 * x_guest;
+        let energy = e0 * positions.len() as f32 + 0.5 * normal(rng);
+        let cell: [[f32; 3]; 3] =
+            std::array::from_fn(|r| apply(std::array::from_fn(|c| if r == c { reps[r] as f32 * a } else { 0.0 })));
+        Ok(AtomicData::new(z, positions)?.with_forces(forces)?.with_energy(energy).with_cell(cell).with_pbc([true; 3]))
+    }
+}
+
+/// A standard normal draw (Box-Muller: rand_distr is not a dependency for
+/// one Gaussian).
+fn normal(rng: &mut SynthRng) -> f32 {
+    let (u, v): (f32, f32) = (rng.random::<f32>().max(f32::MIN_POSITIVE), rng.random());
+    (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
 }
 
 fn one(rng: &mut SynthRng, min_atoms: usize, max_atoms: usize) -> Result<AtomicData> {

@@ -9,6 +9,7 @@ use super::options::ReadOptions;
 use super::read::{bar, time_reads};
 use super::report::{ReportRow, decode_floor, rows_for, store_facts};
 use crate::data::NEIGHBOR_LIST;
+use crate::data::synth::{Generator, Preset};
 use crate::error::{Error, Result};
 use crate::store::{AtomicDataZarrWriter, ZarrWriteConfig};
 use crate::{Codec, ZarrArrayConfig};
@@ -24,6 +25,8 @@ pub const DEFAULT_WRITE_BATCH: usize = 50_000;
 pub struct WriteOptions {
     /// System counts; each gets its own store (a prefix of one generated set).
     pub num_systems: Vec<usize>,
+    /// What kind of structures to generate.
+    pub preset: Preset,
     /// Minimum atoms per structure.
     pub min_atoms: usize,
     /// Maximum atoms per structure.
@@ -54,6 +57,7 @@ impl Default for WriteOptions {
     fn default() -> Self {
         WriteOptions {
             num_systems: vec![1000],
+            preset: Preset::Reference,
             min_atoms: 10,
             max_atoms: 100,
             seed: 42,
@@ -108,6 +112,9 @@ impl WriteOptions {
     /// A one-line description for the table title.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if let Preset::Bulk { cutoff } = self.preset {
+            parts.push(format!("bulk cells, cutoff {cutoff} Å"));
+        }
         match self.codec {
             Some(Codec::None) => parts.push("no compression".into()),
             Some(c) => parts.push(c.to_string()),
@@ -187,7 +194,7 @@ pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions, on_phase: &mut dyn FnMut(
         let store = dir.join(format!("bench_{n}.zarr"));
         let pb = bar(opts.progress, n as u64, format!("write {n}"));
         pb.enable_steady_tick(Duration::from_millis(100));
-        let mut generator = crate::data::synth::Generator::new(w.min_atoms, w.max_atoms, w.seed)?;
+        let mut generator = Generator::with_preset(w.preset, w.min_atoms, w.max_atoms, w.seed)?;
         on_phase(Phase::Write);
         let mut writer = AtomicDataZarrWriter::create(&store, config.clone())?;
         let (mut write_time, mut raw_bytes, mut done) = (Duration::ZERO, 0u64, 0usize);

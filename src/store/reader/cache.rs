@@ -39,9 +39,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A decoded chunk: native-endian bytes of `chunk_rows * row_bytes`.
-pub type ChunkBytes = Arc<ChunkBuf>;
+/// A decoded chunk, as decoded or in a compact form (see `compact`).
+pub(crate) type ChunkBytes = Arc<Chunk>;
 
+pub(crate) use super::compact::Chunk;
 pub use super::pool::ChunkBuf;
 use super::pool::ChunkPool;
 
@@ -243,15 +244,15 @@ mod tests {
     #[test]
     fn evicts_lru_past_budget_and_counts() {
         let c = ChunkCache::new(100);
-        c.insert(0, 0, Arc::new(ChunkBuf::from(vec![0; 40])));
-        c.insert(0, 1, Arc::new(ChunkBuf::from(vec![0; 40])));
+        c.insert(0, 0, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 40]))));
+        c.insert(0, 1, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 40]))));
         assert!(c.get(0, 0).is_some()); // 0 now most recent
-        c.insert(0, 2, Arc::new(ChunkBuf::from(vec![0; 40]))); // evicts 1
+        c.insert(0, 2, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 40])))); // evicts 1
         assert!(c.get(0, 1).is_none());
         assert!(c.get(0, 0).is_some());
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.bytes, s.entries), (2, 1, 80, 2));
-        c.insert(1, 0, Arc::new(ChunkBuf::from(vec![0; 101]))); // larger than budget: not kept
+        c.insert(1, 0, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 101])))); // larger than budget: not kept
         assert!(c.get(1, 0).is_none());
     }
 
@@ -259,23 +260,23 @@ mod tests {
     fn protected_chunks_are_evicted_last() {
         let c = ChunkCache::new(100);
         for k in 0..3 {
-            c.insert(0, k, Arc::new(ChunkBuf::from(vec![0; 30])));
+            c.insert(0, k, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
         }
         // The next read needs chunk 0 (the least recent) and the narrowed
         // copy of chunk 1: plain LRU would evict 0 then 1.
         c.protect([(0, 0), (NARROWED, 1)]);
-        c.insert(0, 3, Arc::new(ChunkBuf::from(vec![0; 30]))); // evicts 2, the LRU unprotected
+        c.insert(0, 3, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30])))); // evicts 2, the LRU unprotected
         assert!(c.get(0, 2).is_none());
-        c.insert(0, 4, Arc::new(ChunkBuf::from(vec![0; 30]))); // evicts 3 (0 and 1 protected)
+        c.insert(0, 4, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30])))); // evicts 3 (0 and 1 protected)
         assert!(c.get(0, 3).is_none());
         assert!(c.get(0, 0).is_some() && c.get(0, 1).is_some() && c.get(0, 4).is_some());
         // Only the newest is unprotected: it goes (its reader holds it).
         c.protect([(0, 0), (0, 1), (0, 4)]);
-        c.insert(0, 5, Arc::new(ChunkBuf::from(vec![0; 30])));
+        c.insert(0, 5, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
         assert!(c.get(0, 5).is_none());
         // Everything protected: the least recent goes first.
         c.protect([(0, 0), (0, 1), (0, 4), (0, 6)]);
-        c.insert(0, 6, Arc::new(ChunkBuf::from(vec![0; 30])));
+        c.insert(0, 6, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
         assert_eq!(c.stats().entries, 3);
         assert!(c.get(0, 0).is_none()); // looked up before 1 and 4 above
         assert!(c.get(0, 1).is_some() && c.get(0, 6).is_some());
@@ -290,20 +291,23 @@ mod tests {
             let mut b = c.alloc(100_000);
             b.fill(k as u8);
             blocks.insert(b.as_ptr() as usize);
-            c.insert(0, k, Arc::new(b));
+            c.insert(0, k, Arc::new(Chunk::plain(b)));
         }
         // Two cached, one being filled: three blocks serve 200 decodes, one map holds them.
         assert_eq!(blocks.len(), 3, "an evicted chunk's block is reused");
         assert_eq!(c.pool.mapped(), 2 << 20);
         let last = c.get(0, 199).unwrap();
-        assert!(last.iter().all(|&x| x == 199));
-        assert!(c.get(0, 198).unwrap().iter().all(|&x| x == 198), "a reused block does not overwrite a cached one");
+        assert!(last.plain_bytes().unwrap().iter().all(|&x| x == 199));
+        assert!(
+            c.get(0, 198).unwrap().plain_bytes().unwrap().iter().all(|&x| x == 198),
+            "a reused block does not overwrite a cached one"
+        );
     }
 
     #[test]
     fn zero_budget_disables() {
         let c = ChunkCache::new(0);
-        c.insert(0, 0, Arc::new(ChunkBuf::from(vec![1])));
+        c.insert(0, 0, Arc::new(Chunk::plain(ChunkBuf::from(vec![1]))));
         assert!(c.get(0, 0).is_none());
         assert_eq!(c.stats().entries, 0);
     }

@@ -8,10 +8,11 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 
 use super::AtomicDataZarrReader;
-use super::cache::{ChunkBuf, ChunkBytes, NARROWED};
+use super::cache::{Chunk, ChunkBuf, ChunkBytes, NARROWED};
+use super::compact::{self, Form};
 use super::plan::needed_chunks;
 use super::{FieldArray, State};
-use crate::data::{CollateOptions, HostData};
+use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
 
 impl AtomicDataZarrReader {
@@ -21,7 +22,7 @@ impl AtomicDataZarrReader {
         if f.row_bytes == 0 {
             // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
             // though the stored chunk shape is at least 1 wide.
-            return Some(Arc::new(ChunkBuf::from(Vec::new())));
+            return Some(Arc::new(Chunk::plain(ChunkBuf::from(Vec::new()))));
         }
         self.cache.get(if narrowed { f.id | NARROWED } else { f.id }, chunk)
     }
@@ -54,8 +55,13 @@ impl AtomicDataZarrReader {
         // `decode_raw`, which the decode floor also calls.
         self.cache.count_decode(raw.len() as u64);
         self.verify_neighbors(st, f, chunk, &raw);
+        if let Some(c) = self.compact(st, f, chunk, narrowed, &raw) {
+            let c = Arc::new(c);
+            self.cache.insert(if narrowed { f.id | NARROWED } else { f.id }, chunk, c.clone());
+            return Ok(Some(c));
+        }
         if !narrowed {
-            let raw = Arc::new(raw);
+            let raw = Arc::new(Chunk::plain(raw));
             self.cache.insert(f.id, chunk, raw.clone());
             return Ok(Some(raw));
         }
@@ -63,7 +69,7 @@ impl AtomicDataZarrReader {
         let mut narrow = self.cache.alloc(raw.len() / 2);
         match HostData::narrow_i64_into(&raw, &mut narrow) {
             true => {
-                let narrow = Arc::new(narrow);
+                let narrow = Arc::new(Chunk::plain(narrow));
                 self.cache.insert(f.id | NARROWED, chunk, narrow.clone());
                 Ok(Some(narrow))
             }
@@ -75,10 +81,45 @@ impl AtomicDataZarrReader {
                         f.rel
                     );
                 }
-                self.cache.insert(f.id, chunk, Arc::new(raw));
+                self.cache.insert(f.id, chunk, Arc::new(Chunk::plain(raw)));
                 Ok(None)
             }
         }
+    }
+
+    /// Freshly decoded chunk `chunk` of `f` in a compact form (see
+    /// `compact`), if its values allow one: `neighbor_list` (int64) as
+    /// sample-local int16, other fields as a dictionary of at most 256
+    /// distinct rows (its table narrowed to int32 for a narrowed request).
+    fn compact(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool, raw: &[u8]) -> Option<Chunk> {
+        if f.name == NEIGHBOR_LIST {
+            if f.dtype != DType::Int64 {
+                return None;
+            }
+            let n = st.num_samples;
+            let (atoms, edges) = (&st.atoms_ptr, &st.edges_ptr);
+            let c0 = chunk * f.chunk_rows;
+            let c1 = (c0 + f.chunk_rows).min(edges[n] as u64);
+            let first = edges[1..=n].partition_point(|&e| e as u64 <= c0);
+            let runs = (first..n).take_while(move |&p| (edges[p] as u64) < c1).map(move |p| {
+                let r0 = (edges[p] as u64).max(c0) - c0;
+                let r1 = (edges[p + 1] as u64).min(c1) - c0;
+                (atoms[p], r0 as usize..r1 as usize)
+            });
+            return compact::local16(raw, f.row_elems, runs, self.cache.alloc(raw.len() / 4));
+        }
+        // Dictionaries pay off on chunks of many rows; a system chunk of a
+        // small store is not worth the pass.
+        if f.chunk_rows < 1024 || f.row_bytes > 16 || (narrowed && f.dtype != DType::Int64) {
+            return None;
+        }
+        let mut c = compact::dict(raw, f.dtype, f.row_bytes, |n| self.cache.alloc(n))?;
+        if narrowed {
+            let Form::Dict { table, .. } = &mut c.form else { return None };
+            let HostData::Int64(wide) = table else { return None };
+            *table = HostData::Int32(crate::data::narrow_i64(wide)?);
+        }
+        Some(c)
     }
 
     /// Decodes one inner chunk of `f`, checking its size.

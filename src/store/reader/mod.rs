@@ -41,6 +41,7 @@ use direct::{DirectDecode, ShardIndex};
 use zarrs::array::{Array, ArrayShardedReadableExtCache};
 
 pub(crate) mod cache;
+mod compact;
 mod decode;
 mod direct;
 mod fetch;

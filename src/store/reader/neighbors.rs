@@ -88,16 +88,8 @@ impl AtomicDataZarrReader {
                 self.prefetch_rows(f, dec, ptrs.rows(f.level, ahead));
             }
             let lo = ptrs.atoms[p];
-            let off = batch_atoms[k] - lo;
-            let rows = ptrs.rows(f.level, p);
             let start = dst.len();
-            let mut rebased = Ok(());
-            self.for_rows(f, dec, rows, |src| {
-                if rebased.is_ok() {
-                    rebased = dst.extend_rebased(src, off);
-                }
-            })?;
-            rebased?;
+            self.copy_neighbors(f, dec, ptrs.rows(f.level, p), lo, batch_atoms[k], dst)?;
             if bad.as_ref().is_some_and(|b| b.contains(&p)) {
                 let n = (ptrs.atoms[p + 1] - lo) as u64;
                 return Err(bad_indices(dst, start, batch_atoms[k], n, |r| self.range_error_in(st, logical[k], r)));

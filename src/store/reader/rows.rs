@@ -3,6 +3,7 @@
 //! atom indices on the way.
 
 use super::AtomicDataZarrReader;
+use super::compact::{Codes, Rows};
 use super::decode::Decoded;
 use super::{FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
@@ -11,23 +12,25 @@ use crate::data::{Pointers, chunks_of};
 use crate::error::Result;
 
 impl AtomicDataZarrReader {
-    /// Hands `sink` the bytes of `rows` of field `f`, one chunk's run at a time.
+    /// Hands `sink` the rows `rows` of field `f`, one chunk's run at a
+    /// time, in the form its chunk is held in.
     pub(super) fn for_rows(
         &self,
         f: &FieldArray,
         dec: &Decoded,
         rows: std::ops::Range<u64>,
-        mut sink: impl FnMut(&[u8]),
+        mut sink: impl FnMut(Rows<'_>) -> Result<()>,
     ) -> Result<()> {
         let c_rows = f.chunk_rows;
         let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
         for c in chunks_of(&rows, c_rows) {
-            let bytes = dec.get(c).ok_or_else(|| self.chunk_error(f, c, "chunk missing from the read plan"))?;
+            let chunk = dec.get(c).ok_or_else(|| self.chunk_error(f, c, "chunk missing from the read plan"))?;
             let lo = rows.start.max(c * c_rows) - c * c_rows;
             let hi = rows.end.min((c + 1) * c_rows) - c * c_rows;
-            let (a, b) = (lo as usize * row_bytes, hi as usize * row_bytes);
-            let src = bytes.get(a..b).ok_or_else(|| self.chunk_error(f, c, "decoded chunk shorter than its rows"))?;
-            sink(src);
+            let src = chunk
+                .rows(lo as usize, hi as usize, row_bytes, f.row_elems)
+                .ok_or_else(|| self.chunk_error(f, c, "decoded chunk shorter than its rows"))?;
+            sink(src)?;
         }
         Ok(())
     }
@@ -41,12 +44,11 @@ impl AtomicDataZarrReader {
     pub(super) fn prefetch_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>) {
         let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
         let c = rows.start / f.chunk_rows.max(1);
-        let Some(bytes) = dec.get(c) else { return };
-        let lo = (rows.start - c * f.chunk_rows) as usize * row_bytes;
-        let hi = (((rows.end - c * f.chunk_rows) as usize).min(f.chunk_rows as usize) * row_bytes).min(lo + 4096);
-        if let Some(src) = bytes.get(lo..hi) {
-            prefetch(src);
-        }
+        let Some(chunk) = dec.get(c) else { return };
+        let lo = (rows.start - c * f.chunk_rows) as usize;
+        let hi = ((rows.end - c * f.chunk_rows) as usize).min(f.chunk_rows as usize);
+        let src = chunk.held_bytes(lo, hi, row_bytes, f.row_elems);
+        prefetch(&src[..src.len().min(4096)]);
     }
 
     /// Appends the rows `rows` of `f` from the decoded chunks to `dst`.
@@ -57,7 +59,36 @@ impl AtomicDataZarrReader {
         rows: std::ops::Range<u64>,
         dst: &mut HostData,
     ) -> Result<()> {
-        self.for_rows(f, dec, rows, |src| dst.extend_from_bytes(src))
+        self.for_rows(f, dec, rows.clone(), |src| match src {
+            Rows::Bytes(b) => {
+                dst.extend_from_bytes(b);
+                Ok(())
+            }
+            Rows::Dict { codes: Codes::U8(c), table } if dst.extend_from_dict(c, table, f.row_elems) => Ok(()),
+            Rows::Dict { codes: Codes::U16(c), table } if dst.extend_from_dict(c, table, f.row_elems) => Ok(()),
+            _ => Err(self.chunk_error(f, rows.start / f.chunk_rows.max(1), "held in a form its copy cannot read")),
+        })
+    }
+
+    /// Appends neighbor rows `rows` of `f` to `dst`, moved from the
+    /// numbering of the sample whose first atom is `first_atom` (store-global
+    /// as stored, sample-local in the compact form) to one starting at `base`.
+    pub(super) fn copy_neighbors(
+        &self,
+        f: &FieldArray,
+        dec: &Decoded,
+        rows: std::ops::Range<u64>,
+        first_atom: i64,
+        base: i64,
+        dst: &mut HostData,
+    ) -> Result<()> {
+        self.for_rows(f, dec, rows.clone(), |src| match src {
+            Rows::Bytes(b) => dst.extend_rebased(b, base - first_atom),
+            Rows::Local16(v) => dst.extend_local16(v, base),
+            Rows::Dict { .. } => {
+                Err(self.chunk_error(f, rows.start / f.chunk_rows.max(1), "held in a form its copy cannot read"))
+            }
+        })
     }
 
     /// Appends field `f`'s rows of the samples `physical` (in order) to `dst`.
@@ -86,13 +117,7 @@ impl AtomicDataZarrReader {
             let mut data = HostData::with_capacity(f.dtype, n * f.row_elems);
             if f.name == NEIGHBOR_LIST {
                 // Store-global to sample-local in the copy.
-                let mut rebased = Ok(());
-                self.for_rows(f, d, rows, |src| {
-                    if rebased.is_ok() {
-                        rebased = data.extend_rebased(src, -st.atoms_ptr[p]);
-                    }
-                })?;
-                rebased?;
+                self.copy_neighbors(f, d, rows, st.atoms_ptr[p], 0, &mut data)?;
             } else {
                 self.copy_rows(f, d, rows, &mut data)?;
             }
