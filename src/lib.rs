@@ -78,7 +78,8 @@
 //! │   │                  (string labels), defragment, tail (tail chunks
 //! │   │                  small appends extend)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
-//! │   │                  pool (decoded-chunk memory), decode, direct (shard
+//! │   │                  compact (cached chunks' compact forms), pool
+//! │   │                  (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
 //! │   │                  ranges in flight), neighbors, rows (row copy, collate),
 //! │   │                  reader_impl (the Reader impl), strings (string labels)

@@ -178,16 +178,16 @@ fn chunk_blocks_follow_the_bulky_arrays_chunks() {
     let path = dir.path().join("b.zarr");
     let samples = write_store(&path, 3000);
     let (a, _) = offsets(&samples);
-    // The store's whole decoded size fits a quarter of the cache: the
+    // The store's whole decoded size fits half the cache: the
     // coarsest chunking (per-system arrays: 64 samples a chunk) is used.
     let big = open(&path, 1 << 30).chunk_blocks();
     assert_eq!(big, (0..3000).step_by(CHUNK as usize).collect::<Vec<_>>());
-    // A cache whose quarter (300 kB) holds the smallest arrays together
+    // A cache whose half (300 kB) holds the smallest arrays together
     // (pbc, energy, atomic_numbers, cell: about 220 kB) but not the next one
     // as well (positions, about 137 kB): the remaining atom arrays (about 17
     // samples a chunk, coarser than the edge arrays) define the blocks; a
     // block starts where a sample's first atom is in a new chunk.
-    let r = open(&path, 1200 << 10);
+    let r = open(&path, 600 << 10);
     let mut want = Vec::new();
     let mut last = None;
     for (i, first_atom) in a[..samples.len()].iter().enumerate() {

@@ -244,6 +244,38 @@ fn roundtrip_every_order_and_mode_reads_each_sample_once() {
 }
 
 #[test]
+fn roundtrip_bulk_preset_writes_periodic_cells_with_their_neighbor_lists() {
+    let rs = rows(&[
+        "roundtrip",
+        "--json",
+        "--checksum",
+        "--preset",
+        "bulk",
+        "-n",
+        "30",
+        "--read-order",
+        "shuffle",
+        "--read-mode",
+        "batch",
+        "--read-mode",
+        "raw",
+    ]);
+    let cells =
+        atomzarr::data::synth::Generator::with_preset(atomzarr::data::synth::Preset::Bulk { cutoff: 5.0 }, 50, 300, 42)
+            .and_then(|mut g| g.batch(30))
+            .expect("generate");
+    let want = checksum_of_samples(&cells);
+    for r in &rs {
+        check_complete(r, 30, "bulk");
+        assert_eq!(r["content_checksum"], want.as_str(), "{}", r["read_path"]);
+        let (atoms, edges) = (r["avg_atoms"].as_f64().unwrap(), r["avg_edges"].as_f64().unwrap());
+        assert!((50.0..=300.0).contains(&atoms), "{atoms} atoms per cell");
+        // fcc metals at 5 Å: 42 (Cu, Al) to 54 (Ni) neighbors, rattled.
+        assert!((35.0..=60.0).contains(&(edges / atoms)), "{} neighbors per atom", edges / atoms);
+    }
+}
+
+#[test]
 fn roundtrip_several_sizes_codecs_epochs_and_no_cache() {
     // -n repeatable (sorted ascending), both = batch then single, epochs with
     // one reader, cache disabled, prefetch 0 (window = batch), blosc codecs.

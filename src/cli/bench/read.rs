@@ -171,7 +171,10 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
     let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
     let mut tally = Tally::new(order.len(), opts.checksum);
     std::thread::scope(|scope| -> Result<()> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(1);
+        // A rendezvous channel: the window being read and the one being
+        // consumed are all that exist at once (a buffered one let a third
+        // wait in the channel: ~200 MB more of fresh memory on bulk stores).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(0);
         let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<CollatedBatch>>();
         let windows = &windows;
         scope.spawn(move || {

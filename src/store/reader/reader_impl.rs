@@ -131,8 +131,9 @@ impl Reader for AtomicDataZarrReader {
 
 impl ChunkedReader for AtomicDataZarrReader {
     /// Blocks of the chunks of the coarsest bulky array. The smallest arrays
-    /// that together fit a quarter of the cache budget stay resident once
-    /// decoded (typically the per-system ones), so their chunking costs
+    /// that together fit half the cache budget stay resident once decoded
+    /// (the per-system ones; on bulk stores, where the neighbor list is
+    /// most of the bytes, the per-atom ones too), so their chunking costs
     /// nothing; the others are bulky. When every array fits (the whole store
     /// does) all count, and blocks are as coarse as the coarsest chunking. A
     /// sample belongs to the chunk its first row is in. With no array to
@@ -156,7 +157,7 @@ impl ChunkedReader for AtomicDataZarrReader {
             .iter()
             .position(|f| {
                 resident = resident.saturating_add(size(f));
-                resident > budget / 4
+                resident > budget / 2
             })
             .unwrap_or(0);
         let candidates = &with_rows[first_bulky..];
