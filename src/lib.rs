@@ -59,6 +59,7 @@
 //! │   ├── strings.rs     StringField: string labels of a sample
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
 //! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
+//! │   ├── batch_edges.rs neighbor lists built into a collated batch, in parallel
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          readers: random access to samples
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader

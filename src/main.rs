@@ -23,6 +23,10 @@ enum Cmd {
     Dump {
         /// The store.
         store: Location,
+        /// Build neighbor lists at this cutoff (Å) while reading, replacing
+        /// any stored edges (the lists `import --cutoff` stores).
+        #[arg(long)]
+        cutoff: Option<f64>,
     },
     /// Summarise a store: samples, and per array level, dtype, shape, codec,
     /// chunk, shard, bytes on disk and file count.
@@ -123,6 +127,11 @@ enum Cmd {
     Read {
         /// The store.
         store: Location,
+        /// Build neighbor lists at this cutoff (Å) while reading, replacing
+        /// any stored edges (every read mode; the lists `import --cutoff`
+        /// stores).
+        #[arg(long)]
+        cutoff: Option<f64>,
         #[command(flatten)]
         read: ReadArgs,
     },
@@ -420,6 +429,7 @@ impl ReadArgs {
             progress: !self.json || std::io::IsTerminal::is_terminal(&std::io::stderr()),
             checksum: self.checksum,
             remote: self.remote.options(),
+            cutoff: None,
         }
     }
 }
@@ -688,11 +698,17 @@ fn import(a: ImportArgs) -> atomzarr::Result<()> {
 
 fn run(cli: Cli) -> atomzarr::Result<()> {
     match cli.cmd {
-        Cmd::Dump { store } => {
+        Cmd::Dump { store, cutoff } => {
             let reader = AtomicDataZarrReader::open(&store)?;
             let stdout = std::io::stdout();
             let mut lock = std::io::BufWriter::new(stdout.lock());
-            atomzarr::cli::dump::dump_json(&reader, &mut lock)?;
+            match cutoff {
+                Some(c) => {
+                    let ds = atomzarr::Dataset::new(reader).with_skip_validation(true).with_cutoff(c)?;
+                    atomzarr::cli::dump::dump_json(&ds, &mut lock)?;
+                }
+                None => atomzarr::cli::dump::dump_json(&reader, &mut lock)?,
+            }
             use std::io::Write;
             lock.write_all(b"\n").map_err(stdout_err)?;
         }
@@ -758,8 +774,8 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
                 }
             }
         }
-        Cmd::Read { store, read: a } => {
-            let rows = atomzarr::cli::bench::read_bench(&store, &a.options())?;
+        Cmd::Read { store, cutoff, read: a } => {
+            let rows = atomzarr::cli::bench::read_bench(&store, &ReadOptions { cutoff, ..a.options() })?;
             print_rows(&format!("Zarr read benchmark: {store}"), &rows, a.json)?;
         }
         Cmd::Copy { src, dst, remote, wait } => copy(&src, &dst, &remote, wait.wait)?,

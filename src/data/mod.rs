@@ -23,6 +23,7 @@
 //! | [`rotation`] | [`rotation::Rotation`]: uniform random rotations of vectors and tensors |
 //! | `host_rows` | [`HostData::update_rows_f64`] (in-place arithmetic on a float buffer's rows), [`HostData::get_i64`] |
 
+mod batch_edges;
 pub(crate) mod collate;
 pub(crate) mod dtype;
 pub(crate) mod elements;
@@ -39,6 +40,7 @@ pub mod synth;
 
 pub(crate) use collate::bad_indices;
 // The types also at the crate root are public there only.
+pub(crate) use batch_edges::build_edges;
 pub use collate::CollateOptions;
 pub(crate) use collate::{CollatedBatch, CollatedField, FieldLayout};
 pub(crate) use dtype::{DType, Level};

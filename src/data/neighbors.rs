@@ -27,6 +27,12 @@ use crate::error::{Error, Result};
 /// The name of the per-edge shift field (`[E, 3]`, Å).
 pub const SHIFTS: &str = "shifts";
 
+/// The most neighbors per atom (on average over a structure) a list may
+/// have: a larger cutoff is refused before its lists are built, so a typo
+/// (50 Å for 5 Å) is an error rather than gigabytes of edges. Dense
+/// solids at 6 Å have ~100; 1,024 is about 12 Å in a metal.
+pub const MAX_NEIGHBORS_PER_ATOM: usize = 1024;
+
 /// One structure's geometry, the input of [`neighbor_lists`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Geometry {
@@ -153,7 +159,7 @@ pub fn neighbor_list(
 
 /// Buffers reused between structures.
 #[derive(Default)]
-struct Scratch {
+pub(crate) struct Scratch {
     /// Image atoms: position, source atom, image offset (relative to the wrapped atom).
     img_pos: Vec<[f64; 3]>,
     img_atom: Vec<u32>,
@@ -171,7 +177,7 @@ struct Scratch {
     row: Vec<(u32, [i32; 3])>,
 }
 
-fn neighbor_list_into(
+pub(crate) fn neighbor_list_into(
     positions: &[[f64; 3]],
     cell: &[[f64; 3]; 3],
     pbc: [bool; 3],
@@ -190,8 +196,16 @@ fn neighbor_list_into(
     lattice.wrap(positions, s)?;
     lattice.images(s)?;
     let bins = Bins::sort(s, cutoff);
-    lattice.scan(&bins, cutoff, s, out);
-    Ok(())
+    lattice.scan(&bins, cutoff, s, out)
+}
+
+fn too_many_neighbors(cutoff: f64) -> Error {
+    Error::invalid(
+        "neighbor list",
+        format!(
+            "cutoff {cutoff} Å gives more than {MAX_NEIGHBORS_PER_ATOM} neighbors per atom (MAX_NEIGHBORS_PER_ATOM)"
+        ),
+    )
 }
 
 /// Refuses a cutoff that is not a positive finite number, more atoms than
@@ -221,6 +235,7 @@ struct Lattice {
     reach: [i32; 3],
     /// The cutoff in fractional units per direction.
     margin: [f64; 3],
+    cutoff: f64,
 }
 
 impl Lattice {
@@ -246,7 +261,7 @@ impl Lattice {
             }
             reach[k] = r as i32;
         }
-        Ok(Lattice { cell: *cell, pbc, recip, reach, margin })
+        Ok(Lattice { cell: *cell, pbc, recip, reach, margin, cutoff })
     }
 
     /// `p + S·cell` for integer image offsets `S`, one cell vector at a time.
@@ -291,6 +306,21 @@ impl Lattice {
         let eps = 1e-9;
         let (reach, margin) = (self.reach, self.margin);
         let inside = |k: usize, f: f64| !self.pbc[k] || (f > -margin[k] - eps && f < 1.0 + margin[k] + eps);
+        // Counted before any is made: far more images than neighbors mean a
+        // cutoff far beyond MAX_NEIGHBORS_PER_ATOM (about half of an atom's
+        // images lie within the cutoff once it spans several cells).
+        let count = |f: f64, k: usize| (-reach[k]..=reach[k]).filter(|&i| inside(k, f + f64::from(i))).count();
+        let images: usize = s
+            .wrapped
+            .iter()
+            .map(|&q| {
+                let f = self.recip.map(|r| dot(q, r));
+                count(f[0], 0) * count(f[1], 1) * count(f[2], 2)
+            })
+            .sum();
+        if images > s.wrapped.len() * (27 + 4 * MAX_NEIGHBORS_PER_ATOM) {
+            return Err(too_many_neighbors(self.cutoff));
+        }
         for (a, &q) in s.wrapped.iter().enumerate() {
             let f = self.recip.map(|r| dot(q, r));
             for i0 in (-reach[0]..=reach[0]).filter(|&i| inside(0, f[0] + f64::from(i))) {
@@ -319,8 +349,9 @@ impl Lattice {
 
     /// Each atom of the cell against the 27 bins around its central image;
     /// edges ordered by `i`, then `j`, then image.
-    fn scan(&self, bins: &Bins, cutoff: f64, s: &mut Scratch, out: &mut NeighborList) {
+    fn scan(&self, bins: &Bins, cutoff: f64, s: &mut Scratch, out: &mut NeighborList) -> Result<()> {
         let c2 = cutoff * cutoff;
+        let limit = s.wrapped.len().saturating_mul(MAX_NEIGHBORS_PER_ATOM);
         let dims = bins.dims;
         for i in 0..s.wrapped.len() {
             let ci = s.central[i] as usize;
@@ -346,6 +377,9 @@ impl Lattice {
                     }
                 }
             }
+            if out.pairs.len() + s.row.len() > limit {
+                return Err(too_many_neighbors(cutoff));
+            }
             s.row.sort_unstable();
             for &(j, img) in &s.row {
                 out.pairs.push([i as i64, i64::from(j)]);
@@ -353,6 +387,7 @@ impl Lattice {
                 out.shifts.push(self.translate([0.0; 3], img));
             }
         }
+        Ok(())
     }
 }
 

@@ -31,6 +31,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             batch_transforms: Vec::new(),
             error_policy: None,
             world: (0, 1),
+            cutoff: None,
         }
     }
 }
@@ -52,6 +53,7 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     pub(super) batch_transforms: Vec<BatchTransform<B>>,
     pub(super) error_policy: Option<ErrorPolicy>,
     pub(super) world: (usize, usize),
+    pub(super) cutoff: Option<f64>,
 }
 
 impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
@@ -175,6 +177,14 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
+    /// Builds neighbor lists at `cutoff` Å while loading, in the fused read
+    /// path (see [`Dataset::with_cutoff`]: stored edges are replaced, the
+    /// lists equal `import --cutoff`'s). Checked by [`build`](Self::build).
+    pub fn with_cutoff(mut self, cutoff: f64) -> Self {
+        self.cutoff = Some(cutoff);
+        self
+    }
+
     /// Subtracts per-element reference energies from every energy
     /// ([`SubtractE0s`](crate::prep::transforms::SubtractE0s), on the
     /// collated batch; see [`Dataset::with_collated_transform`]).
@@ -225,6 +235,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// ```
     ///
     /// # Errors
+    /// As [`Dataset::with_cutoff`] for `with_cutoff`;
     /// [`Error::Config`] for `with_num_streams` without `with_use_streams`,
     /// `with_num_streams(0)`, `with_num_workers(0)`, `with_batch_size(0)`,
     /// `rank >= world_size`, or a batch sampler with a sampler, `shuffle`,
@@ -247,6 +258,9 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
         if let Some(p) = self.error_policy {
             dataset = dataset.with_error_policy(p);
+        }
+        if let Some(c) = self.cutoff {
+            dataset = dataset.with_cutoff(c)?;
         }
         if self.num_workers == Some(0) {
             return Err(Error::Config("num_workers must be at least 1".into()));

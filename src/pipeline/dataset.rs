@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::data::AtomicData;
+use crate::data::neighbors::SHIFTS;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::prep::transforms::{CollatedTransform, SharedTransform};
@@ -76,6 +77,7 @@ pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>
 /// What a read needs: the dataset's settings, cloned for one read.
 struct ReadCtx<R: Reader> {
     reader: Arc<R>,
+    cutoff: Option<f64>,
     skip_validation: bool,
     transforms: Vec<Transform>,
     collated: Vec<SharedTransform>,
@@ -170,7 +172,7 @@ impl<R: Reader> ReadCtx<R> {
     /// Samples read outside a batch, through the collated transforms: each
     /// collated alone, transformed, split back (nothing to do without them).
     fn collated_samples(&self, indices: &[usize], samples: Vec<AtomicData>) -> Result<Vec<AtomicData>> {
-        if self.collated.is_empty() {
+        if self.collated.is_empty() && self.cutoff.is_none() {
             return Ok(samples);
         }
         samples
@@ -178,20 +180,33 @@ impl<R: Reader> ReadCtx<R> {
             .zip(indices)
             .map(|(s, &i)| {
                 let mut b = CollatedBatch::from_samples(&[i], std::slice::from_ref(&s))?;
-                self.apply_collated(&mut b)?;
+                // A sample keeps the stored int64 indices.
+                self.apply_collated(&mut b, false)?;
                 b.sample(0)
             })
             .collect()
     }
 
-    fn apply_collated(&self, b: &mut CollatedBatch) -> Result<()> {
+    /// Neighbor lists at the cutoff (indices int32 when `int32`), then the
+    /// collated transforms.
+    fn apply_collated(&self, b: &mut CollatedBatch, int32: bool) -> Result<()> {
+        if let Some(cutoff) = self.cutoff {
+            let indices = b.indices.clone();
+            let name = self.reader.name();
+            crate::data::build_edges(b, cutoff, int32, &|k, e| Error::Validation {
+                source_name: name.to_string(),
+                index: indices.get(k).copied().unwrap_or(k),
+                reason: format!("neighbor list at cutoff {cutoff} Å: {e}"),
+            })?;
+        }
         self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))
     }
 
     fn load_strict(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         let mut out = self.load_untransformed(lists)?;
-        if !self.collated.is_empty() {
-            out.iter_mut().try_for_each(|b| self.apply_collated(b))?;
+        if !self.collated.is_empty() || self.cutoff.is_some() {
+            let int32 = self.collate.narrow_int64();
+            out.iter_mut().try_for_each(|b| self.apply_collated(b, int32))?;
         }
         Ok(out)
     }
@@ -226,6 +241,8 @@ impl<R: Reader> ReadCtx<R> {
 /// reader.
 pub struct Dataset<R: Reader> {
     reader: Arc<R>,
+    /// Build neighbor lists at this cutoff while loading (see `with_cutoff`).
+    cutoff: Option<f64>,
     skip_validation: bool,
     transforms: Vec<Transform>,
     collated: Vec<SharedTransform>,
@@ -242,6 +259,7 @@ impl<R: Reader> Clone for Dataset<R> {
     fn clone(&self) -> Self {
         Dataset {
             reader: self.reader.clone(),
+            cutoff: self.cutoff,
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
             collated: self.collated.clone(),
@@ -274,6 +292,7 @@ impl<R: Reader + 'static> Dataset<R> {
     pub fn from_arc(reader: Arc<R>) -> Self {
         Dataset {
             reader,
+            cutoff: None,
             skip_validation: false,
             transforms: Vec::new(),
             collated: Vec::new(),
@@ -290,6 +309,61 @@ impl<R: Reader + 'static> Dataset<R> {
     pub fn with_skip_validation(mut self, yes: bool) -> Self {
         self.skip_validation = yes;
         self
+    }
+
+    /// Builds `neighbor_list` and `shifts` of every structure at `cutoff` Å
+    /// while loading, replacing any stored edges: inside the fused read
+    /// path, in parallel over the structures of each batch, from the
+    /// store's float32 positions, cell and pbc, straight into the batch's
+    /// buffers. The lists equal those `atomzarr import --cutoff` stores for
+    /// the same cutoff (same pairs, images and order). Stored edges are
+    /// never reused for a cutoff (so no cutoff can exceed theirs); without a
+    /// cutoff the stored edges are read as they are.
+    ///
+    /// A structure whose list cannot be built (a singular periodic cell,
+    /// non-finite positions, more than
+    /// [`MAX_NEIGHBORS_PER_ATOM`](crate::data::neighbors::MAX_NEIGHBORS_PER_ATOM)
+    /// neighbors per atom) is an [`Error::Validation`] naming it, which
+    /// [`ErrorPolicy::Skip`] skips.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, Dataset, InMemoryReader};
+    /// // Two H2 molecules, stored without edges.
+    /// let h2 = AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.0, 0.0, 0.74]])?;
+    /// let ds = Dataset::new(InMemoryReader::from_samples(&[h2.clone(), h2], "h2")?).with_cutoff(1.0)?;
+    /// let b = &ds.load_batches(&[vec![0, 1]])?[0];
+    /// assert_eq!(b.edges_ptr, vec![0, 2, 4]);
+    /// assert_eq!(b.fields["neighbor_list"].data.to_i64_vec().unwrap(), vec![0, 1, 1, 0, 2, 3, 3, 2]);
+    /// assert!(Dataset::new(InMemoryReader::from_samples(&[], "e")?).with_cutoff(-1.0).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a cutoff that is not a positive finite number;
+    /// [`Error::InvalidInput`] when the reader has an edge field other than
+    /// `neighbor_list` and `shifts` (its rows could not follow the new edges).
+    pub fn with_cutoff(mut self, cutoff: f64) -> Result<Self> {
+        if !(cutoff.is_finite() && cutoff > 0.0) {
+            return Err(Error::Config(format!("cutoff must be a positive finite number of Å, got {cutoff}")));
+        }
+        let levels = self.reader.field_levels();
+        if let Some((name, _)) = levels.iter().find(|(n, l)| {
+            **l == crate::data::Level::Edge && n.as_str() != crate::data::NEIGHBOR_LIST && n.as_str() != SHIFTS
+        }) {
+            return Err(Error::invalid(
+                self.reader.name(),
+                format!("edge field {name} cannot follow neighbor lists built while loading"),
+            ));
+        }
+        self.cutoff = Some(cutoff);
+        self.transformed_levels = Arc::new(OnceLock::new());
+        Ok(self)
+    }
+
+    /// The cutoff neighbor lists are built at while loading, if any.
+    pub fn cutoff(&self) -> Option<f64> {
+        self.cutoff
     }
 
     /// How batches are laid out (default: as stored). The
@@ -417,6 +491,7 @@ impl<R: Reader + 'static> Dataset<R> {
     fn ctx(&self) -> ReadCtx<R> {
         ReadCtx {
             reader: self.reader.clone(),
+            cutoff: self.cutoff,
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
             collated: self.collated.clone(),
@@ -524,7 +599,7 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
     /// call and kept (until another transform is added), falling back to
     /// the reader's when that sample cannot be read.
     fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
-        let transformed = !(self.transforms.is_empty() && self.collated.is_empty());
+        let transformed = !(self.transforms.is_empty() && self.collated.is_empty() && self.cutoff.is_none());
         if !transformed || self.is_empty() {
             return self.reader.field_levels();
         }

@@ -150,6 +150,9 @@ pub struct ReadOptions {
     /// How a store at a URL is reached and fetched (concurrency, merging,
     /// disk cache); unused for local stores.
     pub remote: crate::store::remote::RemoteOptions,
+    /// Build neighbor lists at this cutoff (Å) while reading, replacing any
+    /// stored edges (see [`Dataset::with_cutoff`](crate::Dataset::with_cutoff)).
+    pub cutoff: Option<f64>,
 }
 
 impl Default for ReadOptions {
@@ -170,6 +173,7 @@ impl Default for ReadOptions {
             progress: false,
             checksum: false,
             remote: Default::default(),
+            cutoff: None,
         }
     }
 }
@@ -199,6 +203,11 @@ impl ReadOptions {
         }
         if self.paths.is_empty() {
             return Err(Error::Config("at least one read mode is needed".into()));
+        }
+        if let Some(c) = self.cutoff
+            && !(c.is_finite() && c > 0.0)
+        {
+            return Err(Error::Config(format!("cutoff must be a positive finite number of Å, got {c}")));
         }
         Ok(())
     }

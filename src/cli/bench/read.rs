@@ -185,7 +185,10 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                 let batches: Vec<Vec<i64>> =
                     w.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
                 let mut out = back_rx.try_recv().unwrap_or_default();
-                let r = reader.read_collated(&batches, &mut out).map(|()| (wi, out));
+                let r = reader
+                    .read_collated(&batches, &mut out)
+                    .and_then(|()| with_cutoff(&mut out, opts))
+                    .map(|()| (wi, out));
                 let failed = r.is_err();
                 // A closed channel: the consumer stopped on an error.
                 if tx.send(r).is_err() || failed {
@@ -216,11 +219,28 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
     Ok(tally)
 }
 
+/// Replaces the edges of a raw read's batches with lists built at
+/// `opts.cutoff`, if set, naming a failing sample by its logical index.
+fn with_cutoff(batches: &mut [CollatedBatch], opts: &ReadOptions) -> Result<()> {
+    let Some(cutoff) = opts.cutoff else { return Ok(()) };
+    for b in batches {
+        let indices = b.indices.clone();
+        crate::data::build_edges(b, cutoff, false, &|k, e| {
+            Error::invalid(format!("sample {}", indices.get(k).copied().unwrap_or(k)), e.to_string())
+        })?;
+    }
+    Ok(())
+}
+
 /// The single path: one `read(i)` per sample.
 fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
     let mut tally = Tally::new(order.len(), opts.checksum);
     for &i in order {
-        let s = reader.read(i as i64)?;
+        let mut s = reader.read(i as i64)?;
+        if let Some(c) = opts.cutoff {
+            s.data = crate::data::neighbors::with_neighbors(s.data, c)
+                .map_err(|e| Error::invalid(format!("sample {i}"), e.to_string()))?;
+        }
         tally.sample(s.metadata.index, i);
         tally.bytes += sample_bytes(&s.data);
         tally.hash(std::slice::from_ref(&s.data));
@@ -246,12 +266,15 @@ fn read_loader(
         schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
     let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
     let device = burn::backend::flex::FlexDevice;
-    let loader = DataLoader::<B, _>::builder(ds)
+    let mut builder = DataLoader::<B, _>::builder(ds)
         .with_batch_size(opts.batch_size)
         .with_sampler(ListSampler::new(order.to_vec()))
         .with_prefetch_factor(opts.prefetch())
-        .with_pin_memory(opts.pin_memory)
-        .build(&device)?;
+        .with_pin_memory(opts.pin_memory);
+    if let Some(c) = opts.cutoff {
+        builder = builder.with_cutoff(c);
+    }
+    let loader = builder.build(&device)?;
     let mut tally = Tally::new(order.len(), opts.checksum);
     let mut k = 0;
     for batch in loader.iter() {
@@ -262,7 +285,10 @@ fn read_loader(
         }
         for (name, f) in &batch.fields {
             let elems: usize = f.shape.iter().product();
-            tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
+            // Edges built while loading count as a store holds them (int64
+            // pairs, float32 shifts).
+            let size = sizes.get(name).copied().unwrap_or(if name == crate::data::NEIGHBOR_LIST { 8 } else { 4 });
+            tally.bytes += (elems * size) as u64;
         }
         if opts.checksum {
             tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);

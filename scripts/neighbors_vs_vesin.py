@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Neighbor lists on one core: atomzarr against vesin on the same structures,
+in the same run.
+
+Writes three sets with ASE as extended XYZ (kept in --dir):
+
+* `fcc256`: 500 rattled fcc Cu cells of 256 atoms;
+* `bulk`: 4,000 rattled fcc cells of Cu, Ni and Al, 108 or 256 atoms;
+* `molecules`: 5,000 random 20-atom molecules without a cell;
+
+then times `vesin.NeighborList(cutoff, full_list=True).compute(points, box,
+periodic, quantities="ijS")` over each set (best of 3 passes; vesin runs on
+one thread) and the `neighbors` bench of this crate on the same files
+(`cargo bench --bench neighbors` with ATOMZARR_NEIGHBOR_SETS), and prints
+millions of edges per second of both, their ratio, and whether the edge
+counts agree.
+
+    python3 -m venv /tmp/venv-nl && /tmp/venv-nl/bin/pip install ase vesin numpy
+    /tmp/venv-nl/bin/python scripts/neighbors_vs_vesin.py --dir /tmp/nl-bench [--cutoff 5.0]
+
+Run from the repository root (it calls cargo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def write_sets(d: str) -> dict[str, str]:
+    import numpy as np
+    from ase import Atoms
+    from ase.build import bulk
+    from ase.io import write
+
+    rng = np.random.default_rng(0)
+    sets = {}
+    path = os.path.join(d, "fcc256.extxyz")
+    if not os.path.exists(path):
+        frames = []
+        for _ in range(500):
+            a = bulk("Cu", "fcc", a=3.615, cubic=True).repeat((4, 4, 4))
+            a.rattle(stdev=0.08, seed=int(rng.integers(1 << 31)))
+            frames.append(a)
+        write(path, frames, format="extxyz")
+    sets["fcc256"] = path
+    path = os.path.join(d, "bulk.extxyz")
+    if not os.path.exists(path):
+        frames = []
+        for k in range(4000):
+            symbol, lat = [("Cu", 3.615), ("Ni", 3.524), ("Al", 4.050)][k % 3]
+            reps = 3 if rng.random() < 0.5 else 4
+            a = bulk(symbol, "fcc", a=lat, cubic=True).repeat((reps, reps, reps))
+            a.rattle(stdev=0.08, seed=int(rng.integers(1 << 31)))
+            frames.append(a)
+        write(path, frames, format="extxyz")
+    sets["bulk"] = path
+    path = os.path.join(d, "molecules.extxyz")
+    if not os.path.exists(path):
+        frames = [Atoms("C20", positions=rng.uniform(0, 7.0, size=(20, 3))) for _ in range(5000)]
+        write(path, frames, format="extxyz")
+    sets["molecules"] = path
+    return sets
+
+
+def vesin_rate(path: str, cutoff: float) -> tuple[float, int]:
+    from ase.io import read
+    from vesin import NeighborList
+
+    frames = read(path, ":")
+    data = [(f.positions.copy(), f.cell.array.copy(), bool(f.pbc.all())) for f in frames]
+    nl = NeighborList(cutoff=cutoff, full_list=True)
+    best, edges = float("inf"), 0
+    for _ in range(3):
+        t = time.perf_counter()
+        n = 0
+        for points, box, periodic in data:
+            i, j, s = nl.compute(points=points, box=box, periodic=periodic, quantities="ijS")
+            n += len(i)
+        best = min(best, time.perf_counter() - t)
+        edges = n
+    return edges / best / 1e6, edges
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dir", required=True)
+    p.add_argument("--cutoff", type=float, default=5.0)
+    a = p.parse_args()
+    os.makedirs(a.dir, exist_ok=True)
+    sets = write_sets(a.dir)
+    env = dict(os.environ, ATOMZARR_NEIGHBOR_SETS=",".join(f"{k}={v}" for k, v in sets.items()),
+               ATOMZARR_NEIGHBOR_CUTOFF=str(a.cutoff))
+    out = subprocess.run(["cargo", "bench", "--bench", "neighbors"], env=env, check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    ours = {r["set"]: r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
+    print(f"{'set':<10} {'edges':>10} {'vesin M/s':>10} {'atomzarr M/s':>13} {'ratio':>6}  edges agree")
+    for name, path in sets.items():
+        rate, edges = vesin_rate(path, a.cutoff)
+        r = ours[name]
+        print(f"{name:<10} {edges:>10} {rate:>10.2f} {r['medges_per_s']:>13.2f} {r['medges_per_s'] / rate:>6.2f}  "
+              f"{edges == r['edges']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
