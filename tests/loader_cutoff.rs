@@ -164,3 +164,34 @@ fn bad_cutoffs_and_cells_are_typed_errors_naming_the_sample() {
     let r = write(&dir.path().join("labeled.zarr"), &labeled);
     assert!(matches!(Dataset::new(r).with_cutoff(3.0), Err(Error::InvalidInput { .. })));
 }
+
+#[test]
+fn read_and_dump_with_a_cutoff_deliver_what_a_store_with_edges_holds() {
+    let dir = common::tmpdir();
+    let bare = structures();
+    let plain = dir.path().join("plain.zarr");
+    let stored = dir.path().join("edges.zarr");
+    write(&plain, &bare);
+    write(&stored, &add_neighbors(bare, 5.0).unwrap());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_atomzarr")).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (plain, stored) = (plain.to_str().unwrap(), stored.to_str().unwrap());
+    assert_eq!(run(&["dump", plain, "--cutoff", "5"]), run(&["dump", stored]));
+    for mode in ["batch", "raw", "single"] {
+        let checksum = |store: &str, cutoff: &[&str]| {
+            let mut args = vec!["read", store, "--json", "--checksum", "--read-order", "shuffle", "--read-mode", mode];
+            args.extend_from_slice(cutoff);
+            let row: serde_json::Value = serde_json::from_str(run(&args).lines().next().unwrap()).unwrap();
+            row["content_checksum"].as_str().unwrap().to_string()
+        };
+        assert_eq!(checksum(plain, &["--cutoff", "5"]), checksum(stored, &[]), "{mode}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atomzarr"))
+        .args(["read", plain, "--cutoff", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("cutoff"));
+}

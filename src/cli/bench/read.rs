@@ -261,7 +261,13 @@ fn read_loader(
     // Delivered bytes are counted in the store's dtypes (element count times
     // the stored element size), so they compare with raw_bytes whatever
     // element types the backend's tensors use.
-    let schema = reader.field_schema();
+    let mut schema = reader.field_schema();
+    if opts.cutoff.is_some() {
+        // Edges built while loading: as `import --cutoff` would store them.
+        use crate::data::{DType, Level};
+        schema.insert(crate::data::NEIGHBOR_LIST.into(), (Level::Edge, DType::Int64, vec![2]));
+        schema.insert(crate::data::neighbors::SHIFTS.into(), (Level::Edge, DType::Float32, vec![3]));
+    }
     let sizes: BTreeMap<String, usize> =
         schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
     let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
@@ -285,10 +291,7 @@ fn read_loader(
         }
         for (name, f) in &batch.fields {
             let elems: usize = f.shape.iter().product();
-            // Edges built while loading count as a store holds them (int64
-            // pairs, float32 shifts).
-            let size = sizes.get(name).copied().unwrap_or(if name == crate::data::NEIGHBOR_LIST { 8 } else { 4 });
-            tally.bytes += (elems * size) as u64;
+            tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
         }
         if opts.checksum {
             tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);
