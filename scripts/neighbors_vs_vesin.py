@@ -13,7 +13,8 @@ periodic, quantities="ijS")` over each set (best of 3 passes; vesin runs on
 one thread) and the `neighbors` bench of this crate on the same files
 (`cargo bench --bench neighbors` with ATOMZARR_NEIGHBOR_SETS), and prints
 millions of edges per second of both, their ratio, and whether the edge
-counts agree.
+counts (which may differ by a few pairs at the cutoff: atomzarr
+builds from float32 geometry, as stored).
 
     python3 -m venv /tmp/venv-nl && /tmp/venv-nl/bin/pip install ase vesin numpy
     /tmp/venv-nl/bin/python scripts/neighbors_vs_vesin.py --dir /tmp/nl-bench [--cutoff 5.0]
@@ -98,12 +99,15 @@ def main() -> int:
     out = subprocess.run(["cargo", "bench", "--bench", "neighbors"], env=env, check=True,
                          stdout=subprocess.PIPE, text=True).stdout
     ours = {r["set"]: r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
-    print(f"{'set':<10} {'edges':>10} {'vesin M/s':>10} {'atomzarr M/s':>13} {'ratio':>6}  edges agree")
+    # Edge counts can differ by a few pairs within float32 rounding of the
+    # cutoff: atomzarr builds from the store's float32 geometry, vesin from
+    # ASE's float64.
+    print(f"{'set':<10} {'vesin edges':>12} {'atomzarr edges':>15} {'vesin M/s':>10} {'atomzarr M/s':>13} {'ratio':>6}")
     for name, path in sets.items():
         rate, edges = vesin_rate(path, a.cutoff)
         r = ours[name]
-        print(f"{name:<10} {edges:>10} {rate:>10.2f} {r['medges_per_s']:>13.2f} {r['medges_per_s'] / rate:>6.2f}  "
-              f"{edges == r['edges']}")
+        print(f"{name:<10} {edges:>12} {r['edges']:>15} {rate:>10.2f} {r['medges_per_s']:>13.2f} "
+              f"{r['medges_per_s'] / rate:>6.2f}")
     return 0
 
 
