@@ -45,7 +45,7 @@ fn tiny_store(dir: &Path, n: usize) -> PathBuf {
 }
 
 fn opts() -> LoaderOptions {
-    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 3, pin_memory: false, use_streams: false }
+    LoaderOptions { batch_size: 4, prefetch_factor: 2, seed: 3, pin_memory: false, use_streams: false, cutoff: None }
 }
 
 /// Trains through burn-train; returns (samples seen, checksum, val force

@@ -59,6 +59,11 @@ pub struct Args {
     /// A tiny store (64 small structures), batches of 8 and 2 epochs: a smoke test in seconds.
     #[arg(long)]
     pub tiny: bool,
+    /// Store the structures without neighbor lists and build them at the
+    /// cutoff in the loader (`DataLoader::builder(..).with_cutoff`). The
+    /// default store gets a `_noedges` name.
+    #[arg(long)]
+    pub edges_in_loader: bool,
     /// Training epochs (default 12; 2 with --tiny).
     #[arg(long)]
     pub epochs: Option<usize>,
@@ -150,8 +155,9 @@ impl Args {
     /// The store: `--store`, or the default for `--tiny` or not.
     pub fn store(&self) -> PathBuf {
         self.store.clone().unwrap_or_else(|| {
-            let name = if self.tiny { "lj_ar_kr_tiny.zarr" } else { "lj_ar_kr.zarr" };
-            PathBuf::from("target/train_mlip").join(name)
+            let name = if self.tiny { "lj_ar_kr_tiny" } else { "lj_ar_kr" };
+            let edges = if self.edges_in_loader { "_noedges" } else { "" };
+            PathBuf::from("target/train_mlip").join(format!("{name}{edges}.zarr"))
         })
     }
     /// Training epochs.
@@ -170,6 +176,7 @@ impl Args {
             split_seed: self.split_seed,
             e0: !self.no_e0,
             rotate: self.rotate.then_some(self.seed),
+            cutoff: self.edges_in_loader.then_some(crate::physics::CUTOFF),
         }
     }
     /// Whether burn-train's Learner runs the epochs.
@@ -201,7 +208,7 @@ impl Args {
             crate::physics::DatasetSpec::standard(self.structures.unwrap_or(2000))
         };
         let t = std::time::Instant::now();
-        let n = crate::physics::build_store(store, spec, self.seed)?;
+        let n = crate::physics::build_store_with(store, spec, self.seed, !self.edges_in_loader)?;
         println!(
             "built {} : {n} Lennard-Jones Ar/Kr structures (clusters + periodic boxes, MD frames), cutoff {} Å, in {:.1}s",
             store.display(),

@@ -87,6 +87,7 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
         seed: args.seed,
         pin_memory: gpu,
         use_streams: gpu,
+        cutoff: args.edges_in_loader.then_some(physics::CUTOFF),
     };
     let split = set.loaders::<Train>(opts, (args.node_rank, args.num_nodes), &device)?;
     // 4. The model.

@@ -360,18 +360,24 @@ impl Labelled {
 
     /// The sample as atomzarr stores it.
     pub fn to_atomic_data(&self) -> atomzarr::Result<AtomicData> {
+        self.to_atomic_data_with(true)
+    }
+
+    /// The sample as atomzarr stores it, with its neighbor list or without
+    /// (for a loader that builds lists itself).
+    pub fn to_atomic_data_with(&self, edges: bool) -> atomzarr::Result<AtomicData> {
         let f32v = |v: &[[f64; 3]]| v.iter().map(|p| p.map(|x| x as f32)).collect::<Vec<_>>();
         let s = &self.structure;
-        AtomicData::new(s.numbers.clone(), f32v(&s.positions))?
+        let mut d = AtomicData::new(s.numbers.clone(), f32v(&s.positions))?
             .with_forces(f32v(&self.forces))?
             .with_energy(self.energy as f32)
             .with_cell(s.cell.map(|r| r.map(|x| x as f32)))
-            .with_pbc(s.pbc)
-            .with_neighbor_list(self.neighbors.pairs.clone(), Some(f32v(&self.neighbors.shifts)))
-            .map(|d| {
-                d.with_string("trajectory", format!("t{}", self.trajectory))
-                    .with_string("config_type", if s.pbc[0] { "box" } else { "cluster" })
-            })
+            .with_pbc(s.pbc);
+        if edges {
+            d = d.with_neighbor_list(self.neighbors.pairs.clone(), Some(f32v(&self.neighbors.shifts)))?;
+        }
+        Ok(d.with_string("trajectory", format!("t{}", self.trajectory))
+            .with_string("config_type", if s.pbc[0] { "box" } else { "cluster" }))
     }
 }
 
@@ -431,8 +437,14 @@ pub fn generate(spec: DatasetSpec, seed: u64) -> Vec<Labelled> {
 
 /// Generates and writes a store at `path` (which must not exist).
 pub fn build_store(path: &Path, spec: DatasetSpec, seed: u64) -> atomzarr::Result<usize> {
+    build_store_with(path, spec, seed, true)
+}
+
+/// As [`build_store`], with the neighbor lists stored or not (`edges`).
+pub fn build_store_with(path: &Path, spec: DatasetSpec, seed: u64, edges: bool) -> atomzarr::Result<usize> {
     let labelled = generate(spec, seed);
-    let samples: Vec<AtomicData> = labelled.iter().map(Labelled::to_atomic_data).collect::<atomzarr::Result<_>>()?;
+    let samples: Vec<AtomicData> =
+        labelled.iter().map(|l| l.to_atomic_data_with(edges)).collect::<atomzarr::Result<_>>()?;
     // Chunks of a few hundred structures' rows: shuffled reads then touch a few
     // chunks per fused prefetch window, each decoded once.
     let config =

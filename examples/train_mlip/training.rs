@@ -38,6 +38,9 @@ pub struct LoaderOptions {
     /// Build device batches on the loader's own upload thread (its own
     /// device stream), overlapping uploads with the training step: for GPUs.
     pub use_streams: bool,
+    /// Build neighbor lists at this cutoff in the loaders (a store without
+    /// edges), instead of reading stored ones.
+    pub cutoff: Option<f64>,
 }
 
 /// How the training set is prepared from the store.
@@ -57,6 +60,9 @@ pub struct Prep {
     /// Rotate every training structure by a random rotation drawn from
     /// (this seed, epoch, sample).
     pub rotate: Option<u64>,
+    /// The store has no edges: statistics (neighbors per atom) come from
+    /// lists built at this cutoff, as the loaders will build them.
+    pub cutoff: Option<f64>,
 }
 
 impl Prep {
@@ -127,7 +133,13 @@ impl TrainingSet {
         // Statistics of the training split (one collated read of all of it),
         // of the energies the model is trained on.
         let mut all = Vec::new();
-        reader.read_collated(&[train_indices.iter().map(|&i| i as i64).collect()], &mut all)?;
+        match prep.cutoff {
+            Some(c) => {
+                let ds = atomzarr::Dataset::from_arc(reader.clone()).with_skip_validation(true).with_cutoff(c)?;
+                all = ds.load_batches(std::slice::from_ref(&train_indices))?;
+            }
+            None => reader.read_collated(&[train_indices.iter().map(|&i| i as i64).collect()], &mut all)?,
+        }
         if let Some(e0s) = &e0s {
             all.iter_mut().try_for_each(|b| e0s.apply(b, 0))?;
         }
@@ -164,6 +176,10 @@ impl TrainingSet {
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
             .with_sampler(ListSampler::new(self.val_indices.clone()));
+        if let Some(c) = opts.cutoff {
+            train = train.with_cutoff(c);
+            val = val.with_cutoff(c);
+        }
         if let Some(e0s) = &self.e0s {
             train = train.with_subtract_e0s(e0s.clone());
             val = val.with_subtract_e0s(e0s.clone());
