@@ -5,7 +5,8 @@ in the same run.
 Writes three sets with ASE as extended XYZ (kept in --dir):
 
 * `fcc256`: 500 rattled fcc Cu cells of 256 atoms;
-* `bulk`: 4,000 rattled fcc cells of Cu, Ni and Al, 108 or 256 atoms;
+* `bulk`: 4,000 rattled fcc cells of Cu, Ni and Al, 108 or 256 atoms (the
+  `ase` store of scripts/bulk_vs_toolkit.py);
 * `molecules`: 5,000 random 20-atom molecules without a cell;
 
 then times `vesin.NeighborList(cutoff, full_list=True).compute(points, box,
@@ -31,40 +32,37 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 
 def write_sets(d: str) -> dict[str, str]:
+    """The three sets as extended XYZ in `d` (each written once, then reused)."""
     import numpy as np
     from ase import Atoms
     from ase.build import bulk
     from ase.io import write
 
+    from bulk_vs_toolkit import ase_cells
+
     rng = np.random.default_rng(0)
-    sets = {}
-    path = os.path.join(d, "fcc256.extxyz")
-    if not os.path.exists(path):
+
+    def fcc256(path: str) -> None:
         frames = []
         for _ in range(500):
             a = bulk("Cu", "fcc", a=3.615, cubic=True).repeat((4, 4, 4))
             a.rattle(stdev=0.08, seed=int(rng.integers(1 << 31)))
             frames.append(a)
         write(path, frames, format="extxyz")
-    sets["fcc256"] = path
-    path = os.path.join(d, "bulk.extxyz")
-    if not os.path.exists(path):
-        frames = []
-        for k in range(4000):
-            symbol, lat = [("Cu", 3.615), ("Ni", 3.524), ("Al", 4.050)][k % 3]
-            reps = 3 if rng.random() < 0.5 else 4
-            a = bulk(symbol, "fcc", a=lat, cubic=True).repeat((reps, reps, reps))
-            a.rattle(stdev=0.08, seed=int(rng.integers(1 << 31)))
-            frames.append(a)
-        write(path, frames, format="extxyz")
-    sets["bulk"] = path
-    path = os.path.join(d, "molecules.extxyz")
-    if not os.path.exists(path):
-        frames = [Atoms("C20", positions=rng.uniform(0, 7.0, size=(20, 3))) for _ in range(5000)]
-        write(path, frames, format="extxyz")
-    sets["molecules"] = path
+
+    def molecules(path: str) -> None:
+        write(path, [Atoms("C20", positions=rng.uniform(0, 7.0, size=(20, 3))) for _ in range(5000)], format="extxyz")
+
+    makers = {"fcc256": fcc256, "bulk": lambda path: ase_cells(path, 4000, seed=0), "molecules": molecules}
+    sets = {}
+    for name, make in makers.items():
+        sets[name] = os.path.join(d, f"{name}.extxyz")
+        if not os.path.exists(sets[name]):
+            make(sets[name])
     return sets
 
 

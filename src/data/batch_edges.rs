@@ -9,8 +9,8 @@
 
 use rayon::prelude::*;
 
-use crate::data::neighbors::{NeighborList, SHIFTS, Scratch, neighbor_list_into};
-use crate::data::{CollatedBatch, CollatedField, DType, HostData, Level, NEIGHBOR_LIST};
+use crate::data::neighbors::{NeighborList, SHIFTS, Scratch, flags, foreign_edge_field, is_float, neighbor_list_into};
+use crate::data::{CollatedBatch, CollatedField, HostData, Level, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
 
 /// Replaces `batch`'s edges with the neighbor lists of its structures at
@@ -31,9 +31,7 @@ pub(crate) fn build_edges(
     int32: bool,
     sample_error: &(dyn Fn(usize, Error) -> Error + Sync),
 ) -> Result<()> {
-    if let Some((name, _)) =
-        batch.fields.iter().find(|(n, f)| f.level == Level::Edge && *n != NEIGHBOR_LIST && *n != SHIFTS)
-    {
+    if let Some(name) = foreign_edge_field(batch.fields.iter().map(|(n, f)| (n, f.level))) {
         return Err(Error::invalid(
             "neighbor list",
             format!("edge field {name} cannot follow neighbor lists built while loading"),
@@ -131,10 +129,7 @@ impl<'a> BatchGeometry<'a> {
             .fields
             .get("positions")
             .ok_or_else(|| Error::invalid("neighbor list", "the batch has no positions field"))?;
-        if pos.level != Level::Atom
-            || pos.trailing_shape != [3]
-            || !matches!(pos.data.dtype(), DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64)
-        {
+        if pos.level != Level::Atom || pos.trailing_shape != [3] || !is_float(pos.data.dtype()) {
             return Err(Error::invalid(
                 "neighbor list",
                 format!("positions are {} {:?} rows, expected float [3]", pos.data.dtype(), pos.trailing_shape),
@@ -157,10 +152,7 @@ impl<'a> BatchGeometry<'a> {
             }
         };
         let cells = system("cell", &[3, 3])?.map(|f| f.data.to_f64_vec());
-        let pbc = system("pbc", &[3])?.map(|f| match &f.data {
-            HostData::Bool(v) => v.clone(),
-            other => other.to_f64_vec().iter().map(|&x| x != 0.0).collect(),
-        });
+        let pbc = system("pbc", &[3])?.map(|f| flags(&f.data));
         Ok(BatchGeometry { positions: pos.data.to_f64_vec(), cells, pbc, atoms_ptr: &batch.atoms_ptr })
     }
 

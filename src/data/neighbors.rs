@@ -199,6 +199,36 @@ pub(crate) fn neighbor_list_into(
     lattice.scan(&bins, cutoff, s, out)
 }
 
+/// Refuses a cutoff (a user's setting) that is not a positive finite
+/// number of Å, as every entry point that takes one does.
+pub(crate) fn check_cutoff(cutoff: f64) -> Result<()> {
+    if cutoff.is_finite() && cutoff > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::Config(format!("cutoff must be a positive finite number of Å, got {cutoff}")))
+    }
+}
+
+/// The first edge field among `fields` (name, level) other than
+/// `neighbor_list` and `shifts`: one whose rows could not follow rebuilt
+/// edges.
+pub(crate) fn foreign_edge_field<'a>(fields: impl IntoIterator<Item = (&'a String, Level)>) -> Option<&'a String> {
+    fields.into_iter().find(|(n, l)| *l == Level::Edge && *n != NEIGHBOR_LIST && *n != SHIFTS).map(|(n, _)| n)
+}
+
+/// A `pbc` field's values as flags: bool as they are, numbers non-zero.
+pub(crate) fn flags(data: &HostData) -> Vec<bool> {
+    match data {
+        HostData::Bool(b) => b.clone(),
+        other => other.to_f64_vec().iter().map(|&x| x != 0.0).collect(),
+    }
+}
+
+/// Whether positions of `dtype` can feed the builder.
+pub(crate) fn is_float(dtype: DType) -> bool {
+    matches!(dtype, DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64)
+}
+
 fn too_many_neighbors(cutoff: f64) -> Error {
     Error::invalid(
         "neighbor list",
@@ -456,9 +486,7 @@ impl Bins {
 fn geometry(sample: &AtomicData) -> Result<Geometry> {
     let pos =
         sample.field("positions").ok_or_else(|| Error::invalid("neighbor list", "sample has no positions field"))?;
-    if pos.trailing_shape() != [3]
-        || !matches!(pos.dtype(), DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Float64)
-    {
+    if pos.trailing_shape() != [3] || !is_float(pos.dtype()) {
         return Err(Error::invalid(
             "neighbor list",
             format!("positions are {} {:?}, expected float [n, 3]", pos.dtype(), pos.shape),
@@ -478,10 +506,7 @@ fn geometry(sample: &AtomicData) -> Result<Geometry> {
     }
     let mut pbc = [false; 3];
     if let Some(p) = sample.field("pbc") {
-        let v = match &p.data {
-            HostData::Bool(b) => b.clone(),
-            other => other.to_f64_vec().iter().map(|&x| x != 0.0).collect(),
-        };
+        let v = flags(&p.data);
         if v.len() != 3 {
             return Err(Error::invalid("neighbor list", format!("pbc has shape {:?}, expected [1, 3]", p.shape)));
         }
@@ -518,9 +543,7 @@ fn with_neighbors_using(
     scratch: &mut Scratch,
     nl: &mut NeighborList,
 ) -> Result<AtomicData> {
-    if let Some((name, _)) =
-        sample.fields.iter().find(|(name, f)| f.level == Level::Edge && *name != NEIGHBOR_LIST && *name != SHIFTS)
-    {
+    if let Some(name) = foreign_edge_field(sample.fields.iter().map(|(n, f)| (n, f.level))) {
         return Err(Error::invalid(
             "neighbor list",
             format!("edge field {name} cannot be kept when the neighbor list is rebuilt"),

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::data::AtomicData;
-use crate::data::neighbors::SHIFTS;
+use crate::data::neighbors;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::prep::transforms::{CollatedTransform, SharedTransform};
@@ -344,13 +344,9 @@ impl<R: Reader + 'static> Dataset<R> {
     /// [`Error::InvalidInput`] when the reader has an edge field other than
     /// `neighbor_list` and `shifts` (its rows could not follow the new edges).
     pub fn with_cutoff(mut self, cutoff: f64) -> Result<Self> {
-        if !(cutoff.is_finite() && cutoff > 0.0) {
-            return Err(Error::Config(format!("cutoff must be a positive finite number of Å, got {cutoff}")));
-        }
+        neighbors::check_cutoff(cutoff)?;
         let levels = self.reader.field_levels();
-        if let Some((name, _)) = levels.iter().find(|(n, l)| {
-            **l == crate::data::Level::Edge && n.as_str() != crate::data::NEIGHBOR_LIST && n.as_str() != SHIFTS
-        }) {
+        if let Some(name) = neighbors::foreign_edge_field(levels.iter().map(|(n, l)| (n, *l))) {
             return Err(Error::invalid(
                 self.reader.name(),
                 format!("edge field {name} cannot follow neighbor lists built while loading"),

@@ -204,10 +204,8 @@ impl ReadOptions {
         if self.paths.is_empty() {
             return Err(Error::Config("at least one read mode is needed".into()));
         }
-        if let Some(c) = self.cutoff
-            && !(c.is_finite() && c > 0.0)
-        {
-            return Err(Error::Config(format!("cutoff must be a positive finite number of Å, got {c}")));
+        if let Some(c) = self.cutoff {
+            crate::data::neighbors::check_cutoff(c)?;
         }
         Ok(())
     }

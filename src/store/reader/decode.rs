@@ -24,7 +24,7 @@ impl AtomicDataZarrReader {
             // though the stored chunk shape is at least 1 wide.
             return Some(Arc::new(Chunk::plain(ChunkBuf::from(Vec::new()))));
         }
-        self.cache.get(if narrowed { f.id | NARROWED } else { f.id }, chunk)
+        self.cache.get(cache_key(f, narrowed), chunk)
     }
 
     /// Decodes one inner chunk of `f`, narrowed to int32 when `narrowed`,
@@ -57,7 +57,7 @@ impl AtomicDataZarrReader {
         self.verify_neighbors(st, f, chunk, &raw);
         if let Some(c) = self.compact(st, f, chunk, narrowed, &raw) {
             let c = Arc::new(c);
-            self.cache.insert(if narrowed { f.id | NARROWED } else { f.id }, chunk, c.clone());
+            self.cache.insert(cache_key(f, narrowed), chunk, c.clone());
             return Ok(Some(c));
         }
         if !narrowed {
@@ -89,23 +89,14 @@ impl AtomicDataZarrReader {
 
     /// Freshly decoded chunk `chunk` of `f` in a compact form (see
     /// `compact`), if its values allow one: `neighbor_list` (int64) as
-    /// sample-local int16, other fields as a dictionary of at most 256
+    /// sample-local int16, other fields as a dictionary of at most 2,048
     /// distinct rows (its table narrowed to int32 for a narrowed request).
     fn compact(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool, raw: &[u8]) -> Option<Chunk> {
         if f.name == NEIGHBOR_LIST {
             if f.dtype != DType::Int64 {
                 return None;
             }
-            let n = st.num_samples;
-            let (atoms, edges) = (&st.atoms_ptr, &st.edges_ptr);
-            let c0 = chunk * f.chunk_rows;
-            let c1 = (c0 + f.chunk_rows).min(edges[n] as u64);
-            let first = edges[1..=n].partition_point(|&e| e as u64 <= c0);
-            let runs = (first..n).take_while(move |&p| (edges[p] as u64) < c1).map(move |p| {
-                let r0 = (edges[p] as u64).max(c0) - c0;
-                let r1 = (edges[p + 1] as u64).min(c1) - c0;
-                (atoms[p], r0 as usize..r1 as usize)
-            });
+            let runs = st.edge_runs(f.chunk_rows, chunk).map(|(p, rows)| (st.atoms_ptr[p], rows));
             return compact::local16(raw, f.row_elems, runs, self.cache.alloc(raw.len() / 4));
         }
         // Dictionaries pay off on chunks of many rows; a system chunk of a
@@ -250,6 +241,12 @@ impl AtomicDataZarrReader {
         self.cache.count_request(st.sample_bytes(physical));
         Ok(out)
     }
+}
+
+/// The cache key of `f`'s chunks as a request reads them (narrowed to int32
+/// or not).
+fn cache_key(f: &FieldArray, narrowed: bool) -> u32 {
+    if narrowed { f.id | NARROWED } else { f.id }
 }
 
 /// The decoded chunks of one array for one request.

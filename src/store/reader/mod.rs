@@ -393,6 +393,26 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// The physical samples with rows in inner chunk `chunk` of an edge
+    /// array chunked by `chunk_rows`, in order, each with its rows there
+    /// (chunk-relative; empty for a sample without edges).
+    pub(super) fn edge_runs(
+        &self,
+        chunk_rows: u64,
+        chunk: u64,
+    ) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + '_ {
+        let (n, edges) = (self.num_samples, &self.edges_ptr);
+        let c0 = chunk * chunk_rows;
+        let c1 = (c0 + chunk_rows).min(edges[n] as u64);
+        // The first sample whose edges end past the chunk's first row.
+        let first = edges[1..=n].partition_point(|&e| e as u64 <= c0);
+        (first..n).take_while(move |&p| (edges[p] as u64) < c1).map(move |p| {
+            let r0 = (edges[p] as u64).max(c0) - c0;
+            let r1 = (edges[p + 1] as u64).min(c1) - c0;
+            (p, r0 as usize..r1 as usize)
+        })
+    }
+
     pub(super) fn len(&self) -> usize {
         self.active.as_ref().map_or(self.num_samples, Vec::len)
     }

@@ -21,13 +21,6 @@ impl AtomicDataZarrReader {
         if f.name != NEIGHBOR_LIST || f.row_elems == 0 {
             return;
         }
-        let n = st.num_samples;
-        let (atoms, edges) = (&st.atoms_ptr, &st.edges_ptr);
-        let c0 = chunk * f.chunk_rows;
-        let c1 = (c0 + f.chunk_rows).min(edges[n] as u64);
-        if c0 >= c1 {
-            return;
-        }
         let owned;
         let vals: &[i64] = match (f.dtype, bytemuck::try_cast_slice::<u8, i64>(wide)) {
             (DType::Int64, Ok(v)) => v,
@@ -36,23 +29,20 @@ impl AtomicDataZarrReader {
                 &owned
             }
         };
-        let row = |r: u64| (r - c0) as usize * f.row_elems;
+        let atoms = &st.atoms_ptr;
         let active = |p: usize| st.active.as_ref().is_none_or(|a| a.binary_search(&p).is_ok());
         let mut bad = Vec::new();
-        // The first sample whose edges end past the chunk's first row.
-        let mut p = edges[1..=n].partition_point(|&e| e as u64 <= c0);
-        while p < n && (edges[p] as u64) < c1 {
-            let (r0, r1) = ((edges[p] as u64).max(c0), (edges[p + 1] as u64).min(c1));
-            if r0 < r1 && active(p) {
+        for (p, rows) in st.edge_runs(f.chunk_rows, chunk) {
+            if !rows.is_empty() && active(p) {
                 let (lo, last) = (atoms[p], atoms[p + 1] - atoms[p] - 1);
-                let rows = vals.get(row(r0)..row(r1)).unwrap_or_default();
+                let (a, b) = (rows.start * f.row_elems, rows.end * f.row_elems);
+                let vals = vals.get(a..b).unwrap_or_default();
                 // A short chunk (corrupt) counts as bad rather than unchecked.
-                let short = rows.len() != row(r1) - row(r0);
-                if short || rows.iter().fold(0, |acc, &x| crate::data::fold_index(acc, x, lo, last)) < 0 {
+                let short = vals.len() != b - a;
+                if short || vals.iter().fold(0, |acc, &x| crate::data::fold_index(acc, x, lo, last)) < 0 {
                     bad.push(p);
                 }
             }
-            p += 1;
         }
         if !bad.is_empty() {
             // A set of sample ids stays valid whatever a panicking writer did.

@@ -66,8 +66,14 @@ impl AtomicDataZarrReader {
             }
             Rows::Dict { codes: Codes::U8(c), table } if dst.extend_from_dict(c, table, f.row_elems) => Ok(()),
             Rows::Dict { codes: Codes::U16(c), table } if dst.extend_from_dict(c, table, f.row_elems) => Ok(()),
-            _ => Err(self.chunk_error(f, rows.start / f.chunk_rows.max(1), "held in a form its copy cannot read")),
+            _ => Err(self.form_error(f, &rows)),
         })
+    }
+
+    /// A chunk of `f` under `rows` held in a form the copy cannot read (a
+    /// dictionary of another dtype, int16 indices of a non-index field).
+    fn form_error(&self, f: &FieldArray, rows: &std::ops::Range<u64>) -> crate::error::Error {
+        self.chunk_error(f, rows.start / f.chunk_rows.max(1), "held in a form its copy cannot read")
     }
 
     /// Appends neighbor rows `rows` of `f` to `dst`, moved from the
@@ -85,9 +91,7 @@ impl AtomicDataZarrReader {
         self.for_rows(f, dec, rows.clone(), |src| match src {
             Rows::Bytes(b) => dst.extend_rebased(b, base - first_atom),
             Rows::Local16(v) => dst.extend_local16(v, base),
-            Rows::Dict { .. } => {
-                Err(self.chunk_error(f, rows.start / f.chunk_rows.max(1), "held in a form its copy cannot read"))
-            }
+            Rows::Dict { .. } => Err(self.form_error(f, &rows)),
         })
     }
 
