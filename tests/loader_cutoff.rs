@@ -96,6 +96,36 @@ fn lists_built_while_loading_equal_lists_stored_at_import() {
 }
 
 #[test]
+fn a_cutoff_on_a_store_with_edges_decodes_no_edge_chunk() {
+    use atomzarr::source::ChunkedReader;
+    use std::sync::Arc;
+    let dir = common::tmpdir();
+    let bare = structures();
+    let plain = Arc::new(write(&dir.path().join("plain.zarr"), &bare));
+    let stored = Arc::new(write(&dir.path().join("edges.zarr"), &add_neighbors(bare.clone(), 5.0).unwrap()));
+    let lists: Vec<Vec<usize>> = vec![vec![7, 0, 3], vec![5, 6, 1, 2, 4]];
+    let read = |r: Arc<AtomicDataZarrReader>, cutoff: Option<f64>| {
+        let before = r.decode_counters();
+        let mut ds = Dataset::new(Arc::clone(&r)).with_skip_validation(true);
+        if let Some(c) = cutoff {
+            ds = ds.with_cutoff(c).unwrap();
+        }
+        let got = ds.load_batches(&lists).unwrap();
+        (got, r.decode_counters().since(&before).decoded_bytes)
+    };
+    let (from_plain, plain_bytes) = read(plain, Some(5.0));
+    let (replaced, replaced_bytes) = read(Arc::clone(&stored), Some(5.0));
+    // A fresh reader: nothing cached.
+    let (kept, kept_bytes) = read(Arc::new(AtomicDataZarrReader::open(stored.location().clone()).unwrap()), None);
+    assert_eq!(replaced, from_plain);
+    assert_eq!(replaced, kept);
+    // The same per-atom and per-system chunks as the store without edges,
+    // and no edge chunk.
+    assert_eq!(replaced_bytes, plain_bytes);
+    assert!(kept_bytes > replaced_bytes, "{kept_bytes} vs {replaced_bytes}");
+}
+
+#[test]
 fn the_loader_builds_the_same_batches_as_a_store_with_edges() {
     use atomzarr::{DataLoader, sampler::ListSampler};
     type B = burn::backend::Flex;

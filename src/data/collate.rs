@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CollateOptions {
     narrow_int64: bool,
+    /// Leave edge-level fields out (the caller rebuilds them).
+    skip_edges: bool,
 }
 
 impl CollateOptions {
@@ -43,6 +45,21 @@ impl CollateOptions {
     /// Whether int64 fields are narrowed to int32.
     pub fn narrow_int64(&self) -> bool {
         self.narrow_int64
+    }
+
+    /// Lets a reader leave out edge-level fields and give every sample zero
+    /// edges: the [`Dataset`](crate::Dataset) asks for it when it builds
+    /// neighbor lists at a cutoff, which replace the stored edges anyway.
+    /// The Zarr reader then decodes no edge chunk; readers without a fused
+    /// path may still return the edges.
+    pub(crate) fn with_skip_edges(mut self, yes: bool) -> Self {
+        self.skip_edges = yes;
+        self
+    }
+
+    /// Whether edge-level fields may be left out.
+    pub(crate) fn skip_edges(&self) -> bool {
+        self.skip_edges
     }
 }
 

@@ -214,7 +214,9 @@ impl<R: Reader> ReadCtx<R> {
     fn load_untransformed(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         let mut out = Vec::with_capacity(lists.len());
         if self.skip_validation && self.transforms.is_empty() {
-            self.reader.load_collated_opt(lists, self.collate, &mut out)?;
+            // Lists built at a cutoff replace the stored edges: not decoded.
+            let opts = self.collate.with_skip_edges(self.cutoff.is_some());
+            self.reader.load_collated_opt(lists, opts, &mut out)?;
             return Ok(out);
         }
         let flat: Vec<usize> = lists.iter().flatten().copied().collect();

@@ -199,7 +199,12 @@ impl AtomicDataZarrReader {
     pub(super) fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
         let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
         let plans: Vec<Vec<u64>> =
-            st.fields.iter().map(|f| needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical)).collect();
+            st.fields
+                .iter()
+                .map(|f| {
+                    if f.wanted(opts) { needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical) } else { Vec::new() }
+                })
+                .collect();
         let tasks: Vec<(usize, u64)> =
             plans.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
         // Cache lookups first, on this thread: only decodes are worth rayon's

@@ -374,6 +374,11 @@ pub(crate) struct FieldArray {
 }
 
 impl FieldArray {
+    /// Whether a request with `opts` reads this array at all.
+    pub(super) fn wanted(&self, opts: CollateOptions) -> bool {
+        !(opts.skip_edges() && self.level == Level::Edge)
+    }
+
     /// Whether this request reads the array's chunks narrowed to int32.
     pub(super) fn narrowed(&self, opts: CollateOptions) -> bool {
         opts.narrow_int64() && self.dtype == DType::Int64 && !self.wide_only.load(std::sync::atomic::Ordering::Relaxed)

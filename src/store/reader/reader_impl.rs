@@ -102,7 +102,7 @@ impl Reader for AtomicDataZarrReader {
             let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
             let dec = self.decode_needed(&st, &physical, opts)?;
             out[g.clone()].par_iter_mut().zip(batches[g].par_iter()).try_for_each(|(dst, b)| -> Result<()> {
-                self.collate_into(&st, &dec, b, dst)?;
+                self.collate_into(&st, &dec, b, opts, dst)?;
                 if !st.strings.is_empty() {
                     let physical: Vec<usize> = b.iter().map(|&i| st.physical(i)).collect();
                     self.fill_strings(&st.strings, st.ptrs(), &physical, &mut dst.strings)?;

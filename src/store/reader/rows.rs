@@ -7,7 +7,7 @@ use super::compact::{Codes, Rows};
 use super::decode::Decoded;
 use super::{FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
-use crate::data::{AtomicData, CollatedBatch, DType, Field, FieldLayout, HostData};
+use crate::data::{AtomicData, CollateOptions, CollatedBatch, DType, Field, FieldLayout, HostData};
 use crate::data::{Pointers, chunks_of};
 use crate::error::Result;
 
@@ -138,12 +138,14 @@ impl AtomicDataZarrReader {
         st: &State,
         dec: &[Decoded],
         batch: &[usize],
+        opts: CollateOptions,
         out: &mut CollatedBatch,
     ) -> Result<()> {
         let layout: Vec<FieldLayout> = st
             .fields
             .iter()
             .zip(dec)
+            .filter(|(f, _)| f.wanted(opts))
             .map(|(f, d)| FieldLayout {
                 name: f.name.clone(),
                 level: f.level,
@@ -155,13 +157,16 @@ impl AtomicDataZarrReader {
         let ptrs = st.ptrs();
         let physical: Vec<usize> = batch.iter().map(|&i| st.physical(i)).collect();
         let (mut atoms, mut edges) = (0i64, 0i64);
+        let skip_edges = opts.skip_edges();
         for &p in &physical {
             atoms += ptrs.atoms[p + 1] - ptrs.atoms[p];
-            edges += ptrs.edges[p + 1] - ptrs.edges[p];
+            if !skip_edges {
+                edges += ptrs.edges[p + 1] - ptrs.edges[p];
+            }
             out.atoms_ptr.push(atoms);
             out.edges_ptr.push(edges);
         }
-        for (f, d) in st.fields.iter().zip(dec) {
+        for (f, d) in st.fields.iter().zip(dec).filter(|(f, _)| f.wanted(opts)) {
             let dst = match out.fields.get_mut(&f.name) {
                 Some(dst) => &mut dst.data,
                 None => continue, // reset() created every layout entry
