@@ -32,6 +32,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             error_policy: None,
             world: (0, 1),
             cutoff: None,
+            int64: false,
         }
     }
 }
@@ -54,6 +55,7 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     pub(super) error_policy: Option<ErrorPolicy>,
     pub(super) world: (usize, usize),
     pub(super) cutoff: Option<f64>,
+    pub(super) int64: bool,
 }
 
 impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
@@ -185,6 +187,17 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
+    /// Keeps int64 fields (atomic numbers, neighbor lists, ...) int64 in the
+    /// host batches [`DataLoader::iter_host`] yields. By default they are
+    /// narrowed to int32 when the device's int tensors are int32 (Flex,
+    /// CUDA), so that building device batches converts nothing; host
+    /// consumers that index with int64 (PyTorch) keep them wide. Device
+    /// batches are the same either way.
+    pub fn with_int64(mut self, yes: bool) -> Self {
+        self.int64 = yes;
+        self
+    }
+
     /// Subtracts per-element reference energies from every energy
     /// ([`SubtractE0s`](crate::prep::transforms::SubtractE0s), on the
     /// collated batch; see [`Dataset::with_collated_transform`]).
@@ -253,7 +266,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         };
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
-        let int32 = crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
+        let int32 = !self.int64 && crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
         let mut dataset =
             self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
         if let Some(p) = self.error_policy {

@@ -295,6 +295,47 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// reads that have not started; a read already running finishes in the
     /// background and its result is dropped.
     pub fn iter(&self) -> LoaderIter<B, R> {
+        self.start(true)
+    }
+
+    /// Iterates one epoch of host batches: the same batches as
+    /// [`iter`](Self::iter) (same plan, fused windows read ahead in the
+    /// background, collated transforms and a cutoff's neighbor lists
+    /// applied, the same resumable state), left on the host instead of
+    /// uploaded, for consumers outside Burn (the Python package). Int64
+    /// fields are int32 on an int32 device unless
+    /// [`with_int64`](crate::DataLoaderBuilder::with_int64) was set.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use burn::backend::Flex;
+    /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, HostData, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("h.zarr");
+    /// let samples: Vec<AtomicData> = (1..=5).map(|n| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap()).collect();
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+    /// let loader = DataLoader::<Flex, _>::builder(ds).with_batch_size(2).with_int64(true).build(&Default::default())?;
+    /// let batches: Vec<_> = loader.iter_host().collect::<atomzarr::Result<_>>()?;
+    /// assert_eq!(batches.iter().map(|b| b.num_graphs()).collect::<Vec<_>>(), [2, 2, 1]);
+    /// assert!(matches!(batches[0].fields["atomic_numbers"].data, HostData::Int64(_)));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Device-batch transforms ([`with_batch_transform`](crate::DataLoaderBuilder::with_batch_transform))
+    /// run on device batches only: with any, the first item is an
+    /// [`Error::Config`].
+    pub fn iter_host(&self) -> HostIter<B, R> {
+        let mut inner = self.start(false);
+        if !inner.transforms.is_empty() {
+            inner.failed = Some(Error::Config("device-batch transforms cannot run on host batches".into()));
+        }
+        HostIter { inner }
+    }
+
+    /// One epoch's iterator; `upload`: hand batches to the upload threads
+    /// (when the loader has them).
+    fn start(&self, upload: bool) -> LoaderIter<B, R> {
         let clock = *lock(&self.clock);
         let (batches, id, epoch) = {
             let mut c = lock(&self.cursor);
@@ -318,7 +359,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             }
             w
         };
-        let (uploader, failed) = match self.uploader() {
+        let (uploader, failed) = match self.uploader().filter(|_| upload) {
             Some(Ok(u)) => (Some(u), None),
             Some(Err(e)) => (None, Some(e)),
             None => (None, None),
@@ -501,10 +542,10 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     }
 }
 
-impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
-    type Item = Result<AtomicBatch<B>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
+    /// The next item turned into what the caller yields, with the epoch's
+    /// bookkeeping (progress, the loader's cursor, stopping at an error).
+    fn advance_with<T>(&mut self, make: impl FnOnce(&mut Self, Item<B>) -> Result<T>) -> Option<Result<T>> {
         if self.done {
             return None;
         }
@@ -512,13 +553,11 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
             self.stop();
             return Some(Err(e));
         }
-        let item = self.next_item().map(|r| {
-            r.and_then(|i| match i {
-                Item::Uploading(rx) => upload::wait(rx),
-                Item::Host(c) => to_device(c, &self.device, self.pin_memory, &self.transforms),
-                Item::Emptied => Err(Error::Internal("an emptied batch reached the consumer".into())),
-            })
-        });
+        let item = match self.next_item() {
+            Some(Ok(i)) => Some(make(self, i)),
+            Some(Err(e)) => Some(Err(e)),
+            None => None,
+        };
         match item {
             Some(Ok(b)) => {
                 self.yielded += 1;
@@ -535,6 +574,48 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
                 None
             }
         }
+    }
+}
+
+impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
+    type Item = Result<AtomicBatch<B>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.advance_with(|it, i| match i {
+            Item::Uploading(rx) => upload::wait(rx),
+            Item::Host(c) => to_device(c, &it.device, it.pin_memory, &it.transforms),
+            Item::Emptied => Err(Error::Internal("an emptied batch reached the consumer".into())),
+        })
+    }
+}
+
+/// One epoch of a [`DataLoader`]'s host batches
+/// ([`DataLoader::iter_host`]); yields `Result<CollatedBatch>`.
+pub struct HostIter<B: Backend, R: Reader> {
+    inner: LoaderIter<B, R>,
+}
+
+impl<B: Backend, R: Reader + 'static> HostIter<B, R> {
+    /// Batches yielded so far and in total this epoch.
+    pub fn progress(&self) -> (usize, usize) {
+        self.inner.progress()
+    }
+
+    /// As [`LoaderIter::decode_counters`].
+    pub fn decode_counters(&self) -> Option<crate::source::DecodeCounters> {
+        self.inner.decode_counters()
+    }
+}
+
+impl<B: Backend, R: Reader + 'static> Iterator for HostIter<B, R> {
+    type Item = Result<CollatedBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.advance_with(|_, i| match i {
+            Item::Host(c) => Ok(c),
+            // Host iterators start no upload threads.
+            Item::Uploading(_) | Item::Emptied => Err(Error::Internal("a host epoch met a device item".into())),
+        })
     }
 }
 

@@ -35,6 +35,6 @@ pub(crate) use dataset::{Dataset, ErrorPolicy};
 pub use prefetch::{FusedHandle, Pending};
 // The types also at the crate root are public there only.
 pub(crate) use loader::DataLoader;
-pub use loader::LoaderIter;
+pub use loader::{HostIter, LoaderIter};
 pub(crate) use plan::LoaderState;
 pub(crate) use prefetch::Prefetcher;

@@ -1,0 +1,37 @@
+"""Batches as torch tensors. torch is imported here only, so the rest of
+atomzarr works without it."""
+
+from typing import Any, Dict, Union
+
+import numpy as np
+import torch
+
+
+def to_torch(
+    batch: Dict[str, Any],
+    device: Union[str, "torch.device"] = "cpu",
+    pin_memory: bool = True,
+    non_blocking: bool = True,
+) -> Dict[str, Any]:
+    """Every numpy array of ``batch`` as a tensor on ``device``; other values
+    (string labels, ``num_graphs``) as they are.
+
+    On the CPU the tensors share the arrays' memory (``torch.from_numpy``: no
+    copy). For a CUDA device each array is copied once into pinned memory
+    (``pin_memory``) and sent with ``non_blocking`` copies, which overlap
+    the training step; without a CUDA runtime, ``pin_memory`` is ignored.
+    """
+    device = torch.device(device)
+    pin = pin_memory and device.type == "cuda" and torch.cuda.is_available()
+    out: Dict[str, Any] = {}
+    for k, v in batch.items():
+        if isinstance(v, np.ndarray):
+            t = torch.from_numpy(v)
+            if device.type != "cpu":
+                if pin:
+                    t = t.pin_memory()
+                t = t.to(device, non_blocking=non_blocking and pin)
+            out[k] = t
+        else:
+            out[k] = v
+    return out

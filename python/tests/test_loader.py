@@ -1,0 +1,109 @@
+"""The DataLoader: every sample once per epoch, epochs reshuffled, ranks
+disjoint, resume mid-epoch, neighbor lists built while loading."""
+
+import numpy as np
+import pytest
+
+import atomzarr
+
+
+def epoch(loader):
+    return [b["indices"].tolist() for b in loader]
+
+
+@pytest.mark.parametrize("sampler", ["random", "sequential", "chunk-shuffle"])
+@pytest.mark.parametrize("prefetch", [0, 1, 4])
+def test_every_sample_once_per_epoch(store, sampler, prefetch):
+    loader = atomzarr.DataLoader(store, batch_size=7, seed=3, prefetch_factor=prefetch, sampler=sampler)
+    batches = epoch(loader)
+    assert len(batches) == len(loader) == -(-len(store) // 7)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(store)))
+    if sampler == "sequential":
+        assert flat == list(range(len(store)))
+    else:
+        assert flat != list(range(len(store)))
+        second = [i for b in epoch(loader) for i in b]
+        assert sorted(second) == sorted(flat) and second != flat, "each epoch has its own order"
+
+
+def test_batches_hold_what_read_many_reads(store):
+    loader = atomzarr.DataLoader(store, batch_size=5, shuffle=True, seed=1, prefetch_factor=2)
+    for b in loader:
+        want = store.read_many(b["indices"].tolist())
+        assert sorted(b) == sorted(want)
+        for k, v in want.items():
+            np.testing.assert_array_equal(b[k], v, err_msg=k)
+
+
+def test_ranks_split_every_epoch(store):
+    seen = []
+    for rank in range(3):
+        loader = atomzarr.DataLoader(store, batch_size=4, shuffle=True, seed=9, rank=rank, world_size=3)
+        seen += [i for b in epoch(loader) for i in b]
+    assert sorted(seen) == list(range(len(store)))
+
+
+def test_set_epoch_replays_an_epochs_order(store):
+    loader = atomzarr.DataLoader(store, batch_size=6, shuffle=True, seed=2)
+    first, second = epoch(loader), epoch(loader)
+    assert loader.epoch == 2
+    loader.set_epoch(1)
+    assert epoch(loader) == second
+    loader.set_epoch(0)
+    assert epoch(loader) == first
+
+
+def test_resume_mid_epoch_from_a_saved_state(store):
+    loader = atomzarr.DataLoader(store, batch_size=6, shuffle=True, seed=5, prefetch_factor=3)
+    loader.set_epoch(2)
+    full = epoch(loader)
+    loader.set_epoch(2)
+    it = iter(loader)
+    head = [next(it)["indices"].tolist() for _ in range(4)]
+    state = loader.state_dict()
+    assert state["epoch"] == 2
+    del it
+    resumed = atomzarr.DataLoader(store, batch_size=6, shuffle=True, seed=5, prefetch_factor=3)
+    resumed.load_state_dict(state)
+    assert head + epoch(resumed) == full
+    other = atomzarr.DataLoader(store, batch_size=6, shuffle=True, seed=6)
+    with pytest.raises(atomzarr.AtomzarrError, match="seed"):
+        other.load_state_dict(state)
+
+
+def test_bad_loader_options_are_errors(store):
+    with pytest.raises(ValueError, match="sampler"):
+        atomzarr.DataLoader(store, sampler="nope")
+    with pytest.raises(ValueError, match="choose one"):
+        atomzarr.DataLoader(store, sampler="sequential", shuffle=True)
+    with pytest.raises(atomzarr.AtomzarrError, match="rank"):
+        atomzarr.DataLoader(store, rank=2, world_size=2)
+    with pytest.raises(atomzarr.AtomzarrError, match="cutoff"):
+        atomzarr.DataLoader(store, cutoff=-1.0)
+
+
+def test_lists_built_while_loading_equal_lists_stored_at_import(assets, tmp_path):
+    files = [str(assets / "import" / f) for f in ("bulk_triclinic.extxyz", "slab.extxyz", "molecule.extxyz")]
+    stored, plain = str(tmp_path / "edges.zarr"), str(tmp_path / "plain.zarr")
+    report = atomzarr.import_files(files, stored, cutoff=4.0)
+    assert report["edges"] > 0 and report["frames"] == len(atomzarr.open(stored))
+    atomzarr.import_files(files, plain)
+    a = atomzarr.DataLoader(atomzarr.open(plain), batch_size=3, cutoff=4.0)
+    b = atomzarr.DataLoader(atomzarr.open(stored), batch_size=3)
+    for x, y in zip(a, b):
+        for k in ("neighbor_list", "shifts", "edges_ptr", "positions"):
+            np.testing.assert_array_equal(x[k], y[k], err_msg=k)
+
+
+def test_split_and_stats_as_the_command_line(assets, tmp_path):
+    path = str(tmp_path / "s.zarr")
+    atomzarr.import_files([str(assets / "import" / "stats.extxyz")], path)
+    n = len(atomzarr.open(path))
+    sp = atomzarr.split(path, fractions="train=0.5,val=0.5", seed=1, save="main")
+    parts = sp["splits"]
+    assert sorted(parts["train"] + parts["val"]) == list(range(n))
+    assert atomzarr.split(path, fractions="train=0.5,val=0.5", seed=1)["splits"] == parts
+    whole = atomzarr.stats(path)
+    train = atomzarr.stats(path, split="main", part="train")
+    assert whole["num_samples"] == n and train["num_samples"] == len(parts["train"])
