@@ -7,14 +7,29 @@ import numpy as np
 import torch
 
 
+class TorchBatch(dict):
+    """A batch of tensors: a dict whose items are also attributes
+    (``batch.positions``), with the toolkit ``Batch``'s names for the graph
+    layout as well: ``batch_idx`` (``graph_index``) and ``batch_ptr``
+    (``atoms_ptr``), the same tensors. Code written against the toolkit's
+    batches reads these unchanged."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def to_torch(
     batch: Dict[str, Any],
     device: Union[str, "torch.device"] = "cpu",
     pin_memory: bool = True,
     non_blocking: bool = True,
-) -> Dict[str, Any]:
+) -> TorchBatch:
     """Every numpy array of ``batch`` as a tensor on ``device``; other values
-    (string labels, ``num_graphs``) as they are.
+    (string labels, ``num_graphs``) as they are. The result is a
+    :class:`TorchBatch`.
 
     On the CPU the tensors share the arrays' memory (``torch.from_numpy``: no
     copy). For a CUDA device each array is copied once into pinned memory
@@ -23,7 +38,7 @@ def to_torch(
     """
     device = torch.device(device)
     pin = pin_memory and device.type == "cuda" and torch.cuda.is_available()
-    out: Dict[str, Any] = {}
+    out = TorchBatch()
     for k, v in batch.items():
         if isinstance(v, np.ndarray):
             t = torch.from_numpy(v)
@@ -34,4 +49,8 @@ def to_torch(
             out[k] = t
         else:
             out[k] = v
+    if "graph_index" in out:
+        out["batch_idx"] = out["graph_index"]
+    if "atoms_ptr" in out:
+        out["batch_ptr"] = out["atoms_ptr"]
     return out
