@@ -22,6 +22,10 @@
 //!                    AtomicBatch<B> (device tensors, disjoint graph) ──► your model
 //! ```
 //!
+//! From Python, the `atomzarr` package in `python/` (PyO3) wraps the same
+//! reader, [`DataLoader`] (iterated on the host, [`DataLoader::iter_host`]),
+//! writer and import, with samples and batches as numpy arrays.
+//!
 //! ## Words
 //!
 //! One word per concept, across the API and the docs:

@@ -5,30 +5,11 @@ import numpy as np
 import pytest
 
 import atomzarr
+from conftest import random_samples
 
 
 def make_samples(n, seed=0):
-    rng = np.random.default_rng(seed)
-    out = []
-    for k in range(n):
-        atoms = int(rng.integers(1, 9))
-        edges = int(rng.integers(0, 6))
-        out.append(
-            {
-                "atomic_numbers": rng.integers(1, 90, atoms),
-                "positions": rng.normal(size=(atoms, 3)).astype(np.float32),
-                "forces": rng.normal(size=(atoms, 3)).astype(np.float32),
-                "energy": float(rng.normal()),
-                "cell": np.eye(3) * 5.0,
-                "pbc": [True, True, k % 2 == 0],
-                "neighbor_list": rng.integers(0, atoms, (edges, 2)),
-                "shifts": np.zeros((edges, 3), np.float32),
-                "magmom": rng.normal(size=(atoms, 1)).astype(np.float32),
-                "config_type": f"type{k % 3}",
-                "site": [f"s{j}" for j in range(atoms)],
-            }
-        )
-    return out
+    return random_samples(n, seed, labels=True)
 
 
 def assert_sample(got, want, what):
