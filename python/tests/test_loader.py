@@ -107,3 +107,17 @@ def test_split_and_stats_as_the_command_line(assets, tmp_path):
     whole = atomzarr.stats(path)
     train = atomzarr.stats(path, split="main", part="train")
     assert whole["num_samples"] == n and train["num_samples"] == len(parts["train"])
+
+
+def test_batches_view_the_rust_buffers_without_a_copy(store):
+    b = next(iter(atomzarr.DataLoader(store, batch_size=8)))
+    for k in ("positions", "atomic_numbers", "neighbor_list", "atoms_ptr"):
+        a = b[k]
+        # numpy does not own the memory: the Rust buffer, moved into the
+        # array's base object, is what it views.
+        root = a
+        while isinstance(root, np.ndarray):
+            assert not root.flags["OWNDATA"], k
+            root = root.base
+        assert root is not None and not isinstance(root, np.ndarray), k
+        assert a.flags["C_CONTIGUOUS"], k
