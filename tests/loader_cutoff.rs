@@ -126,6 +126,25 @@ fn a_cutoff_on_a_store_with_edges_decodes_no_edge_chunk() {
 }
 
 #[test]
+fn stored_edges_a_cutoff_replaces_are_not_validated() {
+    // The toolkit's appended half stores neighbor lists outside their
+    // samples (its append bug): validated reads refuse them, but with a
+    // cutoff they are replaced, so every path reads the rebuilt lists.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/nva_default.zarr");
+    let r = AtomicDataZarrReader::open(&path).unwrap();
+    let n = atomzarr::Reader::len(&r);
+    let all: Vec<Vec<usize>> = vec![(0..n).collect()];
+    assert!(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).load_batches(&all).is_err());
+    let fused =
+        Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true).with_cutoff(3.0).unwrap();
+    let checked = Dataset::new(r).with_cutoff(3.0).unwrap();
+    let want = fused.load_batches(&all).unwrap();
+    assert!(want[0].num_edges() > 0);
+    assert_eq!(checked.load_batches(&all).unwrap(), want);
+    assert_eq!(checked.get_sample(n - 1).unwrap(), fused.get_sample(n - 1).unwrap());
+}
+
+#[test]
 fn the_loader_builds_the_same_batches_as_a_store_with_edges() {
     use atomzarr::{DataLoader, sampler::ListSampler};
     type B = burn::backend::Flex;

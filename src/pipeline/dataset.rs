@@ -98,7 +98,12 @@ impl<R: Reader> ReadCtx<R> {
         }
     }
 
-    fn sample(&self, index: usize, s: AtomicData) -> Result<AtomicData> {
+    fn sample(&self, index: usize, mut s: AtomicData) -> Result<AtomicData> {
+        if self.cutoff.is_some() {
+            // Lists built at the cutoff replace the stored edges: they are
+            // neither checked nor kept (`with_cutoff` refused other edge fields).
+            s.fields.retain(|_, f| f.level != crate::data::Level::Edge);
+        }
         if !self.skip_validation
             && let Err(reason) = s.validate()
         {
@@ -319,8 +324,9 @@ impl<R: Reader + 'static> Dataset<R> {
     /// store's float32 positions, cell and pbc, straight into the batch's
     /// buffers. The lists equal those `atomzarr import --cutoff` stores for
     /// the same cutoff (same pairs, images and order). Stored edges are
-    /// never reused for a cutoff (so no cutoff can exceed theirs); without a
-    /// cutoff the stored edges are read as they are.
+    /// never reused for a cutoff (so no cutoff can exceed theirs): they are
+    /// not validated, and with `skip_validation` a chunked reader does not
+    /// decode them; without a cutoff the stored edges are read as they are.
     ///
     /// A structure whose list cannot be built (a singular periodic cell,
     /// non-finite positions, more than
