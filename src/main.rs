@@ -285,8 +285,11 @@ enum OrderArg {
     Shuffle,
     BlockShuffle,
     /// Chunk-aware shuffle: the store's chunk blocks permuted,
-    /// --buffer-blocks of them interleaved at a time.
+    /// --buffer-blocks of them in the pool the samples are drawn from.
     ChunkShuffle,
+    /// What a DataLoader with shuffle on reads: a full permutation when the
+    /// store fits the cache, else the block pool sized from the cache.
+    DefaultShuffle,
 }
 
 #[derive(Args)]
@@ -415,6 +418,7 @@ impl ReadArgs {
                 OrderArg::Shuffle => ReadOrder::Shuffle,
                 OrderArg::BlockShuffle => ReadOrder::BlockShuffle,
                 OrderArg::ChunkShuffle => ReadOrder::ChunkShuffle,
+                OrderArg::DefaultShuffle => ReadOrder::DefaultShuffle,
             },
             seed: self.read_seed,
             block_size: self.read_order_block_size,
@@ -784,6 +788,10 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
 }
 
 fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("atomzarr=info"))
+        .format_timestamp(None)
+        .format_target(false)
+        .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -172,32 +172,47 @@ fn the_announced_next_window_survives_a_window_that_overflows_the_cache() {
     }
 }
 
-#[test]
-fn chunk_blocks_follow_the_bulky_arrays_chunks() {
-    let dir = common::tmpdir();
-    let path = dir.path().join("b.zarr");
-    let samples = write_store(&path, 3000);
-    let (a, _) = offsets(&samples);
-    // The store's whole decoded size fits half the cache: the
-    // coarsest chunking (per-system arrays: 64 samples a chunk) is used.
-    let big = open(&path, 1 << 30).chunk_blocks();
-    assert_eq!(big, (0..3000).step_by(CHUNK as usize).collect::<Vec<_>>());
-    // A cache whose half (300 kB) holds the smallest arrays together
-    // (pbc, energy, atomic_numbers, cell: about 220 kB) but not the next one
-    // as well (positions, about 137 kB): the remaining atom arrays (about 17
-    // samples a chunk, coarser than the edge arrays) define the blocks; a
-    // block starts where a sample's first atom is in a new chunk.
-    let r = open(&path, 600 << 10);
+/// Block starts where a sample's first row on the atom axis (`atoms`) or
+/// the system axis (`atoms == None`) enters a new chunk.
+fn first_row_blocks(offsets: Option<&[u64]>, n: usize) -> Vec<usize> {
     let mut want = Vec::new();
     let mut last = None;
-    for (i, first_atom) in a[..samples.len()].iter().enumerate() {
-        let c = first_atom / CHUNK;
+    for i in 0..n {
+        let c = offsets.map_or(i as u64, |a| a[i]) / CHUNK;
         if last != Some(c) {
             want.push(i);
             last = Some(c);
         }
     }
+    want
+}
+
+#[test]
+fn chunk_blocks_follow_the_bulky_arrays_chunks() {
+    let dir = common::tmpdir();
+    // 2-6 atoms a sample: the per-system `cell` (36 bytes a sample, 64
+    // samples a chunk) is more than an eighth of the store, so it is bulky
+    // and has the coarsest chunking of the bulky arrays.
+    let path = dir.path().join("b.zarr");
+    write_store(&path, 3000);
+    let want = first_row_blocks(None, 3000);
+    // The blocks depend on the store alone, not on the cache.
+    for cache in [0, 600 << 10, 1 << 30] {
+        assert_eq!(open(&path, cache).chunk_blocks(), want, "cache {cache}");
+    }
+    // 40-60 atoms a sample: the per-system arrays are far below an eighth
+    // and stay resident; the atom arrays (about 1 sample a chunk, coarser
+    // than the edge arrays) define the blocks.
+    let path = dir.path().join("a.zarr");
+    let samples = atomzarr::data::synth::generate(400, 40, 60, 1).unwrap();
+    let c = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(CHUNK);
+    AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default().with_core(c)).unwrap().write(&samples).unwrap();
+    let (a, _) = offsets(&samples);
+    let r = open(&path, 600 << 10);
+    let want = first_row_blocks(Some(&a), samples.len());
     assert_eq!(r.chunk_blocks(), want);
+    let fit = r.cache_fit();
+    assert!(fit.resident_bytes > 0 && fit.resident_bytes <= fit.decoded_bytes / 8, "{fit:?}");
     let s = ChunkShuffleSampler::for_reader(&r, 32).unwrap();
     assert_eq!(s.num_blocks(), want.len());
 }

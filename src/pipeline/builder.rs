@@ -8,8 +8,9 @@ use burn::tensor::backend::Backend;
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
 use crate::pipeline::plan::{Batching, Clock, Cursor, View};
+use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset, ErrorPolicy};
-use crate::sampler::{BatchSampler, RandomSampler, Sampler, SequentialSampler, epoch_rng};
+use crate::sampler::{BatchSampler, Sampler, SequentialSampler};
 use crate::source::Reader;
 
 impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
@@ -66,7 +67,31 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     }
 
     /// Shuffle every epoch, seeded by `seed` and the epoch (default off).
-    /// With a `sampler`, shuffles that sampler's indices.
+    /// With a `sampler`, shuffles that sampler's indices (a split's list).
+    ///
+    /// How, depends on the store and the reader's chunk cache
+    /// ([`ReaderOptions::with_cache_bytes`](crate::ReaderOptions::with_cache_bytes)),
+    /// and is logged once at `build`:
+    /// - the decoded store fits the cache (or the reader has no chunks): a
+    ///   full permutation, every epoch;
+    /// - it does not: the block pool of [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler).
+    ///   The epoch permutes the store's chunk blocks, a pool of `K` blocks
+    ///   is resident and every sample is drawn uniformly from all samples
+    ///   left in the pool; a used-up block is replaced by the next. `K` is
+    ///   the number of blocks whose decoded chunks fill half of the cache the
+    ///   resident (per-system) arrays leave, at least
+    ///   [`MIN_POOL_BLOCKS`](crate::pipeline::MIN_POOL_BLOCKS); a cache of 0
+    ///   bytes gets that minimum. Each chunk is then decoded about once per
+    ///   epoch. With ranks, each rank draws only from its own blocks (see
+    ///   [`with_rank`](Self::with_rank)).
+    ///
+    /// Either way every sample is read once per epoch, the order is
+    /// reproducible per `(seed, epoch)`, and a [`LoaderState`](crate::LoaderState)
+    /// records what the order depends on (the kind, `K`, the ranks the epoch
+    /// was cut for): [`DataLoader::load_state`] makes the loader follow it,
+    /// whatever its own cache. Every rank must use the same cache size.
+    /// For a full permutation on any store, pass
+    /// [`RandomSampler`](crate::sampler::RandomSampler) as the sampler.
     pub fn with_shuffle(mut self, yes: bool) -> Self {
         self.shuffle = yes;
         self
@@ -156,12 +181,21 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// `0, 1`: all of it). Every rank builds the same loader (same sampler,
     /// seed and batch size) and computes the same global order; the order is
     /// read in rounds of `world_size * batch_size` samples, rank `r` taking
-    /// the `r`-th part of each round. Every rank gets the same number of
+    /// the `r`-th part of each round. Under the block-pool shuffle (see
+    /// [`with_shuffle`](Self::with_shuffle)) the global order is made so
+    /// that the `r`-th parts are rank `r`'s own blocks
+    /// ([`ChunkShuffleSampler::global_order`](crate::sampler::ChunkShuffleSampler::global_order)):
+    /// each rank decodes about `1 / world_size` of the store. Every rank gets the same number of
     /// batches (collectives stay in step) and no sample is repeated to pad
     /// them: the last round's samples are split as evenly as they go, so
     /// its batches may be shorter (empty on some ranks when fewer samples
     /// than ranks are left; `drop_last` drops that round instead). A
-    /// [`LoaderState`](crate::pipeline::LoaderState) saved on one world size resumes on another. With a
+    /// [`LoaderState`](crate::pipeline::LoaderState) saved on one world size resumes on another:
+    /// the rest of the saved epoch is the rest of the same global order,
+    /// cut in rounds for the new number of ranks (under the block pool,
+    /// the order cut for the old number: the new ranks then share the old
+    /// ranks' blocks until the epoch ends, and the next epoch is cut for the
+    /// new number). With a
     /// `batch_sampler`, whole batches go round-robin to the ranks (ranks may
     /// then get one batch more than others). `build` refuses
     /// `rank >= world_size`.
@@ -283,6 +317,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         if world_size == 0 || rank >= world_size {
             return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
         }
+        let mut shuffle = None;
         let (batching, kind) = match self.batch_sampler {
             Some(bs) => {
                 if self.sampler.is_some() || self.shuffle || self.batch_size.is_some() || self.drop_last {
@@ -299,8 +334,11 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
                 }
                 let (sampler, kind): (Arc<dyn Sampler>, _) = match (self.sampler, self.shuffle) {
                     (Some(s), false) => (s, "sampler"),
-                    (Some(s), true) => (Arc::new(Shuffled { inner: s, seed: self.seed }), "sampler"),
-                    (None, true) => (Arc::new(RandomSampler::new(dataset.len(), self.seed)), "random"),
+                    (inner, true) => {
+                        let d = Arc::new(DefaultShuffle::new(&**dataset.reader(), inner, bsz, self.seed, world_size));
+                        shuffle = Some(d.clone());
+                        (d, "")
+                    }
                     (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), "sequential"),
                 };
                 (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last }, kind)
@@ -312,6 +350,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             batching,
             view: View { world_size, rank, slice: None },
             order: (kind, self.shuffle.then_some(self.seed)),
+            shuffle,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             num_streams,
@@ -322,22 +361,5 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             plan_cache: Arc::new(Mutex::new(None)),
             uploader: Arc::new(std::sync::OnceLock::new()),
         })
-    }
-}
-
-/// A sampler's indices, permuted per epoch.
-struct Shuffled {
-    inner: Arc<dyn Sampler>,
-    seed: u64,
-}
-
-impl Sampler for Shuffled {
-    fn indices(&self, epoch: u64) -> Vec<usize> {
-        let mut v = self.inner.indices(epoch);
-        crate::sampler::shuffle(&mut v, &mut epoch_rng(self.seed, epoch));
-        v
-    }
-    fn len(&self) -> usize {
-        self.inner.len()
     }
 }

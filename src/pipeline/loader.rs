@@ -48,6 +48,7 @@ use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
+use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::upload::{self, Uploader};
 use crate::pipeline::{BatchTransform, Dataset, LoaderState, Pending, Prefetcher};
 use crate::source::Reader;
@@ -83,8 +84,11 @@ pub struct DataLoader<B: Backend, R: Reader> {
     pub(super) prefetch: Prefetcher,
     pub(super) batching: Batching,
     pub(super) view: View,
-    /// What orders the epoch and its shuffle seed (for [`LoaderState`]).
+    /// What orders the epoch and its shuffle seed (for [`LoaderState`]);
+    /// the name is the default shuffle's when there is one.
     pub(super) order: (&'static str, Option<u64>),
+    /// The order of `with_shuffle(true)`, which a loaded state steers.
+    pub(super) shuffle: Option<Arc<DefaultShuffle>>,
     pub(super) prefetch_factor: usize,
     pub(super) pin_memory: bool,
     pub(super) num_streams: usize,
@@ -107,6 +111,7 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
             batching: self.batching.clone(),
             view: self.view,
             order: self.order,
+            shuffle: self.shuffle.clone(),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             num_streams: self.num_streams,
@@ -227,7 +232,9 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             position,
             step,
             seed: self.order.1,
-            sampler: self.order.0.to_string(),
+            sampler: self.shuffle.as_ref().map_or(self.order.0, |s| s.kind()).to_string(),
+            pool_blocks: self.shuffle.as_ref().and_then(|s| s.pool()),
+            order_world_size: self.shuffle.as_ref().and_then(|s| s.order_world_size(epoch)),
             epoch_len: self.batching.global_len(),
             batch_size: match &self.batching {
                 Batching::Fixed { batch_size, .. } => Some(*batch_size),
@@ -247,6 +254,24 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// [`Error::Config`] naming what differs when `state` describes another
     /// order (sampler, seed, epoch length or batch size).
     pub fn load_state(&self, state: &LoaderState) -> Result<()> {
+        let here = self.state();
+        if let Some(s) = &self.shuffle {
+            // The default shuffle follows the saved kind and pool size; the
+            // rest must match.
+            let followed =
+                LoaderState { sampler: state.sampler.clone(), pool_blocks: state.pool_blocks, ..here.clone() };
+            // A new epoch (position 0) is cut for this run's ranks.
+            let world = state.order_world_size.filter(|_| state.position > 0);
+            if state.check_same_order(&followed).is_ok()
+                && !s.adopt(&state.sampler, state.pool_blocks, state.epoch, world)
+            {
+                return Err(Error::StateMismatch {
+                    what: "sampler".into(),
+                    saved: state.sampler.clone(),
+                    here: here.sampler,
+                });
+            }
+        }
         state.check_same_order(&self.state())?;
         let mut clock = lock(&self.clock);
         *clock = Clock { epoch: state.epoch(), position: state.position(), generation: clock.generation + 1 };

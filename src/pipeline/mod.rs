@@ -22,6 +22,7 @@ pub mod labels;
 pub(crate) mod loader;
 pub(crate) mod plan;
 pub(crate) mod prefetch;
+pub(crate) mod shuffle;
 mod stage;
 mod upload;
 
@@ -38,3 +39,4 @@ pub(crate) use loader::DataLoader;
 pub use loader::{HostIter, LoaderIter};
 pub(crate) use plan::LoaderState;
 pub(crate) use prefetch::Prefetcher;
+pub use shuffle::MIN_POOL_BLOCKS;

@@ -245,6 +245,13 @@ pub struct LoaderState {
     pub(crate) batch_size: Option<usize>,
     pub(crate) world_size: usize,
     pub(crate) rank: usize,
+    /// Blocks in the pool of the block-pool shuffle.
+    #[serde(default)]
+    pub(crate) pool_blocks: Option<usize>,
+    /// The number of ranks the epoch's order was cut for, when the order
+    /// depends on it (the block pool: each rank owns blocks).
+    #[serde(default)]
+    pub(crate) order_world_size: Option<usize>,
 }
 
 impl LoaderState {
@@ -265,7 +272,8 @@ impl LoaderState {
     pub fn seed(&self) -> Option<u64> {
         self.seed
     }
-    /// What ordered the epoch (`sequential`, `random`, `sampler`, `batch_sampler`).
+    /// What ordered the epoch (`sequential`, `random`, `block-pool`,
+    /// `sampler`, `batch_sampler`).
     pub fn sampler(&self) -> &str {
         &self.sampler
     }
@@ -285,6 +293,17 @@ impl LoaderState {
     pub fn rank(&self) -> usize {
         self.rank
     }
+    /// Blocks in the pool of the block-pool shuffle (`None` for any other
+    /// order).
+    pub fn pool_blocks(&self) -> Option<usize> {
+        self.pool_blocks
+    }
+    /// The number of ranks the epoch's order was cut for, when the order
+    /// depends on it (the block pool); a resume with another number of
+    /// ranks reads the rest of the epoch in this order.
+    pub fn order_world_size(&self) -> Option<usize> {
+        self.order_world_size
+    }
 
     /// Errors ([`Error::StateMismatch`]) unless `self` describes the same epoch
     /// order as `other` (world size and rank may differ).
@@ -299,6 +318,9 @@ impl LoaderState {
         }
         if self.epoch_len != other.epoch_len {
             return mismatch("epoch length", self.epoch_len.to_string(), other.epoch_len.to_string());
+        }
+        if self.pool_blocks != other.pool_blocks {
+            return mismatch("pool blocks", format!("{:?}", self.pool_blocks), format!("{:?}", other.pool_blocks));
         }
         if self.batch_size != other.batch_size {
             return mismatch("batch size", format!("{:?}", self.batch_size), format!("{:?}", other.batch_size));

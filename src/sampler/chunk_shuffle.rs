@@ -1,4 +1,4 @@
-//! [`ChunkShuffleSampler`]: chunk-aware shuffling for stores far larger
+//! [`ChunkShuffleSampler`]: the block-pool shuffle for stores far larger
 //! than memory.
 
 use std::sync::Arc;
@@ -6,58 +6,78 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::source::Reader;
 
-use rand::Rng;
+use super::{BatchSampler, Sampler, Shard, below, epoch_rng, shuffle};
 
-use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
-
-/// Default shuffle-buffer size `K`, in blocks.
+/// Default pool size `K`, in blocks, of a sampler built by hand. The
+/// [`DataLoader`](crate::DataLoader)'s default shuffle sizes its pool from
+/// the reader's cache instead (see
+/// [`DataLoaderBuilder::with_shuffle`](crate::pipeline::DataLoaderBuilder::with_shuffle)).
 pub const DEFAULT_BUFFER_BLOCKS: usize = 16;
 
-/// Two-level (block permutation + shuffle buffer) sampler.
+/// Blocks in the pool at the start of an epoch; it then grows by one block
+/// per batch drawn until it holds `K`. The first read window then decodes
+/// a few blocks rather than the whole pool.
+pub const POOL_RAMP_BLOCKS: usize = 4;
+
+/// Block-pool shuffle: reads a store larger than its chunk cache in random
+/// order while decoding each chunk about once per epoch.
 ///
 /// A plain random permutation makes every read window touch nearly every
 /// chunk of the store; once the decoded store outgrows the chunk cache, each
-/// window decodes nearly the whole store again. [`ChunkShuffleSampler`]
-/// shuffles at two levels instead, as WebDataset's shuffle buffers and
-/// MosaicML streaming's block shuffles do:
+/// window decodes nearly the whole store again. This sampler shuffles as
+/// MosaicML streaming (`py1e`) and LitData do:
 ///
 /// 1. the blocks (runs of samples that share a storage chunk, see
-///    [`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks)) are permuted, seeded per `(seed, epoch)`;
-/// 2. the permuted blocks are taken `K` at a time (the shuffle buffer) and
-///    their samples are interleaved in random order.
+///    [`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks))
+///    are permuted, seeded per `(seed, epoch)`;
+/// 2. a pool of `K` blocks is resident: each draw picks one of the pool's
+///    blocks uniformly at random, then one of the samples left in it, and a
+///    block that is used up is replaced by the next block of the
+///    permutation. The pool starts an
+///    epoch with [`POOL_RAMP_BLOCKS`] blocks and grows by one block per batch
+///    until it holds `K`, so the first batch waits for a few blocks only.
 ///
-/// Each batch of at least `2K` samples then draws from at least `K` distinct
-/// blocks (see [`ChunkShuffleSampler::with_buffer_blocks`] for the exact promise),
-/// while a read window only needs the chunks of about `K` blocks at a time, so
-/// each chunk is decoded about once per epoch. `K` is the one knob that trades
-/// randomness for I/O: larger `K` mixes more blocks into each batch and needs
-/// a larger decoded working set (`K` blocks' worth of chunks) in the cache.
+/// A read window then needs the chunks of the `K` pool blocks, which stay in
+/// the cache while the pool draws from them, so each chunk is decoded about
+/// once per epoch. `K` trades randomness for memory: the pool holds `K`
+/// blocks' decoded chunks, and a batch of `b` draws from about
+/// `K * (1 - exp(-b / K))` distinct blocks once the pool is full (every
+/// resident block is drawn at the same rate, so blocks enter and leave the
+/// pool one at a time, staggered by the ramp).
 ///
-/// Why not a sampler from a crate: none of the Rust shuffle-buffer crates
-/// (for example the streaming iterators of `rand`'s ecosystem) is seeded per
-/// epoch, shards by rank, or guarantees a per-batch block count.
+/// Ranks ([`with_shard`](Self::with_shard), or the loader's
+/// [`with_rank`](crate::pipeline::DataLoaderBuilder::with_rank)) own blocks:
+/// all ranks permute the blocks alike and rank `r` takes the `r`-th
+/// contiguous stretch of the permuted order, so a rank decodes only its own
+/// blocks (the stretch ends may cut a block in two).
+///
+/// Why not a sampler from a crate: none of the Rust shuffle-buffer crates is
+/// seeded per epoch, shards by rank, or reads its blocks from a Zarr store's
+/// chunk grid.
 ///
 /// ```
 /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, Sampler};
-/// // 1000 samples in blocks of 10, batches of 32, 8 blocks in the buffer.
-/// let s = ChunkShuffleSampler::new(1000, 10, 32).with_buffer_blocks(8).with_seed(3);
+/// // 10 000 samples in blocks of 100, batches of 64, 32 blocks in the pool.
+/// let s = ChunkShuffleSampler::new(10_000, 100, 64).with_buffer_blocks(32).with_seed(3);
 /// let batches = s.batches(0);
-/// assert_eq!(batches.len(), 32); // 31 full batches and one of 8
-/// for b in &batches[..31] {
-///     let mut blocks: Vec<usize> = b.iter().map(|i| i / 10).collect();
-///     blocks.sort();
-///     blocks.dedup();
-///     assert!(blocks.len() >= 8);
-/// }
+/// assert_eq!(batches.len(), 157); // 156 full batches and one of 16
+/// // Once the pool is full, a batch draws from many blocks.
+/// let mut blocks: Vec<usize> = batches[100].iter().map(|i| i / 100).collect();
+/// blocks.sort();
+/// blocks.dedup();
+/// assert!(blocks.len() >= 16);
 /// let mut all = s.indices(0);
 /// all.sort();
-/// assert_eq!(all, (0..1000).collect::<Vec<_>>());
+/// assert_eq!(all, (0..10_000).collect::<Vec<_>>());
 /// assert_ne!(s.indices(0), s.indices(1)); // reshuffled per epoch
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkShuffleSampler {
-    /// Block starts followed by the sample count: `[0, s1, ..., len]`.
+    /// Block starts followed by the item count: `[0, s1, ..., len]`, in
+    /// positions of `items`.
     bounds: Arc<[usize]>,
+    /// The items, block after block; `None` for the identity (`0..len`).
+    items: Option<Arc<[usize]>>,
     batch_size: usize,
     buffer_blocks: usize,
     seed: u64,
@@ -72,7 +92,7 @@ impl ChunkShuffleSampler {
         let step = block_size.max(1);
         let mut bounds: Vec<usize> = (0..len).step_by(step).collect();
         bounds.push(len);
-        Self::from_bounds(bounds, batch_size)
+        Self::from_bounds(bounds, None, batch_size)
     }
 
     /// Blocks starting at `starts` (strictly increasing, the first 0, all
@@ -92,15 +112,10 @@ impl ChunkShuffleSampler {
     /// [`Error::Config`] when `starts` does not rise strictly from 0 and stay
     /// below `len` (or is not empty for `len == 0`).
     pub fn from_block_starts(starts: Vec<usize>, len: usize, batch_size: usize) -> Result<Self> {
-        let ok_start = if len == 0 { starts.is_empty() } else { starts.first() == Some(&0) };
-        if !ok_start || starts.windows(2).any(|w| w[0] >= w[1]) || starts.last().is_some_and(|&s| s >= len) {
-            return Err(Error::Config(format!(
-                "block starts must rise strictly from 0 and stay below the sample count {len}"
-            )));
-        }
+        check_starts(&starts, len)?;
         let mut bounds = starts;
         bounds.push(len);
-        Ok(Self::from_bounds(bounds, batch_size))
+        Ok(Self::from_bounds(bounds, None, batch_size))
     }
 
     /// Blocks as `reader` lays its samples out in chunks
@@ -108,7 +123,9 @@ impl ChunkShuffleSampler {
     /// chunks.
     ///
     /// In a [`DataLoader`](crate::DataLoader), as its batch sampler (or as
-    /// its `sampler` with the same batch size):
+    /// its `sampler` with the same batch size). A loader with
+    /// `with_shuffle(true)` builds one itself when the store is larger than
+    /// the reader's cache.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -149,9 +166,66 @@ impl ChunkShuffleSampler {
         }
     }
 
-    fn from_bounds(bounds: Vec<usize>, batch_size: usize) -> Self {
+    /// The samples `indices` (logical indices, each below the reader's
+    /// length; a training split, say), shuffled in blocks of the reader's
+    /// chunks: each block holds the listed samples of one block of
+    /// [`for_reader`](Self::for_reader), in list order. A sample listed
+    /// twice is drawn twice.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::sampler::{ChunkShuffleSampler, Sampler};
+    /// let reader = atomzarr::InMemoryReader::from_samples(&atomzarr::data::synth::generate(40, 2, 4, 0)?, "m")?;
+    /// let split: Vec<usize> = (0..40).filter(|i| i % 3 != 0).collect();
+    /// let s = ChunkShuffleSampler::for_reader_indices(&reader, &split, 8)?.with_seed(2);
+    /// let mut got = s.indices(0);
+    /// got.sort();
+    /// assert_eq!(got, split);
+    /// assert!(ChunkShuffleSampler::for_reader_indices(&reader, &[40], 8).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for an index at or past the reader's
+    /// length; as [`for_reader`](Self::for_reader) otherwise.
+    pub fn for_reader_indices<R: Reader + ?Sized>(reader: &R, indices: &[usize], batch_size: usize) -> Result<Self> {
+        let len = reader.len();
+        let starts = match reader.chunked() {
+            Some(c) => c.chunk_blocks(),
+            None => (0..len).collect(),
+        };
+        check_starts(&starts, len)?;
+        if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
+            return Err(Error::IndexOutOfRange { source_name: reader.name().to_string(), index: bad as i64, len });
+        }
+        Ok(Self::grouped(&starts, indices, batch_size))
+    }
+
+    /// `indices` grouped by the block of `starts` (valid block starts, the
+    /// indices checked against their sample count) each falls in, list
+    /// order kept inside a block.
+    pub(crate) fn grouped(starts: &[usize], indices: &[usize], batch_size: usize) -> Self {
+        let mut keyed: Vec<(usize, usize)> =
+            indices.iter().map(|&i| (starts.partition_point(|&s| s <= i).saturating_sub(1), i)).collect();
+        // Stable: list order stays inside a block.
+        keyed.sort_by_key(|&(b, _)| b);
+        let mut bounds = Vec::new();
+        let mut last = None;
+        for (pos, &(b, _)) in keyed.iter().enumerate() {
+            if last != Some(b) {
+                bounds.push(pos);
+                last = Some(b);
+            }
+        }
+        bounds.push(keyed.len());
+        let items: Arc<[usize]> = keyed.into_iter().map(|(_, i)| i).collect();
+        Self::from_bounds(bounds, Some(items), batch_size)
+    }
+
+    fn from_bounds(bounds: Vec<usize>, items: Option<Arc<[usize]>>, batch_size: usize) -> Self {
         ChunkShuffleSampler {
             bounds: bounds.into(),
+            items,
             batch_size: batch_size.max(1),
             buffer_blocks: DEFAULT_BUFFER_BLOCKS,
             seed: 0,
@@ -160,33 +234,31 @@ impl ChunkShuffleSampler {
         }
     }
 
-    /// Blocks in the shuffle buffer, `K` (default
-    /// [`DEFAULT_BUFFER_BLOCKS`]; 0 counts as 1). Every full batch then
-    /// holds samples of at least `K` distinct blocks when the batch size is
-    /// at least `2K` and this rank's share of the epoch spans at least `3K`
-    /// blocks of similar size (the exact condition is in
-    /// [`batches`](BatchSampler::batches); the shares' edges may cut a
-    /// block in two, each part then counts as a block of its rank). A read
-    /// window of `w` samples needs the chunks of about `K` blocks plus those
-    /// its `w` samples move through. `K = 1` reads block after block; a `K`
-    /// as large as the block count is a full shuffle.
+    /// Blocks in the pool, `K` (default [`DEFAULT_BUFFER_BLOCKS`]; 0 counts
+    /// as 1). A read window needs the decoded chunks of about `K` blocks,
+    /// and a batch of `b` draws from about `K * (1 - exp(-b / K))` distinct
+    /// blocks once the pool is full. `K = 1` reads block after block, each
+    /// one's samples shuffled; a `K` as large as the block count is a full
+    /// shuffle.
     pub fn with_buffer_blocks(mut self, k: usize) -> Self {
         self.buffer_blocks = k.max(1);
         self
     }
 
-    /// Seed of both shuffle levels (default 0); the epoch reseeds them.
+    /// Seed of the block permutation and the pool's draws (default 0); the
+    /// epoch reseeds them.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
 
-    /// This rank's share (default: the whole epoch). Every rank must use the
-    /// same blocks and seed: all then permute the blocks alike, and rank `r`
-    /// takes the `r`-th contiguous stretch of that permuted order (so a rank
-    /// reads whole blocks, not every `R`-th sample of each). As with
-    /// [`Shard::apply`], shares are disjoint and cover the epoch, all of one
-    /// length, the tail padded with samples from the start (or dropped).
+    /// This rank's share (default: the whole epoch), as a batch sampler or
+    /// sampler of one rank. Every rank must use the same blocks, seed and
+    /// `K`: all then permute the blocks alike, and rank `r` takes the `r`-th
+    /// contiguous stretch of that permuted order, drawn through its own
+    /// pool. As with [`Shard::apply`], shares are disjoint and cover the
+    /// epoch, all of one length, the tail padded with samples from the start
+    /// (or dropped).
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.shard = shard;
         self
@@ -203,7 +275,7 @@ impl ChunkShuffleSampler {
         self.batch_size
     }
 
-    /// `K`, the blocks in the shuffle buffer.
+    /// `K`, the blocks in the pool.
     pub fn buffer_blocks(&self) -> usize {
         self.buffer_blocks
     }
@@ -233,26 +305,81 @@ impl ChunkShuffleSampler {
         self.bounds.len() - 1
     }
 
-    /// The block holding sample `i`, if `i` is in range.
+    /// The block holding sample `i`, if the sampler draws it (for a sampler
+    /// over a list, the first block listing it).
     pub fn block_of(&self, i: usize) -> Option<usize> {
-        (i < self.num_samples()).then(|| self.bounds.partition_point(|&s| s <= i) - 1)
+        match &self.items {
+            None => (i < self.num_samples()).then(|| self.bounds.partition_point(|&s| s <= i) - 1),
+            Some(items) => items.iter().position(|&x| x == i).map(|p| self.bounds.partition_point(|&s| s <= p) - 1),
+        }
     }
 
-    /// This rank's runs of the permuted block order: `(start, end)` sample
-    /// ranges, each inside one block.
-    fn rank_runs(&self, epoch: u64) -> Vec<(usize, usize)> {
+    /// The sample order rank `rank` of `world_size` reads in `epoch`, with
+    /// no padding: the part `[n * rank / world_size, n * (rank + 1) /
+    /// world_size)` of the permuted blocks' samples, drawn through the pool.
+    /// The ranks' orders are disjoint and together hold every sample once.
+    /// (The shard set by [`with_shard`](Self::with_shard) plays no part.)
+    ///
+    /// ```
+    /// use atomzarr::sampler::ChunkShuffleSampler;
+    /// let s = ChunkShuffleSampler::new(1000, 50, 16).with_seed(1);
+    /// let mut all: Vec<usize> = (0..3).flat_map(|r| s.rank_order(0, r, 3)).collect();
+    /// all.sort();
+    /// assert_eq!(all, (0..1000).collect::<Vec<_>>());
+    /// ```
+    pub fn rank_order(&self, epoch: u64, rank: usize, world_size: usize) -> Vec<usize> {
+        let (n, w) = (self.num_samples() as u128, world_size.max(1) as u128);
+        let r = rank.min(world_size.max(1) - 1) as u128;
+        // u128: n * w fits whatever the sizes.
+        let (lo, hi) = ((n * r / w) as usize, (n * (r + 1) / w) as usize);
+        self.drawn(epoch, rank, lo, hi)
+    }
+
+    /// The order a [`DataLoader`](crate::DataLoader) with `world_size`
+    /// ranks reads in `epoch`, as one global order: in rounds of
+    /// `world_size * batch_size` samples, round `k` holds batch `k` of every
+    /// rank's [`rank_order`](Self::rank_order), rank after rank; the last
+    /// round holds the ranks' short tails. Cutting it in rounds, rank `r`
+    /// taking the `r`-th part of each, gives every rank its own order back.
+    /// With one rank this is the rank's order.
+    ///
+    /// ```
+    /// use atomzarr::sampler::ChunkShuffleSampler;
+    /// let s = ChunkShuffleSampler::new(100, 10, 4).with_seed(1);
+    /// let g = s.global_order(2, 2);
+    /// assert_eq!(g[..4], s.rank_order(2, 0, 2)[..4]);
+    /// assert_eq!(g[4..8], s.rank_order(2, 1, 2)[..4]);
+    /// assert_eq!(s.global_order(2, 1), s.rank_order(2, 0, 1));
+    /// ```
+    pub fn global_order(&self, epoch: u64, world_size: usize) -> Vec<usize> {
+        let w = world_size.max(1);
+        if w == 1 {
+            return self.rank_order(epoch, 0, 1);
+        }
+        let ranks: Vec<Vec<usize>> = (0..w).map(|r| self.rank_order(epoch, r, w)).collect();
+        let mut out = Vec::with_capacity(self.num_samples());
+        let b = self.batch_size;
+        let rounds = ranks.iter().map(|o| o.len().div_ceil(b)).max().unwrap_or(0);
+        for k in 0..rounds {
+            for o in &ranks {
+                out.extend_from_slice(&o[(k * b).min(o.len())..((k + 1) * b).min(o.len())]);
+            }
+        }
+        out
+    }
+
+    /// This rank's runs of the permuted block order between sample
+    /// positions `lo` and `hi` (cycling for padding): `(start, end)` ranges
+    /// of `items` positions, each inside one block.
+    fn runs(&self, epoch: u64, lo: usize, hi: usize) -> Vec<(usize, usize)> {
         let n = self.num_samples();
         let mut order: Vec<usize> = (0..self.num_blocks()).collect();
         shuffle(&mut order, &mut epoch_rng(self.seed, epoch));
-        let per_rank = self.shard.len_of(n);
-        let (lo, hi) = (self.shard.rank() * per_rank, (self.shard.rank() + 1) * per_rank);
-        // Walk the permuted order (cycled for padding) and keep the part of
-        // each block inside [lo, hi).
         let mut runs = Vec::new();
-        let mut pos = 0usize;
-        if n == 0 {
+        if n == 0 || lo >= hi {
             return runs;
         }
+        let mut pos = 0usize;
         'outer: loop {
             for &b in &order {
                 let (s, e) = (self.bounds[b], self.bounds[b + 1]);
@@ -268,55 +395,65 @@ impl ChunkShuffleSampler {
         }
         runs
     }
+
+    /// The samples of positions `lo..hi` of the permuted blocks, in the
+    /// order the pool draws them (see the type's docs).
+    fn drawn(&self, epoch: u64, rank: usize, lo: usize, hi: usize) -> Vec<usize> {
+        let runs = self.runs(epoch, lo, hi);
+        // A rank-specific stream for the draws: ranks hold different blocks
+        // and need not draw them alike.
+        let rank_seed = self.seed ^ (rank as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+        let mut rng = epoch_rng(rank_seed, epoch);
+        let total: usize = runs.iter().map(|&(s, e)| e - s).sum();
+        let mut out = Vec::with_capacity(total);
+        // The samples (item positions) left in each resident block.
+        let mut pool: Vec<Vec<usize>> = Vec::new();
+        let mut next = 0usize;
+        let k = self.buffer_blocks;
+        for t in 0..total {
+            let cap = k.min(POOL_RAMP_BLOCKS.max(1) + t / self.batch_size);
+            while pool.len() < cap && next < runs.len() {
+                let (s, e) = runs[next];
+                pool.push((s..e).collect());
+                next += 1;
+            }
+            // A block uniformly, then one of its samples: every resident
+            // block is drawn from at the same rate, whatever is left of it.
+            let b = below(&mut rng, pool.len() as u64) as usize;
+            let j = below(&mut rng, pool[b].len() as u64) as usize;
+            out.push(self.item(pool[b].swap_remove(j)));
+            if pool[b].is_empty() {
+                pool.swap_remove(b);
+            }
+        }
+        out
+    }
+
+    fn item(&self, pos: usize) -> usize {
+        self.items.as_ref().map_or(pos, |it| it[pos])
+    }
+}
+
+/// Block starts rise strictly from 0 and stay below `len` (empty for 0).
+fn check_starts(starts: &[usize], len: usize) -> Result<()> {
+    let ok_start = if len == 0 { starts.is_empty() } else { starts.first() == Some(&0) };
+    if !ok_start || starts.windows(2).any(|w| w[0] >= w[1]) || starts.last().is_some_and(|&s| s >= len) {
+        return Err(Error::Config(format!(
+            "block starts must rise strictly from 0 and stay below the sample count {len}"
+        )));
+    }
+    Ok(())
 }
 
 impl BatchSampler for ChunkShuffleSampler {
-    /// The shuffle buffer as `K` lanes: this rank's runs (blocks, in permuted
-    /// order, each one's samples shuffled) are dealt to the lanes, each run to
-    /// the shortest lane so far, so lane lengths differ by at most one block.
-    /// Every lane's samples are then spread evenly over the epoch (sample `k`
-    /// of a lane of length `L` sits at `(k + phase) / L`, the phase drawn per
-    /// lane) and the epoch is cut into batches in that order. At any point of
-    /// the epoch each lane is inside one run, so a window reads about `K`
-    /// blocks; and a stretch that misses a lane is shorter than that lane's
-    /// spacing, so a batch of `n > (K - 1) * ceil(L_max / L_min)` samples
-    /// holds every lane, i.e. `K` distinct blocks.
+    /// This rank's share of the permuted blocks (padded or cut as
+    /// [`with_shard`](ChunkShuffleSampler::with_shard) says), drawn through
+    /// the pool and cut into batches.
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let runs = self.rank_runs(epoch);
-        // A rank-specific stream for the second level: ranks hold different
-        // blocks and need not mix them alike.
-        let rank_seed = self.seed ^ (self.shard.rank() as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
-        let mut rng = epoch_rng(rank_seed, epoch);
-        let k = self.buffer_blocks.min(runs.len()).max(1);
-        let mut lanes: Vec<Vec<usize>> = vec![Vec::new(); k];
-        // (length, lane) of every lane, shortest first.
-        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(usize, usize)>> =
-            (0..k).map(|l| std::cmp::Reverse((0, l))).collect();
-        for &(s, e) in &runs {
-            let Some(std::cmp::Reverse((len, l))) = heap.pop() else { break };
-            let start = lanes[l].len();
-            lanes[l].extend(s..e);
-            shuffle(&mut lanes[l][start..], &mut rng);
-            heap.push(std::cmp::Reverse((len + e - s, l)));
-        }
-        let total: usize = lanes.iter().map(Vec::len).sum();
-        let mut keyed: Vec<(f64, usize)> = Vec::with_capacity(total);
-        for lane in &lanes {
-            let phase = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            let len = lane.len() as f64;
-            keyed.extend(lane.iter().enumerate().map(|(j, &i)| ((j as f64 + phase) / len, i)));
-        }
-        keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut out: Vec<Vec<usize>> = keyed
-            .chunks(self.batch_size)
-            .map(|c| {
-                let mut b: Vec<usize> = c.iter().map(|&(_, i)| i).collect();
-                // Lanes come round in a fixed pattern; the order inside a
-                // batch need not show it.
-                shuffle(&mut b, &mut rng);
-                b
-            })
-            .collect();
+        let per_rank = self.shard.len_of(self.num_samples());
+        let lo = self.shard.rank() * per_rank;
+        let order = self.drawn(epoch, self.shard.rank(), lo, lo + per_rank);
+        let mut out: Vec<Vec<usize>> = order.chunks(self.batch_size).map(<[usize]>::to_vec).collect();
         if self.drop_last && out.last().is_some_and(|b| b.len() < self.batch_size) {
             out.pop();
         }
@@ -353,27 +490,25 @@ mod tests {
         ids.len()
     }
 
-    #[test]
-    fn every_batch_mixes_k_blocks_and_covers_the_epoch() {
-        // Irregular blocks, as chunk boundaries make them.
+    fn irregular() -> (Vec<usize>, usize) {
         let mut starts = vec![0];
         let mut x = 0;
         for k in 0..300 {
             x += 5 + (k * 7919) % 23;
             starts.push(x);
         }
-        let len = x + 3;
-        for (k, bs) in [(8, 64), (16, 64), (4, 8), (32, 64), (1, 16), (16, 32)] {
+        (starts, x + 3)
+    }
+
+    #[test]
+    fn every_epoch_holds_every_sample_once() {
+        let (starts, len) = irregular();
+        for (k, bs) in [(8, 64), (16, 64), (4, 8), (32, 64), (1, 16), (300, 32)] {
             let s = ChunkShuffleSampler::from_block_starts(starts.clone(), len, bs).unwrap().with_buffer_blocks(k);
             for epoch in 0..3 {
                 let batches = BatchSampler::batches(&s, epoch);
                 assert_eq!(batches.len(), BatchSampler::len(&s));
-                for (j, b) in batches.iter().enumerate() {
-                    assert!(b.len() == bs || j == batches.len() - 1);
-                    if b.len() == bs {
-                        assert!(blocks_in(b, &starts) >= k, "K={k} batch {j}: {} blocks", blocks_in(b, &starts));
-                    }
-                }
+                assert!(batches[..batches.len() - 1].iter().all(|b| b.len() == bs));
                 let mut all = batches.concat();
                 all.sort_unstable();
                 assert_eq!(all, (0..len).collect::<Vec<_>>());
@@ -382,18 +517,48 @@ mod tests {
     }
 
     #[test]
-    fn window_touches_few_blocks() {
-        // 9 600 samples in 96 blocks of 100, K = 8 lanes of 1 200 samples:
-        // a window of 4 batches of 64 (2% of the epoch, 26 samples of each
-        // lane) crosses at most one block edge per lane.
-        let s = ChunkShuffleSampler::new(9_600, 100, 64).with_buffer_blocks(8).with_seed(5);
+    fn a_full_pool_mixes_and_a_window_stays_in_it() {
+        // 96 blocks of 100, K = 32, batches of 64.
+        let s = ChunkShuffleSampler::new(9_600, 100, 64).with_buffer_blocks(32).with_seed(5);
         let starts: Vec<usize> = (0..96).map(|b| b * 100).collect();
-        for w in BatchSampler::batches(&s, 0).chunks(4) {
-            assert!(blocks_in(&w.concat(), &starts) <= 16);
+        let batches = BatchSampler::batches(&s, 0);
+        // The ramp: the first batch draws from the first few blocks only.
+        assert!(blocks_in(&batches[0], &starts) <= POOL_RAMP_BLOCKS);
+        // A full pool: ~32 * (1 - exp(-2)) = 27.7 distinct blocks a batch.
+        let full = &batches[40..100];
+        let mean = full.iter().map(|b| blocks_in(b, &starts)).sum::<usize>() as f64 / full.len() as f64;
+        assert!(mean > 24.0, "mean {mean}");
+        // A window of 16 batches reads the pool plus the blocks that
+        // replace the used-up ones; a plain shuffle reads nearly all blocks.
+        for w in batches.chunks(16) {
+            assert!(blocks_in(&w.concat(), &starts) <= 32 + 16, "{}", blocks_in(&w.concat(), &starts));
         }
-        // A plain shuffle's window touches nearly every block.
         let plain = crate::sampler::RandomSampler::new(9_600, 5).indices(0);
-        assert!(blocks_in(&plain[..256], &starts) > 80);
+        assert!(blocks_in(&plain[..1024], &starts) > 90);
+    }
+
+    #[test]
+    fn rank_orders_split_the_epoch_and_the_global_order_interleaves_them() {
+        let (starts, len) = irregular();
+        let s = ChunkShuffleSampler::from_block_starts(starts, len, 16).unwrap().with_seed(4).with_buffer_blocks(8);
+        for w in [1, 2, 3, 8] {
+            let ranks: Vec<Vec<usize>> = (0..w).map(|r| s.rank_order(1, r, w)).collect();
+            let mut all = ranks.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..len).collect::<Vec<_>>());
+            let lens: Vec<usize> = ranks.iter().map(Vec::len).collect();
+            assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1);
+            // Rounds of w * 16 cut back into the ranks' orders, as the
+            // loader cuts them (part r of each round: len * r / w ..).
+            let g = s.global_order(1, w);
+            let mut back = vec![Vec::new(); w];
+            for round in g.chunks(w * 16) {
+                for (r, part) in back.iter_mut().enumerate() {
+                    part.extend_from_slice(&round[round.len() * r / w..round.len() * (r + 1) / w]);
+                }
+            }
+            assert_eq!(back, ranks, "world {w}");
+        }
     }
 
     #[test]
@@ -415,6 +580,24 @@ mod tests {
                 all.dedup();
                 assert_eq!(all, (0..n).collect::<Vec<_>>()); // covering
             }
+        }
+    }
+
+    #[test]
+    fn a_list_is_drawn_in_the_blocks_of_its_samples() {
+        let starts: Vec<usize> = (0..50).map(|b| b * 20).collect();
+        let list: Vec<usize> = (0..1000).rev().filter(|i| i % 7 != 0).collect();
+        let s = ChunkShuffleSampler::grouped(&starts, &list, 32).with_buffer_blocks(4);
+        assert_eq!(s.num_blocks(), 50);
+        let order = Sampler::indices(&s, 0);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        let mut want = list.clone();
+        want.sort_unstable();
+        assert_eq!(sorted, want);
+        // K = 4: any 32 consecutive draws touch few blocks.
+        for w in order.chunks(32) {
+            assert!(blocks_in(w, &starts) <= 4 + 4);
         }
     }
 

@@ -20,5 +20,5 @@ pub use multi::DATASET_INDEX;
 // The types also at the crate root are public there only.
 pub(crate) use multi::MultiReader;
 pub(crate) use reader::range_error;
-pub use reader::{ChunkedReader, DecodeCounters};
+pub use reader::{CacheFit, ChunkedReader, DecodeCounters};
 pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};

@@ -506,6 +506,15 @@ impl ChunkedReader for MultiReader {
         starts
     }
 
+    /// The sum over the children with chunks (each has its own cache).
+    fn cache_fit(&self) -> crate::source::CacheFit {
+        self.children
+            .iter()
+            .filter_map(|c| c.chunked())
+            .map(|c| c.cache_fit())
+            .fold(crate::source::CacheFit::default(), |a, b| a + b)
+    }
+
     /// The sum over the children.
     fn decode_counters(&self) -> DecodeCounters {
         self.children.iter().filter_map(|c| c.chunked()).map(|c| c.decode_counters()).sum()

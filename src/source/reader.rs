@@ -297,7 +297,7 @@ pub trait ChunkedReader: Send + Sync {
     /// How samples share storage chunks: the logical indices where a new
     /// block of samples starts (strictly increasing from 0), each block
     /// being the samples whose rows start in one chunk of the store's
-    /// bulkiest arrays.
+    /// bulkiest arrays. Depends on the store alone (not on the cache).
     /// [`ChunkShuffleSampler::for_reader`](crate::sampler::ChunkShuffleSampler::for_reader)
     /// shuffles these blocks.
     fn chunk_blocks(&self) -> Vec<usize>;
@@ -309,6 +309,55 @@ pub trait ChunkedReader: Send + Sync {
     /// follows the one in progress. A reader with a cache keeps what that
     /// read needs rather than evict it first.
     fn announce_next(&self, batches: &[Vec<usize>]);
+
+    /// The store's decoded size against the reader's chunk cache: what the
+    /// [`DataLoader`](crate::DataLoader)'s default shuffle decides by.
+    fn cache_fit(&self) -> CacheFit;
+}
+
+/// A store's decoded bytes against its reader's chunk cache
+/// ([`ChunkedReader::cache_fit`]).
+///
+/// ```
+/// use atomzarr::source::CacheFit;
+/// let fit = CacheFit { decoded_bytes: 3 << 30, resident_bytes: 100 << 20, cache_bytes: 1 << 30 };
+/// assert!(!fit.fits());
+/// assert_eq!(fit.bulky_bytes(), (3 << 30) - (100 << 20));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheFit {
+    /// Decoded bytes of every array of the store (live and deleted rows).
+    pub decoded_bytes: u64,
+    /// Decoded bytes of the arrays that stay resident: the smallest ones,
+    /// which together hold at most an eighth of the store (their chunking
+    /// costs nothing once decoded; see
+    /// [`ChunkedReader::chunk_blocks`]).
+    pub resident_bytes: u64,
+    /// The cache's byte budget.
+    pub cache_bytes: u64,
+}
+
+impl CacheFit {
+    /// Whether the whole decoded store fits the cache.
+    pub fn fits(&self) -> bool {
+        self.decoded_bytes <= self.cache_bytes
+    }
+
+    /// Decoded bytes of the arrays that do not stay resident.
+    pub fn bulky_bytes(&self) -> u64 {
+        self.decoded_bytes.saturating_sub(self.resident_bytes)
+    }
+}
+
+impl std::ops::Add for CacheFit {
+    type Output = CacheFit;
+    fn add(self, o: CacheFit) -> CacheFit {
+        CacheFit {
+            decoded_bytes: self.decoded_bytes.saturating_add(o.decoded_bytes),
+            resident_bytes: self.resident_bytes.saturating_add(o.resident_bytes),
+            cache_bytes: self.cache_bytes.saturating_add(o.cache_bytes),
+        }
+    }
 }
 
 /// The conveniences every [`Reader`] gets: checked reads with negative

@@ -18,9 +18,13 @@ pub enum ReadOrder {
     /// Contiguous blocks of indices, shuffled; order kept inside each block.
     BlockShuffle,
     /// [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler): the
-    /// store's chunk-aligned blocks permuted, `buffer_blocks` of them
-    /// interleaved at a time.
+    /// store's chunk-aligned blocks permuted, their samples
+    /// drawn through a pool of `buffer_blocks`.
     ChunkShuffle,
+    /// What a [`DataLoader`](crate::DataLoader) with `with_shuffle(true)`
+    /// reads: a full permutation when the store fits the cache, else the
+    /// block pool sized from the cache.
+    DefaultShuffle,
 }
 
 impl ReadOrder {
@@ -31,6 +35,7 @@ impl ReadOrder {
             ReadOrder::Shuffle => "shuffle",
             ReadOrder::BlockShuffle => "block-shuffle",
             ReadOrder::ChunkShuffle => "chunk-shuffle",
+            ReadOrder::DefaultShuffle => "default-shuffle",
         }
     }
 }
@@ -72,7 +77,8 @@ impl std::fmt::Display for ReadPath {
 
 /// Builds the logical read order over `n` samples (`chunk-shuffle` needs the
 /// store's blocks: see [`chunk_shuffle_order`]; here it is built over blocks of
-/// `block_size` samples, batches of `block_size` and the default buffer).
+/// `block_size` samples, batches of `block_size` and the default pool;
+/// `default-shuffle` needs the reader: here it is a full permutation).
 ///
 /// # Errors
 /// [`Error::Config`] when `block_size` is 0.
@@ -84,7 +90,7 @@ pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> R
     let mut rng = crate::sampler::epoch_rng(seed, 0);
     match order {
         ReadOrder::Sequential => {}
-        ReadOrder::Shuffle => crate::sampler::shuffle(&mut idx, &mut rng),
+        ReadOrder::Shuffle | ReadOrder::DefaultShuffle => crate::sampler::shuffle(&mut idx, &mut rng),
         ReadOrder::BlockShuffle => {
             let mut blocks: Vec<&[usize]> = idx.chunks(block_size).collect();
             crate::sampler::shuffle(&mut blocks, &mut rng);
@@ -109,6 +115,15 @@ pub fn chunk_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOption
         .with_buffer_blocks(opts.buffer_blocks)
         .with_seed(opts.seed)
         .indices(0))
+}
+
+/// The `default-shuffle` order of epoch 0 over `reader`, batches of
+/// `opts.batch_size`, one rank, and the block pool's size (`None` for a full
+/// permutation): what a loader with `with_shuffle(true)` reads.
+pub fn default_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOptions) -> (Vec<usize>, Option<usize>) {
+    use crate::sampler::Sampler;
+    let s = crate::pipeline::shuffle::DefaultShuffle::new(reader, None, opts.batch_size, opts.seed, 1);
+    (s.indices(0), s.pool())
 }
 
 /// The read side of a benchmark run.
@@ -248,6 +263,12 @@ pub struct ReadResult {
     pub peak_rss: Option<u64>,
     /// Requests made to the store during the pass (the first includes opening).
     pub requests: u64,
+    /// From the start of the pass (of opening the store, for the first) to
+    /// the first batch delivered.
+    pub first_batch_time: Option<Duration>,
+    /// Blocks in the pool of a block-pool order (`default-shuffle` on a store
+    /// larger than the cache, `chunk-shuffle`).
+    pub pool_blocks: Option<usize>,
     /// Bytes received from the store during the pass.
     pub fetched_bytes: u64,
 }

@@ -5,13 +5,15 @@
 use crate::Location;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::content::{batch_bytes, sample_bytes, sample_hash};
 use super::memory::{peak_rss, reset_peak_rss};
-use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
+use super::options::{
+    ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, read_order,
+};
 use crate::ReaderOptions;
 use crate::data::{AtomicData, CollatedBatch, HostData};
 use crate::error::{Error, Result};
@@ -28,11 +30,21 @@ struct Tally {
     bytes: u64,
     order_ok: bool,
     checksum: Option<u64>,
+    /// When the first sample arrived.
+    first: Option<Instant>,
 }
 
 impl Tally {
     fn new(n: usize, checksum: bool) -> Tally {
-        Tally { seen: vec![false; n], unique: 0, read: 0, bytes: 0, order_ok: true, checksum: checksum.then_some(0) }
+        Tally {
+            seen: vec![false; n],
+            unique: 0,
+            read: 0,
+            bytes: 0,
+            order_ok: true,
+            checksum: checksum.then_some(0),
+            first: None,
+        }
     }
 
     /// Adds samples to the content checksum (when one is kept).
@@ -45,6 +57,9 @@ impl Tally {
     /// Records that logical `got` arrived where `want` was asked for.
     #[inline]
     fn sample(&mut self, got: usize, want: usize) {
+        if self.read == 0 {
+            self.first = Some(Instant::now());
+        }
         self.read += 1;
         self.order_ok &= got == want;
         if let Some(s) = self.seen.get_mut(got)
@@ -94,14 +109,23 @@ pub fn time_reads(
     {
         return Err(Error::inconsistent(store, "/", format!("expected {e} readable samples, found {n}")));
     }
-    let mut order = match opts.order {
-        ReadOrder::ChunkShuffle => chunk_shuffle_order(&*reader, opts)?,
-        o => read_order(n, o, opts.seed, opts.block_size)?,
+    let t_order = Instant::now();
+    let (mut order, pool_blocks) = match opts.order {
+        ReadOrder::ChunkShuffle => (chunk_shuffle_order(&*reader, opts)?, Some(opts.buffer_blocks)),
+        ReadOrder::DefaultShuffle => default_shuffle_order(&*reader, opts),
+        o => (read_order(n, o, opts.seed, opts.block_size)?, None),
     };
     if let Some(m) = opts.max_samples {
         order.truncate(m);
     }
-    let open_time = t0.elapsed();
+    // The loader plans a default shuffle itself, inside the timed pass: the
+    // order computed here only checks what it delivers.
+    let untimed = if opts.order == ReadOrder::DefaultShuffle && path_kind == ReadPath::Batch {
+        t_order.elapsed()
+    } else {
+        Duration::ZERO
+    };
+    let open_time = t0.elapsed().saturating_sub(untimed);
     let mut out = Vec::with_capacity(opts.epochs);
     for epoch in 0..opts.epochs {
         let pb = bar(
@@ -125,8 +149,10 @@ pub fn time_reads(
             ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
         };
         let mut read_time = t.elapsed();
+        let mut first_batch_time = tally.first.map(|f| f.duration_since(t));
         if epoch == 0 {
             read_time += open_time;
+            first_batch_time = first_batch_time.map(|f| f + open_time);
         }
         pb.finish();
         let after = reader.cache_stats();
@@ -145,6 +171,8 @@ pub fn time_reads(
             peak_rss: peak_rss(),
             requests: io_now.requests - io.requests,
             fetched_bytes: io_now.bytes - io.bytes,
+            first_batch_time,
+            pool_blocks,
         });
         io = io_now;
     }
@@ -274,9 +302,14 @@ fn read_loader(
     let device = burn::backend::flex::FlexDevice;
     let mut builder = DataLoader::<B, _>::builder(ds)
         .with_batch_size(opts.batch_size)
-        .with_sampler(ListSampler::new(order.to_vec()))
         .with_prefetch_factor(opts.prefetch())
         .with_pin_memory(opts.pin_memory);
+    builder = if opts.order == ReadOrder::DefaultShuffle {
+        // Exactly what a user's shuffled loader reads (its own plan).
+        builder.with_shuffle(true).with_seed(opts.seed)
+    } else {
+        builder.with_sampler(ListSampler::new(order.to_vec()))
+    };
     if let Some(c) = opts.cutoff {
         builder = builder.with_cutoff(c);
     }
@@ -297,6 +330,10 @@ fn read_loader(
             tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);
         }
         pb.inc(batch.num_graphs as u64);
+        // A timed prefix (`max_samples`) of the loader's own epoch.
+        if k >= order.len() {
+            break;
+        }
     }
     Ok(tally)
 }

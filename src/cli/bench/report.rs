@@ -64,7 +64,8 @@ pub struct ReportRow {
     pub read_order: ReadOrder,
     /// Block size (block-shuffle only).
     pub read_order_block_size: Option<usize>,
-    /// Blocks interleaved at a time (chunk-shuffle only).
+    /// Blocks in the pool (chunk-shuffle, and default-shuffle on a store
+    /// larger than the cache).
     pub buffer_blocks: Option<usize>,
     /// Samples per emitted batch (1 for single).
     pub batch: usize,
@@ -128,6 +129,9 @@ pub struct ReportRow {
     pub floor_fraction: Option<f64>,
     /// Peak resident memory of the process during the pass, bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// Seconds from the start of the pass (of opening the store, for the
+    /// first) to the first batch delivered.
+    pub first_batch_s: Option<f64>,
     /// Content checksum of what the pass delivered (16 hex digits; see
     /// [`sample_hash`](super::sample_hash)), with `--checksum`; a string so JSON tools keep all
     /// 64 bits.
@@ -165,7 +169,7 @@ pub(super) fn rows_for(
                 read_path: path,
                 read_order: opts.order,
                 read_order_block_size: (opts.order == ReadOrder::BlockShuffle).then_some(opts.block_size),
-                buffer_blocks: (opts.order == ReadOrder::ChunkShuffle).then_some(opts.buffer_blocks),
+                buffer_blocks: r.pool_blocks,
                 batch: if single { 1 } else { opts.batch_size },
                 prefetch: if single { 0 } else { opts.prefetch() },
                 read_window: if single { 1 } else { opts.read_window() },
@@ -195,6 +199,7 @@ pub(super) fn rows_for(
                 decode_floor_samples_per_s: floor,
                 floor_fraction: floor.filter(|f| *f > 0.0).map(|f| read_rate / f),
                 peak_rss_bytes: r.peak_rss,
+                first_batch_s: r.first_batch_time.map(|d| d.as_secs_f64()),
                 content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
                 requests: r.requests,
                 fetched_bytes: r.fetched_bytes,
@@ -281,6 +286,7 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
         "samples/s",
         "decode amp",
         "peak RSS",
+        "1st batch",
     ];
     if floors {
         header.extend(["floor/s", "of floor"]);
@@ -319,6 +325,7 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
             format!("{:.0}", r.read_samples_per_s),
             r.decode_amplification.map_or("-".into(), |a| format!("{a:.2}x")),
             r.peak_rss_bytes.map_or("-".into(), fmt_bytes),
+            r.first_batch_s.map_or("-".into(), |t| format!("{t:.3}s")),
         ];
         if floors {
             row.push(r.decode_floor_samples_per_s.map_or("-".into(), |f| format!("{f:.0}")));
@@ -329,7 +336,7 @@ pub fn table(rows: &[ReportRow]) -> comfy_table::Table {
         }
         t.add_row(row);
     }
-    for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18] {
+    for i in [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19] {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(comfy_table::CellAlignment::Right);
         }

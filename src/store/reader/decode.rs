@@ -10,7 +10,7 @@ use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 use super::AtomicDataZarrReader;
 use super::cache::{Chunk, ChunkBuf, ChunkBytes, NARROWED};
 use super::compact::{self, Form};
-use super::plan::needed_chunks;
+use super::plan::needed_chunks_per_field;
 use super::{FieldArray, State};
 use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
@@ -198,13 +198,7 @@ impl AtomicDataZarrReader {
     /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
     pub(super) fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
         let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
-        let plans: Vec<Vec<u64>> =
-            st.fields
-                .iter()
-                .map(|f| {
-                    if f.wanted(opts) { needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical) } else { Vec::new() }
-                })
-                .collect();
+        let plans = needed_chunks_per_field(st, physical, |f| f.wanted(opts));
         let tasks: Vec<(usize, u64)> =
             plans.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
         // Cache lookups first, on this thread: only decodes are worth rayon's

@@ -398,6 +398,16 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Rows of every physical sample together on `level`'s axis.
+    pub(crate) fn rows_of(&self, level: Level) -> u64 {
+        let n = self.num_samples;
+        match level {
+            Level::Atom => self.atoms_ptr.get(n).map_or(0, |&r| r.max(0) as u64),
+            Level::Edge => self.edges_ptr.get(n).map_or(0, |&r| r.max(0) as u64),
+            Level::System => n as u64,
+        }
+    }
+
     /// The physical samples with rows in inner chunk `chunk` of an edge
     /// array chunked by `chunk_rows`, in order, each with its rows there
     /// (chunk-relative; empty for a sample without edges).

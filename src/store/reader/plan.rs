@@ -27,13 +27,40 @@ pub fn needed_chunks(ptrs: Pointers<'_>, level: Level, chunk_rows: u64, physical
     ids
 }
 
+/// [`needed_chunks`] of every field of `st` that `wanted` keeps (an empty
+/// list for the others), in field order. Fields on one axis with one chunk
+/// size (positions and forces, say) share a plan, computed once: a shuffled
+/// window's pointer reads are cache misses, so they are made once per axis
+/// and chunk size rather than once per field.
+pub(super) fn needed_chunks_per_field(
+    st: &super::State,
+    physical: &[usize],
+    wanted: impl Fn(&super::FieldArray) -> bool,
+) -> Vec<Vec<u64>> {
+    let mut plans: Vec<((Level, u64), Vec<u64>)> = Vec::new();
+    st.fields
+        .iter()
+        .map(|f| {
+            if !wanted(f) {
+                return Vec::new();
+            }
+            let key = (f.level, f.chunk_rows);
+            if let Some((_, p)) = plans.iter().find(|(k, _)| *k == key) {
+                return p.clone();
+            }
+            let p = needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical);
+            plans.push((key, p.clone()));
+            p
+        })
+        .collect()
+}
+
 /// Decoded bytes of the chunks `physical` needs, over every field array.
 pub(super) fn planned_bytes(st: &super::State, physical: &[usize]) -> u64 {
     st.fields
         .iter()
-        .map(|f| {
-            needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical).len() as u64 * f.chunk_rows * f.row_bytes as u64
-        })
+        .zip(needed_chunks_per_field(st, physical, |_| true))
+        .map(|(f, ids)| ids.len() as u64 * f.chunk_rows * f.row_bytes as u64)
         .sum()
 }
 

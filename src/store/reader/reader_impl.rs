@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
-use super::plan::{decode_groups, needed_chunks};
+use super::plan::{decode_groups, needed_chunks_per_field};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::source::{ChunkedReader, DecodeCounters, Reader, SampleMetadata};
@@ -129,41 +129,60 @@ impl Reader for AtomicDataZarrReader {
     }
 }
 
+impl AtomicDataZarrReader {
+    /// The fields with rows and a chunk grid, with their decoded bytes,
+    /// smallest first, and the index of the first bulky one: the smallest
+    /// fields that together hold at most [`RESIDENT_SHARE`]`⁻¹` of the
+    /// store's decoded bytes are resident (the per-system arrays, on bulk
+    /// stores the per-atom ones too), the others bulky. The split depends
+    /// on the store alone, not on the cache, so the blocks built on it (and
+    /// a shuffle's order) do not change with the cache size.
+    fn sized_fields<'a>(
+        &self,
+        st: &'a crate::store::reader::State,
+    ) -> (Vec<(&'a crate::store::reader::FieldArray, u64)>, usize) {
+        let mut sized: Vec<_> = st
+            .fields
+            .iter()
+            .filter(|f| st.rows_of(f.level) > 0 && f.chunk_rows > 0)
+            .map(|f| (f, st.rows_of(f.level).saturating_mul(f.row_bytes as u64)))
+            .collect();
+        sized.sort_by_key(|&(_, b)| b);
+        let total: u64 = sized.iter().map(|&(_, b)| b).sum();
+        let mut resident = 0u64;
+        let first_bulky = sized
+            .iter()
+            .position(|&(_, b)| {
+                resident = resident.saturating_add(b);
+                resident > total / RESIDENT_SHARE
+            })
+            .unwrap_or(sized.len());
+        (sized, first_bulky)
+    }
+}
+
+/// The smallest arrays holding together at most `1 / RESIDENT_SHARE` of a
+/// store's decoded bytes count as resident: a cache that holds the store's
+/// pool of blocks holds them too, so their chunking costs nothing.
+const RESIDENT_SHARE: u64 = 8;
+
 impl ChunkedReader for AtomicDataZarrReader {
     /// Blocks of the chunks of the coarsest bulky array. The smallest arrays
-    /// that together fit half the cache budget stay resident once decoded
-    /// (the per-system ones; on bulk stores, where the neighbor list is
-    /// most of the bytes, the per-atom ones too), so their chunking costs
-    /// nothing; the others are bulky. When every array fits (the whole store
-    /// does) all count, and blocks are as coarse as the coarsest chunking. A
-    /// sample belongs to the chunk its first row is in. With no array to
-    /// go by (a store without rows), one block per sample.
+    /// that together hold at most an eighth of the store's decoded bytes are
+    /// resident (the per-system ones; on bulk stores, where the neighbor
+    /// list is most of the bytes, the per-atom ones too), so their chunking
+    /// costs nothing; the others are bulky. A sample belongs to the chunk its
+    /// first row is in. With no array to go by (a store without rows), one
+    /// block per sample. The blocks depend on the store alone.
     fn chunk_blocks(&self) -> Vec<usize> {
         let st = self.snapshot();
         let n = st.num_samples;
-        let total = |l: Level| -> u64 {
-            match l {
-                Level::Atom => st.atoms_ptr[n] as u64,
-                Level::Edge => st.edges_ptr[n] as u64,
-                Level::System => n as u64,
-            }
-        };
-        let budget = self.cache.stats().budget;
-        let mut with_rows: Vec<_> = st.fields.iter().filter(|f| total(f.level) > 0 && f.chunk_rows > 0).collect();
-        let size = |f: &&crate::store::reader::FieldArray| total(f.level).saturating_mul(f.row_bytes as u64);
-        with_rows.sort_by_key(size);
-        let mut resident = 0u64;
-        let first_bulky = with_rows
-            .iter()
-            .position(|f| {
-                resident = resident.saturating_add(size(f));
-                resident > budget / 2
-            })
-            .unwrap_or(0);
-        let candidates = &with_rows[first_bulky..];
+        let (sized, first_bulky) = self.sized_fields(&st);
+        let total = |f: &crate::store::reader::FieldArray| st.rows_of(f.level);
+        let candidates = &sized[first_bulky..];
         // Samples per chunk: chunk rows over mean rows per sample.
-        let span = |f: &&crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f.level) as f64;
-        let Some(coarsest) = candidates.iter().max_by(|a, b| span(a).total_cmp(&span(b))) else {
+        let span = |f: &crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f) as f64;
+        let Some(&(coarsest, _)) = candidates.iter().max_by(|a, b| span(a.0).total_cmp(&span(b.0))) else {
             return (0..st.len()).collect();
         };
         let ptrs = st.ptrs();
@@ -183,6 +202,16 @@ impl ChunkedReader for AtomicDataZarrReader {
         self.cache.decode_counters()
     }
 
+    fn cache_fit(&self) -> crate::source::CacheFit {
+        let st = self.snapshot();
+        let (sized, first_bulky) = self.sized_fields(&st);
+        crate::source::CacheFit {
+            decoded_bytes: sized.iter().map(|&(_, b)| b).sum(),
+            resident_bytes: sized[..first_bulky].iter().map(|&(_, b)| b).sum(),
+            cache_bytes: self.cache.stats().budget,
+        }
+    }
+
     /// Protects the chunks of `batches` in the cache (see
     /// `ChunkCache::protect`); indices out
     /// of range are ignored (the read itself reports them).
@@ -191,8 +220,8 @@ impl ChunkedReader for AtomicDataZarrReader {
         let len = st.len();
         let physical: Vec<usize> = batches.iter().flatten().filter(|&&i| i < len).map(|&i| st.physical(i)).collect();
         let mut keys = Vec::new();
-        for f in &st.fields {
-            keys.extend(needed_chunks(st.ptrs(), f.level, f.chunk_rows, &physical).into_iter().map(|c| (f.id, c)));
+        for (f, ids) in st.fields.iter().zip(needed_chunks_per_field(&st, &physical, |_| true)) {
+            keys.extend(ids.into_iter().map(|c| (f.id, c)));
         }
         self.cache.protect(keys);
     }

@@ -1,0 +1,219 @@
+//! The order a [`DataLoader`](crate::DataLoader) reads with
+//! `with_shuffle(true)` and no batch sampler: a full permutation when the
+//! store fits its reader's chunk cache, the block pool
+//! ([`ChunkShuffleSampler`]) sized from the cache when it does not.
+//!
+//! A full permutation of a store larger than the cache makes every read
+//! window decode nearly every chunk again (on a 10M-structure store, about
+//! 1,500 times the bytes it delivers). The block pool decodes each chunk
+//! about once per epoch and still draws each batch from a large part of the
+//! store.
+
+use std::sync::{Arc, Mutex};
+
+use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, shuffle};
+use crate::source::{CacheFit, Reader};
+
+use super::plan::lock;
+
+/// The fewest blocks a pool chosen from the cache holds: about 40 distinct
+/// blocks in a batch of 64 once the pool is full. A cache too small for
+/// that many blocks' chunks still gets this many (it then decodes some
+/// chunks twice) rather than batches drawn from a handful of blocks.
+pub const MIN_POOL_BLOCKS: usize = 64;
+
+/// How the pool size is found: the pool may take half of the cache that
+/// the resident arrays leave, so that the chunks of the blocks that replace
+/// used-up ones, and the pool's chunks straddling a block's ends, fit too.
+const POOL_SHARE_OF_CACHE: u64 = 2;
+
+/// Pool blocks for a store of `blocks` blocks whose decoded sizes are
+/// `fit`: `None` (a full permutation) when the store fits the cache or the
+/// pool would hold every block.
+pub(crate) fn pool_blocks(fit: CacheFit, blocks: usize) -> Option<usize> {
+    if fit.fits() || blocks == 0 {
+        return None;
+    }
+    let free = fit.cache_bytes.saturating_sub(fit.resident_bytes) / POOL_SHARE_OF_CACHE;
+    // u128: `free * blocks` cannot overflow.
+    let k = (u128::from(free) * blocks as u128 / u128::from(fit.bulky_bytes().max(1))) as usize;
+    let k = k.max(MIN_POOL_BLOCKS);
+    (k < blocks).then_some(k)
+}
+
+/// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
+/// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
+/// so that a resumed epoch follows the saved state alone.
+pub(crate) struct DefaultShuffle {
+    /// A sampler whose indices are shuffled (a split's list); `None`: every
+    /// sample of the dataset.
+    inner: Option<Arc<dyn Sampler>>,
+    len: usize,
+    /// The reader's chunk blocks (empty for a reader without chunks).
+    block_starts: Arc<[usize]>,
+    /// The pool over the whole dataset, built once.
+    whole: Option<ChunkShuffleSampler>,
+    batch_size: usize,
+    seed: u64,
+    world_size: usize,
+    cfg: Mutex<Cfg>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Cfg {
+    pool: Option<usize>,
+    /// `(epoch, world size)`: an epoch resumed from a state saved with
+    /// another number of ranks is read in that run's order.
+    resumed: Option<(u64, usize)>,
+}
+
+impl DefaultShuffle {
+    /// The default shuffle of `reader`'s samples (or of `inner`'s), read by
+    /// `world_size` ranks in batches of `batch_size`; logs its choice.
+    pub(crate) fn new<R: Reader + ?Sized>(
+        reader: &R,
+        inner: Option<Arc<dyn Sampler>>,
+        batch_size: usize,
+        seed: u64,
+        world_size: usize,
+    ) -> DefaultShuffle {
+        let len = inner.as_ref().map_or(reader.len(), |s| s.len());
+        let chunked = reader.chunked();
+        let block_starts: Arc<[usize]> = chunked.map(|c| c.chunk_blocks()).unwrap_or_default().into();
+        let pool = match chunked {
+            None => {
+                log::info!("shuffle: full permutation of {len} samples ({} has no chunk cache)", reader.name());
+                None
+            }
+            Some(c) => {
+                let fit = c.cache_fit();
+                let pool = pool_blocks(fit, block_starts.len());
+                let mib = |b: u64| b as f64 / f64::from(1 << 20);
+                match pool {
+                    None => log::info!(
+                        "shuffle: full permutation of {len} samples ({} decodes to {:.0} MiB, the cache holds {:.0} MiB)",
+                        reader.name(),
+                        mib(fit.decoded_bytes),
+                        mib(fit.cache_bytes)
+                    ),
+                    Some(k) => log::info!(
+                        "shuffle: block pool of {k} of {} blocks ({} decodes to {:.0} MiB, more than the {:.0} MiB cache; \
+                         a full permutation would decode nearly every chunk in every read window)",
+                        block_starts.len(),
+                        reader.name(),
+                        mib(fit.decoded_bytes),
+                        mib(fit.cache_bytes)
+                    ),
+                }
+                pool
+            }
+        };
+        let whole = (inner.is_none() && !block_starts.is_empty())
+            .then(|| ChunkShuffleSampler::from_block_starts(block_starts.to_vec(), len, batch_size).ok())
+            .flatten()
+            .map(|s| s.with_seed(seed));
+        DefaultShuffle {
+            inner,
+            len,
+            block_starts,
+            whole,
+            batch_size,
+            seed,
+            world_size: world_size.max(1),
+            cfg: Mutex::new(Cfg { pool, resumed: None }),
+        }
+    }
+
+    /// The name [`LoaderState`](crate::LoaderState) records.
+    pub(crate) fn kind(&self) -> &'static str {
+        match (lock(&self.cfg).pool, &self.inner) {
+            (Some(_), _) => "block-pool",
+            (None, Some(_)) => "sampler",
+            (None, None) => "random",
+        }
+    }
+
+    /// Pool blocks, `None` for a full permutation.
+    pub(crate) fn pool(&self) -> Option<usize> {
+        lock(&self.cfg).pool
+    }
+
+    /// The number of ranks `epoch`'s order is cut for (`None` for a full
+    /// permutation, whose order does not depend on it).
+    pub(crate) fn order_world_size(&self, epoch: u64) -> Option<usize> {
+        let cfg = *lock(&self.cfg);
+        cfg.pool?;
+        Some(match cfg.resumed {
+            Some((e, w)) if e == epoch => w,
+            _ => self.world_size,
+        })
+    }
+
+    /// Follows a saved state: its kind and pool size from now on, and its
+    /// world size for the rest of `epoch`. `false` when the saved kind is
+    /// not one this shuffle can read (a block pool over a reader without
+    /// chunks).
+    pub(crate) fn adopt(&self, kind: &str, pool: Option<usize>, epoch: u64, world: Option<usize>) -> bool {
+        let full = if self.inner.is_some() { "sampler" } else { "random" };
+        let pool = match (kind, pool) {
+            (k, _) if k == full => None,
+            ("block-pool", Some(k)) if !self.block_starts.is_empty() => Some(k.max(1)),
+            _ => return false,
+        };
+        let mut cfg = lock(&self.cfg);
+        cfg.pool = pool;
+        cfg.resumed = world.filter(|&w| w != self.world_size && pool.is_some()).map(|w| (epoch, w));
+        true
+    }
+}
+
+impl Sampler for DefaultShuffle {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        let Some(k) = self.pool() else {
+            return match &self.inner {
+                Some(s) => {
+                    let mut v = s.indices(epoch);
+                    shuffle(&mut v, &mut epoch_rng(self.seed, epoch));
+                    v
+                }
+                None => RandomSampler::new(self.len, self.seed).indices(epoch),
+            };
+        };
+        let world = self.order_world_size(epoch).unwrap_or(self.world_size);
+        match (&self.inner, &self.whole) {
+            (Some(s), _) => ChunkShuffleSampler::grouped(&self.block_starts, &s.indices(epoch), self.batch_size)
+                .with_seed(self.seed)
+                .with_buffer_blocks(k)
+                .global_order(epoch, world),
+            (None, Some(w)) => w.clone().with_buffer_blocks(k).global_order(epoch, world),
+            // A pool is only chosen (or adopted) with blocks to draw from.
+            (None, None) => RandomSampler::new(self.len, self.seed).indices(epoch),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_takes_half_the_cache_the_resident_arrays_leave() {
+        let mib = 1u64 << 20;
+        let fit = |decoded: u64, resident: u64, cache: u64| CacheFit {
+            decoded_bytes: decoded * mib,
+            resident_bytes: resident * mib,
+            cache_bytes: cache * mib,
+        };
+        assert_eq!(pool_blocks(fit(1000, 100, 1280), 1000), None); // fits
+        // 3,200 MiB in 1,000 blocks (3.1 MiB bulky each); (1280 - 200) / 2 = 540 MiB.
+        assert_eq!(pool_blocks(fit(3200, 200, 1280), 1000), Some(180));
+        // Never fewer than MIN_POOL_BLOCKS, never all blocks.
+        assert_eq!(pool_blocks(fit(100_000, 0, 1280), 1000), Some(MIN_POOL_BLOCKS));
+        assert_eq!(pool_blocks(fit(100_000, 0, 0), 1000), Some(MIN_POOL_BLOCKS));
+        assert_eq!(pool_blocks(fit(2000, 0, 1280), 100), None);
+    }
+}
