@@ -18,7 +18,7 @@ use atomzarr::sampler::{ChunkShuffleSampler, RandomSampler, Sampler};
 use atomzarr::source::ChunkedReader;
 use atomzarr::{
     AtomicBatch, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, LoaderState,
-    Reader, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
+    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 type B = Flex;
@@ -105,7 +105,7 @@ fn a_store_larger_than_the_cache_is_read_through_the_block_pool() {
     let state = l.state();
     assert_eq!(state.sampler(), "block-pool");
     let k = state.pool_blocks().expect("a pool size is recorded");
-    assert!(k > atomzarr::pipeline::MIN_POOL_BLOCKS, "K = {k}, chosen from the cache");
+    assert!(k > atomzarr::sampler::MIN_POOL_BLOCKS, "K = {k}, chosen from the cache");
     l.set_epoch(2);
     let mut it = l.iter();
     let e2: Vec<Vec<usize>> = take(&mut it, usize::MAX);
@@ -319,7 +319,7 @@ fn the_pool_mixes_at_least_32_windows_per_batch_of_64() {
     // get the smallest pool, MIN_POOL_BLOCKS.
     let len = 2_000_000;
     for (name, block) in [("10M store", 5_825), ("1M store", 3_178)] {
-        let s = ChunkShuffleSampler::new(len, block, 64).with_buffer_blocks(atomzarr::pipeline::MIN_POOL_BLOCKS);
+        let s = ChunkShuffleSampler::new(len, block, 64).with_buffer_blocks(atomzarr::sampler::MIN_POOL_BLOCKS);
         for w in [1, 8] {
             for r in [0, w - 1] {
                 let order = s.rank_order(0, r, w);

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use atomzarr::pipeline::HostIter;
-use atomzarr::sampler::ChunkShuffleSampler;
+use atomzarr::sampler::{ChunkShuffleSampler, RandomSampler};
 use atomzarr::{AtomicDataZarrReader, LoaderState};
 use burn::backend::Flex;
 use pyo3::exceptions::PyValueError;
@@ -26,11 +26,14 @@ pub struct DataLoader {
 
 #[pymethods]
 impl DataLoader {
-    /// `sampler`: "random" (a new permutation per epoch, from `seed`),
-    /// "sequential", or "chunk-shuffle" (blocks of the store's chunks
-    /// shuffled, then samples within a few blocks: fewer chunks decoded per
-    /// batch on stores larger than the cache). Default: "random" when
-    /// `shuffle`, else "sequential". `prefetch_factor` batches are read in
+    /// `shuffle`: a new order every epoch, from `seed`: a full permutation
+    /// when the decoded store fits the reader's cache, else the block pool
+    /// (the store's chunk blocks permuted, batches drawn from a pool of
+    /// blocks sized from the cache: each chunk decoded about once per
+    /// epoch); the choice is logged. `sampler`: "random" (a full
+    /// permutation per epoch, whatever the store), "sequential", or
+    /// "chunk-shuffle" (the block pool with 16 blocks). Default: as
+    /// `shuffle` says. `prefetch_factor` batches are read in
     /// one fused read, two reads kept in flight. `rank`/`world_size`: this
     /// process's part of every epoch. `cutoff`: build `neighbor_list` and
     /// `shifts` at this cutoff (Å) while loading, replacing stored edges.
@@ -61,7 +64,9 @@ impl DataLoader {
             .with_int64(true);
         match (sampler, shuffle) {
             (None, s) => b = b.with_shuffle(s),
-            (Some("random"), _) => b = b.with_shuffle(true),
+            // A full permutation on any store, as asked (`shuffle=True`
+            // alone picks the block pool on a store larger than the cache).
+            (Some("random"), _) => b = b.with_sampler(RandomSampler::new(reader.ds.len(), seed)),
             (Some("sequential"), false) => {}
             (Some("sequential"), true) => {
                 return Err(PyValueError::new_err("sampler=\"sequential\" with shuffle=True: choose one"));

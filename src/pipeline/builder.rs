@@ -80,7 +80,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     ///   left in the pool; a used-up block is replaced by the next. `K` is
     ///   the number of blocks whose decoded chunks fill half of the cache the
     ///   resident (per-system) arrays leave, at least
-    ///   [`MIN_POOL_BLOCKS`](crate::pipeline::MIN_POOL_BLOCKS); a cache of 0
+    ///   [`MIN_POOL_BLOCKS`](crate::sampler::MIN_POOL_BLOCKS); a cache of 0
     ///   bytes gets that minimum. Each chunk is then decoded about once per
     ///   epoch. With ranks, each rank draws only from its own blocks (see
     ///   [`with_rank`](Self::with_rank)).

@@ -39,4 +39,3 @@ pub(crate) use loader::DataLoader;
 pub use loader::{HostIter, LoaderIter};
 pub(crate) use plan::LoaderState;
 pub(crate) use prefetch::Prefetcher;
-pub use shuffle::MIN_POOL_BLOCKS;

@@ -11,35 +11,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, shuffle};
-use crate::source::{CacheFit, Reader};
+use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, pool_blocks, shuffle};
+use crate::source::Reader;
 
 use super::plan::lock;
-
-/// The fewest blocks a pool chosen from the cache holds: about 40 distinct
-/// blocks in a batch of 64 once the pool is full. A cache too small for
-/// that many blocks' chunks still gets this many (it then decodes some
-/// chunks twice) rather than batches drawn from a handful of blocks.
-pub const MIN_POOL_BLOCKS: usize = 64;
-
-/// How the pool size is found: the pool may take half of the cache that
-/// the resident arrays leave, so that the chunks of the blocks that replace
-/// used-up ones, and the pool's chunks straddling a block's ends, fit too.
-const POOL_SHARE_OF_CACHE: u64 = 2;
-
-/// Pool blocks for a store of `blocks` blocks whose decoded sizes are
-/// `fit`: `None` (a full permutation) when the store fits the cache or the
-/// pool would hold every block.
-pub(crate) fn pool_blocks(fit: CacheFit, blocks: usize) -> Option<usize> {
-    if fit.fits() || blocks == 0 {
-        return None;
-    }
-    let free = fit.cache_bytes.saturating_sub(fit.resident_bytes) / POOL_SHARE_OF_CACHE;
-    // u128: `free * blocks` cannot overflow.
-    let k = (u128::from(free) * blocks as u128 / u128::from(fit.bulky_bytes().max(1))) as usize;
-    let k = k.max(MIN_POOL_BLOCKS);
-    (k < blocks).then_some(k)
-}
 
 /// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
 /// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
@@ -193,27 +168,5 @@ impl Sampler for DefaultShuffle {
 
     fn len(&self) -> usize {
         self.len
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pool_takes_half_the_cache_the_resident_arrays_leave() {
-        let mib = 1u64 << 20;
-        let fit = |decoded: u64, resident: u64, cache: u64| CacheFit {
-            decoded_bytes: decoded * mib,
-            resident_bytes: resident * mib,
-            cache_bytes: cache * mib,
-        };
-        assert_eq!(pool_blocks(fit(1000, 100, 1280), 1000), None); // fits
-        // 3,200 MiB in 1,000 blocks (3.1 MiB bulky each); (1280 - 200) / 2 = 540 MiB.
-        assert_eq!(pool_blocks(fit(3200, 200, 1280), 1000), Some(180));
-        // Never fewer than MIN_POOL_BLOCKS, never all blocks.
-        assert_eq!(pool_blocks(fit(100_000, 0, 1280), 1000), Some(MIN_POOL_BLOCKS));
-        assert_eq!(pool_blocks(fit(100_000, 0, 0), 1000), Some(MIN_POOL_BLOCKS));
-        assert_eq!(pool_blocks(fit(2000, 0, 1280), 100), None);
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::source::Reader;
+use crate::source::{CacheFit, Reader};
 
 use super::{BatchSampler, Sampler, Shard, below, epoch_rng, shuffle};
 
@@ -18,6 +18,43 @@ pub const DEFAULT_BUFFER_BLOCKS: usize = 16;
 /// per batch drawn until it holds `K`. The first read window then decodes
 /// a few blocks rather than the whole pool.
 pub const POOL_RAMP_BLOCKS: usize = 4;
+
+/// The fewest blocks a pool chosen from the cache holds: about 40 distinct
+/// blocks in a batch of 64 once the pool is full. A cache too small for
+/// that many blocks' chunks still gets this many (it then decodes some
+/// chunks twice) rather than batches drawn from a handful of blocks.
+pub const MIN_POOL_BLOCKS: usize = 64;
+
+/// How the pool size is found: the pool may take half of the cache that
+/// the resident arrays leave, so that the chunks of the blocks that replace
+/// used-up ones, and the pool's chunks straddling a block's ends, fit too.
+const POOL_SHARE_OF_CACHE: u64 = 2;
+
+/// Pool blocks for a store of `blocks` blocks whose decoded sizes are
+/// `fit`: `None` (a full permutation) when the store fits the cache or the
+/// pool would hold every block. The rule `with_shuffle(true)` and
+/// [`SizeAwareSampler::from_reader`](crate::sampler::SizeAwareSampler::from_reader) follow.
+///
+/// ```
+/// use atomzarr::sampler::{MIN_POOL_BLOCKS, pool_blocks};
+/// use atomzarr::source::CacheFit;
+/// let mib = 1u64 << 20;
+/// let fit = CacheFit { decoded_bytes: 3200 * mib, resident_bytes: 200 * mib, cache_bytes: 1280 * mib };
+/// // (1280 - 200) / 2 MiB of pool over 3 MiB bulky blocks.
+/// assert_eq!(pool_blocks(fit, 1000), Some(180));
+/// assert_eq!(pool_blocks(CacheFit { cache_bytes: 0, ..fit }, 1000), Some(MIN_POOL_BLOCKS));
+/// assert_eq!(pool_blocks(CacheFit { cache_bytes: 4000 * mib, ..fit }, 1000), None);
+/// ```
+pub fn pool_blocks(fit: CacheFit, blocks: usize) -> Option<usize> {
+    if fit.fits() || blocks == 0 {
+        return None;
+    }
+    let free = fit.cache_bytes.saturating_sub(fit.resident_bytes) / POOL_SHARE_OF_CACHE;
+    // u128: `free * blocks` cannot overflow.
+    let k = (u128::from(free) * blocks as u128 / u128::from(fit.bulky_bytes().max(1))) as usize;
+    let k = k.max(MIN_POOL_BLOCKS);
+    (k < blocks).then_some(k)
+}
 
 /// Block-pool shuffle: reads a store larger than its chunk cache in random
 /// order while decoding each chunk about once per epoch.
@@ -414,14 +451,23 @@ impl ChunkShuffleSampler {
             let cap = k.min(POOL_RAMP_BLOCKS.max(1) + t / self.batch_size);
             while pool.len() < cap && next < runs.len() {
                 let (s, e) = runs[next];
-                pool.push((s..e).collect());
+                // Shuffled on entry, then taken from the end: the same as
+                // drawing a uniformly random sample left in the block, with
+                // the random accesses inside one block at a time (popping
+                // from 64 blocks' lists at random places was bound by cache
+                // misses).
+                let mut block: Vec<usize> = (s..e).collect();
+                shuffle(&mut block, &mut rng);
+                pool.push(block);
                 next += 1;
             }
-            // A block uniformly, then one of its samples: every resident
-            // block is drawn from at the same rate, whatever is left of it.
+            // A block uniformly, then its next sample: every resident block
+            // is drawn from at the same rate, whatever is left of it.
             let b = below(&mut rng, pool.len() as u64) as usize;
-            let j = below(&mut rng, pool[b].len() as u64) as usize;
-            out.push(self.item(pool[b].swap_remove(j)));
+            // A resident block is never empty: emptied ones leave below.
+            if let Some(p) = pool[b].pop() {
+                out.push(self.item(p));
+            }
             if pool[b].is_empty() {
                 pool.swap_remove(b);
             }
@@ -610,5 +656,27 @@ mod tests {
         let drop = s.clone().with_drop_last(true);
         assert_eq!(Sampler::len(&drop), 480);
         assert_eq!(BatchSampler::batches(&drop, 0).len(), 15);
+    }
+}
+
+#[cfg(test)]
+mod pool_size_tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_takes_half_the_cache_the_resident_arrays_leave() {
+        let mib = 1u64 << 20;
+        let fit = |decoded: u64, resident: u64, cache: u64| CacheFit {
+            decoded_bytes: decoded * mib,
+            resident_bytes: resident * mib,
+            cache_bytes: cache * mib,
+        };
+        assert_eq!(pool_blocks(fit(1000, 100, 1280), 1000), None); // fits
+        // 3,200 MiB in 1,000 blocks (3.1 MiB bulky each); (1280 - 200) / 2 = 540 MiB.
+        assert_eq!(pool_blocks(fit(3200, 200, 1280), 1000), Some(180));
+        // Never fewer than MIN_POOL_BLOCKS, never all blocks.
+        assert_eq!(pool_blocks(fit(100_000, 0, 1280), 1000), Some(MIN_POOL_BLOCKS));
+        assert_eq!(pool_blocks(fit(100_000, 0, 0), 1000), Some(MIN_POOL_BLOCKS));
+        assert_eq!(pool_blocks(fit(2000, 0, 1280), 50), None); // 64 blocks would be all of them
     }
 }

@@ -42,7 +42,7 @@ mod distributed;
 mod mixing;
 mod size_aware;
 
-pub use chunk_shuffle::{ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS, POOL_RAMP_BLOCKS};
+pub use chunk_shuffle::{ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks};
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
 pub use mixing::{
     EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,

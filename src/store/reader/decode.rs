@@ -197,8 +197,21 @@ impl AtomicDataZarrReader {
     /// Decodes every chunk the physical samples need, once each, in parallel
     /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
     pub(super) fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
-        let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
         let plans = needed_chunks_per_field(st, physical, |f| f.wanted(opts));
+        self.decode_planned(st, physical, plans, opts)
+    }
+
+    /// As [`decode_needed`](Self::decode_needed), with the chunk plan of
+    /// `physical` already made (`needed_chunks_per_field` over the fields
+    /// `opts` wants).
+    pub(super) fn decode_planned(
+        &self,
+        st: &State,
+        physical: &[usize],
+        plans: Vec<Vec<u64>>,
+        opts: CollateOptions,
+    ) -> Result<Vec<Decoded>> {
+        let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
         let tasks: Vec<(usize, u64)> =
             plans.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
         // Cache lookups first, on this thread: only decodes are worth rayon's

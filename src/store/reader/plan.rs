@@ -7,36 +7,20 @@
 
 use crate::data::Level;
 
-use crate::data::{Pointers, chunks_of};
+use crate::data::chunks_of;
 
-/// The sorted unique chunk ids of an array that `physical` samples touch.
-pub fn needed_chunks(ptrs: Pointers<'_>, level: Level, chunk_rows: u64, physical: &[usize]) -> Vec<u64> {
-    let mut ids: Vec<u64> = Vec::with_capacity(physical.len());
-    for &p in physical {
-        let r = chunks_of(&ptrs.rows(level, p), chunk_rows);
-        // Consecutive samples usually share a chunk; skip the obvious repeats
-        // before the sort so the vector stays small.
-        for c in r {
-            if ids.last() != Some(&c) {
-                ids.push(c);
-            }
-        }
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
-/// [`needed_chunks`] of every field of `st` that `wanted` keeps (an empty
-/// list for the others), in field order. Fields on one axis with one chunk
-/// size (positions and forces, say) share a plan, computed once: a shuffled
-/// window's pointer reads are cache misses, so they are made once per axis
-/// and chunk size rather than once per field.
+/// The sorted unique chunk ids of every field of `st` that `wanted` keeps (an empty
+/// list for the others), in field order. A shuffled window's pointer reads
+/// are cache misses, so each axis's rows are read once for all its fields,
+/// and fields on one axis with one chunk size (positions and forces, say)
+/// share a plan.
 pub(super) fn needed_chunks_per_field(
     st: &super::State,
     physical: &[usize],
     wanted: impl Fn(&super::FieldArray) -> bool,
 ) -> Vec<Vec<u64>> {
+    let ptrs = st.ptrs();
+    let mut rows: Vec<(Level, Vec<std::ops::Range<u64>>)> = Vec::new();
     let mut plans: Vec<((Level, u64), Vec<u64>)> = Vec::new();
     st.fields
         .iter()
@@ -48,63 +32,56 @@ pub(super) fn needed_chunks_per_field(
             if let Some((_, p)) = plans.iter().find(|(k, _)| *k == key) {
                 return p.clone();
             }
-            let p = needed_chunks(st.ptrs(), f.level, f.chunk_rows, physical);
+            let r = match rows.iter().position(|(l, _)| *l == f.level) {
+                Some(at) => &rows[at].1,
+                None => {
+                    rows.push((f.level, physical.iter().map(|&p| ptrs.rows(f.level, p)).collect()));
+                    // Just pushed.
+                    &rows[rows.len() - 1].1
+                }
+            };
+            let p = chunks_of_rows(r, f.chunk_rows);
             plans.push((key, p.clone()));
             p
         })
         .collect()
 }
 
+/// The sorted unique chunk ids of `chunk_rows`-row chunks that `rows` touch.
+fn chunks_of_rows(rows: &[std::ops::Range<u64>], chunk_rows: u64) -> Vec<u64> {
+    let mut ids: Vec<u64> = Vec::with_capacity(rows.len());
+    for r in rows {
+        // Consecutive samples usually share a chunk; skip the obvious
+        // repeats before the sort so the vector stays small.
+        for c in chunks_of(r, chunk_rows) {
+            if ids.last() != Some(&c) {
+                ids.push(c);
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Decoded bytes of the chunks of `plans` (per field, as
+/// [`needed_chunks_per_field`] gives them).
+pub(super) fn plan_bytes(st: &super::State, plans: &[Vec<u64>]) -> u64 {
+    st.fields.iter().zip(plans).map(|(f, ids)| ids.len() as u64 * f.chunk_rows * f.row_bytes as u64).sum()
+}
+
 /// Decoded bytes of the chunks `physical` needs, over every field array.
 pub(super) fn planned_bytes(st: &super::State, physical: &[usize]) -> u64 {
-    st.fields
-        .iter()
-        .zip(needed_chunks_per_field(st, physical, |_| true))
-        .map(|(f, ids)| ids.len() as u64 * f.chunk_rows * f.row_bytes as u64)
-        .sum()
-}
-
-/// An upper bound of [`planned_bytes`] for the samples of `batches`,
-/// without sorting chunk ids: per array, no more chunks than it has, nor
-/// than the samples' rows can touch (`rows / chunk_rows + 2` each). Lets a
-/// window that cannot exceed the limit (any window of a store smaller than
-/// it) skip the exact plan.
-fn upper_bound_bytes(st: &super::State, batches: &[Vec<usize>]) -> u64 {
-    let ptrs = st.ptrs();
-    let n = st.num_samples;
-    st.fields
-        .iter()
-        .map(|f| {
-            let rows = |p: usize| {
-                let r = ptrs.rows(f.level, p);
-                r.end - r.start
-            };
-            let all = rows_on(st, f.level, n).div_ceil(f.chunk_rows.max(1));
-            let touched: u64 = batches.iter().flatten().map(|&i| rows(st.physical(i)) / f.chunk_rows.max(1) + 2).sum();
-            all.min(touched) * f.chunk_rows * f.row_bytes as u64
-        })
-        .sum()
-}
-
-/// Rows of the first `n` physical samples on `level`'s axis.
-fn rows_on(st: &super::State, level: Level, n: usize) -> u64 {
-    match level {
-        Level::Atom => st.atoms_ptr[n] as u64,
-        Level::Edge => st.edges_ptr[n] as u64,
-        Level::System => n as u64,
-    }
+    plan_bytes(st, &needed_chunks_per_field(st, physical, |_| true))
 }
 
 /// Consecutive groups of `batches` whose chunks each decode to at most
-/// `limit` bytes (a single batch over it is a group of its own): a window is
-/// decoded and copied one group at a time, so what it holds decoded at once
-/// stays bounded however scattered its samples are. One group when the whole
-/// window fits.
+/// `limit` bytes (a single batch over it is a group of its own): a window
+/// whose whole plan is over the limit is decoded and copied one group at a
+/// time, so what it holds decoded at once stays bounded however scattered
+/// its samples are.
 pub(super) fn decode_groups(st: &super::State, batches: &[Vec<usize>], limit: u64) -> Vec<std::ops::Range<usize>> {
     let physical = |b: &[Vec<usize>]| -> Vec<usize> { b.iter().flatten().map(|&i| st.physical(i)).collect() };
-    if batches.len() <= 1 || upper_bound_bytes(st, batches) <= limit || planned_bytes(st, &physical(batches)) <= limit {
-        return vec![0..batches.len()];
-    }
     let mut groups = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
     for (k, b) in batches.iter().enumerate() {
@@ -134,12 +111,10 @@ mod tests {
     }
 
     #[test]
-    fn needed_chunks_dedup_across_samples() {
-        let atoms = [0, 5, 12, 30, 31];
-        let edges = [0, 0, 0, 0, 0];
-        let p = Pointers { atoms: &atoms, edges: &edges };
-        assert_eq!(needed_chunks(p, Level::Atom, 10, &[3, 0, 1, 0]), vec![0, 1, 3]);
-        assert_eq!(needed_chunks(p, Level::Edge, 10, &[0, 1, 2, 3]), Vec::<u64>::new());
-        assert_eq!(needed_chunks(p, Level::System, 2, &[3, 0]), vec![0, 1]);
+    fn chunk_ids_dedup_across_samples() {
+        // Samples 3, 0, 1, 0 of atom offsets [0, 5, 12, 30, 31].
+        assert_eq!(chunks_of_rows(&[30..31, 0..5, 5..12, 0..5], 10), vec![0, 1, 3]);
+        assert_eq!(chunks_of_rows(&[0..0, 0..0], 10), Vec::<u64>::new());
+        assert_eq!(chunks_of_rows(&[3..4, 0..1], 2), vec![0, 1]);
     }
 }

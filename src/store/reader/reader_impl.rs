@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
-use super::plan::{decode_groups, needed_chunks_per_field};
+use super::plan::{decode_groups, needed_chunks_per_field, plan_bytes};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::source::{ChunkedReader, DecodeCounters, Reader, SampleMetadata};
@@ -98,9 +98,23 @@ impl Reader for AtomicDataZarrReader {
         }
         out.resize_with(batches.len(), CollatedBatch::default);
         let limit = self.window_decode_bytes;
-        for g in decode_groups(&st, batches, limit) {
-            let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
-            let dec = self.decode_needed(&st, &physical, opts)?;
+        // The window's plan, made once: it sizes the window against the
+        // limit and, when it fits (nearly always), drives the decode.
+        let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
+        let plans = needed_chunks_per_field(&st, &physical, |f| f.wanted(opts));
+        let (groups, mut whole) = if batches.len() <= 1 || plan_bytes(&st, &plans) <= limit {
+            (vec![0..batches.len()], Some(plans))
+        } else {
+            (decode_groups(&st, batches, limit), None)
+        };
+        for g in groups {
+            let dec = match whole.take() {
+                Some(plans) => self.decode_planned(&st, &physical, plans, opts)?,
+                None => {
+                    let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
+                    self.decode_needed(&st, &physical, opts)?
+                }
+            };
             out[g.clone()].par_iter_mut().zip(batches[g].par_iter()).try_for_each(|(dst, b)| -> Result<()> {
                 self.collate_into(&st, &dec, b, opts, dst)?;
                 if !st.strings.is_empty() {
