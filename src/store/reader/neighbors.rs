@@ -62,26 +62,25 @@ impl AtomicDataZarrReader {
         st: &State,
         f: &FieldArray,
         dec: &Decoded,
-        physical: &[usize],
+        rows: &super::rows::BatchRows,
         logical: &[usize],
         batch_atoms: &[i64],
         dst: &mut HostData,
     ) -> Result<()> {
-        let ptrs = st.ptrs();
         // Every chunk these rows come from was checked when it was decoded.
         let bad = f
             .any_bad
             .load(std::sync::atomic::Ordering::Acquire)
             .then(|| f.bad_samples.read().unwrap_or_else(std::sync::PoisonError::into_inner));
-        for (k, &p) in physical.iter().enumerate() {
-            if let Some(&ahead) = physical.get(k + super::rows::PREFETCH_AHEAD) {
-                self.prefetch_rows(f, dec, ptrs.rows(f.level, ahead));
+        for (k, &p) in rows.physical.iter().enumerate() {
+            if k + super::rows::PREFETCH_AHEAD < rows.physical.len() {
+                self.prefetch_rows(f, dec, rows.rows(f.level, k + super::rows::PREFETCH_AHEAD));
             }
-            let lo = ptrs.atoms[p];
+            let lo = rows.atoms[k].start as i64;
             let start = dst.len();
-            self.copy_neighbors(f, dec, ptrs.rows(f.level, p), lo, batch_atoms[k], dst)?;
+            self.copy_neighbors(f, dec, rows.rows(f.level, k), lo, batch_atoms[k], dst)?;
             if bad.as_ref().is_some_and(|b| b.contains(&p)) {
-                let n = (ptrs.atoms[p + 1] - lo) as u64;
+                let n = rows.atoms[k].end - rows.atoms[k].start;
                 return Err(bad_indices(dst, start, batch_atoms[k], n, |r| self.range_error_in(st, logical[k], r)));
             }
         }

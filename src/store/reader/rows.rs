@@ -96,19 +96,12 @@ impl AtomicDataZarrReader {
     }
 
     /// Appends field `f`'s rows of the samples `physical` (in order) to `dst`.
-    fn fill_field(
-        &self,
-        f: &FieldArray,
-        dec: &Decoded,
-        ptrs: &Pointers,
-        physical: &[usize],
-        dst: &mut HostData,
-    ) -> Result<()> {
-        for (k, &p) in physical.iter().enumerate() {
-            if let Some(&ahead) = physical.get(k + PREFETCH_AHEAD) {
-                self.prefetch_rows(f, dec, ptrs.rows(f.level, ahead));
+    fn fill_field(&self, f: &FieldArray, dec: &Decoded, rows: &BatchRows, dst: &mut HostData) -> Result<()> {
+        for k in 0..rows.len() {
+            if k + PREFETCH_AHEAD < rows.len() {
+                self.prefetch_rows(f, dec, rows.rows(f.level, k + PREFETCH_AHEAD));
             }
-            self.copy_rows(f, dec, ptrs.rows(f.level, p), dst)?;
+            self.copy_rows(f, dec, rows.rows(f.level, k), dst)?;
         }
         Ok(())
     }
@@ -154,14 +147,14 @@ impl AtomicDataZarrReader {
             })
             .collect();
         out.reset(&layout);
-        let ptrs = st.ptrs();
-        let physical: Vec<usize> = batch.iter().map(|&i| st.physical(i)).collect();
+        let rows = BatchRows::new(st.ptrs(), batch.iter().map(|&i| st.physical(i)).collect());
+        let physical = &rows.physical;
         let (mut atoms, mut edges) = (0i64, 0i64);
         let skip_edges = opts.skip_edges();
-        for &p in &physical {
-            atoms += ptrs.atoms[p + 1] - ptrs.atoms[p];
+        for k in 0..rows.len() {
+            atoms += (rows.atoms[k].end - rows.atoms[k].start) as i64;
             if !skip_edges {
-                edges += ptrs.edges[p + 1] - ptrs.edges[p];
+                edges += (rows.edges[k].end - rows.edges[k].start) as i64;
             }
             out.atoms_ptr.push(atoms);
             out.edges_ptr.push(edges);
@@ -175,14 +168,45 @@ impl AtomicDataZarrReader {
             dst.reserve(rows_total * f.row_elems);
             if f.name == NEIGHBOR_LIST {
                 // Stored indices are store-global (see STORE_FORMAT.md).
-                self.fill_neighbors(st, f, d, &physical, batch, &out.atoms_ptr, dst)?;
+                self.fill_neighbors(st, f, d, &rows, batch, &out.atoms_ptr, dst)?;
             } else {
-                self.fill_field(f, d, &ptrs, &physical, dst)?;
+                self.fill_field(f, d, &rows, dst)?;
             }
         }
         out.indices.clear();
         out.indices.extend_from_slice(batch);
         Ok(())
+    }
+}
+
+/// The rows of a batch's samples on the atom and edge axes, read from the
+/// pointer arrays once for all fields: in a shuffled batch each pointer read
+/// is a cache miss, and every field of an axis needs the same rows.
+pub(super) struct BatchRows {
+    pub(super) physical: Vec<usize>,
+    pub(super) atoms: Vec<std::ops::Range<u64>>,
+    pub(super) edges: Vec<std::ops::Range<u64>>,
+}
+
+impl BatchRows {
+    fn new(ptrs: Pointers<'_>, physical: Vec<usize>) -> BatchRows {
+        let atoms = physical.iter().map(|&p| ptrs.rows(crate::data::Level::Atom, p)).collect();
+        let edges = physical.iter().map(|&p| ptrs.rows(crate::data::Level::Edge, p)).collect();
+        BatchRows { physical, atoms, edges }
+    }
+
+    fn len(&self) -> usize {
+        self.physical.len()
+    }
+
+    /// Sample `k`'s rows on `level`'s axis.
+    #[inline]
+    pub(super) fn rows(&self, level: crate::data::Level, k: usize) -> std::ops::Range<u64> {
+        match level {
+            crate::data::Level::Atom => self.atoms[k].clone(),
+            crate::data::Level::Edge => self.edges[k].clone(),
+            crate::data::Level::System => self.physical[k] as u64..self.physical[k] as u64 + 1,
+        }
     }
 }
 
