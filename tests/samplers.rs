@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use atomzarr::sampler::{
     BatchSampler, DistributedBatchSampler, DistributedSampler, EpochPolicy, ListSampler, MultiDatasetBatchSampler,
@@ -616,3 +616,57 @@ fn an_epochs_order_is_pinned() {
 /// `RandomSampler::new(12, 42).indices(3)` as first computed (never regenerate it
 /// to make a failing test pass: a change here reorders every user's epochs).
 const PINNED_12_42_3: [usize; 12] = [7, 2, 8, 3, 1, 10, 5, 6, 9, 4, 11, 0];
+
+#[test]
+fn size_aware_batches_on_a_store_larger_than_the_cache_stay_in_the_block_pool() {
+    use atomzarr::sampler::ChunkShuffleSampler;
+    let dir = common::tmpdir();
+    let path = dir.path().join("big.zarr");
+    let n = 20_000;
+    let samples = atomzarr::data::synth::generate(n, 2, 30, 5).unwrap();
+    let c = atomzarr::ZarrArrayConfig::default().with_chunk_size(2048);
+    AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default().with_core(c)).unwrap().write(&samples).unwrap();
+    let sizes: Vec<(usize, usize)> = samples.iter().map(|x| (x.num_atoms(), x.num_edges())).collect();
+    let o = SizeAwareOptions::default().with_max_atoms(400).with_seed(2);
+    let open = |cache: u64| {
+        atomzarr::AtomicDataZarrReader::open_opt(&path, atomzarr::ReaderOptions::default().with_cache_bytes(cache))
+            .unwrap()
+    };
+    // A cache that holds the store: today's full-epoch packing.
+    let whole = SizeAwareSampler::from_reader(&open(1 << 30), o).unwrap();
+    assert!(whole.block_pool().is_none());
+    // A cache of a tenth of the store: packed within the block pool.
+    let small = open(1 << 20);
+    let s = SizeAwareSampler::from_reader(&small, o).unwrap();
+    let pool = s.block_pool().expect("a block pool on a store larger than the cache");
+    let k = pool.buffer_blocks();
+    let starts = atomzarr::source::ChunkedReader::chunk_blocks(&small);
+    let block_of = |i: usize| starts.partition_point(|&b| b <= i);
+    for (name, sampler) in [("full epoch", &whole), ("block pool", &s)] {
+        let batches = sampler.batches(1);
+        let mut all = batches.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..n).collect::<Vec<_>>(), "{name}: every sample once");
+        let fill: f64 =
+            batches.iter().map(|b| b.iter().map(|&i| sizes[i].0).sum::<usize>() as f64 / 400.0).sum::<f64>()
+                / batches.len() as f64;
+        // Reported in docs/PERFORMANCE.md: the mean fill of max_atoms.
+        eprintln!("{name}: {} batches, mean fill of max_atoms {fill:.4}", batches.len());
+        assert!(fill > 0.97, "{name}: mean fill {fill}");
+        // A window of 8 consecutive batches: within the pool (plus the
+        // blocks that replace used-up ones while a packing pool of 2,048
+        // samples is drawn), or all over the store.
+        let touched = |w: &[Vec<usize>]| w.concat().into_iter().map(block_of).collect::<BTreeSet<_>>().len();
+        let widest = batches.chunks(8).map(touched).max().unwrap();
+        let smallest = starts.windows(2).map(|w| w[1] - w[0]).min().unwrap();
+        if name == "block pool" {
+            let bound = k + 2 * (2048 / smallest + 1);
+            assert!(widest <= bound, "{widest} blocks in a window, K = {k}, at most {bound}");
+        } else {
+            assert!(widest > 2 * k, "{widest} blocks in a window of the full-epoch packing");
+        }
+    }
+    // The pool is the reader's, sized from its cache.
+    let want = ChunkShuffleSampler::for_reader(&small, 64).unwrap();
+    assert_eq!(pool.num_blocks(), want.num_blocks());
+}

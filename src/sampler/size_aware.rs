@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::source::Reader;
 
-use super::{BatchSampler, epoch_rng};
+use super::{BatchSampler, ChunkShuffleSampler, Sampler, epoch_rng, pool_blocks};
 
 /// Options of [`SizeAwareSampler`]. At least one of the three limits must be
 /// set; unset limits are unbounded.
@@ -144,6 +144,9 @@ pub struct SizeAwareSampler {
     sizes: Vec<(usize, usize)>,
     options: SizeAwareOptions,
     epoch0_len: usize,
+    /// The block pool whose order is packed, when the store is larger than
+    /// its cache.
+    blocks: Option<ChunkShuffleSampler>,
 }
 
 /// One batch being packed.
@@ -176,21 +179,81 @@ impl SizeAwareSampler {
         if o.pool_size == 0 {
             return Err(Error::Config("SizeAwareSampler: pool_size must be at least 1".into()));
         }
-        let mut s = SizeAwareSampler { sizes, options, epoch0_len: 0 };
+        let mut s = SizeAwareSampler { sizes, options, epoch0_len: 0, blocks: None };
         s.epoch0_len = s.batches(0).len();
         Ok(s)
     }
 
+    /// Packs the order of `pool` (a [`ChunkShuffleSampler`] over the same
+    /// samples) instead of a full permutation, and shuffles batches only
+    /// within each packing pool of `pool_size` samples, not over the epoch:
+    /// every batch then comes from the blocks resident at its point of the
+    /// epoch, so a read window decodes the pool's chunks and no others.
+    /// [`from_reader`](Self::from_reader) does this itself on a store larger
+    /// than its reader's cache. With `shuffle` off the pool is not used.
+    ///
+    /// ```
+    /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, SizeAwareOptions, SizeAwareSampler};
+    /// let sizes: Vec<(usize, usize)> = (0..1000).map(|i| (2 + i % 7, 0)).collect();
+    /// let o = SizeAwareOptions::default().with_max_atoms(64).with_pool_size(128);
+    /// let pool = ChunkShuffleSampler::new(1000, 50, 16).with_buffer_blocks(4);
+    /// let s = SizeAwareSampler::new(sizes, o).unwrap().with_block_pool(pool).unwrap();
+    /// // 4 blocks resident: any batch holds samples of at most a few blocks.
+    /// for b in s.batches(0) {
+    ///     let mut blocks: Vec<usize> = b.iter().map(|i| i / 50).collect();
+    ///     blocks.sort();
+    ///     blocks.dedup();
+    ///     assert!(blocks.len() <= 8);
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `pool` draws another number of samples.
+    pub fn with_block_pool(mut self, pool: ChunkShuffleSampler) -> Result<Self> {
+        if pool.num_samples() != self.sizes.len() {
+            return Err(Error::Config(format!(
+                "SizeAwareSampler: the block pool draws {} samples, the sampler has {}",
+                pool.num_samples(),
+                self.sizes.len()
+            )));
+        }
+        self.blocks = Some(pool.with_seed(self.options.seed));
+        self.epoch0_len = self.batches(0).len();
+        Ok(self)
+    }
+
+    /// The block pool whose order is packed, if any.
+    pub fn block_pool(&self) -> Option<&ChunkShuffleSampler> {
+        self.blocks.as_ref()
+    }
+
     /// As [`SizeAwareSampler::new`], with sizes from `reader.get_metadata`
     /// for every index (a [`Dataset`](crate::Dataset), a
-    /// [`MultiReader`](crate::MultiReader) or any other reader).
+    /// [`MultiReader`](crate::MultiReader) or any other reader). On a store
+    /// larger than its reader's cache (the rule of
+    /// [`pool_blocks`](crate::sampler::pool_blocks)) it packs a block pool's
+    /// order ([`with_block_pool`](Self::with_block_pool)), as
+    /// `with_shuffle(true)` reads one.
     ///
     /// # Errors
     /// The reader's error from [`Reader::get_metadata`]; otherwise as
     /// [`SizeAwareSampler::new`].
     pub fn from_reader<R: Reader + ?Sized>(reader: &R, options: SizeAwareOptions) -> Result<Self> {
         let sizes = (0..reader.len()).map(|i| reader.get_metadata(i)).collect::<Result<Vec<_>>>()?;
-        Self::new(sizes, options)
+        let s = Self::new(sizes, options)?;
+        let Some(chunked) = reader.chunked().filter(|_| options.shuffle) else { return Ok(s) };
+        let blocks = ChunkShuffleSampler::for_reader(reader, options.max_batch_size.unwrap_or(64))?;
+        match pool_blocks(chunked.cache_fit(), blocks.num_blocks()) {
+            Some(k) => {
+                log::info!(
+                    "size-aware batches: packed within a block pool of {k} of {} blocks ({} is larger than its cache)",
+                    blocks.num_blocks(),
+                    reader.name()
+                );
+                s.with_block_pool(blocks.with_buffer_blocks(k))
+            }
+            None => Ok(s),
+        }
     }
 
     /// `(num_atoms, num_edges)` per sample.
@@ -261,16 +324,25 @@ impl SizeAwareSampler {
 
 impl BatchSampler for SizeAwareSampler {
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let mut order: Vec<usize> = (0..self.sizes.len()).collect();
         let mut rng = epoch_rng(self.options.seed, epoch);
-        if self.options.shuffle {
+        let (mut order, blocks) = match (&self.blocks, self.options.shuffle) {
+            (Some(b), true) => (b.indices(epoch), true),
+            _ => ((0..self.sizes.len()).collect(), false),
+        };
+        if self.options.shuffle && !blocks {
             super::shuffle(&mut order, &mut rng);
         }
         let mut out = Vec::new();
         for pool in order.chunks_mut(self.options.pool_size) {
+            let from = out.len();
             self.pack_pool(pool, &mut out);
+            if blocks {
+                // Within the packing pool only: its batches share the
+                // resident blocks.
+                super::shuffle(&mut out[from..], &mut rng);
+            }
         }
-        if self.options.shuffle {
+        if self.options.shuffle && !blocks {
             super::shuffle(&mut out, &mut rng);
         }
         out
