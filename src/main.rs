@@ -325,6 +325,14 @@ struct ReadArgs {
     /// the cache).
     #[arg(long)]
     max_samples: Option<usize>,
+    /// Read rank R's part of the epoch (of --world-size ranks), as a
+    /// data-parallel rank's loader does (with default-shuffle: its own
+    /// blocks).
+    #[arg(long, default_value_t = 0)]
+    rank: usize,
+    /// Ranks the epoch is split over (see --rank).
+    #[arg(long, default_value_t = 1)]
+    world_size: usize,
     /// Ask the loader for pinned host staging.
     #[arg(long)]
     pin_memory: bool,
@@ -425,6 +433,8 @@ impl ReadArgs {
             buffer_blocks: self.buffer_blocks,
             decode_floor: self.decode_floor,
             max_samples: self.max_samples,
+            rank: self.rank,
+            world_size: self.world_size,
             batch_size: self.batch_size,
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,

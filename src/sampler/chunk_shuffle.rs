@@ -84,9 +84,11 @@ pub fn pool_blocks(fit: CacheFit, blocks: usize) -> Option<usize> {
 ///
 /// Ranks ([`with_shard`](Self::with_shard), or the loader's
 /// [`with_rank`](crate::pipeline::DataLoaderBuilder::with_rank)) own blocks:
-/// all ranks permute the blocks alike and rank `r` takes the `r`-th
-/// contiguous stretch of the permuted order, so a rank decodes only its own
-/// blocks (the stretch ends may cut a block in two).
+/// the store is cut into one contiguous region per rank (in storage order;
+/// the cuts may split a block in two), the regions are dealt to the ranks
+/// anew every epoch, and each rank permutes and draws its region's blocks
+/// through its own pool. A rank then decodes only its region's chunks, of
+/// every array (per-system arrays too), about `1 / world_size` of the store.
 ///
 /// Why not a sampler from a crate: none of the Rust shuffle-buffer crates is
 /// seeded per epoch, shards by rank, or reads its blocks from a Zarr store's
@@ -291,11 +293,12 @@ impl ChunkShuffleSampler {
 
     /// This rank's share (default: the whole epoch), as a batch sampler or
     /// sampler of one rank. Every rank must use the same blocks, seed and
-    /// `K`: all then permute the blocks alike, and rank `r` takes the `r`-th
-    /// contiguous stretch of that permuted order, drawn through its own
-    /// pool. As with [`Shard::apply`], shares are disjoint and cover the
-    /// epoch, all of one length, the tail padded with samples from the start
-    /// (or dropped).
+    /// `K`: the store is cut into one region of `ceil(n / world_size)`
+    /// samples per rank (the last one padded with samples from the start, or
+    /// cut with `drop_last`), regions are dealt to the ranks per epoch, and
+    /// each rank draws its region through its own pool. As with
+    /// [`Shard::apply`], shares are disjoint and cover the epoch, all of one
+    /// length.
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.shard = shard;
         self
@@ -352,10 +355,12 @@ impl ChunkShuffleSampler {
     }
 
     /// The sample order rank `rank` of `world_size` reads in `epoch`, with
-    /// no padding: the part `[n * rank / world_size, n * (rank + 1) /
-    /// world_size)` of the permuted blocks' samples, drawn through the pool.
-    /// The ranks' orders are disjoint and together hold every sample once.
-    /// (The shard set by [`with_shard`](Self::with_shard) plays no part.)
+    /// no padding: one of the regions `[n * q / world_size, n * (q + 1) /
+    /// world_size)` of the store (dealt to the ranks per epoch, each rank's
+    /// of the length of region `rank`), its blocks permuted and drawn
+    /// through the pool. The ranks' orders are disjoint and together hold
+    /// every sample once. (The shard set by [`with_shard`](Self::with_shard)
+    /// plays no part.)
     ///
     /// ```
     /// use atomzarr::sampler::ChunkShuffleSampler;
@@ -365,11 +370,27 @@ impl ChunkShuffleSampler {
     /// assert_eq!(all, (0..1000).collect::<Vec<_>>());
     /// ```
     pub fn rank_order(&self, epoch: u64, rank: usize, world_size: usize) -> Vec<usize> {
-        let (n, w) = (self.num_samples() as u128, world_size.max(1) as u128);
-        let r = rank.min(world_size.max(1) - 1) as u128;
+        let w = world_size.max(1);
+        let n = self.num_samples();
         // u128: n * w fits whatever the sizes.
-        let (lo, hi) = ((n * r / w) as usize, (n * (r + 1) / w) as usize);
-        self.drawn(epoch, rank, lo, hi)
+        let bound = |q: usize| (n as u128 * q as u128 / w as u128) as usize;
+        let size = |q: usize| bound(q + 1) - bound(q);
+        let q = self.region_of(epoch, rank.min(w - 1), w, size);
+        self.drawn(epoch, rank, bound(q), bound(q + 1))
+    }
+
+    /// The region (of `w` equal stretches of the store, in storage order)
+    /// rank `r` reads in `epoch`: the regions are dealt to the ranks anew
+    /// every epoch, among regions of one size (`size(q)`), so that every
+    /// rank's share keeps the length the loader's rounds give it.
+    fn region_of(&self, epoch: u64, r: usize, w: usize, size: impl Fn(usize) -> usize) -> usize {
+        if w == 1 {
+            return 0;
+        }
+        let same: Vec<usize> = (0..w).filter(|&q| size(q) == size(r)).collect();
+        let mut dealt = same.clone();
+        shuffle(&mut dealt, &mut epoch_rng(self.seed ^ 0x5851_F42D_4C95_7F2D, epoch));
+        same.iter().position(|&q| q == r).map_or(r, |at| dealt[at])
     }
 
     /// The order a [`DataLoader`](crate::DataLoader) with `world_size`
@@ -405,31 +426,26 @@ impl ChunkShuffleSampler {
         out
     }
 
-    /// This rank's runs of the permuted block order between sample
-    /// positions `lo` and `hi` (cycling for padding): `(start, end)` ranges
-    /// of `items` positions, each inside one block.
+    /// The runs of blocks between storage positions `lo` and `hi` (cycling
+    /// past the end for padding), in an order permuted per epoch:
+    /// `(start, end)` ranges of `items` positions, each inside one block.
     fn runs(&self, epoch: u64, lo: usize, hi: usize) -> Vec<(usize, usize)> {
         let n = self.num_samples();
-        let mut order: Vec<usize> = (0..self.num_blocks()).collect();
-        shuffle(&mut order, &mut epoch_rng(self.seed, epoch));
         let mut runs = Vec::new();
         if n == 0 || lo >= hi {
             return runs;
         }
-        let mut pos = 0usize;
-        'outer: loop {
-            for &b in &order {
-                let (s, e) = (self.bounds[b], self.bounds[b + 1]);
-                let (a, z) = (pos.max(lo), (pos + e - s).min(hi));
-                if a < z {
-                    runs.push((s + a - pos, s + z - pos));
-                }
-                pos += e - s;
-                if pos >= hi {
-                    break 'outer;
-                }
-            }
+        let mut pos = lo;
+        while pos < hi {
+            let at = pos % n;
+            // The block holding `at`, and how much of it lies before `hi`.
+            let b = self.bounds.partition_point(|&s| s <= at) - 1;
+            let end = (self.bounds[b + 1] - at).min(hi - pos);
+            runs.push((at, at + end));
+            pos += end;
         }
+        // Seeded by the region too: regions permute their blocks apart.
+        shuffle(&mut runs, &mut epoch_rng(self.seed ^ (lo as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), epoch));
         runs
     }
 
@@ -497,8 +513,9 @@ impl BatchSampler for ChunkShuffleSampler {
     /// the pool and cut into batches.
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
         let per_rank = self.shard.len_of(self.num_samples());
-        let lo = self.shard.rank() * per_rank;
-        let order = self.drawn(epoch, self.shard.rank(), lo, lo + per_rank);
+        let (r, w) = (self.shard.rank(), self.shard.world_size());
+        let lo = self.region_of(epoch, r, w, |_| per_rank) * per_rank;
+        let order = self.drawn(epoch, r, lo, lo + per_rank);
         let mut out: Vec<Vec<usize>> = order.chunks(self.batch_size).map(<[usize]>::to_vec).collect();
         if self.drop_last && out.last().is_some_and(|b| b.len() < self.batch_size) {
             out.pop();

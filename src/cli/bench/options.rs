@@ -122,8 +122,23 @@ pub fn chunk_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOption
 /// permutation): what a loader with `with_shuffle(true)` reads.
 pub fn default_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOptions) -> (Vec<usize>, Option<usize>) {
     use crate::sampler::Sampler;
-    let s = crate::pipeline::shuffle::DefaultShuffle::new(reader, None, opts.batch_size, opts.seed, 1);
+    let s = crate::pipeline::shuffle::DefaultShuffle::new(reader, None, opts.batch_size, opts.seed, opts.world_size);
     (s.indices(0), s.pool())
+}
+
+/// Rank `opts.rank`'s part of the global `order`, as a loader with
+/// `with_rank(rank, world_size)` cuts it: rounds of `world_size *
+/// batch_size` samples, the rank taking the `rank`-th part of each.
+pub fn rank_part(order: &[usize], opts: &ReadOptions) -> Vec<usize> {
+    let (w, r) = (opts.world_size.max(1), opts.rank);
+    if w == 1 {
+        return order.to_vec();
+    }
+    order
+        .chunks(w * opts.batch_size.max(1))
+        .flat_map(|round| &round[round.len() * r / w..round.len() * (r + 1) / w])
+        .copied()
+        .collect()
 }
 
 /// The read side of a benchmark run.
@@ -142,6 +157,11 @@ pub struct ReadOptions {
     /// Read only the first this many samples of the order (a timed prefix
     /// of the epoch, for orders too slow to run whole); `None`: all.
     pub max_samples: Option<usize>,
+    /// This rank (of `world_size`): its part of the epoch is read, as a
+    /// loader built `with_rank(rank, world_size)` reads it.
+    pub rank: usize,
+    /// Ranks the epoch is split over.
+    pub world_size: usize,
     /// Also time the decode floor: every inner chunk decoded once, on all
     /// cores (see [`AtomicDataZarrReader::decode_every_chunk`](crate::AtomicDataZarrReader::decode_every_chunk)).
     pub decode_floor: bool,
@@ -180,6 +200,8 @@ impl Default for ReadOptions {
             buffer_blocks: crate::sampler::DEFAULT_BUFFER_BLOCKS,
             decode_floor: false,
             max_samples: None,
+            rank: 0,
+            world_size: 1,
             batch_size: 64,
             prefetch_factor: 16,
             pin_memory: false,
@@ -215,6 +237,9 @@ impl ReadOptions {
         }
         if self.epochs == 0 {
             return Err(Error::Config("epochs must be >= 1, got 0".into()));
+        }
+        if self.world_size == 0 || self.rank >= self.world_size {
+            return Err(Error::Config(format!("rank {} out of range for world_size {}", self.rank, self.world_size)));
         }
         if self.paths.is_empty() {
             return Err(Error::Config("at least one read mode is needed".into()));

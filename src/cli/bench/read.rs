@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::content::{batch_bytes, sample_bytes, sample_hash};
 use super::memory::{peak_rss, reset_peak_rss};
 use super::options::{
-    ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, read_order,
+    ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, rank_part, read_order,
 };
 use crate::ReaderOptions;
 use crate::data::{AtomicData, CollatedBatch, HostData};
@@ -35,6 +35,7 @@ struct Tally {
 }
 
 impl Tally {
+    /// A tally over a store of `n` samples.
     fn new(n: usize, checksum: bool) -> Tally {
         Tally {
             seen: vec![false; n],
@@ -110,11 +111,12 @@ pub fn time_reads(
         return Err(Error::inconsistent(store, "/", format!("expected {e} readable samples, found {n}")));
     }
     let t_order = Instant::now();
-    let (mut order, pool_blocks) = match opts.order {
+    let (order, pool_blocks) = match opts.order {
         ReadOrder::ChunkShuffle => (chunk_shuffle_order(&*reader, opts)?, Some(opts.buffer_blocks)),
         ReadOrder::DefaultShuffle => default_shuffle_order(&*reader, opts),
         o => (read_order(n, o, opts.seed, opts.block_size)?, None),
     };
+    let mut order = rank_part(&order, opts);
     if let Some(m) = opts.max_samples {
         order.truncate(m);
     }
@@ -197,7 +199,7 @@ pub(super) fn open_reader(
 fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
     let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
     let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
-    let mut tally = Tally::new(order.len(), opts.checksum);
+    let mut tally = Tally::new(reader.len(), opts.checksum);
     std::thread::scope(|scope| -> Result<()> {
         // A rendezvous channel: the window being read and the one being
         // consumed are all that exist at once (a buffered one let a third
@@ -262,7 +264,7 @@ fn with_cutoff(batches: &mut [CollatedBatch], opts: &ReadOptions) -> Result<()> 
 
 /// The single path: one `read(i)` per sample.
 fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
-    let mut tally = Tally::new(order.len(), opts.checksum);
+    let mut tally = Tally::new(reader.len(), opts.checksum);
     for &i in order {
         let mut s = reader.read(i as i64)?;
         if let Some(c) = opts.cutoff {
@@ -306,7 +308,7 @@ fn read_loader(
         .with_pin_memory(opts.pin_memory);
     builder = if opts.order == ReadOrder::DefaultShuffle {
         // Exactly what a user's shuffled loader reads (its own plan).
-        builder.with_shuffle(true).with_seed(opts.seed)
+        builder.with_shuffle(true).with_seed(opts.seed).with_rank(opts.rank, opts.world_size)
     } else {
         builder.with_sampler(ListSampler::new(order.to_vec()))
     };
@@ -314,7 +316,7 @@ fn read_loader(
         builder = builder.with_cutoff(c);
     }
     let loader = builder.build(&device)?;
-    let mut tally = Tally::new(order.len(), opts.checksum);
+    let mut tally = Tally::new(reader.len(), opts.checksum);
     let mut k = 0;
     for batch in loader.iter() {
         let batch: AtomicBatch<B> = batch?;
