@@ -312,8 +312,8 @@ struct ReadArgs {
     /// Contiguous block size of block-shuffle.
     #[arg(long, default_value_t = 8192)]
     read_order_block_size: usize,
-    /// Blocks chunk-shuffle interleaves at a time (K): more mixes more
-    /// blocks into each batch and needs more cache.
+    /// Blocks in chunk-shuffle's pool (K): more mixes more blocks into each
+    /// batch and needs more cache (default-shuffle sizes K from the cache).
     #[arg(long, default_value_t = atomzarr::sampler::DEFAULT_BUFFER_BLOCKS)]
     buffer_blocks: usize,
     /// Also time the decode floor (every inner chunk decoded once on all

@@ -23,7 +23,7 @@
 //! | [`DistributedSampler`], [`DistributedBatchSampler`] ([`Shard`]) | both | this rank's share of any sampler |
 //! | [`MultiDatasetSampler`] | [`Sampler`] | per-sample mixing of [`MultiReader`](crate::MultiReader) children by rates |
 //! | [`MultiDatasetBatchSampler`] | [`BatchSampler`] | exact per-dataset counts in every batch |
-//! | [`ChunkShuffleSampler`] | both | chunk-aware two-level shuffle: few chunks per read window, `K` blocks per batch, rank shares of whole blocks |
+//! | [`ChunkShuffleSampler`] | both | block-pool shuffle: chunk blocks permuted, batches drawn from `K` resident blocks, a region of the store per rank (the default shuffle of stores larger than the cache) |
 //!
 //! ```
 //! use atomzarr::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches};

@@ -152,7 +152,7 @@ pub struct ReadOptions {
     pub seed: u64,
     /// Block size of `block-shuffle`.
     pub block_size: usize,
-    /// Blocks interleaved at a time by `chunk-shuffle` (its `K`).
+    /// Blocks in the pool of `chunk-shuffle` (its `K`).
     pub buffer_blocks: usize,
     /// Read only the first this many samples of the order (a timed prefix
     /// of the epoch, for orders too slow to run whole); `None`: all.

@@ -20,20 +20,21 @@
 //!
 //! - Whole store fits (decoded size below the budget): every chunk is decoded
 //!   once per reader, whatever the read order.
-//! - Sequential or chunk-aware shuffled reads of a larger store: the budget
-//!   needs the chunks of two read windows (the one being copied and the one
-//!   announced next) plus the arrays small enough to stay resident (per-system
-//!   arrays). For [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler)
-//!   with `K` blocks in its buffer that is about `2 * K` blocks' worth of
-//!   decoded chunks plus the per-system arrays; 512 MiB holds far more than
-//!   that for the reference layout (blocks of ~180 samples, ~1 MB decoded each).
+//! - Sequential reads of a larger store: the budget needs the chunks of two
+//!   read windows (the one being copied and the one announced next) plus the
+//!   arrays small enough to stay resident (per-system arrays).
+//! - The block-pool shuffle ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler),
+//!   what `with_shuffle(true)` reads on a store larger than the cache): the
+//!   pool's `K` blocks of decoded chunks plus the resident arrays; the
+//!   loader sizes `K` so that the pool takes half of what the resident
+//!   arrays leave ([`pool_blocks`](crate::sampler::pool_blocks)).
 //! - Memory: cached chunks live in the reader's chunk pool (huge-page
 //!   advised blocks recycled by size); a block the cache evicts is reused by
 //!   the next decode rather than returned, so the process keeps what the
 //!   cache and the windows in flight needed at their peak.
 //! - A uniform random shuffle of a store several times the budget touches
 //!   nearly every chunk in every window: no budget short of the decoded store
-//!   avoids re-decoding; use the chunk-aware shuffle.
+//!   avoids re-decoding; the block pool does.
 
 use std::sync::Arc;
 use std::sync::Mutex;

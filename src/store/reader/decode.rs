@@ -247,7 +247,7 @@ impl AtomicDataZarrReader {
         let mut out = Vec::with_capacity(plans.len());
         for (ids, &narrowed) in plans.into_iter().zip(&narrowed).rev() {
             let bytes = results.split_off(results.len() - ids.len());
-            out.push(Decoded { ids, bytes, narrowed });
+            out.push(Decoded::new(ids, bytes, narrowed));
         }
         out.reverse();
         self.cache.count_request(st.sample_bytes(physical));
@@ -265,13 +265,43 @@ fn cache_key(f: &FieldArray, narrowed: bool) -> u32 {
 pub(super) struct Decoded {
     ids: Vec<u64>,
     bytes: Vec<ChunkBytes>,
+    /// `ids[0]` and, for each chunk id from it, the chunk's place in
+    /// `bytes` (`u32::MAX`: not in this request); empty when the ids are
+    /// too sparse for a table. A shuffled window holds hundreds of chunks of
+    /// an array and looks one up twice per sample: a binary search there
+    /// cost more than the copy.
+    table: (u64, Vec<u32>),
     /// The chunks of an int64 array, narrowed to int32.
     pub(super) narrowed: bool,
 }
 
+/// Chunks a request holds below which a binary search is as fast as a table.
+const TABLE_FROM: usize = 8;
+
 impl Decoded {
+    fn new(ids: Vec<u64>, bytes: Vec<ChunkBytes>, narrowed: bool) -> Decoded {
+        let mut table = (0, Vec::new());
+        if let (Some(&lo), Some(&hi)) = (ids.first(), ids.last()) {
+            let span = (hi - lo) as usize + 1;
+            // At most four slots per chunk held (and ids fit u32 places).
+            if ids.len() >= TABLE_FROM && span <= 4 * ids.len() && ids.len() < u32::MAX as usize {
+                let mut slots = vec![u32::MAX; span];
+                for (at, &c) in ids.iter().enumerate() {
+                    slots[(c - lo) as usize] = at as u32;
+                }
+                table = (lo, slots);
+            }
+        }
+        Decoded { ids, bytes, table, narrowed }
+    }
+
     #[inline]
     pub(super) fn get(&self, chunk: u64) -> Option<&ChunkBytes> {
+        let (lo, slots) = &self.table;
+        if !slots.is_empty() {
+            let at = *slots.get(usize::try_from(chunk.checked_sub(*lo)?).ok()?)?;
+            return self.bytes.get(at as usize);
+        }
         self.ids.binary_search(&chunk).ok().map(|i| &self.bytes[i])
     }
 }

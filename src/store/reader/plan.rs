@@ -50,14 +50,33 @@ pub(super) fn needed_chunks_per_field(
 /// The sorted unique chunk ids of `chunk_rows`-row chunks that `rows` touch.
 fn chunks_of_rows(rows: &[std::ops::Range<u64>], chunk_rows: u64) -> Vec<u64> {
     let mut ids: Vec<u64> = Vec::with_capacity(rows.len());
+    // Consecutive samples usually share a chunk; skip the obvious repeats.
     for r in rows {
-        // Consecutive samples usually share a chunk; skip the obvious
-        // repeats before the sort so the vector stays small.
         for c in chunks_of(r, chunk_rows) {
             if ids.last() != Some(&c) {
                 ids.push(c);
             }
         }
+    }
+    let (Some(&lo), Some(&hi)) = (ids.iter().min(), ids.iter().max()) else { return ids };
+    let span = hi - lo + 1;
+    if span <= 64 * ids.len() as u64 {
+        // A shuffled window's ids are dense in a small range: a bitmap
+        // sorts and dedups them in one pass (the sort was most of the plan).
+        let mut bits = vec![0u64; span.div_ceil(64) as usize];
+        for &c in &ids {
+            let at = c - lo;
+            bits[(at / 64) as usize] |= 1 << (at % 64);
+        }
+        ids.clear();
+        for (w, &word) in bits.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                ids.push(lo + w as u64 * 64 + u64::from(word.trailing_zeros()));
+                word &= word - 1;
+            }
+        }
+        return ids;
     }
     ids.sort_unstable();
     ids.dedup();
