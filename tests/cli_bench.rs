@@ -585,3 +585,65 @@ fn bad_options_fail_with_a_message() {
         assert!(out.stdout.is_empty() || !String::from_utf8_lossy(&out.stdout).contains("samples/s"), "{args:?}");
     }
 }
+
+#[test]
+fn default_shuffle_reads_the_block_pool_per_rank_on_a_store_larger_than_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    // 3,000 samples of 10-100 atoms in chunks of 256 rows, read with a
+    // cache of a quarter of their decoded bytes.
+    let made = rows(&[
+        "roundtrip",
+        "-n",
+        "3000",
+        "--chunk-size",
+        "256",
+        "--edge-chunk-size",
+        "256",
+        "--output-dir",
+        out,
+        "--json",
+    ]);
+    let raw = u(&made[0], "raw_bytes");
+    let store = dir.path().join("bench_3000.zarr");
+    let store = store.to_str().unwrap();
+    let cache = (raw / 4).to_string();
+    let mut seen = 0;
+    for rank in ["0", "1"] {
+        for mode in ["batch", "raw"] {
+            let r = &rows(&[
+                "read",
+                store,
+                "--json",
+                "--read-order",
+                "default-shuffle",
+                "--read-mode",
+                mode,
+                "--cache-bytes",
+                &cache,
+                "--rank",
+                rank,
+                "--world-size",
+                "2",
+            ])[0];
+            let ctx = format!("rank {rank}, {mode}");
+            // Half the epoch each, in the loader's own order, no sample twice.
+            assert_eq!(u(r, "samples_read"), 1500, "{ctx}");
+            assert_eq!(u(r, "unique_samples"), 1500, "{ctx}");
+            assert_eq!(r["order_ok"], true, "{ctx}");
+            assert!(u(r, "buffer_blocks") >= 64, "{ctx}: the pool size is reported: {r}");
+            assert!(r["first_batch_s"].as_f64().is_some_and(|t| t > 0.0 && t <= r["read_time"].as_f64().unwrap()));
+            // Its region's chunks, about half of the store's (blocks of a
+            // few samples here: chunks straddling them add up to 1x).
+            assert!(r["decode_amplification"].as_f64().unwrap() < 2.0, "{ctx}: {r}");
+            if mode == "batch" {
+                seen += u(r, "samples_read");
+            }
+        }
+    }
+    assert_eq!(seen, 3000);
+    // A cache holding the store: a full permutation, no pool.
+    let r = &rows(&["read", store, "--json", "--read-order", "default-shuffle"])[0];
+    check_complete(r, 3000, "default-shuffle, store in the cache");
+    assert!(r["buffer_blocks"].is_null());
+}
