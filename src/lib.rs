@@ -116,7 +116,8 @@
 //! │   ├── saved.rs       splits and statistics saved in the store, staleness
 //! │   ├── save.rs        saving them (AtomicDataZarrWriter::save_split, save_stats)
 //! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
-//! ├── pipeline/        dataset.rs (Dataset) and prefetch.rs (Prefetcher) → builder.rs →
+//! ├── pipeline/        dataset.rs (Dataset) and prefetch.rs (Prefetcher) → builder.rs
+//! │                    (shuffle.rs: what with_shuffle(true) reads) →
 //! │                    loader.rs (DataLoader; plan.rs: epoch plans, LoaderState; upload.rs:
 //! │                    upload threads) → batch.rs (AtomicBatch; stage.rs: fields in device
 //! │                    dtypes, pinned staging); labels.rs: losses that leave absent labels out
