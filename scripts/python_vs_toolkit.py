@@ -8,7 +8,11 @@ Two stores, written by the atomzarr CLI (stores already in --dir are reused):
 * `reference`: `atomzarr roundtrip -n 10000` (the toolkit's benchmark
   structures: 10-100 random atoms, 1-4 edges per atom);
 * `bulk`: `atomzarr roundtrip --preset bulk --min-atoms 100 --max-atoms 300
-  -n 4000` (fcc metal cells, neighbor lists at 5 Å).
+  -n 4000` (fcc metal cells, neighbor lists at 5 Å);
+* `scale`: `atomzarr roundtrip -n 10000000 --min-atoms 2 --max-atoms 4`
+  (3.2 GB decoded, over twice the default cache: atomzarr's `shuffle=True`
+  reads it through the block pool). Pass `--max-batches` for it: the
+  toolkit reads a few hundred samples a second there.
 
 Each loader reads one shuffled epoch (batch 64, prefetch 16) in a fresh
 process, --runs times, in turns:
@@ -44,16 +48,19 @@ import time
 
 STORES = {
     "reference": ["roundtrip", "-n", "10000"],
+    "scale": ["roundtrip", "-n", "10000000", "--min-atoms", "2", "--max-atoms", "4"],
     "bulk": ["roundtrip", "--preset", "bulk", "--min-atoms", "100", "--max-atoms", "300", "-n", "4000"],
 }
 LOADERS = ["toolkit", "numpy", "torch"]
 
 
-def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, epochs: int = 2) -> dict:
+def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, max_batches: int | None = None) -> dict:
     """One shuffled epoch in this process (imports done before the clock
-    starts): samples/s and peak RSS."""
+    starts), or its first `max_batches` batches: samples/s and peak RSS."""
+    import itertools
     import resource
 
+    epochs = 2 if max_batches is None else 1
     if loader == "toolkit":
         import torch
         from nvalchemi.data.datapipes import AtomicDataZarrReader, DataLoader, Dataset
@@ -64,7 +71,7 @@ def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, 
         dl = DataLoader(ds, batch_size=batch, shuffle=True, prefetch_factor=prefetch)
 
         def epoch() -> int:
-            return sum(int(b.num_graphs) for b in dl)
+            return sum(int(b.num_graphs) for b in itertools.islice(dl, max_batches))
     else:
         import atomzarr
 
@@ -74,9 +81,10 @@ def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, 
         dl = atomzarr.DataLoader(atomzarr.open(store, skip_validation=not validate), batch_size=batch, shuffle=True, seed=0, prefetch_factor=prefetch)
 
         def epoch() -> int:
+            batches = itertools.islice(dl, max_batches)
             if loader == "torch":
-                return sum(int(to_torch(b, "cpu")["num_graphs"]) for b in dl)
-            return sum(int(b["num_graphs"]) for b in dl)
+                return sum(int(to_torch(b, "cpu")["num_graphs"]) for b in batches)
+            return sum(int(b["num_graphs"]) for b in batches)
 
     n = epoch()
     took = time.perf_counter() - start
@@ -109,10 +117,11 @@ def main() -> int:
     p.add_argument("--validate", action="store_true", help="both loaders check every sample (default: skip_validation, as both benchmark CLIs)")
     p.add_argument("--stores", default="reference,bulk")
     p.add_argument("--loaders", default=",".join(LOADERS))
+    p.add_argument("--max-batches", type=int, help="time only the first N batches of the epoch (for the scale store)")
     p.add_argument("--measure", nargs=2, metavar=("LOADER", "STORE"), help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.measure:
-        print(json.dumps(measure(a.measure[0], a.measure[1], a.batch_size, a.prefetch, a.validate)))
+        print(json.dumps(measure(a.measure[0], a.measure[1], a.batch_size, a.prefetch, a.validate, a.max_batches)))
         return 0
     os.makedirs(a.dir, exist_ok=True)
     rates: dict[tuple[str, str], list[float]] = {}
@@ -126,6 +135,8 @@ def main() -> int:
                 cmd = [sys.executable, __file__, "--measure", loader, path, "--batch-size", str(a.batch_size), "--prefetch", str(a.prefetch)]
                 if a.validate:
                     cmd.append("--validate")
+                if a.max_batches:
+                    cmd += ["--max-batches", str(a.max_batches)]
                 row = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
                 row["name"] = name
                 print(json.dumps(row), flush=True)
