@@ -11,8 +11,8 @@ Two stores, written by the atomzarr CLI (stores already in --dir are reused):
   -n 4000` (fcc metal cells, neighbor lists at 5 Å);
 * `scale`: `atomzarr roundtrip -n 10000000 --min-atoms 2 --max-atoms 4`
   (3.2 GB decoded, over twice the default cache: atomzarr's `shuffle=True`
-  reads it through the block pool). Pass `--max-batches` for it: the
-  toolkit reads a few hundred samples a second there.
+  reads it through the block pool). Pass `--toolkit-max-batches 300` for
+  it: the toolkit reads a few hundred samples a second there.
 
 Each loader reads one shuffled epoch (batch 64, prefetch 16) in a fresh
 process, --runs times, in turns:
@@ -24,7 +24,9 @@ process, --runs times, in turns:
 * `torch`: the same, each batch through `atomzarr.torch.to_torch(b, "cpu")`.
 
 The table's figure is the first epoch, loader construction included (imports
-excluded); each JSON line also has a second, warm epoch
+excluded); each JSON line also has the time to the first batch, the rate
+after it (`after_first_samples_per_s`, the loader's steady state), and a
+second, warm epoch
 (`warm_samples_per_s`: the store's chunks cached, the toolkit's kernels
 compiled).
 
@@ -61,6 +63,14 @@ def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, 
     import resource
 
     epochs = 2 if max_batches is None else 1
+    # When the first batch arrived, and how many samples it held: the rate
+    # after it is the loader's steady state, without its start-up.
+    first: list[tuple[float, int]] = []
+
+    def mark(n: int) -> int:
+        if not first:
+            first.append((time.perf_counter(), n))
+        return n
     if loader == "toolkit":
         import torch
         from nvalchemi.data.datapipes import AtomicDataZarrReader, DataLoader, Dataset
@@ -71,7 +81,7 @@ def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, 
         dl = DataLoader(ds, batch_size=batch, shuffle=True, prefetch_factor=prefetch)
 
         def epoch() -> int:
-            return sum(int(b.num_graphs) for b in itertools.islice(dl, max_batches))
+            return sum(mark(int(b.num_graphs)) for b in itertools.islice(dl, max_batches))
     else:
         import atomzarr
 
@@ -83,17 +93,20 @@ def measure(loader: str, store: str, batch: int, prefetch: int, validate: bool, 
         def epoch() -> int:
             batches = itertools.islice(dl, max_batches)
             if loader == "torch":
-                return sum(int(to_torch(b, "cpu")["num_graphs"]) for b in batches)
-            return sum(int(b["num_graphs"]) for b in batches)
+                return sum(mark(int(to_torch(b, "cpu")["num_graphs"])) for b in batches)
+            return sum(mark(int(b["num_graphs"])) for b in batches)
 
     n = epoch()
-    took = time.perf_counter() - start
+    end = time.perf_counter()
+    took = end - start
+    t_first, n_first = first[0] if first else (end, 0)
+    steady = (n - n_first) / (end - t_first) if end > t_first else None
     warm = []
     for _ in range(epochs - 1):
         t0 = time.perf_counter()
         warm.append(epoch() / (time.perf_counter() - t0))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"loader": loader, "store": store, "samples": n, "seconds": took, "samples_per_s": n / took, "warm_samples_per_s": warm[-1] if warm else None, "peak_rss": rss}
+    return {"loader": loader, "store": store, "samples": n, "seconds": took, "samples_per_s": n / took, "first_batch_s": t_first - start, "after_first_samples_per_s": steady, "warm_samples_per_s": warm[-1] if warm else None, "peak_rss": rss}
 
 
 def store_path(bin_: str, root: str, name: str) -> str:
@@ -117,7 +130,8 @@ def main() -> int:
     p.add_argument("--validate", action="store_true", help="both loaders check every sample (default: skip_validation, as both benchmark CLIs)")
     p.add_argument("--stores", default="reference,bulk")
     p.add_argument("--loaders", default=",".join(LOADERS))
-    p.add_argument("--max-batches", type=int, help="time only the first N batches of the epoch (for the scale store)")
+    p.add_argument("--max-batches", type=int, help="time only the first N batches of the epoch")
+    p.add_argument("--toolkit-max-batches", type=int, help="as --max-batches, for the toolkit's loader alone (its whole epoch of the scale store takes hours; atomzarr's block pool ramps up over its first batches, so time its whole epoch)")
     p.add_argument("--measure", nargs=2, metavar=("LOADER", "STORE"), help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.measure:
@@ -135,8 +149,9 @@ def main() -> int:
                 cmd = [sys.executable, __file__, "--measure", loader, path, "--batch-size", str(a.batch_size), "--prefetch", str(a.prefetch)]
                 if a.validate:
                     cmd.append("--validate")
-                if a.max_batches:
-                    cmd += ["--max-batches", str(a.max_batches)]
+                limit = a.toolkit_max_batches if loader == "toolkit" and a.toolkit_max_batches else a.max_batches
+                if limit:
+                    cmd += ["--max-batches", str(limit)]
                 row = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
                 row["name"] = name
                 print(json.dumps(row), flush=True)
