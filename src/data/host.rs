@@ -292,8 +292,10 @@ fn expand_rows<T: Copy + Default, C: Copy + Into<usize>>(dst: &mut Vec<T>, codes
     dst.resize(start + codes.len() * k, T::default());
     let out = &mut dst[start..];
     // Codes were checked against the table above, so indexing cannot fail.
+    // The table viewed as rows in place: building a row vector here copied
+    // the whole table for every sample (most of a small-chunk read's time).
     fn fixed<T: Copy, C: Copy + Into<usize>, const K: usize>(out: &mut [T], codes: &[C], table: &[T]) {
-        let rows: Vec<[T; K]> = table.chunks_exact(K).filter_map(|r| <[T; K]>::try_from(r).ok()).collect();
+        let (rows, _) = table.as_chunks::<K>();
         for (o, &c) in out.chunks_exact_mut(K).zip(codes) {
             o.copy_from_slice(&rows[c.into()]);
         }
