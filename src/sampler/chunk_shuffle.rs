@@ -11,7 +11,7 @@ use super::{BatchSampler, Sampler, Shard, below, epoch_rng, shuffle};
 /// Default pool size `K`, in blocks, of a sampler built by hand. The
 /// [`DataLoader`](crate::DataLoader)'s default shuffle sizes its pool from
 /// the reader's cache instead (see
-/// [`DataLoaderBuilder::with_shuffle`](crate::pipeline::DataLoaderBuilder::with_shuffle)).
+/// [`DataLoaderBuilder::with_shuffle`](crate::DataLoaderBuilder::with_shuffle)).
 pub const DEFAULT_BUFFER_BLOCKS: usize = 16;
 
 /// Blocks in the pool at the start of an epoch; it then grows by one block
@@ -83,7 +83,7 @@ pub fn pool_blocks(fit: CacheFit, blocks: usize) -> Option<usize> {
 /// pool one at a time, staggered by the ramp).
 ///
 /// Ranks ([`with_shard`](Self::with_shard), or the loader's
-/// [`with_rank`](crate::pipeline::DataLoaderBuilder::with_rank)) own blocks:
+/// [`with_rank`](crate::DataLoaderBuilder::with_rank)) own blocks:
 /// the store is cut into one contiguous region per rank (in storage order;
 /// the cuts may split a block in two), the regions are dealt to the ranks
 /// anew every epoch, and each rank permutes and draws its region's blocks
