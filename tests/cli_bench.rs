@@ -576,6 +576,8 @@ fn bad_options_fail_with_a_message() {
         (vec!["read", not_a_store.path().to_str().unwrap_or_default()], "not an atomzarr store"),
         (vec!["read", missing.to_str().unwrap_or_default()], "no such path"),
         (vec!["read", store, "--read-order", "random"], "invalid value"),
+        (vec!["read", store, "--rank", "2", "--world-size", "2"], "rank 2 out of range for world_size 2"),
+        (vec!["read", store, "--world-size", "0"], "out of range for world_size 0"),
     ];
     for (args, msg) in cases {
         let out = run(&args);
