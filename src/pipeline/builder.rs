@@ -76,14 +76,14 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     ///   full permutation, every epoch;
     /// - it does not: the block pool of [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler).
     ///   The epoch permutes the store's chunk blocks, a pool of `K` blocks
-    ///   is resident and every sample is drawn uniformly from all samples
-    ///   left in the pool; a used-up block is replaced by the next. `K` is
+    ///   is resident, and each draw picks one of them uniformly, then one of
+    ///   the samples left in it; a used-up block is replaced by the next. `K` is
     ///   the number of blocks whose decoded chunks fill half of the cache the
     ///   resident (per-system) arrays leave, at least
     ///   [`MIN_POOL_BLOCKS`](crate::sampler::MIN_POOL_BLOCKS); a cache of 0
     ///   bytes gets that minimum. Each chunk is then decoded about once per
-    ///   epoch. With ranks, each rank draws only from its own blocks (see
-    ///   [`with_rank`](Self::with_rank)).
+    ///   epoch. With ranks, each rank draws only from its own region of the
+    ///   store (see [`with_rank`](Self::with_rank)).
     ///
     /// Either way every sample is read once per epoch, the order is
     /// reproducible per `(seed, epoch)`, and a [`LoaderState`](crate::LoaderState)
@@ -183,7 +183,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// read in rounds of `world_size * batch_size` samples, rank `r` taking
     /// the `r`-th part of each round. Under the block-pool shuffle (see
     /// [`with_shuffle`](Self::with_shuffle)) the global order is made so
-    /// that the `r`-th parts are rank `r`'s own blocks
+    /// that the `r`-th parts are rank `r`'s own region of the store
     /// ([`ChunkShuffleSampler::global_order`](crate::sampler::ChunkShuffleSampler::global_order)):
     /// each rank decodes about `1 / world_size` of the store. Every rank gets the same number of
     /// batches (collectives stay in step) and no sample is repeated to pad

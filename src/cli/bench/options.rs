@@ -126,19 +126,20 @@ pub fn default_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOpti
     (s.indices(0), s.pool())
 }
 
-/// Rank `opts.rank`'s part of the global `order`, as a loader with
-/// `with_rank(rank, world_size)` cuts it: rounds of `world_size *
-/// batch_size` samples, the rank taking the `rank`-th part of each.
+/// Rank `opts.rank`'s part of the global `order`: the loader's own plan of
+/// it with `with_rank(rank, world_size)` (rounds of `world_size *
+/// batch_size` samples, the rank taking the `rank`-th part of each).
 pub fn rank_part(order: &[usize], opts: &ReadOptions) -> Vec<usize> {
-    let (w, r) = (opts.world_size.max(1), opts.rank);
-    if w == 1 {
+    use crate::pipeline::plan::{Batching, View};
+    if opts.world_size <= 1 {
         return order.to_vec();
     }
-    order
-        .chunks(w * opts.batch_size.max(1))
-        .flat_map(|round| &round[round.len() * r / w..round.len() * (r + 1) / w])
-        .copied()
-        .collect()
+    let batching = Batching::Fixed {
+        sampler: std::sync::Arc::new(crate::sampler::ListSampler::new(order.to_vec())),
+        batch_size: opts.batch_size.max(1),
+        drop_last: false,
+    };
+    batching.plan(View { world_size: opts.world_size, rank: opts.rank, slice: None }, 0, 0).concat()
 }
 
 /// The read side of a benchmark run.
