@@ -212,7 +212,7 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
         split_seed: 3,
         e0: true,
         rotate: Some(1),
-        cutoff: None,
+        ..training::Prep::default()
     };
     let split = Split::<Train>::open_prepared(&store, &prep, opts(), (0, 1), &device).unwrap();
     let reader = AtomicDataZarrReader::open(&store).unwrap();
@@ -287,7 +287,7 @@ fn graphs_built_while_loading_train_like_stored_ones() {
     let device = Default::default();
     let split = |edges: bool| {
         let store = dir.path().join(format!("s_{edges}.zarr"));
-        physics::build_store_with(&store, DatasetSpec::tiny(96), 1, edges).unwrap();
+        physics::build_store_with(&store, DatasetSpec::tiny(96), 1, edges, physics::StoreLayout::default()).unwrap();
         let cutoff = (!edges).then_some(CUTOFF);
         let prep = training::Prep { val_fraction: 0.25, e0: true, cutoff, ..training::Prep::default() };
         let set = training::TrainingSet::prepare(&store, &prep).unwrap();

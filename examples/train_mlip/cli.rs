@@ -42,6 +42,15 @@ impl BackendArg {
     }
 }
 
+/// The training order (`--shuffle`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShuffleArg {
+    /// The loader's default shuffle (`with_shuffle(true)`).
+    Default,
+    /// A full permutation every epoch (`ListSampler::shuffled`).
+    Full,
+}
+
 /// Train an interatomic potential on a Lennard-Jones Ar/Kr store.
 #[derive(Parser, Debug)]
 #[command(about = "Train a small interatomic potential on a Lennard-Jones Ar/Kr atomzarr store")]
@@ -64,6 +73,25 @@ pub struct Args {
     /// default store gets a `_noedges` name.
     #[arg(long)]
     pub edges_in_loader: bool,
+    /// Build the store with its structures in order of energy per atom,
+    /// lowest first: an adversarial order for a shuffle that reads the store
+    /// in blocks. The default store gets a `_sorted` name.
+    #[arg(long)]
+    pub sort_by_energy: bool,
+    /// Rows per chunk of the built store's core arrays (default: about
+    /// 1 MiB decoded). The default store gets a `_c<ROWS>` name.
+    #[arg(long)]
+    pub chunk_rows: Option<u64>,
+    /// The reader's decoded-chunk cache, MiB (default 1,280). On a store
+    /// that decodes to more, `--shuffle default` reads the block pool.
+    #[arg(long)]
+    pub cache_mib: Option<u64>,
+    /// The training order: `default`, what `with_shuffle(true)` reads (a
+    /// full permutation when the store fits the reader's cache, else the
+    /// block pool), or `full`, a full permutation of the training part every
+    /// epoch whatever the cache.
+    #[arg(long, value_enum, default_value_t = ShuffleArg::Default)]
+    pub shuffle: ShuffleArg,
     /// Training epochs (default 12; 2 with --tiny).
     #[arg(long)]
     pub epochs: Option<usize>,
@@ -157,7 +185,9 @@ impl Args {
         self.store.clone().unwrap_or_else(|| {
             let name = if self.tiny { "lj_ar_kr_tiny" } else { "lj_ar_kr" };
             let edges = if self.edges_in_loader { "_noedges" } else { "" };
-            PathBuf::from("target/train_mlip").join(format!("{name}{edges}.zarr"))
+            let sorted = if self.sort_by_energy { "_sorted" } else { "" };
+            let chunks = self.chunk_rows.map(|r| format!("_c{r}")).unwrap_or_default();
+            PathBuf::from("target/train_mlip").join(format!("{name}{edges}{sorted}{chunks}.zarr"))
         })
     }
     /// Training epochs.
@@ -177,6 +207,8 @@ impl Args {
             e0: !self.no_e0,
             rotate: self.rotate.then_some(self.seed),
             cutoff: self.edges_in_loader.then_some(crate::physics::CUTOFF),
+            cache_bytes: self.cache_mib.map(|m| m << 20),
+            full_shuffle: self.shuffle == ShuffleArg::Full,
         }
     }
     /// Whether burn-train's Learner runs the epochs.
@@ -208,7 +240,8 @@ impl Args {
             crate::physics::DatasetSpec::standard(self.structures.unwrap_or(2000))
         };
         let t = std::time::Instant::now();
-        let n = crate::physics::build_store_with(store, spec, self.seed, !self.edges_in_loader)?;
+        let layout = crate::physics::StoreLayout { sort_by_energy: self.sort_by_energy, chunk_rows: self.chunk_rows };
+        let n = crate::physics::build_store_with(store, spec, self.seed, !self.edges_in_loader, layout)?;
         println!(
             "built {} : {n} Lennard-Jones Ar/Kr structures (clusters + periodic boxes, MD frames), cutoff {} Å, in {:.1}s",
             store.display(),

@@ -90,6 +90,7 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
         cutoff: args.edges_in_loader.then_some(physics::CUTOFF),
     };
     let split = set.loaders::<Train>(opts, (args.node_rank, args.num_nodes), &device)?;
+    report::order(&split.train.state(), args);
     // 4. The model.
     <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
     let scatter = args.scatter.unwrap_or(if gpu { Scatter::Partitioned } else { Scatter::Select });

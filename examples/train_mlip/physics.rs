@@ -437,18 +437,41 @@ pub fn generate(spec: DatasetSpec, seed: u64) -> Vec<Labelled> {
 
 /// Generates and writes a store at `path` (which must not exist).
 pub fn build_store(path: &Path, spec: DatasetSpec, seed: u64) -> atomzarr::Result<usize> {
-    build_store_with(path, spec, seed, true)
+    build_store_with(path, spec, seed, true, StoreLayout::default())
 }
 
-/// As [`build_store`], with the neighbor lists stored or not (`edges`).
-pub fn build_store_with(path: &Path, spec: DatasetSpec, seed: u64, edges: bool) -> atomzarr::Result<usize> {
-    let labelled = generate(spec, seed);
+/// How a built store lays its structures out.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreLayout {
+    /// Write the structures in order of energy per atom, lowest first (an
+    /// adversarial order, as data sets sorted by composition or energy
+    /// come), rather than trajectory by trajectory.
+    pub sort_by_energy: bool,
+    /// Rows per chunk of the core arrays (default: about 1 MiB decoded).
+    pub chunk_rows: Option<u64>,
+}
+
+/// As [`build_store`], with the neighbor lists stored or not (`edges`),
+/// laid out as `layout` says.
+pub fn build_store_with(
+    path: &Path,
+    spec: DatasetSpec,
+    seed: u64,
+    edges: bool,
+    layout: StoreLayout,
+) -> atomzarr::Result<usize> {
+    let mut labelled = generate(spec, seed);
+    if layout.sort_by_energy {
+        labelled
+            .sort_by(|a, b| (a.energy / a.structure.len() as f64).total_cmp(&(b.energy / b.structure.len() as f64)));
+    }
     let samples: Vec<AtomicData> =
         labelled.iter().map(|l| l.to_atomic_data_with(edges)).collect::<atomzarr::Result<_>>()?;
-    // Chunks of a few hundred structures' rows: shuffled reads then touch a few
-    // chunks per fused prefetch window, each decoded once.
-    let config =
-        ZarrWriteConfig::default().with_core(ZarrArrayConfig::default().with_codec(atomzarr::Codec::Zstd { level: 3 }));
+    let mut core = ZarrArrayConfig::default().with_codec(atomzarr::Codec::Zstd { level: 3 });
+    if let Some(rows) = layout.chunk_rows {
+        core = core.with_chunk_size(rows);
+    }
+    let config = ZarrWriteConfig::default().with_core(core);
     let mut writer = AtomicDataZarrWriter::create(path, config)?;
     writer.write(&samples)?;
     Ok(samples.len())

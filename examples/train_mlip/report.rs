@@ -37,6 +37,16 @@ pub fn training_set(set: &TrainingSet, args: &Args) {
     );
 }
 
+/// The order the training loader reads, as its state records it.
+pub fn order(state: &atomzarr::LoaderState, args: &Args) {
+    let how = match state.pool_blocks() {
+        Some(k) => format!("the block pool, {k} blocks resident (the store decodes to more than the reader's cache)"),
+        None if args.shuffle == crate::cli::ShuffleArg::Full => "a full permutation of the training part".into(),
+        None => "a full permutation (the store fits the reader's cache)".into(),
+    };
+    println!("train order: {how}");
+}
+
 /// The model and the loader settings.
 pub fn model<B: AutodiffBackend>(trainer: &Trainer<B>, backend: &str, scatter: Scatter, args: &Args, gpu: bool) {
     use burn::module::Module;

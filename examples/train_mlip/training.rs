@@ -63,6 +63,12 @@ pub struct Prep {
     /// The store has no edges: statistics (neighbors per atom) come from
     /// lists built at this cutoff, as the loaders will build them.
     pub cutoff: Option<f64>,
+    /// The reader's decoded-chunk cache (`None`: the default, 1,280 MiB).
+    pub cache_bytes: Option<u64>,
+    /// Train in a full permutation of the training part every epoch
+    /// (`ListSampler::shuffled`), rather than the loader's default shuffle,
+    /// which reads the block pool when the store is larger than the cache.
+    pub full_shuffle: bool,
 }
 
 impl Prep {
@@ -93,12 +99,18 @@ pub struct TrainingSet {
     pub e0s: Option<SubtractE0s>,
     /// Rotation seed of the training loader ([`Prep::rotate`]).
     pub rotate: Option<u64>,
+    /// [`Prep::full_shuffle`].
+    pub full_shuffle: bool,
 }
 
 impl TrainingSet {
     /// Opens `store`, splits it, fits the E0s and computes the statistics.
     pub fn prepare(store: &Path, prep: &Prep) -> Result<TrainingSet, BoxError> {
-        let reader = Arc::new(AtomicDataZarrReader::open(store)?);
+        let mut options = atomzarr::ReaderOptions::default();
+        if let Some(bytes) = prep.cache_bytes {
+            options = options.with_cache_bytes(bytes);
+        }
+        let reader = Arc::new(AtomicDataZarrReader::open_opt(store, options)?);
         let n = reader.len();
         if n < 2 {
             return Err(format!("{}: {n} structures, need at least 2 to split", store.display()).into());
@@ -144,7 +156,15 @@ impl TrainingSet {
             all.iter_mut().try_for_each(|b| e0s.apply(b, 0))?;
         }
         let stats = DataStats::from_collated(all.iter());
-        Ok(TrainingSet { reader, train_indices, val_indices, stats, e0s, rotate: prep.rotate })
+        Ok(TrainingSet {
+            reader,
+            train_indices,
+            val_indices,
+            stats,
+            e0s,
+            rotate: prep.rotate,
+            full_shuffle: prep.full_shuffle,
+        })
     }
 
     /// The data path: a `Dataset` over the store, and a `DataLoader` per
@@ -163,13 +183,15 @@ impl TrainingSet {
         // indices and positions are checked as it is loaded.
         let mut train = DataLoader::<B, _>::builder(Dataset::from_arc(self.reader.clone()))
             .with_batch_size(opts.batch_size)
-            .with_shuffle(true)
             .with_seed(opts.seed)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
-            .with_sampler(ListSampler::new(self.train_indices.clone()))
             .with_rank(rank.0, rank.1);
+        train = match self.full_shuffle {
+            true => train.with_sampler(ListSampler::shuffled(self.train_indices.clone(), opts.seed)),
+            false => train.with_shuffle(true).with_sampler(ListSampler::new(self.train_indices.clone())),
+        };
         let mut val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(self.reader))
             .with_batch_size(opts.batch_size)
             .with_prefetch_factor(opts.prefetch_factor)

@@ -10,7 +10,7 @@ use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 use super::AtomicDataZarrReader;
 use super::cache::{Chunk, ChunkBuf, ChunkBytes, NARROWED};
 use super::compact::{self, Form};
-use super::plan::needed_chunks_per_field;
+use super::plan::{BatchRows, needed_chunks_per_field};
 use super::{FieldArray, State};
 use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
@@ -194,23 +194,28 @@ impl AtomicDataZarrReader {
         })
     }
 
-    /// Decodes every chunk the physical samples need, once each, in parallel
-    /// over (array, chunk). Returns, per field, its sorted chunk ids and bytes.
-    pub(super) fn decode_needed(&self, st: &State, physical: &[usize], opts: CollateOptions) -> Result<Vec<Decoded>> {
-        let plans = needed_chunks_per_field(st, physical, |f| f.wanted(opts));
-        self.decode_planned(st, physical, plans, opts)
+    /// Decodes every chunk the samples of `rows` need, once each, in
+    /// parallel over (array, chunk). Returns, per field, its sorted chunk
+    /// ids and bytes.
+    pub(super) fn decode_needed(&self, st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Result<Vec<Decoded>> {
+        let plans = needed_chunks_per_field(st, rows, |f| f.wanted(opts));
+        self.decode_planned(st, rows, plans, opts, u64::MAX)?
+            .ok_or_else(|| Error::Internal("a read without a decode bound refused its decode".into()))
     }
 
     /// As [`decode_needed`](Self::decode_needed), with the chunk plan of
-    /// `physical` already made (`needed_chunks_per_field` over the fields
-    /// `opts` wants).
+    /// `rows` already made (`needed_chunks_per_field` over the fields `opts`
+    /// wants). `Ok(None)` when the chunks the cache does not hold would
+    /// decode to more than `limit` bytes: cached chunks cost nothing more
+    /// to hold, the others are held beside the cache until the read ends.
     pub(super) fn decode_planned(
         &self,
         st: &State,
-        physical: &[usize],
+        rows: &BatchRows<'_>,
         plans: Vec<Vec<u64>>,
         opts: CollateOptions,
-    ) -> Result<Vec<Decoded>> {
+        limit: u64,
+    ) -> Result<Option<Vec<Decoded>>> {
         let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
         let tasks: Vec<(usize, u64)> =
             plans.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
@@ -220,6 +225,16 @@ impl AtomicDataZarrReader {
         let mut found: Vec<Option<ChunkBytes>> =
             tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, narrowed[fi])).collect();
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
+        let missing_bytes: u64 = missing
+            .iter()
+            .map(|&i| {
+                let f = &st.fields[tasks[i].0];
+                f.chunk_rows.saturating_mul(f.row_bytes as u64)
+            })
+            .fold(0, u64::saturating_add);
+        if missing_bytes > limit {
+            return Ok(None);
+        }
         let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);
         let decoded: Vec<Option<ChunkBytes>> = if self.bytes.is_remote() && !missing.is_empty() {
             // Round trips, not decoding, bound a remote read: see `fetch`.
@@ -233,7 +248,8 @@ impl AtomicDataZarrReader {
         if decoded.iter().any(Option::is_none) {
             // An array turned out not to fit int32 and is now wide-only: plan
             // again (it is read wide; everything decoded so far is cached).
-            return self.decode_needed(st, physical, opts);
+            drop(found);
+            return self.decode_needed(st, rows, opts).map(Some);
         }
         for (i, b) in missing.into_iter().zip(decoded) {
             found[i] = b;
@@ -250,8 +266,8 @@ impl AtomicDataZarrReader {
             out.push(Decoded::new(ids, bytes, narrowed));
         }
         out.reverse();
-        self.cache.count_request(st.sample_bytes(physical));
-        Ok(out)
+        self.cache.count_request(rows.sample_bytes(st));
+        Ok(Some(out))
     }
 }
 

@@ -161,6 +161,8 @@ pub struct AtomicDataZarrReader {
     /// Decoded bytes a batched read holds at once
     /// ([`ReaderOptions::with_window_decode_bytes`]).
     window_decode_bytes: u64,
+    /// Windows announced for the next reads, with their plans.
+    announced: plan::Announced,
 }
 
 /// Default of [`ReaderOptions::with_window_decode_bytes`].
@@ -279,6 +281,7 @@ impl AtomicDataZarrReader {
             codec_options,
             next_id: std::sync::atomic::AtomicU32::new(0),
             window_decode_bytes: options.window_decode_bytes,
+            announced: plan::Announced::default(),
         };
         reader.refresh()?;
         Ok(reader)
@@ -438,28 +441,5 @@ impl State {
 
     pub(super) fn ptrs(&self) -> Pointers<'_> {
         Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr }
-    }
-
-    /// Bytes of field data (stored dtypes) of physical samples `physical`.
-    pub(super) fn sample_bytes(&self, physical: &[usize]) -> u64 {
-        let mut per = [0u64; 3]; // atom, edge, system row bytes
-        for f in &self.fields {
-            per[match f.level {
-                Level::Atom => 0,
-                Level::Edge => 1,
-                Level::System => 2,
-            }] += f.row_bytes as u64;
-        }
-        let ptrs = self.ptrs();
-        physical
-            .iter()
-            .map(|&p| {
-                let rows = |l: Level| {
-                    let r = ptrs.rows(l, p);
-                    r.end - r.start
-                };
-                rows(Level::Atom) * per[0] + rows(Level::Edge) * per[1] + per[2]
-            })
-            .sum()
     }
 }

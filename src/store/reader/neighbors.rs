@@ -62,7 +62,7 @@ impl AtomicDataZarrReader {
         st: &State,
         f: &FieldArray,
         dec: &Decoded,
-        rows: &super::rows::BatchRows,
+        rows: &super::plan::BatchRows<'_>,
         logical: &[usize],
         batch_atoms: &[i64],
         dst: &mut HostData,

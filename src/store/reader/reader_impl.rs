@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
-use super::plan::{decode_groups, needed_chunks_per_field, plan_bytes};
+use super::plan::{AnnouncedWindow, WindowRows, decode_groups, needed_chunks_per_field};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
 use crate::error::{Error, Result};
 use crate::source::{ChunkedReader, DecodeCounters, Reader, SampleMetadata};
@@ -40,7 +40,8 @@ impl Reader for AtomicDataZarrReader {
                 Ok(st.physical(i))
             })
             .collect::<Result<_>>()?;
-        let dec = self.decode_needed(&st, &physical, CollateOptions::default())?;
+        let rows = WindowRows::new(&st, physical.clone());
+        let dec = self.decode_needed(&st, &rows.all(), CollateOptions::default())?;
         // A few samples are copied faster than rayon hands them out.
         let mut samples: Vec<AtomicData> = if physical.len() < 16 {
             physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect::<Result<_>>()?
@@ -81,6 +82,7 @@ impl Reader for AtomicDataZarrReader {
         let new = self.load_state()?;
         // Appends rewrite the last partial chunk, so cached chunks may be stale.
         self.cache.clear();
+        self.announced.clear();
         *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
         Ok(())
     }
@@ -97,32 +99,56 @@ impl Reader for AtomicDataZarrReader {
             return Err(Error::IndexOutOfRange { source_name: self.name.to_string(), index: bad as i64, len });
         }
         out.resize_with(batches.len(), CollatedBatch::default);
-        let limit = self.window_decode_bytes;
-        // The window's plan, made once: it sizes the window against the
-        // limit and, when it fits (nearly always), drives the decode.
-        let physical: Vec<usize> = batches.iter().flatten().map(|&i| st.physical(i)).collect();
-        let plans = needed_chunks_per_field(&st, &physical, |f| f.wanted(opts));
-        let (groups, mut whole) = if batches.len() <= 1 || plan_bytes(&st, &plans) <= limit {
-            (vec![0..batches.len()], Some(plans))
-        } else {
-            (decode_groups(&st, batches, limit), None)
-        };
-        for g in groups {
-            let dec = match whole.take() {
-                Some(plans) => self.decode_planned(&st, &physical, plans, opts)?,
-                None => {
-                    let physical: Vec<usize> = batches[g.clone()].iter().flatten().map(|&i| st.physical(i)).collect();
-                    self.decode_needed(&st, &physical, opts)?
+        if batches.is_empty() {
+            return Ok(());
+        }
+        // The window's rows and plan, made once (by `announce_next` when the
+        // loader announced it): they drive the decode and every batch's copy.
+        let (rows, plans) = match self.announced.take(&st, batches) {
+            Some(AnnouncedWindow { rows, mut plans, .. }) => {
+                for (f, p) in st.fields.iter().zip(&mut plans) {
+                    if !f.wanted(opts) {
+                        p.clear();
+                    }
                 }
-            };
-            out[g.clone()].par_iter_mut().zip(batches[g].par_iter()).try_for_each(|(dst, b)| -> Result<()> {
-                self.collate_into(&st, &dec, b, opts, dst)?;
+                (rows, plans)
+            }
+            None => {
+                let rows = WindowRows::new(&st, batches.iter().flatten().map(|&i| st.physical(i)).collect());
+                let plans = needed_chunks_per_field(&st, &rows.all(), |f| f.wanted(opts));
+                (rows, plans)
+            }
+        };
+        let mut bounds = Vec::with_capacity(batches.len());
+        let mut at = 0;
+        for b in batches {
+            bounds.push(at..at + b.len());
+            at += b.len();
+        }
+        let collate = |dec: &[super::decode::Decoded], group: std::ops::Range<usize>, out: &mut [CollatedBatch]| {
+            out.par_iter_mut().zip(group.into_par_iter()).try_for_each(|(dst, b)| -> Result<()> {
+                let part = rows.part(bounds[b].clone());
+                self.collate_into(&st, dec, &batches[b], part, opts, dst)?;
                 if !st.strings.is_empty() {
-                    let physical: Vec<usize> = b.iter().map(|&i| st.physical(i)).collect();
-                    self.fill_strings(&st.strings, st.ptrs(), &physical, &mut dst.strings)?;
+                    self.fill_strings(&st.strings, st.ptrs(), part.physical, &mut dst.strings)?;
                 }
                 Ok(())
-            })?;
+            })
+        };
+        // Nearly always the whole window at once; when the chunks it must
+        // decode (those the cache does not hold) are over the window bound,
+        // a group of batches at a time.
+        let limit = if batches.len() <= 1 { u64::MAX } else { self.window_decode_bytes };
+        if let Some(dec) = self.decode_planned(&st, &rows.all(), plans, opts, limit)? {
+            return collate(&dec, 0..batches.len(), out);
+        }
+        for g in decode_groups(&st, &rows, &bounds, self.window_decode_bytes) {
+            let (Some(first), Some(last)) = (bounds.get(g.start), g.end.checked_sub(1).and_then(|e| bounds.get(e)))
+            else {
+                continue; // an empty group reads nothing
+            };
+            let dec = self.decode_needed(&st, &rows.part(first.start..last.end), opts)?;
+            collate(&dec, g.clone(), &mut out[g])?;
         }
         Ok(())
     }
@@ -232,11 +258,18 @@ impl ChunkedReader for AtomicDataZarrReader {
     fn announce_next(&self, batches: &[Vec<usize>]) {
         let st = self.snapshot();
         let len = st.len();
-        let physical: Vec<usize> = batches.iter().flatten().filter(|&&i| i < len).map(|&i| st.physical(i)).collect();
+        let logical: Vec<usize> = batches.iter().flatten().copied().collect();
+        let in_range = logical.iter().all(|&i| i < len);
+        let physical: Vec<usize> = logical.iter().filter(|&&i| i < len).map(|&i| st.physical(i)).collect();
+        let rows = WindowRows::new(&st, physical);
+        let plans = needed_chunks_per_field(&st, &rows.all(), |_| true);
         let mut keys = Vec::new();
-        for (f, ids) in st.fields.iter().zip(needed_chunks_per_field(&st, &physical, |_| true)) {
-            keys.extend(ids.into_iter().map(|c| (f.id, c)));
+        for (f, ids) in st.fields.iter().zip(&plans) {
+            keys.extend(ids.iter().map(|&c| (f.id, c)));
         }
         self.cache.protect(keys);
+        if in_range {
+            self.announced.put(AnnouncedWindow { state: st, logical, rows, plans });
+        }
     }
 }

@@ -5,10 +5,11 @@
 use super::AtomicDataZarrReader;
 use super::compact::{Codes, Rows};
 use super::decode::Decoded;
+use super::plan::BatchRows;
 use super::{FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
+use crate::data::chunks_of;
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, DType, Field, FieldLayout, HostData};
-use crate::data::{Pointers, chunks_of};
 use crate::error::Result;
 
 impl AtomicDataZarrReader {
@@ -96,7 +97,7 @@ impl AtomicDataZarrReader {
     }
 
     /// Appends field `f`'s rows of the samples `physical` (in order) to `dst`.
-    fn fill_field(&self, f: &FieldArray, dec: &Decoded, rows: &BatchRows, dst: &mut HostData) -> Result<()> {
+    fn fill_field(&self, f: &FieldArray, dec: &Decoded, rows: &BatchRows<'_>, dst: &mut HostData) -> Result<()> {
         for k in 0..rows.len() {
             if k + PREFETCH_AHEAD < rows.len() {
                 self.prefetch_rows(f, dec, rows.rows(f.level, k + PREFETCH_AHEAD));
@@ -126,11 +127,14 @@ impl AtomicDataZarrReader {
         Ok(s)
     }
 
+    /// Collates logical samples `batch`, whose rows are `rows`, from the
+    /// decoded chunks `dec` into `out`.
     pub(super) fn collate_into(
         &self,
         st: &State,
         dec: &[Decoded],
         batch: &[usize],
+        rows: BatchRows<'_>,
         opts: CollateOptions,
         out: &mut CollatedBatch,
     ) -> Result<()> {
@@ -147,8 +151,7 @@ impl AtomicDataZarrReader {
             })
             .collect();
         out.reset(&layout);
-        let rows = BatchRows::new(st.ptrs(), batch.iter().map(|&i| st.physical(i)).collect());
-        let physical = &rows.physical;
+        let physical = rows.physical;
         let (mut atoms, mut edges) = (0i64, 0i64);
         let skip_edges = opts.skip_edges();
         for k in 0..rows.len() {
@@ -176,37 +179,6 @@ impl AtomicDataZarrReader {
         out.indices.clear();
         out.indices.extend_from_slice(batch);
         Ok(())
-    }
-}
-
-/// The rows of a batch's samples on the atom and edge axes, read from the
-/// pointer arrays once for all fields: in a shuffled batch each pointer read
-/// is a cache miss, and every field of an axis needs the same rows.
-pub(super) struct BatchRows {
-    pub(super) physical: Vec<usize>,
-    pub(super) atoms: Vec<std::ops::Range<u64>>,
-    pub(super) edges: Vec<std::ops::Range<u64>>,
-}
-
-impl BatchRows {
-    fn new(ptrs: Pointers<'_>, physical: Vec<usize>) -> BatchRows {
-        let atoms = physical.iter().map(|&p| ptrs.rows(crate::data::Level::Atom, p)).collect();
-        let edges = physical.iter().map(|&p| ptrs.rows(crate::data::Level::Edge, p)).collect();
-        BatchRows { physical, atoms, edges }
-    }
-
-    fn len(&self) -> usize {
-        self.physical.len()
-    }
-
-    /// Sample `k`'s rows on `level`'s axis.
-    #[inline]
-    pub(super) fn rows(&self, level: crate::data::Level, k: usize) -> std::ops::Range<u64> {
-        match level {
-            crate::data::Level::Atom => self.atoms[k].clone(),
-            crate::data::Level::Edge => self.edges[k].clone(),
-            crate::data::Level::System => self.physical[k] as u64..self.physical[k] as u64 + 1,
-        }
     }
 }
 
