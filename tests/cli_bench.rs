@@ -649,3 +649,28 @@ fn default_shuffle_reads_the_block_pool_per_rank_on_a_store_larger_than_the_cach
     check_complete(r, 3000, "default-shuffle, store in the cache");
     assert!(r["buffer_blocks"].is_null());
 }
+
+/// `read --json` counts the minor page faults of each pass and per GB
+/// delivered; a second epoch over a store in the cache touches far fewer
+/// fresh pages than the first, which fills the cache.
+#[test]
+fn read_json_reports_page_faults_per_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    rows(&["roundtrip", "-n", "2000", "--output-dir", out, "--json"]);
+    let store = dir.path().join("bench_2000.zarr");
+    let got = rows(&["read", store.to_str().unwrap(), "--json", "--read-order", "shuffle", "--epochs", "2"]);
+    assert_eq!(got.len(), 2);
+    if cfg!(not(target_os = "linux")) {
+        return;
+    }
+    for r in &got {
+        let faults = u(r, "minor_faults") as f64;
+        let per_gb = r["minor_faults_per_gb"].as_f64().unwrap();
+        let gb = u(r, "read_bytes") as f64 / 1e9;
+        assert!((per_gb - faults / gb).abs() <= 1e-6 * per_gb.max(1.0), "{r}");
+    }
+    let (first, second) = (u(&got[0], "minor_faults"), u(&got[1], "minor_faults"));
+    assert!(first > 0, "opening and filling the cache touches fresh pages");
+    assert!(second < first, "the second epoch reads from the cache: {first} then {second}");
+}

@@ -289,6 +289,9 @@ pub struct ReadResult {
     pub peak_rss: Option<u64>,
     /// Requests made to the store during the pass (the first includes opening).
     pub requests: u64,
+    /// Minor page faults of the process during the pass (the first
+    /// includes opening); `None` where they cannot be counted.
+    pub minor_faults: Option<u64>,
     /// From the start of the pass (of opening the store, for the first) to
     /// the first batch delivered.
     pub first_batch_time: Option<Duration>,

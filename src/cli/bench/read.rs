@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::content::{batch_bytes, sample_bytes, sample_hash};
-use super::memory::{peak_rss, reset_peak_rss};
+use super::memory::{minor_faults, peak_rss, reset_peak_rss};
 use super::options::{
     ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, rank_part, read_order,
 };
@@ -100,6 +100,7 @@ pub fn time_reads(
 ) -> Result<Vec<ReadResult>> {
     opts.validate()?;
     reset_peak_rss();
+    let mut faults = minor_faults();
     let t0 = Instant::now();
     let reader =
         Arc::new(open_reader(store, ReaderOptions::default().with_cache_bytes(opts.cache_bytes), &opts.remote)?);
@@ -141,6 +142,7 @@ pub fn time_reads(
         );
         if epoch > 0 {
             reset_peak_rss();
+            faults = minor_faults();
         }
         let before = reader.cache_stats();
         let decode_before = reader.decode_counters();
@@ -171,6 +173,7 @@ pub fn time_reads(
             content_checksum: tally.checksum,
             decode,
             peak_rss: peak_rss(),
+            minor_faults: faults.zip(minor_faults()).map(|(a, b)| b.saturating_sub(a)),
             requests: io_now.requests - io.requests,
             fetched_bytes: io_now.bytes - io.bytes,
             first_batch_time,

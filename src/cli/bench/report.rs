@@ -129,6 +129,10 @@ pub struct ReportRow {
     pub floor_fraction: Option<f64>,
     /// Peak resident memory of the process during the pass, bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// Minor page faults (pages touched fresh) during the pass.
+    pub minor_faults: Option<u64>,
+    /// Minor page faults per GB (10^9 bytes) of field data delivered.
+    pub minor_faults_per_gb: Option<f64>,
     /// Seconds from the start of the pass (of opening the store, for the
     /// first) to the first batch delivered.
     pub first_batch_s: Option<f64>,
@@ -199,6 +203,11 @@ pub(super) fn rows_for(
                 decode_floor_samples_per_s: floor,
                 floor_fraction: floor.filter(|f| *f > 0.0).map(|f| read_rate / f),
                 peak_rss_bytes: r.peak_rss,
+                minor_faults: r.minor_faults,
+                minor_faults_per_gb: r
+                    .minor_faults
+                    .filter(|_| r.read_bytes > 0)
+                    .map(|f| f as f64 / (r.read_bytes as f64 / 1e9)),
                 first_batch_s: r.first_batch_time.map(|d| d.as_secs_f64()),
                 content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
                 requests: r.requests,
