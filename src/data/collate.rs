@@ -121,6 +121,10 @@ pub struct CollatedBatch {
     /// order (one value per graph for system labels, one per atom for atom
     /// labels).
     pub strings: BTreeMap<String, StringField>,
+    /// The pool the field buffers came from, which takes them back when the
+    /// device tensors made from them are dropped
+    /// ([`AtomicBatch::from_collated`](crate::AtomicBatch::from_collated)).
+    pub buffers: super::BufferHome,
 }
 
 impl CollatedBatch {

@@ -97,6 +97,11 @@ impl HostData {
         for_each_pod!(self, v => v.len(), Bool(b) => b.len())
     }
 
+    /// Elements it has room for without reallocating.
+    pub fn capacity(&self) -> usize {
+        for_each_pod!(self, v => v.capacity(), Bool(b) => b.capacity())
+    }
+
     /// True when there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

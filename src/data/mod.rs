@@ -17,6 +17,7 @@
 //! | `strings` | [`StringField`]: string labels of a sample |
 //! | [`neighbors`] | periodic neighbor lists (cell lists, triclinic, mixed pbc), ASE-equal; the on-the-fly edge transform |
 //! | `pointers` | [`Pointers`]: the rows a sample owns on each axis |
+//! | `buffers` | [`BatchBuffers`]: delivered batches' memory, recycled into later batches |
 //! | `collate` | collated batches ([`CollatedBatch`]) and their layout ([`CollateOptions`]) |
 //! | [`synth`] | seeded synthetic samples for tests, examples and benchmarks |
 //! | [`hash`] | version-stable hashes: split assignment, per-sample random draws |
@@ -24,6 +25,7 @@
 //! | `host_rows` | [`HostData::update_rows_f64`] (in-place arithmetic on a float buffer's rows), [`HostData::get_i64`] |
 
 mod batch_edges;
+mod buffers;
 pub(crate) mod collate;
 pub(crate) mod dtype;
 pub(crate) mod elements;
@@ -41,6 +43,7 @@ pub mod synth;
 pub(crate) use collate::bad_indices;
 // The types also at the crate root are public there only.
 pub(crate) use batch_edges::build_edges;
+pub use buffers::{BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYTES};
 pub use collate::CollateOptions;
 pub(crate) use collate::{CollatedBatch, CollatedField, FieldLayout};
 pub(crate) use dtype::{DType, Level};

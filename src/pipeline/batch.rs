@@ -25,9 +25,9 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 
-use crate::data::CollatedBatch;
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, HostData, Level, StringField};
+use crate::data::{BufferHome, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::pipeline::stage::{self, Kind};
 
@@ -129,7 +129,7 @@ type HostParts = Vec<(String, HostData, burn::tensor::DType)>;
 
 const INDEX_NAMES: [&str; 3] = ["graph_index", "atoms_ptr", "edges_ptr"];
 
-fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layout, HostParts) {
+fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layout, HostParts, BufferHome) {
     let int = stage::device_dtype(settings, Kind::Int);
     let (num_graphs, num_atoms, num_edges) = (batch.num_graphs(), batch.num_atoms(), batch.num_edges());
     let (atoms_ptr, edges_ptr) = (batch.atoms_ptr.clone(), batch.edges_ptr.clone());
@@ -156,6 +156,7 @@ fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layo
             fields,
         },
         parts,
+        batch.buffers,
     )
 }
 
@@ -222,10 +223,10 @@ impl<B: Backend> AtomicBatch<B> {
         if pin {
             return Self::from_collated_staged(batch, device, |datas| B::staging(datas.iter_mut(), device));
         }
-        let (layout, parts) = split(batch, &stage::settings::<B>(device));
+        let (layout, parts, home) = split(batch, &stage::settings::<B>(device));
         let tensors = parts
             .into_iter()
-            .map(|(name, data, dtype)| stage::host_tensor_data(&name, data, dtype))
+            .map(|(name, data, dtype)| stage::host_tensor_data(&name, data, dtype, &home))
             .collect::<Result<Vec<_>>>()?;
         layout.upload(tensors, device)
     }
@@ -260,10 +261,10 @@ impl<B: Backend> AtomicBatch<B> {
         device: &B::Device,
         stage: impl FnOnce(&mut [TensorData]),
     ) -> Result<AtomicBatch<B>> {
-        let (layout, parts) = split(batch, &stage::settings::<B>(device));
+        let (layout, parts, home) = split(batch, &stage::settings::<B>(device));
         let (mut datas, rest): (Vec<TensorData>, Vec<stage::Staged>) = parts
             .into_iter()
-            .map(|(name, data, dtype)| stage::prepare(&name, data, dtype))
+            .map(|(name, data, dtype)| stage::prepare(&name, data, dtype, &home))
             .collect::<Result<Vec<_>>>()?
             .into_iter()
             .unzip();

@@ -27,7 +27,7 @@ use burn::tensor::{BoolStore, DType, DeviceSettings, TensorData};
 use burn_std::{AllocationController, AllocationProperty, Bytes};
 use half::{bf16, f16};
 
-use crate::data::HostData;
+use crate::data::{BufferHome, HostData};
 use crate::error::{Error, Result};
 
 /// The element kind a host field has on a device.
@@ -212,17 +212,78 @@ fn moved(data: HostData) -> Bytes {
 }
 
 /// `data` as tensor data of `dtype` in a plain host buffer: moved when its
-/// bytes already are `dtype`'s, else converted into a new buffer.
-pub(crate) fn host_tensor_data(name: &str, data: HostData, dtype: DType) -> Result<TensorData> {
+/// bytes already are `dtype`'s (lent, when it came from a pool `home`: it
+/// goes back there when the tensor drops it), else converted into a new
+/// buffer (and `data` goes back to `home` at once).
+pub(crate) fn host_tensor_data(name: &str, data: HostData, dtype: DType, home: &BufferHome) -> Result<TensorData> {
     let n = data.len();
     let bytes = if same_bytes(&data, dtype) {
-        moved(data)
+        lent(data, home)
     } else {
         let mut out = zeroed(dtype, n);
         write_as(&data, dtype, &mut out).map_err(|u| u.into_error(name, dtype))?;
+        home.give(data);
         out
     };
     Ok(TensorData::from_bytes(bytes, [n], dtype))
+}
+
+/// `data`'s bytes as they are: lent from its pool `home` when it has one,
+/// else moved (see [`Lent`]).
+fn lent(data: HostData, home: &BufferHome) -> Bytes {
+    if home.pool().is_none() || matches!(data, HostData::Bool(_)) {
+        return moved(data);
+    }
+    let len = data.as_bytes().len();
+    let controller = Box::new(Lent { data: Some(data), home: home.clone() });
+    // SAFETY: `memory()` is the buffer's `len` initialized bytes.
+    unsafe { Bytes::from_controller(controller, len) }
+}
+
+/// A batch buffer from a reader's pool, lent to a tensor: the tensor reads
+/// and writes its bytes in place, and the buffer goes back to the pool when
+/// the tensor (every clone of it) is dropped, so the pool never hands out
+/// memory a tensor still holds.
+struct Lent {
+    data: Option<HostData>,
+    home: BufferHome,
+}
+
+impl AllocationController for Lent {
+    fn alloc_align(&self) -> usize {
+        self.data.as_ref().map_or(1, |d| d.dtype().size().max(1))
+    }
+
+    fn property(&self) -> AllocationProperty {
+        // Not `Native`: the bytes are not to be detached into a `Vec` (that
+        // would take them from the pool); a backend that needs its own copy
+        // makes one.
+        AllocationProperty::Other
+    }
+
+    unsafe fn memory_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        match self.data.as_mut().and_then(HostData::as_bytes_mut) {
+            // SAFETY: initialized bytes are valid `MaybeUninit<u8>`, and the
+            // caller only writes initialized data back (the trait's contract).
+            Some(b) => unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), b.len()) },
+            // Bool buffers are never lent (see `lent`).
+            None => &mut [],
+        }
+    }
+
+    fn memory(&self) -> &[MaybeUninit<u8>] {
+        let b = self.data.as_ref().map_or(&[][..], HostData::as_bytes);
+        // SAFETY: the same bytes, read as `MaybeUninit<u8>` (same layout).
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len()) }
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(d) = self.data.take() {
+            self.home.give(d);
+        }
+    }
 }
 
 /// A host buffer posing as an allocation of `dtype` whose `copy_into` (what
@@ -284,14 +345,14 @@ unsafe impl Send for Staged {}
 
 /// A field prepared for staging: its host buffer posing as the device dtype
 /// when it can (see [`Converting`]), else converted now.
-pub(crate) fn prepare(name: &str, data: HostData, dtype: DType) -> Result<(TensorData, Staged)> {
+pub(crate) fn prepare(name: &str, data: HostData, dtype: DType, home: &BufferHome) -> Result<(TensorData, Staged)> {
     let n = data.len();
     if n == 0 || same_bytes(&data, dtype) || dtype.size() > data.dtype().size() {
         // Nothing to convert (staging copies the bytes as they are), or a
         // widening, which the host bytes cannot stand in for: convert first.
         // (So a `Converting` never holds bool data: bool to u8 is the same
         // bytes, bool to u32 a widening.)
-        let data = host_tensor_data(name, data, dtype)?;
+        let data = host_tensor_data(name, data, dtype, home)?;
         return Ok((data, Staged { name: name.to_string(), source: None }));
     }
     let unfit = Arc::new(Mutex::new(None));

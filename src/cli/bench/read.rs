@@ -130,6 +130,8 @@ pub fn time_reads(
     };
     let open_time = t0.elapsed().saturating_sub(untimed);
     let mut out = Vec::with_capacity(opts.epochs);
+    // The raw path's window buffers, kept from one pass to the next.
+    let mut spare = Vec::new();
     for epoch in 0..opts.epochs {
         let pb = bar(
             opts.progress,
@@ -148,7 +150,7 @@ pub fn time_reads(
         let decode_before = reader.decode_counters();
         let t = Instant::now();
         let tally = match path_kind {
-            ReadPath::Raw => read_raw(&reader, &order, opts, &pb)?,
+            ReadPath::Raw => read_raw(&reader, &order, opts, &pb, &mut spare)?,
             ReadPath::Single => read_single(&reader, &order, opts, &pb)?,
             ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
         };
@@ -198,8 +200,16 @@ pub(super) fn open_reader(
 /// a background thread reads the next window while this one is consumed,
 /// announcing the window after the one it reads, with at most one finished
 /// window waiting. Consumed windows' buffers go back to the reader thread for
-/// reuse, so later windows write into memory that is already mapped.
-fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &ProgressBar) -> Result<Tally> {
+/// reuse, so later windows write into memory that is already mapped; `spare`
+/// holds them between passes (a bulk store's epoch is a few windows of
+/// ~200 MB each, so reuse within one pass alone is little).
+fn read_raw(
+    reader: &AtomicDataZarrReader,
+    order: &[usize],
+    opts: &ReadOptions,
+    pb: &ProgressBar,
+    spare: &mut Vec<Vec<CollatedBatch>>,
+) -> Result<Tally> {
     let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
     let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
     let mut tally = Tally::new(reader.len(), opts.checksum);
@@ -209,8 +219,11 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         // wait in the channel: ~200 MB more of fresh memory on bulk stores).
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(0);
         let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<CollatedBatch>>();
+        for v in spare.drain(..) {
+            let _ = back_tx.send(v); // the receiver is alive: it is in this scope
+        }
         let windows = &windows;
-        scope.spawn(move || {
+        let reading = scope.spawn(move || {
             for (wi, w) in windows.iter().enumerate() {
                 if let Some(next) = windows.get(wi + 1) {
                     reader.announce_next(&lists(next));
@@ -228,6 +241,7 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                     break;
                 }
             }
+            back_rx
         });
         for msg in rx {
             let (wi, out) = msg?;
@@ -244,8 +258,11 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                 }
             }
             pb.inc(window.len() as u64);
-            // The reader thread may have finished; then the buffers just drop.
+            // The reader thread may have finished; they are collected below.
             let _ = back_tx.send(out);
+        }
+        if let Ok(back_rx) = reading.join() {
+            spare.extend(back_rx.try_iter().take(2));
         }
         Ok(())
     })?;
@@ -366,6 +383,7 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
         edges_ptr: ints(&batch.edges_ptr, "edges_ptr")?,
         fields: BTreeMap::new(),
         strings: batch.strings.clone(),
+        buffers: Default::default(),
     };
     for (name, f) in &batch.fields {
         let dtype = schema.get(name).map(|s| s.1).ok_or_else(|| Error::InvalidInput {

@@ -60,11 +60,17 @@ pub struct ReaderOptions {
     pub(crate) cache_bytes: u64,
     /// Decoded bytes one batched read holds at once.
     pub(crate) window_decode_bytes: u64,
+    /// Free batch buffers kept for reuse, bytes.
+    pub(crate) batch_buffer_bytes: u64,
 }
 
 impl Default for ReaderOptions {
     fn default() -> Self {
-        ReaderOptions { cache_bytes: DEFAULT_CACHE_BYTES, window_decode_bytes: DEFAULT_WINDOW_DECODE_BYTES }
+        ReaderOptions {
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            window_decode_bytes: DEFAULT_WINDOW_DECODE_BYTES,
+            batch_buffer_bytes: crate::data::DEFAULT_BATCH_BUFFER_BYTES as u64,
+        }
     }
 }
 
@@ -123,6 +129,29 @@ impl ReaderOptions {
     pub fn window_decode_bytes(&self) -> u64 {
         self.window_decode_bytes
     }
+
+    /// Bounds the free batch buffers the reader keeps for reuse (default
+    /// [`DEFAULT_BATCH_BUFFER_BYTES`](crate::data::DEFAULT_BATCH_BUFFER_BYTES),
+    /// about three read windows of a bulk store; 0 keeps none). A batch's
+    /// field buffers come back when the device tensors made from them are
+    /// dropped, and later batches are written into them rather than into
+    /// fresh memory, which the system would fault in page by page (see
+    /// [`BatchBuffers`](crate::data::BatchBuffers)).
+    ///
+    /// ```
+    /// use atomzarr::ReaderOptions;
+    /// let o = ReaderOptions::default().with_batch_buffer_bytes(64 << 20);
+    /// assert_eq!(o.batch_buffer_bytes(), 64 << 20);
+    /// ```
+    pub fn with_batch_buffer_bytes(mut self, bytes: u64) -> Self {
+        self.batch_buffer_bytes = bytes;
+        self
+    }
+
+    /// Free batch buffers the reader keeps for reuse, bytes.
+    pub fn batch_buffer_bytes(&self) -> u64 {
+        self.batch_buffer_bytes
+    }
 }
 
 /// Reads an atomic-structure Zarr store (ours or the Python toolkit's).
@@ -163,6 +192,8 @@ pub struct AtomicDataZarrReader {
     window_decode_bytes: u64,
     /// Windows announced for the next reads, with their plans.
     announced: plan::Announced,
+    /// Memory of delivered batches, back for the next ones.
+    buffers: Arc<crate::data::BatchBuffers>,
 }
 
 /// Default of [`ReaderOptions::with_window_decode_bytes`].
@@ -282,6 +313,7 @@ impl AtomicDataZarrReader {
             next_id: std::sync::atomic::AtomicU32::new(0),
             window_decode_bytes: options.window_decode_bytes,
             announced: plan::Announced::default(),
+            buffers: crate::data::BatchBuffers::new(usize::try_from(options.batch_buffer_bytes).unwrap_or(usize::MAX)),
         };
         reader.refresh()?;
         Ok(reader)
@@ -317,6 +349,13 @@ impl AtomicDataZarrReader {
     /// Physical sample count (deleted ones included).
     pub fn num_physical(&self) -> usize {
         self.snapshot().num_samples
+    }
+
+    /// The pool the buffers of this reader's batches come from and go back
+    /// to (when the device tensors made from them are dropped), bounded by
+    /// [`ReaderOptions::with_batch_buffer_bytes`] of free buffers.
+    pub fn batch_buffers(&self) -> &Arc<crate::data::BatchBuffers> {
+        &self.buffers
     }
 
     /// Cache counters.

@@ -151,6 +151,7 @@ impl AtomicDataZarrReader {
             })
             .collect();
         out.reset(&layout);
+        out.buffers = crate::data::BufferHome::of(&self.buffers);
         let physical = rows.physical;
         let (mut atoms, mut edges) = (0i64, 0i64);
         let skip_edges = opts.skip_edges();
@@ -168,7 +169,13 @@ impl AtomicDataZarrReader {
                 None => continue, // reset() created every layout entry
             };
             let rows_total = f.level.pick(atoms as usize, edges as usize, physical.len());
-            dst.reserve(rows_total * f.row_elems);
+            let need = rows_total * f.row_elems;
+            if dst.capacity() < need {
+                // Memory a delivered batch gave back: touched before, so
+                // writing it faults no fresh pages in.
+                let pooled = self.buffers.take(dst.dtype(), need);
+                self.buffers.give(std::mem::replace(dst, pooled));
+            }
             if f.name == NEIGHBOR_LIST {
                 // Stored indices are store-global (see STORE_FORMAT.md).
                 self.fill_neighbors(st, f, d, &rows, batch, &out.atoms_ptr, dst)?;

@@ -1,0 +1,151 @@
+//! Recycled batch memory: the buffers of delivered batches come back to a
+//! bounded pool when their consumer is done with them, and later batches
+//! are written into them.
+//!
+//! Why: a read window of a bulk store is ~200 MB of output (neighbor lists
+//! and shifts of 64 cells of ~7,000 edges, 16 batches). Written into fresh
+//! allocations, each window's every page is a minor fault that the kernel
+//! zero-fills (glibc serves such sizes with `mmap` and unmaps them on free),
+//! ~135,000 faults per epoch of the 4,000-cell bulk store: most of a warm
+//! epoch's time. A buffer taken from the pool was touched before.
+//!
+//! A buffer goes back when the device tensor made from it is dropped (the
+//! tensor's bytes hold it through [`pooled_bytes`]), so the pool never
+//! hands out memory a consumer still holds: a batch kept alive keeps its
+//! buffers out of the pool.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{DType, HostData};
+
+/// A bounded pool of empty [`HostData`] buffers, by dtype and capacity.
+///
+/// ```
+/// use atomzarr::DType;
+/// use atomzarr::data::BatchBuffers;
+/// let pool = BatchBuffers::new(64 << 20);
+/// let a = pool.take(DType::Float32, 100_000);
+/// assert!(a.is_empty() && a.capacity() >= 100_000);
+/// pool.give(a);
+/// assert_eq!(pool.held_bytes(), 400_000);
+/// // The next request of that dtype that fits gets that buffer back.
+/// let b = pool.take(DType::Float32, 50_000);
+/// assert!(b.is_empty() && b.capacity() >= 100_000);
+/// assert_eq!(pool.held_bytes(), 0);
+/// // Another dtype, or more than any free buffer holds: a new buffer.
+/// pool.give(b);
+/// assert!(pool.take(DType::Int64, 10).capacity() >= 10);
+/// assert_eq!(pool.held_bytes(), 400_000);
+/// ```
+#[derive(Debug)]
+pub struct BatchBuffers {
+    limit: usize,
+    free: Mutex<Free>,
+}
+
+#[derive(Debug, Default)]
+struct Free {
+    bufs: Vec<HostData>,
+    bytes: usize,
+}
+
+/// Bytes of the pool of each reader: about three read windows of a bulk
+/// store (two in flight, one being consumed).
+pub const DEFAULT_BATCH_BUFFER_BYTES: usize = 768 << 20;
+
+/// Buffers smaller than this are not pooled: the heap recycles them well.
+const MIN_POOLED_BYTES: usize = 64 << 10;
+
+impl BatchBuffers {
+    /// A pool holding at most `limit` bytes of free buffers (0: none).
+    pub fn new(limit: usize) -> Arc<BatchBuffers> {
+        Arc::new(BatchBuffers { limit, free: Mutex::new(Free::default()) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Free> {
+        // A list of empty buffers: nothing a panic could leave half-done.
+        self.free.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An empty buffer of `dtype` with room for at least `n` elements: the
+    /// smallest free one of that dtype that holds `n`, else a new one.
+    pub fn take(&self, dtype: DType, n: usize) -> HostData {
+        if n * dtype.size() >= MIN_POOLED_BYTES {
+            let mut free = self.lock();
+            let best = free
+                .bufs
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.dtype() == dtype && b.capacity() >= n)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                let b = free.bufs.swap_remove(i);
+                free.bytes -= capacity_bytes(&b);
+                return b;
+            }
+        }
+        HostData::with_capacity(dtype, n)
+    }
+
+    /// Takes `data` back, emptied, if it is worth pooling and the pool has
+    /// room (else it is freed).
+    pub fn give(&self, mut data: HostData) {
+        let bytes = capacity_bytes(&data);
+        if bytes < MIN_POOLED_BYTES || matches!(data, HostData::Bool(_)) {
+            return;
+        }
+        data.clear();
+        let mut free = self.lock();
+        if free.bytes + bytes <= self.limit {
+            free.bytes += bytes;
+            free.bufs.push(data);
+        }
+    }
+
+    /// Bytes of the free buffers held.
+    pub fn held_bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// The most bytes of free buffers it holds.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+fn capacity_bytes(d: &HostData) -> usize {
+    d.capacity() * d.dtype().size()
+}
+
+/// Where a batch's buffers go back to: the pool of the reader that wrote
+/// them (`None`: nowhere, they are freed). Compares equal to any other, so
+/// two batches with the same contents are equal wherever their memory came
+/// from.
+#[derive(Debug, Clone, Default)]
+pub struct BufferHome(pub(crate) Option<Weak<BatchBuffers>>);
+
+impl PartialEq for BufferHome {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl BufferHome {
+    /// The pool `pool`.
+    pub fn of(pool: &Arc<BatchBuffers>) -> BufferHome {
+        BufferHome(Some(Arc::downgrade(pool)))
+    }
+
+    /// Gives `data` back to the pool, if there is one and it still exists.
+    pub fn give(&self, data: HostData) {
+        if let Some(pool) = self.0.as_ref().and_then(Weak::upgrade) {
+            pool.give(data);
+        }
+    }
+
+    /// The pool, if there is one and it still exists.
+    pub fn pool(&self) -> Option<Arc<BatchBuffers>> {
+        self.0.as_ref().and_then(Weak::upgrade)
+    }
+}
