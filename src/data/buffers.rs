@@ -32,10 +32,13 @@ use super::{DType, HostData};
 /// let b = pool.take(DType::Float32, 50_000);
 /// assert!(b.is_empty() && b.capacity() >= 100_000);
 /// assert_eq!(pool.held_bytes(), 0);
-/// // Another dtype, or more than any free buffer holds: a new buffer.
+/// // Another dtype: a new buffer; more than any free one holds: the
+/// // largest, grown.
 /// pool.give(b);
 /// assert!(pool.take(DType::Int64, 10).capacity() >= 10);
 /// assert_eq!(pool.held_bytes(), 400_000);
+/// assert!(pool.take(DType::Float32, 200_000).capacity() >= 200_000);
+/// assert_eq!(pool.held_bytes(), 0);
 /// ```
 #[derive(Debug)]
 pub struct BatchBuffers {
@@ -51,7 +54,7 @@ struct Free {
 
 /// Bytes of the pool of each reader: about three read windows of a bulk
 /// store (two in flight, one being consumed).
-pub const DEFAULT_BATCH_BUFFER_BYTES: usize = 768 << 20;
+pub const DEFAULT_BATCH_BUFFER_BYTES: usize = 512 << 20;
 
 /// Buffers smaller than this are not pooled: the heap recycles them well.
 const MIN_POOLED_BYTES: usize = 64 << 10;
@@ -68,7 +71,8 @@ impl BatchBuffers {
     }
 
     /// An empty buffer of `dtype` with room for at least `n` elements: the
-    /// smallest free one of that dtype that holds `n`, else a new one.
+    /// smallest free one of that dtype that holds `n`, else the largest free
+    /// one of that dtype grown to `n`, else a new one.
     pub fn take(&self, dtype: DType, n: usize) -> HostData {
         if n * dtype.size() >= MIN_POOLED_BYTES {
             let mut free = self.lock();
@@ -79,9 +83,17 @@ impl BatchBuffers {
                 .filter(|(_, b)| b.dtype() == dtype && b.capacity() >= n)
                 .min_by_key(|(_, b)| b.capacity())
                 .map(|(i, _)| i);
-            if let Some(i) = best {
-                let b = free.bufs.swap_remove(i);
+            // Else the largest of that dtype, grown: its pages stay mapped
+            // (a grown allocation of this size is moved by remapping), and
+            // a free buffer too small for every request would sit idle.
+            let pick = best.or_else(|| {
+                free.bufs.iter().enumerate().filter(|(_, b)| b.dtype() == dtype).max_by_key(|(_, b)| b.capacity()).map(|(i, _)| i)
+            });
+            if let Some(i) = pick {
+                let mut b = free.bufs.swap_remove(i);
                 free.bytes -= capacity_bytes(&b);
+                drop(free);
+                b.reserve(n);
                 return b;
             }
         }

@@ -292,6 +292,8 @@ impl Drop for Lent {
 /// host bytes cover the length it claims.
 struct Converting {
     src: HostData,
+    /// The pool `src` goes back to once the backend is done with it.
+    home: BufferHome,
     dtype: DType,
     /// The first unfit element met by `copy_into` (it cannot return one).
     unfit: Arc<Mutex<Option<Unfit>>>,
@@ -332,6 +334,14 @@ impl AllocationController for Converting {
     }
 }
 
+impl Drop for Converting {
+    fn drop(&mut self) {
+        // Staging copied it into the backend's pinned buffer (CubeCL pools
+        // those), or `Staged::finish` converted it: either way it is free.
+        self.home.give(std::mem::replace(&mut self.src, HostData::Bool(Vec::new())));
+    }
+}
+
 /// A field handed to staging: what [`Staged::finish`] needs to complete it.
 pub(crate) struct Staged {
     name: String,
@@ -358,7 +368,7 @@ pub(crate) fn prepare(name: &str, data: HostData, dtype: DType, home: &BufferHom
     let unfit = Arc::new(Mutex::new(None));
     let src_ptr = data.as_bytes().as_ptr();
     let len = n * dtype.size();
-    let controller = Box::new(Converting { src: data, dtype, unfit: unfit.clone() });
+    let controller = Box::new(Converting { src: data, home: home.clone(), dtype, unfit: unfit.clone() });
     // SAFETY: `dtype` is no wider than the host type here, so the host
     // buffer holds at least `len` initialized bytes.
     let bytes = unsafe { Bytes::from_controller(controller, len) };

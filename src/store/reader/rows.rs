@@ -170,12 +170,13 @@ impl AtomicDataZarrReader {
             };
             let rows_total = f.level.pick(atoms as usize, edges as usize, physical.len());
             let need = rows_total * f.row_elems;
-            if dst.capacity() < need {
-                // Memory a delivered batch gave back: touched before, so
-                // writing it faults no fresh pages in.
-                let pooled = self.buffers.take(dst.dtype(), need);
-                self.buffers.give(std::mem::replace(dst, pooled));
+            if dst.capacity() == 0 {
+                // A new batch: memory a delivered batch gave back, touched
+                // before, so writing it faults no fresh pages in. (A reused
+                // batch grows its own buffer.)
+                *dst = self.buffers.take(dst.dtype(), need);
             }
+            dst.reserve(need);
             if f.name == NEIGHBOR_LIST {
                 // Stored indices are store-global (see STORE_FORMAT.md).
                 self.fill_neighbors(st, f, d, &rows, batch, &out.atoms_ptr, dst)?;
