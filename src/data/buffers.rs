@@ -87,7 +87,12 @@ impl BatchBuffers {
             // (a grown allocation of this size is moved by remapping), and
             // a free buffer too small for every request would sit idle.
             let pick = best.or_else(|| {
-                free.bufs.iter().enumerate().filter(|(_, b)| b.dtype() == dtype).max_by_key(|(_, b)| b.capacity()).map(|(i, _)| i)
+                free.bufs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.dtype() == dtype)
+                    .max_by_key(|(_, b)| b.capacity())
+                    .map(|(i, _)| i)
             });
             if let Some(i) = pick {
                 let mut b = free.bufs.swap_remove(i);
