@@ -10,7 +10,7 @@
 //! epoch's time. A buffer taken from the pool was touched before.
 //!
 //! A buffer goes back when the device tensor made from it is dropped (the
-//! tensor's bytes hold it through [`pooled_bytes`]), so the pool never
+//! tensor's bytes hold it lent, see `pipeline/stage.rs`), so the pool never
 //! hands out memory a consumer still holds: a batch kept alive keeps its
 //! buffers out of the pool.
 
@@ -156,7 +156,7 @@ impl BufferHome {
 
     /// Gives `data` back to the pool, if there is one and it still exists.
     pub fn give(&self, data: HostData) {
-        if let Some(pool) = self.0.as_ref().and_then(Weak::upgrade) {
+        if let Some(pool) = self.pool() {
             pool.give(data);
         }
     }

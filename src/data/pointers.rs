@@ -73,11 +73,16 @@ impl Pointers<'_> {
 }
 
 /// Chunk ids `[first, last]` covering `rows` with `chunk_rows` rows per chunk
-/// (empty for an empty range).
+/// (empty for an empty range). One division when the rows lie in one chunk,
+/// as a sample's nearly always do (a multiplication tells): a shuffled read
+/// calls this per sample and field, and the divisions were a third of its
+/// planning.
 #[inline]
 pub(crate) fn chunks_of(rows: &std::ops::Range<u64>, chunk_rows: u64) -> std::ops::Range<u64> {
     if rows.is_empty() {
         return 0..0;
     }
-    rows.start / chunk_rows..(rows.end - 1) / chunk_rows + 1
+    let first = rows.start / chunk_rows;
+    let last = if rows.end <= (first + 1).saturating_mul(chunk_rows) { first } else { (rows.end - 1) / chunk_rows };
+    first..last + 1
 }

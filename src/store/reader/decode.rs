@@ -117,7 +117,7 @@ impl AtomicDataZarrReader {
     pub(super) fn decode_raw(&self, f: &FieldArray, chunk: u64) -> Result<ChunkBuf> {
         let mut idx = vec![0u64; f.array.dimensionality()];
         idx[0] = chunk;
-        let expected = f.chunk_rows * f.row_bytes as u64;
+        let expected = f.chunk_bytes();
         let raw = match self.decode_direct(f, chunk, expected as usize)? {
             Some(raw) => raw,
             None => {
@@ -135,7 +135,7 @@ impl AtomicDataZarrReader {
 
     /// `raw`, once it holds exactly the chunk's rows.
     pub(super) fn check_len(&self, f: &FieldArray, chunk: u64, raw: ChunkBuf) -> Result<ChunkBuf> {
-        let expected = f.chunk_rows * f.row_bytes as u64;
+        let expected = f.chunk_bytes();
         if raw.len() as u64 != expected {
             return Err(self.chunk_error(f, chunk, format!("decoded {} bytes, expected {expected}", raw.len())));
         }
@@ -225,13 +225,8 @@ impl AtomicDataZarrReader {
         let mut found: Vec<Option<ChunkBytes>> =
             tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, narrowed[fi])).collect();
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
-        let missing_bytes: u64 = missing
-            .iter()
-            .map(|&i| {
-                let f = &st.fields[tasks[i].0];
-                f.chunk_rows.saturating_mul(f.row_bytes as u64)
-            })
-            .fold(0, u64::saturating_add);
+        let missing_bytes: u64 =
+            missing.iter().map(|&i| st.fields[tasks[i].0].chunk_bytes()).fold(0, u64::saturating_add);
         if missing_bytes > limit {
             return Ok(None);
         }

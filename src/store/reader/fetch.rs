@@ -119,7 +119,7 @@ impl Fetch<'_> {
     fn decode(&self, slot: usize, encoded: Bytes) {
         let (fi, c) = self.wanted[slot];
         let f = &self.st.fields[fi];
-        let expected = (f.chunk_rows * f.row_bytes as u64) as usize;
+        let expected = f.chunk_bytes() as usize;
         let r = self
             .reader
             .decode_encoded(f, c, &encoded, expected)

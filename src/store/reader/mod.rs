@@ -416,6 +416,11 @@ pub(crate) struct FieldArray {
 }
 
 impl FieldArray {
+    /// Decoded bytes of one (inner) chunk, in the stored dtype.
+    pub(super) fn chunk_bytes(&self) -> u64 {
+        self.chunk_rows.saturating_mul(self.row_bytes as u64)
+    }
+
     /// Whether a request with `opts` reads this array at all.
     pub(super) fn wanted(&self, opts: CollateOptions) -> bool {
         !(opts.skip_edges() && self.level == Level::Edge)

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::data::Level;
+use crate::data::{Level, chunks_of};
 
 /// The rows a window's samples own on the atom and edge axes, read from
 /// the pointer arrays once for the whole window: in a shuffled window each
@@ -114,15 +114,7 @@ fn chunks_of_rows(rows: impl ExactSizeIterator<Item = Range<u64>>, chunk_rows: u
     let mut ids: Vec<u64> = Vec::with_capacity(rows.len());
     let chunk_rows = chunk_rows.max(1);
     for r in rows {
-        if r.is_empty() {
-            continue;
-        }
-        // One division per sample: most samples lie in one chunk, which a
-        // multiplication tells (a shuffled window's divisions were a third
-        // of its plan).
-        let first = r.start / chunk_rows;
-        let last = if r.end <= (first + 1) * chunk_rows { first } else { (r.end - 1) / chunk_rows };
-        for c in first..=last {
+        for c in chunks_of(&r, chunk_rows) {
             // Consecutive samples usually share a chunk; skip the obvious repeats.
             if ids.last() != Some(&c) {
                 ids.push(c);
@@ -206,7 +198,7 @@ impl Announced {
 /// Decoded bytes of the chunks of `plans` (per field, as
 /// [`needed_chunks_per_field`] gives them).
 pub(super) fn plan_bytes(st: &super::State, plans: &[Vec<u64>]) -> u64 {
-    st.fields.iter().zip(plans).map(|(f, ids)| ids.len() as u64 * f.chunk_rows * f.row_bytes as u64).sum()
+    st.fields.iter().zip(plans).map(|(f, ids)| ids.len() as u64 * f.chunk_bytes()).sum()
 }
 
 /// Consecutive groups of `batches` whose chunks each decode to at most
@@ -240,7 +232,6 @@ pub(super) fn decode_groups(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::chunks_of;
 
     #[test]
     fn chunk_ranges() {
@@ -248,6 +239,8 @@ mod tests {
         assert_eq!(chunks_of(&(5..15), 10), 0..2);
         assert_eq!(chunks_of(&(10..10), 10), 0..0);
         assert_eq!(chunks_of(&(19..21), 10), 1..3);
+        assert_eq!(chunks_of(&(10..20), 10), 1..2); // ends on a chunk boundary
+        assert_eq!(chunks_of(&(35..61), 10), 3..7);
     }
 
     #[test]
