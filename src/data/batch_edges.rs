@@ -7,10 +7,13 @@
 //! loader that builds them equals a store whose lists were built at import
 //! with the same cutoff: same pairs, same images, same order.
 
+use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
+
 use rayon::prelude::*;
 
-use crate::data::neighbors::{NeighborList, SHIFTS, Scratch, flags, foreign_edge_field, is_float, neighbor_list_into};
-use crate::data::{CollatedBatch, CollatedField, HostData, Level, NEIGHBOR_LIST};
+use crate::data::neighbors::{EdgeSink, SHIFTS, Scratch, append_neighbors, flags, foreign_edge_field, is_float};
+use crate::data::{CollatedBatch, CollatedField, DType, HostData, Level, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
 
 /// Replaces `batch`'s edges with the neighbor lists of its structures at
@@ -39,45 +42,129 @@ pub(crate) fn build_edges(
     }
     let geometry = BatchGeometry::of(batch)?;
     let b = batch.num_graphs();
-    let lists: Vec<NeighborList> = (0..b)
-        .into_par_iter()
-        .map_init(Scratch::default, |scratch, k| {
-            let (positions, cell, pbc) = geometry.structure(k);
-            let mut nl = NeighborList::default();
-            neighbor_list_into(&positions, &cell, pbc, cutoff, scratch, &mut nl).map_err(|e| sample_error(k, e))?;
-            Ok(nl)
+    // A few groups of neighboring structures per thread: enough to balance
+    // cells of different sizes, few enough that each group's buffers grow
+    // once and are then reused.
+    let per = b.div_ceil(4 * rayon::current_num_threads()).max(1);
+    let ranges: Vec<Range<usize>> = (0..b).step_by(per).map(|s| s..(s + per).min(b)).collect();
+    let groups: Vec<Group> = ranges
+        .par_iter()
+        .map(|r| {
+            let mut g = Group::take();
+            let mut positions = Vec::new();
+            for k in r.clone() {
+                let (cell, pbc) = geometry.structure_into(k, &mut positions);
+                let before = g.edges.edges();
+                append_neighbors(&positions, &cell, pbc, cutoff, &mut g.scratch, &mut g.edges)
+                    .map_err(|e| sample_error(k, e))?;
+                g.counts.push(g.edges.edges() - before);
+            }
+            Ok(g)
         })
         .collect::<Result<_>>()?;
     let mut edges_ptr = Vec::with_capacity(b + 1);
     edges_ptr.push(0i64);
-    for nl in &lists {
-        edges_ptr.push(edges_ptr[edges_ptr.len() - 1] + nl.len() as i64);
+    for c in groups.iter().flat_map(|g| &g.counts) {
+        edges_ptr.push(edges_ptr[edges_ptr.len() - 1] + *c as i64);
     }
     let total = edges_ptr[b] as usize;
-    let mut shifts = vec![0f32; 3 * total];
+    let group_ptr: Vec<i64> = ranges.iter().map(|r| edges_ptr[r.start]).chain([total as i64]).collect();
+    let home = &batch.buffers;
+    let mut shifts = match home.take(DType::Float32, 3 * total) {
+        HostData::Float32(v) => v,
+        // `take` gives the dtype asked for; this arm only satisfies the match.
+        _ => Vec::new(),
+    };
+    shifts.resize(3 * total, 0.0);
     let data = if int32 {
         if batch.atoms_ptr.last().is_some_and(|&n| n > i64::from(i32::MAX)) {
             return Err(Error::invalid("neighbor list", "a batch of more than 2^31 atoms cannot take int32 indices"));
         }
-        let mut pairs = vec![0i32; 2 * total];
+        let mut pairs = match home.take(DType::Int32, 2 * total) {
+            HostData::Int32(v) => v,
+            _ => Vec::new(),
+        };
+        pairs.resize(2 * total, 0);
         // In range: batch-local indices below the batch's atom count (checked above).
-        write_lists(&mut pairs, &mut shifts, &edges_ptr, &lists, &batch.atoms_ptr, |x| x as i32);
+        write_lists(&mut pairs, &mut shifts, &group_ptr, &groups, &ranges, &batch.atoms_ptr, |x| x as i32);
         HostData::Int32(pairs)
     } else {
-        let mut pairs = vec![0i64; 2 * total];
-        write_lists(&mut pairs, &mut shifts, &edges_ptr, &lists, &batch.atoms_ptr, |x| x);
+        let mut pairs = match home.take(DType::Int64, 2 * total) {
+            HostData::Int64(v) => v,
+            _ => Vec::new(),
+        };
+        pairs.resize(2 * total, 0);
+        write_lists(&mut pairs, &mut shifts, &group_ptr, &groups, &ranges, &batch.atoms_ptr, |x| x);
         HostData::Int64(pairs)
     };
-    batch.fields.insert(NEIGHBOR_LIST.into(), CollatedField { level: Level::Edge, trailing_shape: vec![2], data });
-    batch.fields.insert(
-        SHIFTS.into(),
-        CollatedField { level: Level::Edge, trailing_shape: vec![3], data: HostData::Float32(shifts) },
-    );
+    Group::give_all(groups);
+    let lists = CollatedField { level: Level::Edge, trailing_shape: vec![2], data };
+    let shifts = CollatedField { level: Level::Edge, trailing_shape: vec![3], data: HostData::Float32(shifts) };
+    for (name, field) in [(NEIGHBOR_LIST, lists), (SHIFTS, shifts)] {
+        if let Some(old) = batch.fields.insert(name.into(), field) {
+            batch.buffers.give(old.data);
+        }
+    }
     batch.edges_ptr = edges_ptr;
     Ok(())
 }
 
-/// `v` cut into one slice per structure: rows `ptr[k]..ptr[k + 1]` of
+/// One task's structures' edges as a batch stores them (sample-local
+/// pairs, float32 shifts: 20 bytes an edge), each structure's edge count,
+/// and the builder's scratch.
+#[derive(Default)]
+struct Group {
+    counts: Vec<usize>,
+    edges: Edges,
+    scratch: Scratch,
+}
+
+#[derive(Default)]
+struct Edges {
+    pairs: Vec<[u32; 2]>,
+    shifts: Vec<[f32; 3]>,
+}
+
+/// Groups kept between batches, so lists are built into memory already
+/// touched: fresh buffers for every batch cost a page fault every 4 KiB,
+/// about a quarter of a loader's list time. Process-wide because the
+/// loader and the benchmark build lists from any thread; at most
+/// [`KEPT_GROUPS`] groups of at most [`KEPT_GROUP_BYTES`] each are kept.
+static FREE_GROUPS: Mutex<Vec<Group>> = Mutex::new(Vec::new());
+const KEPT_GROUPS: usize = 64;
+const KEPT_GROUP_BYTES: usize = 64 << 20;
+
+impl Group {
+    fn take() -> Group {
+        // A list of cleared groups: nothing a panic could leave half-done.
+        FREE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner).pop().unwrap_or_default()
+    }
+
+    fn give_all(groups: Vec<Group>) {
+        let mut free = FREE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner);
+        for mut g in groups {
+            let bytes = 20 * g.edges.pairs.capacity().max(g.edges.shifts.capacity());
+            if free.len() < KEPT_GROUPS && bytes <= KEPT_GROUP_BYTES {
+                g.counts.clear();
+                g.edges.pairs.clear();
+                g.edges.shifts.clear();
+                free.push(g);
+            }
+        }
+    }
+}
+
+impl EdgeSink for Edges {
+    fn edges(&self) -> usize {
+        self.pairs.len()
+    }
+    fn push(&mut self, i: u32, j: u32, _image: [i32; 3], shift: [f64; 3]) {
+        self.pairs.push([i, j]);
+        self.shifts.push(shift.map(|x| x as f32));
+    }
+}
+
+/// `v` cut into one slice per range: rows `ptr[k]..ptr[k + 1]` of
 /// `width` elements.
 fn split_by<'a, T>(mut v: &'a mut [T], ptr: &[i64], width: usize) -> Vec<&'a mut [T]> {
     let mut parts = Vec::with_capacity(ptr.len().saturating_sub(1));
@@ -89,28 +176,31 @@ fn split_by<'a, T>(mut v: &'a mut [T], ptr: &[i64], width: usize) -> Vec<&'a mut
     parts
 }
 
-/// Writes each structure's pairs (moved to batch-local indices by its
-/// first atom `offsets[k]`, converted by `conv`) and shifts into its own
-/// rows of `pairs` and `shifts`, one task per structure.
+/// Writes each group's pairs (moved to batch-local indices by each
+/// structure's first atom `offsets[k]`, converted by `conv`) and shifts
+/// into its own rows of `pairs` and `shifts`, one task per group.
 fn write_lists<T: Send>(
     pairs: &mut [T],
     shifts: &mut [f32],
-    edges_ptr: &[i64],
-    lists: &[NeighborList],
+    group_ptr: &[i64],
+    groups: &[Group],
+    ranges: &[Range<usize>],
     offsets: &[i64],
     conv: impl Fn(i64) -> T + Sync,
 ) {
-    let pair_parts = split_by(pairs, edges_ptr, 2);
-    let shift_parts = split_by(shifts, edges_ptr, 3);
-    pair_parts.into_par_iter().zip(shift_parts).enumerate().for_each(|(k, (p, s))| {
-        let (nl, off) = (&lists[k], offsets[k]);
-        for (o, pr) in p.chunks_exact_mut(2).zip(&nl.pairs) {
-            o[0] = conv(pr[0] + off);
-            o[1] = conv(pr[1] + off);
+    let pair_parts = split_by(pairs, group_ptr, 2);
+    let shift_parts = split_by(shifts, group_ptr, 3);
+    pair_parts.into_par_iter().zip(shift_parts).enumerate().for_each(|(gi, (p, s))| {
+        let g = &groups[gi];
+        let mut rows = p.chunks_exact_mut(2).zip(&g.edges.pairs);
+        for (k, &count) in ranges[gi].clone().zip(&g.counts) {
+            let off = offsets[k];
+            for (o, pr) in rows.by_ref().take(count) {
+                o[0] = conv(i64::from(pr[0]) + off);
+                o[1] = conv(i64::from(pr[1]) + off);
+            }
         }
-        for (o, sh) in s.chunks_exact_mut(3).zip(&nl.shifts) {
-            o.copy_from_slice(&sh.map(|x| x as f32));
-        }
+        s.copy_from_slice(g.edges.shifts.as_flattened());
     });
 }
 
@@ -156,16 +246,17 @@ impl<'a> BatchGeometry<'a> {
         Ok(BatchGeometry { positions: pos.data.to_f64_vec(), cells, pbc, atoms_ptr: &batch.atoms_ptr })
     }
 
-    /// Structure `k`: positions, cell rows (zero without a cell) and pbc
-    /// (non-periodic without one).
-    fn structure(&self, k: usize) -> (Vec<[f64; 3]>, [[f64; 3]; 3], [bool; 3]) {
+    /// Structure `k`: its positions into `positions`; its cell rows (zero
+    /// without a cell) and pbc (non-periodic without one).
+    fn structure_into(&self, k: usize, positions: &mut Vec<[f64; 3]>) -> ([[f64; 3]; 3], [bool; 3]) {
         let (a0, a1) = (self.atoms_ptr[k] as usize, self.atoms_ptr[k + 1] as usize);
-        let positions = self.positions[3 * a0..3 * a1].chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+        positions.clear();
+        positions.extend(self.positions[3 * a0..3 * a1].chunks_exact(3).map(|c| [c[0], c[1], c[2]]));
         let cell = self
             .cells
             .as_ref()
             .map_or([[0.0; 3]; 3], |c| std::array::from_fn(|r| std::array::from_fn(|i| c[9 * k + 3 * r + i])));
         let pbc = self.pbc.as_ref().map_or([false; 3], |p| [p[3 * k], p[3 * k + 1], p[3 * k + 2]]);
-        (positions, cell, pbc)
+        (cell, pbc)
     }
 }

@@ -161,6 +161,15 @@ impl BufferHome {
         }
     }
 
+    /// An empty buffer of `dtype` with room for `n` elements: from the pool
+    /// when there is one (see [`BatchBuffers::take`]), else new.
+    pub fn take(&self, dtype: DType, n: usize) -> HostData {
+        match self.pool() {
+            Some(pool) => pool.take(dtype, n),
+            None => HostData::with_capacity(dtype, n),
+        }
+    }
+
     /// The pool, if there is one and it still exists.
     pub fn pool(&self) -> Option<Arc<BatchBuffers>> {
         self.0.as_ref().and_then(Weak::upgrade)

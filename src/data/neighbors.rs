@@ -175,6 +175,8 @@ pub(crate) struct Scratch {
     central: Vec<u32>,
     /// One atom's edges before sorting.
     row: Vec<(u32, [i32; 3])>,
+    /// The same edges as sortable keys (see [`pack`]).
+    keys: Vec<u64>,
 }
 
 pub(crate) fn neighbor_list_into(
@@ -188,6 +190,40 @@ pub(crate) fn neighbor_list_into(
     out.pairs.clear();
     out.images.clear();
     out.shifts.clear();
+    append_neighbors(positions, cell, pbc, cutoff, s, out)
+}
+
+/// Where the builder writes a structure's edges, in order: by `i`, then
+/// `j`, then image. A loader's sink keeps only what a batch stores (20
+/// bytes an edge); [`NeighborList`] keeps images and float64 shifts too.
+pub(crate) trait EdgeSink {
+    /// Edges written so far.
+    fn edges(&self) -> usize;
+    /// Edge `i -> j` through `image`, with `shift = image·cell`.
+    fn push(&mut self, i: u32, j: u32, image: [i32; 3], shift: [f64; 3]);
+}
+
+impl EdgeSink for NeighborList {
+    fn edges(&self) -> usize {
+        self.pairs.len()
+    }
+    fn push(&mut self, i: u32, j: u32, image: [i32; 3], shift: [f64; 3]) {
+        self.pairs.push([i64::from(i), i64::from(j)]);
+        self.images.push(image);
+        self.shifts.push(shift);
+    }
+}
+
+/// Appends the neighbor list of one structure to `out` (see
+/// [`neighbor_list`]).
+pub(crate) fn append_neighbors(
+    positions: &[[f64; 3]],
+    cell: &[[f64; 3]; 3],
+    pbc: [bool; 3],
+    cutoff: f64,
+    s: &mut Scratch,
+    out: &mut impl EdgeSink,
+) -> Result<()> {
     check_input(positions, cutoff)?;
     if positions.is_empty() {
         return Ok(());
@@ -379,8 +415,9 @@ impl Lattice {
 
     /// Each atom of the cell against the 27 bins around its central image;
     /// edges ordered by `i`, then `j`, then image.
-    fn scan(&self, bins: &Bins, cutoff: f64, s: &mut Scratch, out: &mut NeighborList) -> Result<()> {
+    fn scan(&self, bins: &Bins, cutoff: f64, s: &mut Scratch, out: &mut impl EdgeSink) -> Result<()> {
         let c2 = cutoff * cutoff;
+        let start = out.edges();
         let limit = s.wrapped.len().saturating_mul(MAX_NEIGHBORS_PER_ATOM);
         let dims = bins.dims;
         for i in 0..s.wrapped.len() {
@@ -407,18 +444,47 @@ impl Lattice {
                     }
                 }
             }
-            if out.pairs.len() + s.row.len() > limit {
+            if out.edges() - start + s.row.len() > limit {
                 return Err(too_many_neighbors(cutoff));
             }
-            s.row.sort_unstable();
-            for &(j, img) in &s.row {
-                out.pairs.push([i as i64, i64::from(j)]);
-                out.images.push(img);
-                out.shifts.push(self.translate([0.0; 3], img));
+            // In range: `check_input` bounds the atom count below u32::MAX.
+            let i = i as u32;
+            s.keys.clear();
+            s.keys.extend(s.row.iter().map_while(|&(j, img)| pack(j, img)));
+            if s.keys.len() == s.row.len() {
+                // Integers sort about twice as fast as tuples.
+                s.keys.sort_unstable();
+                for &key in &s.keys {
+                    let (j, img) = unpack(key);
+                    out.push(i, j, img, self.translate([0.0; 3], img));
+                }
+            } else {
+                s.row.sort_unstable();
+                for &(j, img) in &s.row {
+                    out.push(i, j, img, self.translate([0.0; 3], img));
+                }
             }
         }
         Ok(())
     }
+}
+
+/// Image components of at most `PACK_RANGE` in magnitude fit a key.
+const PACK_RANGE: i32 = 511;
+
+/// `(j, image)` as one integer ordered as the tuple is (`j`, then each
+/// image component, each offset into 10 bits), when the image fits.
+fn pack(j: u32, img: [i32; 3]) -> Option<u64> {
+    if img.iter().any(|c| c.abs() > PACK_RANGE) {
+        return None;
+    }
+    let c = img.map(|c| (c + PACK_RANGE + 1) as u64);
+    Some((u64::from(j) << 30) | (c[0] << 20) | (c[1] << 10) | c[2])
+}
+
+fn unpack(key: u64) -> (u32, [i32; 3]) {
+    let c = |shift: u32| ((key >> shift) & 0x3ff) as i32 - PACK_RANGE - 1;
+    ((key >> 30) as u32, [c(20), c(10), c(0)])
 }
 
 /// Bins: cubes of edge >= cutoff over the images' bounding box, with no
@@ -641,6 +707,28 @@ mod tests {
         }
         out.sort();
         out
+    }
+
+    #[test]
+    fn images_too_large_to_pack_keep_their_order() {
+        // Atoms ~600 cells apart: image offsets past the packed range, so
+        // the rows sort as tuples; the result must not change.
+        let cell = [[3.0, 0.0, 0.0], [0.0, 3.2, 0.0], [0.0, 0.0, 2.9]];
+        let positions = [[0.1, 0.2, 0.3], [1800.4, 1.1, 0.4], [-1799.0, 2.0, 1.5]];
+        assert!(pack(0, [512, 0, 0]).is_none() && pack(7, [-511, 3, 511]).map(unpack) == Some((7, [-511, 3, 511])));
+        let nl = neighbor_list(&positions, &cell, [true; 3], 3.5).unwrap();
+        assert!(nl.images.iter().any(|s| s[0].abs() > PACK_RANGE));
+        let got: Vec<_> = (0..nl.len()).map(|e| (nl.pairs[e][0], nl.pairs[e][1], nl.images[e])).collect();
+        // Reference: brute force on the positions moved into the cell by
+        // whole cell vectors `w`, its images moved back by `w_j - w_i`.
+        let w = [0, -600, 600];
+        let wrapped = [[0.1, 0.2, 0.3], [0.4, 1.1, 0.4], [1.0, 2.0, 1.5]];
+        let mut want: Vec<_> = brute(&wrapped, &cell, [true; 3], 3.5)
+            .into_iter()
+            .map(|(i, j, s)| (i, j, [s[0] + w[j as usize] - w[i as usize], s[1], s[2]]))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(got, want);
     }
 
     #[test]
