@@ -3,7 +3,8 @@
 
 Runs the `train_mlip` example binary (built with `--features wgpu` or
 `--features cuda`) on one store and seed, on `flex` (the CPU) and on the
-device backend, each with `--metrics`, and fails (exit 1) unless:
+device backend, each with `--metrics`, for each model of `--forces`
+(default both: `conservative,direct`), and fails (exit 1) unless:
 
 * every epoch's validation baselines (energy and force MAE of the
   predict-the-mean baseline, which depend on the validation batches alone)
@@ -20,7 +21,7 @@ device backend, each with `--metrics`, and fails (exit 1) unless:
   --epochs 2) on the device backend is finite.
 
     scripts/compare-backends.py BIN --backend wgpu --work DIR [--runs 3]
-        [--rss-epochs 20] [--full]
+        [--rss-epochs 20] [--full] [--forces conservative,direct]
 
 Only the Python standard library is needed.
 """
@@ -106,18 +107,24 @@ def main():
     ap.add_argument("--rss-epochs", type=int, default=0, help="report the resident memory of a device run of this many tiny epochs")
     ap.add_argument("--full", action="store_true", help="also a short full-size device run (300 structures, 2 epochs)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
+    ap.add_argument("--forces", default="conservative,direct", help="the models compared (train_mlip --forces), comma-separated")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     store = args.work / "tiny.zarr"
     tiny = ["--tiny", "--seed", "0"]
 
-    cpu = run(args.binary, store, args.work / "flex.jsonl", "flex", [*tiny, "--rebuild"], args.timeout)
-    if cpu is not None:
-        finite(cpu, "flex")
-    for k in range(1, args.runs + 1):
-        dev = run(args.binary, store, args.work / f"{args.backend}{k}.jsonl", args.backend, tiny, args.timeout)
-        if dev is not None and cpu is not None and finite(dev, f"{args.backend} run {k}"):
-            compare(cpu, dev, args.backend, k)
+    rebuild = ["--rebuild"]
+    for forces in args.forces.split(","):
+        head = [*tiny, "--forces", forces]
+        cpu = run(args.binary, store, args.work / f"flex_{forces}.jsonl", "flex", [*head, *rebuild], args.timeout)
+        rebuild = []
+        if cpu is not None:
+            finite(cpu, f"flex {forces}")
+        for k in range(1, args.runs + 1):
+            metrics = args.work / f"{args.backend}_{forces}{k}.jsonl"
+            dev = run(args.binary, store, metrics, args.backend, head, args.timeout)
+            if dev is not None and cpu is not None and finite(dev, f"{args.backend} {forces} run {k}"):
+                compare(cpu, dev, args.backend, f"{forces} {k}")
 
     if args.rss_epochs:
         metrics = args.work / f"{args.backend}_rss.jsonl"

@@ -8,6 +8,8 @@
 //!
 //! Needs `--features train`.
 
+#[path = "../examples/train_mlip/conservative.rs"]
+mod conservative;
 #[path = "../examples/train_mlip/incidence.rs"]
 mod incidence;
 #[path = "../examples/train_mlip/learner.rs"]

@@ -3,6 +3,8 @@
 //! through atomzarr's DataLoader must lower the loss, and ten must beat the
 //! predict-the-mean baseline on the held-out structures.
 
+#[path = "../examples/train_mlip/conservative.rs"]
+mod conservative;
 #[path = "../examples/train_mlip/incidence.rs"]
 mod incidence;
 #[path = "../examples/train_mlip/model.rs"]

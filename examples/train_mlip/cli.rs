@@ -13,7 +13,7 @@ use clap::Parser;
 use crate::learner;
 #[cfg(feature = "train")]
 use crate::model;
-use crate::model::Scatter;
+use crate::model::{Forces, Scatter};
 #[cfg(feature = "train")]
 use crate::training::{self, Split};
 use crate::training::{BoxError, Prep};
@@ -107,13 +107,27 @@ pub struct Args {
     /// Peak learning rate (cosine decay to 5% of it).
     #[arg(long, default_value_t = 5e-3)]
     pub lr: f64,
-    /// Feature width of the model.
+    /// How the model predicts forces: `conservative`, the exact negative
+    /// gradient of its energy (an MLP per atom over species-resolved radial
+    /// descriptors, its gradient written out: no double backward), or
+    /// `direct`, a rotation-equivariant force head beside the energy head of
+    /// a message-passing model.
+    #[arg(long, default_value = "conservative")]
+    pub forces: Forces,
+    /// Feature width of the model (both models: the conservative model's MLP
+    /// and center-species embedding, the direct model's features).
     #[arg(long, default_value_t = 32)]
     pub hidden: usize,
-    /// Message-passing rounds before the energy and force heads (0: a pure
-    /// radial-basis pair model).
+    /// Message-passing rounds before the energy and force heads of the
+    /// direct model (0: a pure radial-basis pair model). The conservative
+    /// model has none: it does not apply there.
     #[arg(long, default_value_t = 1)]
     pub interactions: usize,
+    /// After training, run this many steps of NVE molecular dynamics (1 fs,
+    /// velocity Verlet) with the trained model from the first validation
+    /// structure, and print the largest energy drift per atom.
+    #[arg(long, default_value_t = 0)]
+    pub md_steps: usize,
     /// Weight of the energy term of the loss (the force term has weight 1).
     #[arg(long, default_value_t = 4.0)]
     pub energy_weight: f64,
@@ -326,16 +340,28 @@ pub fn run_learner<Train: AutodiffBackend>(
         let saved = training::save(out.model.mlip.clone(), config, store)?;
         println!("saved {}", saved.display());
     }
+    if args.md_steps > 0 && args.node_rank == 0 {
+        crate::md::after_training(
+            &out.model.mlip,
+            config.cutoff,
+            store,
+            &split.val_indices,
+            args.md_steps,
+            args.seed,
+            device,
+        )?;
+    }
     println!("total {:.1}s", start.elapsed().as_secs_f64());
     println!(
-        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_seen={} params_checksum={}",
+        "final: val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_seen={} params_checksum={} forces={}",
         m.energy_mae(),
         m.force_mae(),
         m.baseline_energy_mae(),
         m.baseline_force_mae(),
         100.0 * out.times.wait_fraction(),
         out.times.samples,
-        learner::params_checksum(&out.model)
+        learner::params_checksum(&out.model),
+        config.forces
     );
     Ok(())
 }

@@ -126,6 +126,15 @@ impl<B: Backend> Incidence<B> {
 
     /// Sums the rows of `m` `[E,C]` into each edge's source atom: `[V,C]`.
     pub fn sum_to_src(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.sum_to(m, |b| &b.src)
+    }
+
+    /// Sums the rows of `m` `[E,C]` into each edge's destination atom: `[V,C]`.
+    pub fn sum_to_dst(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.sum_to(m, |b| &b.dst)
+    }
+
+    fn sum_to(&self, m: Tensor<B, 2>, pick: impl Fn(&Block<B>) -> &Tensor<B, 2>) -> Tensor<B, 2> {
         let [_, c] = m.dims();
         let parts: Vec<Tensor<B, 2>> = self
             .blocks
@@ -133,7 +142,7 @@ impl<B: Backend> Incidence<B> {
             .map(|b| {
                 let n = b.atoms.1 - b.atoms.0;
                 if b.edges.1 > b.edges.0 {
-                    b.src.clone().transpose().matmul(m.clone().narrow(0, b.edges.0, b.edges.1 - b.edges.0))
+                    pick(b).clone().transpose().matmul(m.clone().narrow(0, b.edges.0, b.edges.1 - b.edges.0))
                 } else {
                     Tensor::zeros([n, c], &m.device())
                 }

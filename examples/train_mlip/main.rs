@@ -36,9 +36,11 @@
 //!    `CompactRecorder`.
 
 mod cli;
+mod conservative;
 mod incidence;
 #[cfg(feature = "train")]
 mod learner;
+mod md;
 #[path = "../gpu_check/memory.rs"]
 mod memory;
 mod model;
@@ -94,7 +96,12 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
     // 4. The model.
     <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
     let scatter = args.scatter.unwrap_or(if gpu { Scatter::Partitioned } else { Scatter::Select });
-    let config = split.stats.config(physics::CUTOFF).with_hidden(args.hidden).with_interactions(args.interactions);
+    let config = split
+        .stats
+        .config(physics::CUTOFF)
+        .with_hidden(args.hidden)
+        .with_interactions(args.interactions)
+        .with_forces(args.forces);
     let mut trainer = Trainer::<Train>::new(&config, &device);
     trainer.model = trainer.model.clone().with_scatter(scatter);
     trainer.weights.energy = args.energy_weight;
@@ -116,5 +123,16 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
     }
     // 6. The model, saved next to the store.
     let saved = training::save(trainer.valid(), &config, &store)?;
-    run.finish(&saved, split.e0s.is_some(), args.rotate, start)
+    if args.md_steps > 0 {
+        md::after_training(
+            &trainer.valid(),
+            config.cutoff,
+            &store,
+            &split.val_indices,
+            args.md_steps,
+            args.seed,
+            &device,
+        )?;
+    }
+    run.finish(&saved, split.e0s.is_some(), args.rotate, args.forces, start)
 }

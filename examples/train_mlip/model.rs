@@ -58,6 +58,7 @@ use burn::tensor::activation::silu;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
+use crate::conservative::Conservative;
 use crate::incidence::Incidence;
 use crate::partitioned::Partitioned;
 
@@ -121,6 +122,38 @@ pub struct MlipConfig {
     /// RMS training force component, eV/Å (output scale of the force head).
     #[config(default = 1.0)]
     pub force_scale: f64,
+    /// How forces are predicted: the gradient of the energy or a direct head.
+    #[config(default = "Forces::Direct")]
+    pub forces: Forces,
+}
+
+/// How a model predicts forces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Forces {
+    /// `F = −dE/dx`, written out analytically (`conservative.rs`).
+    Conservative,
+    /// A direct, rotation-equivariant head beside the energy head.
+    Direct,
+}
+
+impl std::str::FromStr for Forces {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Forces, String> {
+        match s {
+            "conservative" => Ok(Forces::Conservative),
+            "direct" => Ok(Forces::Direct),
+            other => Err(format!("unknown forces `{other}` (conservative, direct)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Forces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Forces::Conservative => "conservative",
+            Forces::Direct => "direct",
+        })
+    }
 }
 
 /// One interaction (message-passing) block.
@@ -131,9 +164,25 @@ pub struct Interaction<B: Backend> {
     update: Linear<B>,
 }
 
-/// The potential.
+/// The potential: one of the two models, and how it gathers and sums over
+/// the graph.
 #[derive(Module, Debug)]
 pub struct Mlip<B: Backend> {
+    /// The message-passing model with a direct force head.
+    pub direct: Option<Direct<B>>,
+    /// The conservative model.
+    pub conservative: Option<Conservative<B>>,
+    /// How gathers and sums over the graph run (not part of the record).
+    #[module(skip)]
+    scatter: Scatter,
+    // Loss scales (rebuilt from the config; not part of the record).
+    energy_scale: f64,
+    force_scale: f64,
+}
+
+/// The message-passing potential with a direct force head.
+#[derive(Module, Debug)]
+pub struct Direct<B: Backend> {
     embed: Embedding<B>,
     interactions: Vec<Interaction<B>>,
     edge1: Linear<B>,
@@ -142,9 +191,6 @@ pub struct Mlip<B: Backend> {
     pair_out: Linear<B>,
     atom1: Linear<B>,
     atom_out: Linear<B>,
-    /// How gathers and sums over the graph run (not part of the record).
-    #[module(skip)]
-    scatter: Scatter,
     // Constants (rebuilt from the config; not part of the record).
     num_rbf: usize,
     r_min: f64,
@@ -156,11 +202,25 @@ pub struct Mlip<B: Backend> {
 }
 
 impl MlipConfig {
-    /// A freshly initialised model.
+    /// A freshly initialised model (of kind `forces`).
     pub fn init<B: Backend>(&self, device: &B::Device) -> Mlip<B> {
+        let (direct, conservative) = match self.forces {
+            Forces::Direct => (Some(self.init_direct(device)), None),
+            Forces::Conservative => (None, Some(Conservative::init(self, device))),
+        };
+        Mlip {
+            direct,
+            conservative,
+            scatter: Scatter::default(),
+            energy_scale: self.energy_scale,
+            force_scale: self.force_scale,
+        }
+    }
+
+    fn init_direct<B: Backend>(&self, device: &B::Device) -> Direct<B> {
         let (h, k) = (self.hidden, self.num_rbf);
         let lin = |i: usize, o: usize| LinearConfig::new(i, o).init(device);
-        Mlip {
+        Direct {
             embed: EmbeddingConfig::new(self.max_z, h).init(device),
             interactions: (0..self.interactions)
                 .map(|_| Interaction { msg1: lin(2 * h + k, h), msg2: lin(h, h), update: lin(2 * h, h) })
@@ -171,7 +231,6 @@ impl MlipConfig {
             pair_out: lin(h, 1),
             atom1: lin(h, h),
             atom_out: lin(h, 1),
-            scatter: Scatter::default(),
             num_rbf: k,
             r_min: self.r_min,
             cutoff: self.cutoff,
@@ -381,6 +440,15 @@ impl<B: Backend> GraphOps<B> {
         }
     }
 
+    /// Edge rows `m` `[E,C]` summed into their destination atoms: `[V,C]`.
+    pub fn sum_to_dst(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+        match self {
+            GraphOps::Select { dst, atoms, .. } => scatter_sum(m, dst.clone(), *atoms),
+            GraphOps::Incidence(i) => i.sum_to_dst(m),
+            GraphOps::Partitioned(p) => p.sum_to_dst(m),
+        }
+    }
+
     /// Atom rows `a` `[V,C]` summed into their graphs: `[B,C]`.
     pub fn sum_to_graphs(&self, a: Tensor<B, 2>) -> Tensor<B, 2> {
         match self {
@@ -400,10 +468,27 @@ impl<B: Backend> Mlip<B> {
 
     /// Energies and forces for a batch.
     pub fn forward(&self, batch: &GraphBatch<B>) -> Prediction<B> {
+        let graph = GraphOps::new(self.scatter, batch);
+        match (&self.conservative, &self.direct) {
+            (Some(m), _) => m.forward(batch, &graph),
+            (None, Some(m)) => m.forward(batch, &graph),
+            // `MlipConfig::init` builds exactly one of the two.
+            (None, None) => unreachable!("a model with neither force kind"),
+        }
+    }
+
+    /// Which of the two models this is.
+    pub fn forces(&self) -> Forces {
+        if self.conservative.is_some() { Forces::Conservative } else { Forces::Direct }
+    }
+}
+
+impl<B: Backend> Direct<B> {
+    /// Energies and forces for a batch.
+    pub fn forward(&self, batch: &GraphBatch<B>, graph: &GraphOps<B>) -> Prediction<B> {
         let device = batch.positions.device();
         let [v, _] = batch.positions.dims();
         let [e, _] = batch.edges.dims();
-        let graph = GraphOps::new(self.scatter, batch);
 
         // Edge geometry: r_ij = r_j - r_i + shift_ij (positions carry no
         // gradient, so a plain gather serves both forms).
@@ -666,11 +751,10 @@ pub mod model_tests {
             let grads = l.backward();
             let g =
                 |w: &burn::module::Param<Tensor<AD, 2>>| w.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
-            (
-                p.energy.into_data().to_vec::<f32>().unwrap(),
-                p.forces.into_data().to_vec::<f32>().unwrap(),
-                [g(&m.edge1.weight), g(&m.interactions[0].msg1.weight), g(&m.embed.weight)],
-            )
+            (p.energy.into_data().to_vec::<f32>().unwrap(), p.forces.into_data().to_vec::<f32>().unwrap(), {
+                let d = m.direct.as_ref().unwrap();
+                [g(&d.edge1.weight), g(&d.interactions[0].msg1.weight), g(&d.embed.weight)]
+            })
         };
         let (e1, f1, g1) = run(Scatter::Select);
         let close = |a: &[f32], b: &[f32], what: &str| {

@@ -148,6 +148,11 @@ impl<B: Backend> Partitioned<B> {
         self.src.sum(m)
     }
 
+    /// Edge rows `m` `[E,C]` summed into their destination atoms: `[V,C]`.
+    pub fn sum_to_dst(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.dst.sum(m)
+    }
+
     /// Atom rows `a` `[V,C]` summed into their graphs: `[B,C]`.
     pub fn sum_to_graphs(&self, a: Tensor<B, 2>) -> Tensor<B, 2> {
         self.graph.sum(a)

@@ -192,7 +192,8 @@ impl Structure {
         self.energy_forces_with(&self.neighbor_list(CUTOFF))
     }
 
-    fn masses(&self) -> Vec<f64> {
+    /// Atomic masses, amu.
+    pub fn masses(&self) -> Vec<f64> {
         self.numbers.iter().map(|&z| species(z).mass).collect()
     }
 }
@@ -202,6 +203,23 @@ fn gauss(rng: &mut StdRng) -> f64 {
     let u1: f64 = rng.random_range(f64::EPSILON..1.0);
     let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// Maxwell-Boltzmann velocities at `temperature` K, Å/fs, with the
+/// centre-of-mass momentum removed.
+pub fn initial_velocities(s: &Structure, temperature: f64, rng: &mut StdRng) -> Vec<[f64; 3]> {
+    let m = s.masses();
+    let n = s.len();
+    let mut v: Vec<[f64; 3]> =
+        m.iter().map(|&mi| [0; 3].map(|_| gauss(rng) * (KB * temperature / mi * ACC).sqrt())).collect();
+    let mt: f64 = m.iter().sum();
+    let p = [0, 1, 2].map(|c| (0..n).map(|i| m[i] * v[i][c]).sum::<f64>() / mt);
+    for vi in &mut v {
+        for c in 0..3 {
+            vi[c] -= p[c];
+        }
+    }
+    v
 }
 
 /// Velocity-Verlet MD with a Berendsen thermostat (τ = 200 fs), `dt` fs.
@@ -217,16 +235,7 @@ pub fn run_md(
 ) -> Vec<Structure> {
     let m = s.masses();
     let n = s.len();
-    let mut v: Vec<[f64; 3]> =
-        m.iter().map(|&mi| [0; 3].map(|_| gauss(rng) * (KB * temperature / mi * ACC).sqrt())).collect();
-    // Zero the centre-of-mass momentum.
-    let mt: f64 = m.iter().sum();
-    let p = [0, 1, 2].map(|c| (0..n).map(|i| m[i] * v[i][c]).sum::<f64>() / mt);
-    for vi in &mut v {
-        for c in 0..3 {
-            vi[c] -= p[c];
-        }
-    }
+    let mut v = initial_velocities(&s, temperature, rng);
     let (_, mut f) = s.energy_forces();
     let mut out = Vec::with_capacity(frames);
     let total = equilibrate + frames * every;

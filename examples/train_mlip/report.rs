@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::backend::AutodiffBackend;
 
 use crate::cli::Args;
-use crate::model::{Metrics, Scatter, Trainer};
+use crate::model::{Forces, Metrics, Scatter, Trainer};
 use crate::training::{BoxError, EpochReport, TrainingSet};
 
 /// The split, the E0s and the training statistics.
@@ -51,7 +51,11 @@ pub fn order(state: &atomzarr::LoaderState, args: &Args) {
 pub fn model<B: AutodiffBackend>(trainer: &Trainer<B>, backend: &str, scatter: Scatter, args: &Args, gpu: bool) {
     use burn::module::Module;
     println!(
-        "model: message passing + direct force head, {} parameters, backend {backend}, scatter {scatter:?}; batch {} prefetch {}{}",
+        "model: {}, {} parameters, backend {backend}, scatter {scatter:?}; batch {} prefetch {}{}",
+        match trainer.model.forces() {
+            Forces::Conservative => "conservative (forces = -dE/dx, written out)",
+            Forces::Direct => "message passing + direct force head",
+        },
         trainer.model.num_params(),
         args.batch_size(),
         args.prefetch_factor,
@@ -121,7 +125,7 @@ impl Run {
     }
 
     /// Prints where the model went and the final line.
-    pub fn finish(self, saved: &Path, e0: bool, rotate: bool, start: Instant) -> Result<(), BoxError> {
+    pub fn finish(self, saved: &Path, e0: bool, rotate: bool, forces: Forces, start: Instant) -> Result<(), BoxError> {
         let m = self.last.ok_or("no epochs run")?;
         println!(
             "saved {} (+ .json config); energy MAE {:.1}% and force MAE {:.1}% of the baseline's; total {:.1}s",
@@ -131,7 +135,7 @@ impl Run {
             start.elapsed().as_secs_f64()
         );
         println!(
-            "final: e0={e0} rotate={rotate} val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_per_s={:.1}",
+            "final: e0={e0} rotate={rotate} val_energy_mae={:.5} val_force_mae={:.5} baseline_energy_mae={:.5} baseline_force_mae={:.5} data_wait={:.2}% samples_per_s={:.1} forces={forces}",
             m.energy_mae(),
             m.force_mae(),
             m.baseline_energy_mae(),
