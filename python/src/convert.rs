@@ -1,8 +1,10 @@
 //! Host buffers to numpy arrays and back. Arrays handed to Python own the
 //! Rust buffers they view (`PyArray1::from_vec` moves the `Vec`; the reshape
-//! is a view): no second copy.
+//! is a view): no second copy. A batch's field arrays view buffers of the
+//! reader's batch buffer pool through a [`PooledBuffer`] base object, which
+//! gives the buffer back when Python frees the last view of it.
 
-use atomzarr::data::StringField;
+use atomzarr::data::{BufferHome, StringField};
 use atomzarr::store::format::default_level;
 use atomzarr::{AtomicData, CollatedBatch, Field, HostData, Level};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
@@ -34,6 +36,65 @@ pub fn array<'py>(py: Python<'py>, data: HostData, shape: &[usize]) -> PyResult<
         HostData::BFloat16(v) => own!(v.into_iter().map(f32::from).collect::<Vec<f32>>()),
         HostData::Float32(v) => own!(v),
         HostData::Float64(v) => own!(v),
+    })
+}
+
+/// A batch buffer lent to numpy: the base object of the arrays that view
+/// it. Dropped when the last view is freed, it gives the buffer back to the
+/// pool it came from, where a later batch takes it.
+#[pyclass(frozen)]
+pub struct PooledBuffer {
+    data: Option<HostData>,
+    home: BufferHome,
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        if let Some(data) = self.data.take() {
+            self.home.give(data);
+        }
+    }
+}
+
+/// `data` as a numpy array of `shape` viewing the buffer in place, the
+/// buffer given back to `home` when the array (and every view of it) is
+/// freed. bfloat16 becomes a new float32 array, as in [`array`].
+pub fn pooled_array<'py>(
+    py: Python<'py>,
+    data: HostData,
+    shape: &[usize],
+    home: &BufferHome,
+) -> PyResult<Bound<'py, PyAny>> {
+    if matches!(data, HostData::BFloat16(_)) || home.pool().is_none() {
+        return array(py, data, shape);
+    }
+    let owner = Bound::new(py, PooledBuffer { data: Some(data), home: home.clone() })?;
+    let held = owner.get();
+    macro_rules! lend {
+        ($v:expr) => {{
+            let view = numpy::ndarray::ArrayView1::from($v.as_slice());
+            // SAFETY: `owner` keeps the buffer alive and unmoved (a frozen
+            // pyclass never hands out `&mut`; the Vec's heap block does not
+            // move with the object) for as long as the array, whose base it
+            // becomes, or any view of the array lives.
+            unsafe { PyArray1::borrow_from_array(&view, owner.clone().into_any()) }.reshape(shape.to_vec())?.into_any()
+        }};
+    }
+    Ok(match &held.data {
+        Some(HostData::Bool(v)) => lend!(v),
+        Some(HostData::Int8(v)) => lend!(v),
+        Some(HostData::Int16(v)) => lend!(v),
+        Some(HostData::Int32(v)) => lend!(v),
+        Some(HostData::Int64(v)) => lend!(v),
+        Some(HostData::UInt8(v)) => lend!(v),
+        Some(HostData::UInt16(v)) => lend!(v),
+        Some(HostData::UInt32(v)) => lend!(v),
+        Some(HostData::UInt64(v)) => lend!(v),
+        Some(HostData::Float16(v)) => lend!(v),
+        Some(HostData::Float32(v)) => lend!(v),
+        Some(HostData::Float64(v)) => lend!(v),
+        // Handled above: bfloat16 is converted, and the buffer was just put in.
+        Some(HostData::BFloat16(_)) | None => return Err(PyValueError::new_err("a batch buffer went missing")),
     })
 }
 
@@ -70,7 +131,7 @@ pub fn batch_dict<'py>(py: Python<'py>, b: CollatedBatch) -> PyResult<Bound<'py,
     for (name, f) in b.fields {
         let mut shape = vec![f.rows()];
         shape.extend(&f.trailing_shape);
-        d.set_item(name, array(py, f.data, &shape)?)?;
+        d.set_item(name, pooled_array(py, f.data, &shape, &b.buffers)?)?;
     }
     for (name, s) in b.strings {
         d.set_item(name, PyList::new(py, s.values)?)?;

@@ -93,6 +93,12 @@ impl Reader {
         (c.decoded_bytes, c.sample_bytes, c.chunks_decoded)
     }
 
+    /// Bytes of free batch buffers the reader's pool holds: buffers of
+    /// batches whose arrays Python has freed, ready for later batches.
+    fn batch_buffer_bytes(&self) -> usize {
+        self.reader.batch_buffers().held_bytes()
+    }
+
     /// Re-reads the store's metadata (after another process appended).
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.reader.refresh()).map_err(to_py)

@@ -121,3 +121,26 @@ def test_batches_view_the_rust_buffers_without_a_copy(store):
             root = root.base
         assert root is not None and not isinstance(root, np.ndarray), k
         assert a.flags["C_CONTIGUOUS"], k
+
+
+def test_batch_buffers_come_back_when_python_frees_them_and_held_ones_stay(tmp_path):
+    import gc
+
+    from conftest import write_store
+
+    write_store(tmp_path / "pool.zarr", n=3000, chunk_size=64)
+    r = atomzarr.open(str(tmp_path / "pool.zarr"))
+    loader = atomzarr.DataLoader(r, batch_size=1000, seed=2, shuffle=True, prefetch_factor=2)
+    held = list(loader)  # one epoch's batches, kept alive
+    keys = ("positions", "forces", "neighbor_list")
+    copies = [{k: b[k].copy() for k in keys} for b in held]
+    for _ in range(3):
+        for _b in loader:  # later epochs, each batch freed before the next
+            pass
+    gc.collect()
+    assert r.batch_buffer_bytes() > 0, "freed batches gave no buffer back"
+    for b, c in zip(held, copies):
+        ref = r.read_many(b["indices"].tolist())  # an independent read
+        for k in keys:
+            np.testing.assert_array_equal(b[k], c[k], err_msg=f"{k} of a held batch changed")
+            np.testing.assert_array_equal(b[k], ref[k], err_msg=f"{k} differs from read_many")
