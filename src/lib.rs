@@ -63,7 +63,8 @@
 //! │   ├── strings.rs     StringField: string labels of a sample
 //! │   ├── collate.rs     CollatedBatch: many samples in one set of buffers, split back by sample(k)
 //! │   ├── buffers.rs     BatchBuffers: delivered batches' memory, back for the next ones
-//! │   ├── neighbors.rs   periodic neighbor lists (cell lists; ASE-equal), the edge transform
+//! │   ├── neighbors.rs   periodic neighbor lists (ASE-equal), the edge transform
+//! │   ├── cell_list.rs   the cell-list search behind them, into any edge sink
 //! │   ├── batch_edges.rs neighbor lists built into a collated batch, in parallel
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          readers: random access to samples

@@ -12,7 +12,8 @@ use std::sync::{Mutex, PoisonError};
 
 use rayon::prelude::*;
 
-use crate::data::neighbors::{EdgeSink, SHIFTS, Scratch, append_neighbors, flags, foreign_edge_field, is_float};
+use crate::data::cell_list::{EdgeSink, Scratch, append_neighbors};
+use crate::data::neighbors::{SHIFTS, flags, foreign_edge_field, is_float};
 use crate::data::{CollatedBatch, CollatedField, DType, HostData, Level, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
 

@@ -26,6 +26,7 @@
 
 mod batch_edges;
 mod buffers;
+pub(crate) mod cell_list;
 pub(crate) mod collate;
 pub(crate) mod dtype;
 pub(crate) mod elements;
