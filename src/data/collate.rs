@@ -243,6 +243,15 @@ impl CollatedBatch {
             })
             .unwrap_or_default();
         self.reset(&layout);
+        if let Some(pool) = self.buffers.pool() {
+            // A new batch takes memory a delivered batch gave back.
+            for l in &layout {
+                let need = samples.iter().filter_map(|s| s.fields.get(&l.name)).map(|f| f.data.len()).sum();
+                if let Some(dst) = self.fields.get_mut(&l.name).filter(|d| d.data.capacity() == 0) {
+                    dst.data = pool.take(l.dtype, need);
+                }
+            }
+        }
         for (k, s) in samples.iter().enumerate() {
             let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
             if s.fields.len() != layout.len() {

@@ -231,7 +231,7 @@ impl<R: Reader> ReadCtx<R> {
         let mut start = 0;
         for b in lists {
             // Transforms may rewrite neighbor lists: collating checks them again.
-            let mut c = CollatedBatch::default();
+            let mut c = CollatedBatch { buffers: self.reader.batch_home(), ..CollatedBatch::default() };
             c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
             if self.collate.narrow_int64() {
                 c.narrow_int64();
@@ -664,5 +664,9 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
 
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         self.reader.chunked()
+    }
+
+    fn batch_home(&self) -> crate::data::BufferHome {
+        self.reader.batch_home()
     }
 }

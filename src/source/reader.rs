@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::data::{AtomicData, Level};
-use crate::data::{CollateOptions, CollatedBatch};
+use crate::data::{BufferHome, CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 
 /// Where a sample came from.
@@ -274,6 +274,14 @@ pub trait Reader: Send + Sync {
     /// ```
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         None
+    }
+
+    /// Where this reader's collated batches give their buffers back when
+    /// they are dropped, and where a [`Dataset`](crate::Dataset) that
+    /// collates validated samples takes its batch buffers: the Zarr
+    /// reader's batch buffer pool. None by default (buffers are freed).
+    fn batch_home(&self) -> BufferHome {
+        BufferHome::default()
     }
 }
 
@@ -553,6 +561,9 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     }
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         (**self).chunked()
+    }
+    fn batch_home(&self) -> BufferHome {
+        (**self).batch_home()
     }
 }
 

@@ -161,6 +161,10 @@ impl Reader for AtomicDataZarrReader {
         Some(self)
     }
 
+    fn batch_home(&self) -> crate::data::BufferHome {
+        crate::data::BufferHome::of(&self.buffers)
+    }
+
     /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
     /// (see [`Error::NeighborIndex`]).
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
