@@ -220,6 +220,18 @@ impl CollatedBatch {
         })
     }
 
+    /// Gives each new field buffer of `layout` room for `samples` from
+    /// the batch's pool: memory a delivered batch gave back.
+    fn take_pooled(&mut self, layout: &[FieldLayout], samples: &[AtomicData]) {
+        let Some(pool) = self.buffers.pool() else { return };
+        for l in layout {
+            let need = samples.iter().filter_map(|s| s.fields.get(&l.name)).map(|f| f.data.len()).sum();
+            if let Some(dst) = self.fields.get_mut(&l.name).filter(|d| d.data.capacity() == 0) {
+                dst.data = pool.take(l.dtype, need);
+            }
+        }
+    }
+
     /// As [`CollatedBatch::fill_from_samples`]; `range_error(k, report)`
     /// builds the error for batch position `k` (readers name their store).
     pub(crate) fn fill_from_samples_opt(
@@ -243,15 +255,7 @@ impl CollatedBatch {
             })
             .unwrap_or_default();
         self.reset(&layout);
-        if let Some(pool) = self.buffers.pool() {
-            // A new batch takes memory a delivered batch gave back.
-            for l in &layout {
-                let need = samples.iter().filter_map(|s| s.fields.get(&l.name)).map(|f| f.data.len()).sum();
-                if let Some(dst) = self.fields.get_mut(&l.name).filter(|d| d.data.capacity() == 0) {
-                    dst.data = pool.take(l.dtype, need);
-                }
-            }
-        }
+        self.take_pooled(&layout, samples);
         for (k, s) in samples.iter().enumerate() {
             let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
             if s.fields.len() != layout.len() {
