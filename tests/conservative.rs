@@ -26,6 +26,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 type B = Flex;
+/// A structure's energy (eV) and forces (eV/Å).
+type EnergyForces = (f64, Vec<[f64; 3]>);
 type AD = Autodiff<Flex>;
 
 /// A conservative model with random weights and data-like scales.
@@ -184,7 +186,7 @@ fn md_with_the_conservative_model_conserves_energy() {
     let device = Default::default();
     let mut rng = StdRng::seed_from_u64(11);
     let start = physics::random_box([1, 2, 2], &mut rng);
-    let run = |f: &mut dyn FnMut(&Structure) -> (f64, Vec<[f64; 3]>)| {
+    let run = |f: &mut dyn FnMut(&Structure) -> EnergyForces| {
         md::nve(start.clone(), f, md::MD_TEMPERATURE, 1000, md::MD_DT, 5)
     };
     let model = run(&mut |s: &Structure| md::model_energy_forces(&m, CUTOFF, s, &device));

@@ -17,6 +17,8 @@
 //! Run with `cargo test --release --features wgpu --test device_numbers`
 //! (needs a Vulkan driver; `apt-get install mesa-vulkan-drivers` gives one).
 
+#[path = "../examples/train_mlip/conservative.rs"]
+mod conservative;
 #[path = "../examples/train_mlip/incidence.rs"]
 mod incidence;
 #[path = "../examples/train_mlip/model.rs"]

@@ -129,11 +129,10 @@ struct Edges {
 /// Groups kept between batches, so lists are built into memory already
 /// touched: fresh buffers for every batch cost a page fault every 4 KiB,
 /// about a quarter of a loader's list time. Process-wide because the
-/// loader and the benchmark build lists from any thread; at most
-/// [`KEPT_GROUPS`] groups of at most [`KEPT_GROUP_BYTES`] each are kept.
+/// loader and the benchmark build lists from any thread; the kept groups'
+/// edge buffers hold at most [`KEPT_BYTES`] in all.
 static FREE_GROUPS: Mutex<Vec<Group>> = Mutex::new(Vec::new());
-const KEPT_GROUPS: usize = 64;
-const KEPT_GROUP_BYTES: usize = 64 << 20;
+const KEPT_BYTES: usize = 256 << 20;
 
 impl Group {
     fn take() -> Group {
@@ -141,11 +140,17 @@ impl Group {
         FREE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner).pop().unwrap_or_default()
     }
 
+    /// Bytes of its edge buffers.
+    fn bytes(&self) -> usize {
+        8 * self.edges.pairs.capacity() + 12 * self.edges.shifts.capacity()
+    }
+
     fn give_all(groups: Vec<Group>) {
         let mut free = FREE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held: usize = free.iter().map(Group::bytes).sum();
         for mut g in groups {
-            let bytes = 20 * g.edges.pairs.capacity().max(g.edges.shifts.capacity());
-            if free.len() < KEPT_GROUPS && bytes <= KEPT_GROUP_BYTES {
+            if held + g.bytes() <= KEPT_BYTES {
+                held += g.bytes();
                 g.counts.clear();
                 g.edges.pairs.clear();
                 g.edges.shifts.clear();

@@ -450,4 +450,9 @@ impl Reader for InMemoryReader {
         // Resident buffers: no chunks, no decode.
         None
     }
+
+    fn batch_home(&self) -> crate::data::BufferHome {
+        // Batches are collated from resident samples: no pool of its own.
+        crate::data::BufferHome::default()
+    }
 }

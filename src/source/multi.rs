@@ -486,6 +486,12 @@ impl Reader for MultiReader {
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader)
     }
+
+    /// None: a mixed batch draws rows from several children, each with its
+    /// own pool, so no one pool can take its buffers back.
+    fn batch_home(&self) -> crate::data::BufferHome {
+        crate::data::BufferHome::default()
+    }
 }
 
 /// The children's chunk capabilities under the global index space. A child
