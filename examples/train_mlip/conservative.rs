@@ -52,7 +52,7 @@ use burn::tensor::Tensor;
 use burn::tensor::activation::{sigmoid, silu};
 use burn::tensor::backend::Backend;
 
-use crate::model::{GraphBatch, GraphOps, MlipConfig, Prediction};
+use crate::model::{GraphBatch, GraphOps, MlipConfig, Prediction, cosine_cutoff, edge_geometry, gaussians};
 
 /// Species channels of the descriptor (`a_c(Z_j)`).
 pub const CHANNELS: usize = 4;
@@ -99,25 +99,16 @@ impl<B: Backend> Conservative<B> {
 
     /// Energies and their exact negative gradient, the forces.
     pub fn forward(&self, batch: &GraphBatch<B>, graph: &GraphOps<B>) -> Prediction<B> {
-        let device = batch.positions.device();
         let [v, _] = batch.positions.dims();
         let (c, k) = (CHANNELS, self.num_rbf);
 
-        // Edge geometry: r_ij = r_j - r_i + shift_ij.
-        let rvec = graph.gather_dst(batch.positions.clone()) - graph.gather_src(batch.positions.clone())
-            + batch.shifts.clone();
-        let [e, _] = rvec.dims();
-        let r = rvec.clone().powi_scalar(2).sum_dim(1).sqrt(); // [E,1]
-        let unit = rvec / r.clone(); // [E,3]
-        let x = r.clone() * (PI / self.cutoff);
-        let fc = (x.clone().cos() + 1.0) * 0.5; // [E,1]
-        let dfc = x.sin() * (-0.5 * PI / self.cutoff); // [E,1]
-        let step = (self.cutoff - self.r_min) / (k - 1) as f64;
-        let centers: Vec<f32> = (0..k).map(|i| (self.r_min + step * i as f64) as f32).collect();
-        let centers = Tensor::<B, 1>::from_floats(centers.as_slice(), &device).reshape([1, k]);
-        let dr = r - centers; // [E,K]
-        let g = dr.clone().powi_scalar(2).mul_scalar(-1.0 / (step * step)).exp();
-        let dg = g.clone() * dr.mul_scalar(-2.0 / (step * step));
+        // Edge geometry, the basis and their derivatives in r.
+        let (unit, r) = edge_geometry(batch); // [E,3], [E,1]
+        let [e, _] = r.dims();
+        let fc = cosine_cutoff(&r, self.cutoff); // [E,1]
+        let dfc = (r.clone() * (PI / self.cutoff)).sin() * (-0.5 * PI / self.cutoff); // [E,1]
+        let (g, dr, w) = gaussians(&r, self.r_min, self.cutoff, k); // [E,K]
+        let dg = g.clone() * dr.mul_scalar(-2.0 / (w * w));
         let basis = g.clone() * fc.clone(); // [E,K]
         let dbasis = dg * fc + g * dfc; // [E,K]
 

@@ -486,26 +486,11 @@ impl<B: Backend> Mlip<B> {
 impl<B: Backend> Direct<B> {
     /// Energies and forces for a batch.
     pub fn forward(&self, batch: &GraphBatch<B>, graph: &GraphOps<B>) -> Prediction<B> {
-        let device = batch.positions.device();
         let [v, _] = batch.positions.dims();
-        let [e, _] = batch.edges.dims();
-
-        // Edge geometry: r_ij = r_j - r_i + shift_ij (positions carry no
-        // gradient, so a plain gather serves both forms).
-        let src = batch.edges.clone().narrow(1, 0, 1).reshape([e]);
-        let dst = batch.edges.clone().narrow(1, 1, 1).reshape([e]);
-        let rvec =
-            batch.positions.clone().select(0, dst) - batch.positions.clone().select(0, src) + batch.shifts.clone();
-        let r = rvec.clone().powi_scalar(2).sum_dim(1).sqrt(); // [E,1]
-        let unit = rvec / r.clone(); // [E,3]
+        let (unit, r) = edge_geometry(batch);
         // Cosine envelope: every edge term goes smoothly to zero at the cutoff.
-        let env = ((r.clone() * (PI / self.cutoff)).cos() + 1.0) * 0.5; // [E,1]
-        // Gaussian radial basis on [r_min, cutoff].
-        let k = self.num_rbf;
-        let step = (self.cutoff - self.r_min) / (k - 1) as f64;
-        let centers: Vec<f32> = (0..k).map(|i| (self.r_min + step * i as f64) as f32).collect();
-        let centers = Tensor::<B, 1>::from_floats(centers.as_slice(), &device).reshape([1, k]);
-        let rbf = (r - centers).powi_scalar(2).mul_scalar(-1.0 / (step * step)).exp() * env.clone(); // [E,K]
+        let env = cosine_cutoff(&r, self.cutoff); // [E,1]
+        let rbf = gaussians(&r, self.r_min, self.cutoff, self.num_rbf).0 * env.clone(); // [E,K]
 
         // Atom features from the species; pair features symmetric in i, j.
         let z = batch.atomic_numbers.clone().reshape([1, v]);
@@ -533,6 +518,33 @@ impl<B: Backend> Direct<B> {
         let energy = graph.sum_to_graphs(atom_e);
         Prediction { energy, forces }
     }
+}
+
+/// Each edge's `r_ij = r_j − r_i + shift_ij` as a unit vector `[E,3]` and
+/// its length `[E,1]`.
+pub fn edge_geometry<B: Backend>(batch: &GraphBatch<B>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let [e, _] = batch.edges.dims();
+    let src = batch.edges.clone().narrow(1, 0, 1).reshape([e]);
+    let dst = batch.edges.clone().narrow(1, 1, 1).reshape([e]);
+    let rvec = batch.positions.clone().select(0, dst) - batch.positions.clone().select(0, src) + batch.shifts.clone();
+    let r = rvec.clone().powi_scalar(2).sum_dim(1).sqrt();
+    (rvec / r.clone(), r)
+}
+
+/// The cosine cutoff `½(cos(π r / r_c) + 1)` of lengths `r` `[E,1]`.
+pub fn cosine_cutoff<B: Backend>(r: &Tensor<B, 2>, cutoff: f64) -> Tensor<B, 2> {
+    ((r.clone() * (PI / cutoff)).cos() + 1.0) * 0.5
+}
+
+/// `k` Gaussians `exp(−(r − μ_k)² / w²)` of lengths `r` `[E,1]`, centres
+/// `μ_k` evenly on `[r_min, cutoff]` `w` apart: the Gaussians `[E,K]`,
+/// `r − μ_k` `[E,K]` and `w`.
+pub fn gaussians<B: Backend>(r: &Tensor<B, 2>, r_min: f64, cutoff: f64, k: usize) -> (Tensor<B, 2>, Tensor<B, 2>, f64) {
+    let w = (cutoff - r_min) / (k - 1) as f64;
+    let centers: Vec<f32> = (0..k).map(|i| (r_min + w * i as f64) as f32).collect();
+    let centers = Tensor::<B, 1>::from_floats(centers.as_slice(), &r.device()).reshape([1, k]);
+    let dr = r.clone() - centers;
+    (dr.clone().powi_scalar(2).mul_scalar(-1.0 / (w * w)).exp(), dr, w)
 }
 
 /// Relative weights of the two loss terms.

@@ -95,7 +95,8 @@ pub(crate) struct Scratch {
 
 /// Where the builder writes a structure's edges, in order: by `i`, then
 /// `j`, then image. A loader's sink keeps only what a batch stores (20
-/// bytes an edge); [`NeighborList`] keeps images and float64 shifts too.
+/// bytes an edge); a [`NeighborList`](crate::data::neighbors::NeighborList)
+/// keeps images and float64 shifts too.
 pub(crate) trait EdgeSink {
     /// Edges written so far.
     fn edges(&self) -> usize;
@@ -104,7 +105,7 @@ pub(crate) trait EdgeSink {
 }
 
 /// Appends the neighbor list of one structure to `out` (see
-/// [`neighbor_list`]).
+/// [`neighbor_list`](crate::data::neighbors::neighbor_list)).
 pub(crate) fn append_neighbors(
     positions: &[[f64; 3]],
     cell: &[[f64; 3]; 3],
