@@ -20,7 +20,6 @@ mod common;
 
 use atomzarr::{AtomicDataZarrReader, Reader, ReaderExt};
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::backend::Backend;
 use model::Trainer;
 use physics::{CUTOFF, DatasetSpec, Structure};
 use training::{LoaderOptions, Split};
@@ -31,6 +30,20 @@ fn tiny_store(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
     let store = dir.join("tiny.zarr");
     assert_eq!(physics::build_store(&store, DatasetSpec::tiny(n), 1).unwrap(), n);
     store
+}
+
+/// A trainer whose weights are drawn right after seeding the backend's
+/// global RNG (seed 0), with no other test drawing in between: tests run
+/// on threads of one process, and a draw elsewhere between the seed and
+/// this one's would give it other weights.
+fn seeded_trainer<B: burn::tensor::backend::AutodiffBackend>(
+    config: &model::MlipConfig,
+    device: &B::Device,
+) -> Trainer<B> {
+    static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _draws = RNG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    B::seed(device, 0);
+    Trainer::new(config, device)
 }
 
 fn opts() -> LoaderOptions {
@@ -46,9 +59,8 @@ fn two_epochs_on_a_tiny_store_lower_the_loss() {
     assert_eq!((split.train_indices.len(), split.val_indices.len()), (36, 12));
     assert!(split.train_indices.iter().all(|i| !split.val_indices.contains(i)));
 
-    Train::seed(&device, 0);
     let config = split.stats.config(CUTOFF);
-    let mut trainer = Trainer::<Train>::new(&config, &device);
+    let mut trainer = seeded_trainer(&config, &device);
     let before = training::evaluate(&trainer.valid(), &split.val, split.stats.energy_per_atom).unwrap();
     let r1 = training::train_epoch(&mut trainer, &split.train, 0, 1e-2).unwrap();
     let r2 = training::train_epoch(&mut trainer, &split.train, 1, 1e-2).unwrap();
@@ -90,7 +102,7 @@ fn a_non_finite_loss_stops_training_naming_epoch_and_batch() {
     let device = Default::default();
     let split = Split::<Train>::open(&store, 0.25, opts(), &device).unwrap();
     let config = split.stats.config(CUTOFF);
-    let mut trainer = Trainer::<Train>::new(&config, &device);
+    let mut trainer = seeded_trainer(&config, &device);
     let err = training::train_epoch(&mut trainer, &split.train, 2, f64::NAN).map(|r| r.loss).unwrap_err().to_string();
     assert!(err.starts_with("epoch 3, batch 2: the training loss is NaN (samples ["), "{err}");
     // Validation on the NaN model stops on its first batch.
@@ -167,9 +179,8 @@ fn training_beats_the_predict_the_mean_baseline() {
     };
     let split = Split::<Train>::open(&store, 0.25, opts, &device).unwrap();
     for forces in [model::Forces::Direct, model::Forces::Conservative] {
-        Train::seed(&device, 0);
         let config = split.stats.config(CUTOFF).with_forces(forces);
-        let mut trainer = Trainer::<Train>::new(&config, &device);
+        let mut trainer = seeded_trainer(&config, &device);
         let epochs = 10;
         for epoch in 0..epochs {
             let lr = training::cosine_lr(1e-2, 0.05, epoch, epochs);
@@ -271,8 +282,7 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
         assert!((d(&got, 0, a) - d(&stored, 0, a)).abs() < 1e-4, "sample {i}: distance 0-{a} changed");
     }
 
-    Train::seed(&device, 0);
-    let mut trainer = Trainer::<Train>::new(&split.stats.config(CUTOFF), &device);
+    let mut trainer = seeded_trainer(&split.stats.config(CUTOFF), &device);
     let r1 = training::train_epoch(&mut trainer, &split.train, 0, 1e-2).unwrap();
     let r2 = training::train_epoch(&mut trainer, &split.train, 1, 1e-2).unwrap();
     assert_eq!(r1.samples, split.train_indices.len());
@@ -300,7 +310,7 @@ fn graphs_built_while_loading_train_like_stored_ones() {
     };
     let (stored, built) = (split(true), split(false));
     assert_eq!(format!("{:?}", stored.stats), format!("{:?}", built.stats));
-    let mut trainer = Trainer::<Train>::new(&stored.stats.config(CUTOFF), &device);
+    let mut trainer = seeded_trainer(&stored.stats.config(CUTOFF), &device);
     for epoch in 0..3 {
         training::train_epoch(&mut trainer, &stored.train, epoch, 5e-3).unwrap();
     }
