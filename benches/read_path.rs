@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
-use atomzarr::cli::bench::{ReadOrder, WriteOptions, read_order};
+use atomzarr::bench::{ReadOrder, WriteOptions, read_order};
 use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, ReaderExt, ReaderOptions};
 
 const N: usize = 10_000;

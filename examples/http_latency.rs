@@ -23,7 +23,7 @@ mod http_server;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use atomzarr::cli::bench::{ReadOptions, ReadOrder, ReadPath, read_bench};
+use atomzarr::bench::{ReadOptions, ReadOrder, ReadPath, read_bench};
 use atomzarr::store::remote::RemoteOptions;
 
 fn main() -> atomzarr::Result<()> {

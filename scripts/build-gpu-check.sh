@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
-cargo build --profile gpu-check --features cuda --example gpu_check --example train_mlip
+cargo build -p atomzarr --profile gpu-check --features cuda --example gpu_check --example train_mlip
 out="${CARGO_TARGET_DIR:-target}/gpu-check"
 mkdir -p "$out/carry"
 rm -f "$out/carry/"*

@@ -2,7 +2,7 @@
 """Writes the import fixtures under assets/import/formats/: one small file per
 format, written by that format's own Python tool, and NAME.ref.json: the
 frames as that tool reads them back, converted to eV, Å, eV/Å and eV/Å³
-with ase.units (f64). tests/import_formats.rs imports each file and checks
+with ase.units (f64). cli/tests/import_formats.rs imports each file and checks
 its dump against the reference.
 
 Run by hand, never by CI (CI must not need these packages):
@@ -39,7 +39,7 @@ What each fixture holds:
   forces, a stress with six different components) with the stress as ASE's
   6-vector (xx yy zz yz xz xy) or as a 3x3 matrix, per format; the
   reference of FILE is FILE.ref.json (stress as 3x3, eV/Å³). What ASE 3.29
-  writes (tests/import_stress.rs checks each):
+  writes (cli/tests/import_stress.rs checks each):
   - .extxyz: ase.io.write always writes a calculator's stress as 9 numbers
     (3x3 in Fortran order; a 6-vector is expanded first), so
     stress_3x3.extxyz (3x3 on the calculator) holds `stress="9 numbers"`

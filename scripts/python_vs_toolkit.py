@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Shuffled reads from Python: atomzarr's Python DataLoader against
-nvalchemi-toolkit's DataLoader on the same stores (the README's "From
-Python" table).
+nvalchemi-toolkit's DataLoader on the same stores (the "From Python, against the toolkit"
+table of docs/PERFORMANCE.md).
 
 Two stores, written by the atomzarr CLI (stores already in --dir are reused):
 

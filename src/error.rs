@@ -389,6 +389,31 @@ impl Error {
         matches!(self, Error::NeighborIndex { .. } | Error::Validation { .. })
     }
 
+    /// `Ok` when every index is below `len`; else
+    /// [`Error::IndexOutOfRange`] naming `source` (what the indices index:
+    /// a reader, a store) and the first index that is not. The one check
+    /// of indices into a collection, for every layer.
+    pub(crate) fn check_indices<'a>(
+        source: impl FnOnce() -> String,
+        indices: impl IntoIterator<Item = &'a usize>,
+        len: usize,
+    ) -> Result<()> {
+        match indices.into_iter().find(|&&i| i >= len) {
+            Some(&bad) => Err(Error::IndexOutOfRange { source_name: source(), index: bad as i64, len }),
+            None => Ok(()),
+        }
+    }
+
+    /// `index` in `0..len`, counting a negative index from the end
+    /// (Python's convention); else [`Error::IndexOutOfRange`] naming `source`.
+    pub(crate) fn checked_index(source: impl FnOnce() -> String, index: i64, len: usize) -> Result<usize> {
+        let i = if index < 0 { index + len as i64 } else { index };
+        if i < 0 || i as usize >= len {
+            return Err(Error::IndexOutOfRange { source_name: source(), index, len });
+        }
+        Ok(i as usize)
+    }
+
     pub(crate) fn zarr(
         store: impl Into<Location>,
         array: impl Into<String>,

@@ -70,16 +70,19 @@
 //! ├── source/          readers: random access to samples
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
 //! │   ├── memory.rs      InMemoryReader: a reader's samples resident in memory
-//! │   └── multi.rs       MultiReader: several readers, one index space
+//! │   ├── multi.rs       MultiReader: several readers, one index space
+//! │   └── dump.rs        every sample as the toolkit's JSON dump (atomzarr dump)
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
 //! │   ├── config.rs      ZarrWriteConfig, layered per group and field
 //! │   ├── codec.rs       an array's codec chain, parsed once (creation, inspect, limits, decode, tail encode)
 //! │   ├── arrays.rs      opening and creating arrays: dtypes, chunk shapes
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
-//! │   ├── durable.rs     crash-safe storage below zarrs
+//! │   ├── durable/       crash-safe storage below zarrs: DurableStore and its transactions
+//! │   │                  (mod.rs), files (atomic replace, exchange, syncs, cleanup)
 //! │   ├── limits.rs      size limits, checked before anything is allocated
 //! │   ├── lock.rs        the writer lock: one writer per store at a time
+//! │   ├── inspect.rs     a store's arrays, codecs, chunks and sizes (atomzarr inspect)
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
 //! │   │                  append, edit (add_custom, add_filled, delete), strings
 //! │   │                  (string labels), defragment, tail (tail chunks
@@ -123,11 +126,10 @@
 //! │                    loader.rs (DataLoader; plan.rs: epoch plans, LoaderState; upload.rs:
 //! │                    upload threads) → batch.rs (AtomicBatch; stage.rs: fields in device
 //! │                    dtypes, pinned staging); labels.rs: losses that leave absent labels out
-//! ├── cli/             feature `cli`: bench/ (the I/O benchmark: options, write for roundtrip,
-//! │                    read loops, content checksum, memory peak, report), dump.rs,
-//! │                    inspect.rs, split.rs, stats.rs
-//! ├── testing.rs       feature `testing`: test hooks for the crate's own tests (hidden)
-//! └── main.rs          the `atomzarr` binary (feature `cli`)
+//! ├── bench/           feature `bench`: the I/O benchmark behind `atomzarr roundtrip` and
+//! │                    `atomzarr read` (options, write for roundtrip, read loops,
+//! │                    content checksum, memory peak, report rows)
+//! └── testing.rs       feature `testing`: test hooks for the crate's own tests (hidden)
 //! ```
 //!
 //! | module | owns |
@@ -139,14 +141,14 @@
 //! | [`formats`] | files of other formats: each read as [`formats::Frames`] ([`formats::open_frames`]: extended XYZ, ASE databases, HDF5, npz, MPtrj; units in [`formats::units`]); [`formats::import`] into a store (labels only some frames have, string labels); [`formats::export`] as extended XYZ |
 //! | [`prep`] | a training set: splits ([`prep::split`]), statistics ([`prep::stats`]), both saved in the store ([`prep::saved`]), batch transforms ([`prep::transforms`]) |
 //! | [`pipeline`] | [`Dataset`] (validation, transforms; Burn's `Dataset`), [`Prefetcher`] (background reads), [`DataLoader`] (Burn's `DataLoader`; [`DataLoaderBuilder`], [`LoaderState`] to resume), [`AtomicBatch`] and [`AtomicBatcher`] (Burn's `Batcher`) |
-//! | `cli` | the command line's library side (feature `cli`): the I/O benchmark, `dump`, `inspect`, `split`, `stats` |
+//! | `bench` | the I/O benchmark's runner (feature `bench`): read orders, the timed read loops, report rows; the `atomzarr` command line (crate `atomzarr-cli`, folder `cli/`) prints them |
 //!
 //! Imports between these top-level modules point only downward, so the
 //! graph has no cycle, and the files of each folder import each other
 //! without a cycle (`tests/architecture.rs` fails on either):
 //!
 //! ```text
-//! location ◄─ error, progress, pool ◄─ data ◄─ source ◄─ store, sampler ◄─ formats, prep ◄─ pipeline ◄─ cli
+//! location ◄─ error, progress, pool ◄─ data ◄─ source ◄─ store, sampler ◄─ formats, prep ◄─ pipeline ◄─ bench
 //! ```
 //!
 //! ## Configuration
@@ -173,19 +175,26 @@
 //!
 //! | feature | default | brings |
 //! |---|---|---|
-//! | `cli` | on | the `atomzarr` binary and `atomzarr::cli` (clap, comfy-table, tempfile, Burn's Flex backend); turns on `progress` |
-//! | `progress` | with `cli` | progress bars on stderr for `with_progress(true)` (the writer, [`InMemoryOptions`]); without it those calls log (`log::info!`) |
-//! | `remote` | on | stores at URLs: s3://, gs://, az://, http(s):// ([`store::remote`]; object_store, tokio) |
+//! | `remote` | off | stores at URLs: s3://, gs://, az://, http(s):// ([`store::remote`]; object_store, tokio) |
+//! | `sqlite` | off | ASE's SQLite databases (`.db`): rusqlite with a bundled SQLite |
+//! | `lmdb` | off | fairchem's `.aselmdb`: heed over a bundled LMDB |
+//! | `hdf5` | off | SPICE and ANI-1x HDF5: the pure-Rust hdf5-reader |
+//! | `xz` | off | xz-compressed text inputs (`.extxyz.xz`): liblzma, bundled |
+//! | `all-formats` | off | `sqlite`, `lmdb`, `hdf5` and `xz` together |
+//! | `progress` | off | progress bars on stderr for `with_progress(true)` (the writer, [`InMemoryOptions`]); without it those calls log (`log::info!`) |
+//! | `bench` | off | the I/O benchmark's runner (`atomzarr::bench`; Burn's Flex backend for its `batch` path, tempfile) |
 //! | `train` | off | burn-train and burn-collective, for the training example's `--learner` and `--num-nodes` |
 //! | `cuda` | off | Burn's CUDA backend |
 //! | `wgpu` | off | Burn's wgpu backend (any Vulkan device; Mesa's software lavapipe runs the device tests without a GPU) |
-//! | `formats` | on | the import formats that need their own crates: `sqlite` (ASE `.db`, rusqlite with a bundled SQLite), `lmdb` (`.aselmdb`, heed over a bundled LMDB), `hdf5` (SPICE and ANI-1x, the pure-Rust hdf5-reader), `xz` (liblzma, bundled) |
 //! | `testing` | off | store internals and test hooks for the crate's own tests (`AtomicDataZarrWriter::fail_after`, `Error::Injected`); not public API |
 //!
-//! With `default-features = false` the crate is the library alone: burn
-//! (`std`, `dataset`), zarrs, rayon, serde, thiserror, zstd and a few small
-//! crates, nothing for the terminal.
-//!
+//! The defaults are the library alone: burn (`std`, `dataset`), zarrs,
+//! rayon, serde, thiserror, zstd, the pure-Rust readers of extended XYZ,
+//! npz, MPtrj JSON, gzip and bzip2, and a few small crates; nothing for the
+//! terminal. The `atomzarr` command line is the crate `atomzarr-cli`
+//! (`cargo install --path cli`), which turns on `remote`, `all-formats`,
+//! `progress` and `bench`.
+
 //! ## Example
 //!
 //! ```
@@ -207,8 +216,8 @@
 // zarrs takes array subsets as `&[Range<u64>]`: a one-range array is a 1-d subset, not a mistake.
 #![allow(clippy::single_range_in_vec_init)]
 
-#[cfg(feature = "cli")]
-pub mod cli;
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod data;
 mod error;
 pub mod formats;

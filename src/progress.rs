@@ -3,13 +3,15 @@
 //! ([`AtomicDataZarrWriter::with_progress`](crate::AtomicDataZarrWriter::with_progress),
 //! [`InMemoryOptions::progress`](crate::InMemoryOptions::progress)).
 //!
-//! With the `progress` feature (on by default, through `cli`) it is a bar
+//! With the `progress` feature (off by default; the CLI turns it on) it is a bar
 //! on stderr. Without it the library has no terminal dependency and reports
 //! through the `log` crate instead (`log::info!`): a line at the start, one
 //! at every tenth of the work, and one at the end.
 
 #[cfg(feature = "progress")]
 mod imp {
+    use std::borrow::Cow;
+
     use indicatif::{ProgressBar, ProgressStyle};
 
     /// A progress bar on stderr (hidden when not asked for).
@@ -18,12 +20,12 @@ mod imp {
     impl Progress {
         /// Progress over `len` units of work, labelled `msg`; `show` false
         /// shows nothing.
-        pub(crate) fn new(show: bool, len: u64, msg: &'static str) -> Progress {
+        pub(crate) fn new(show: bool, len: u64, msg: impl Into<Cow<'static, str>>) -> Progress {
             if !show {
                 return Progress(ProgressBar::hidden());
             }
             let b = ProgressBar::new(len);
-            if let Ok(style) = ProgressStyle::with_template("{msg:>12} {bar:40} {pos}/{len} {elapsed}") {
+            if let Ok(style) = ProgressStyle::with_template("{msg:>12} {bar:40} {pos}/{len} {elapsed} {per_sec}") {
                 b.set_style(style);
             }
             b.set_message(msg);
@@ -44,6 +46,7 @@ mod imp {
 
 #[cfg(not(feature = "progress"))]
 mod imp {
+    use std::borrow::Cow;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Instant;
 
@@ -51,7 +54,7 @@ mod imp {
     pub(crate) struct Progress {
         show: bool,
         len: u64,
-        msg: &'static str,
+        msg: Cow<'static, str>,
         done: AtomicU64,
         start: Instant,
     }
@@ -59,7 +62,8 @@ mod imp {
     impl Progress {
         /// Progress over `len` units of work, labelled `msg`; `show` false
         /// logs nothing.
-        pub(crate) fn new(show: bool, len: u64, msg: &'static str) -> Progress {
+        pub(crate) fn new(show: bool, len: u64, msg: impl Into<Cow<'static, str>>) -> Progress {
+            let msg = msg.into();
             if show {
                 log::info!("{msg}: 0/{len}");
             }

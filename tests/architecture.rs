@@ -8,6 +8,9 @@
 //! crate-root re-exports of `src/lib.rs` (`crate::Reader` is a use of
 //! `source`). `cargo test --release --test architecture -- --nocapture`
 //! prints the graph.
+//!
+//! Size rules over the library (`src/`) and the command line (`cli/src/`):
+//! no function over 100 lines, no file over 700.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,7 +25,7 @@ const LAYERS: &[&[&str]] = &[
     &["store", "sampler"],
     &["formats", "prep"],
     &["pipeline"],
-    &["cli", "testing"],
+    &["bench", "testing"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -182,8 +185,8 @@ fn import_graph() -> BTreeMap<String, BTreeMap<String, String>> {
     let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for file in files {
         let path = module_path(&src, &file);
-        if path.is_empty() || (path.len() == 1 && path[0] == "main") {
-            continue; // lib.rs re-exports everything; main.rs is its own crate
+        if path.is_empty() {
+            continue; // lib.rs re-exports everything
         }
         let from = &path[0];
         graph.entry(from.clone()).or_default();
@@ -454,17 +457,32 @@ fn checker_sees_imports_and_cycles() {
     assert!(find_cycle(&graph).is_none());
 }
 
-/// Functions in `src/` longer than `limit` lines (from the `fn` line to its
-/// closing brace), as `file:line name (n lines)`. A body is found by
-/// counting braces in the code without comments, strings and char literals.
-fn long_functions(limit: usize) -> Vec<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The source folders the size rules hold for: the library's `src/` and
+/// the command line's `cli/src/` (tests, examples and vendored crates are
+/// exempt).
+fn source_dirs() -> [PathBuf; 2] {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [root.join("src"), root.join("cli/src")]
+}
+
+/// Every source file of [`source_dirs`], with its path from the repository root.
+fn source_files() -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    for dir in source_dirs() {
+        rust_files(&dir, &mut files);
+    }
+    files.into_iter().map(|f| (f.strip_prefix(root).unwrap().display().to_string(), f)).collect()
+}
+
+/// Functions of the library and the command line longer than `limit`
+/// lines (from the `fn` line to its closing brace), as `file:line name (n
+/// lines)`. A body is found by counting braces in the code without
+/// comments, strings and char literals.
+fn long_functions(limit: usize) -> Vec<String> {
     let mut long = Vec::new();
-    for file in files {
+    for (rel, file) in source_files() {
         let text = std::fs::read_to_string(&file).unwrap();
-        let rel = file.strip_prefix(&src).unwrap().display().to_string();
         long.extend(
             long_functions_in(&text, limit)
                 .into_iter()
@@ -472,6 +490,21 @@ fn long_functions(limit: usize) -> Vec<String> {
         );
     }
     long
+}
+
+/// No source file of the library or the command line is over 700 lines:
+/// a file that long holds more than one job.
+#[test]
+fn no_source_file_runs_over_700_lines() {
+    assert!(source_files().len() > 50, "the source folders were not found");
+    let long: Vec<String> = source_files()
+        .into_iter()
+        .filter_map(|(rel, file)| {
+            let n = std::fs::read_to_string(&file).unwrap().lines().count();
+            (n > 700).then(|| format!("{rel}: {n} lines"))
+        })
+        .collect();
+    assert!(long.is_empty(), "source files over 700 lines; split them by job:\n{}", long.join("\n"));
 }
 
 /// `(first line, name, lines)` of each function of `text` over `limit` lines.
@@ -561,7 +594,7 @@ fn fn_name(line: &str) -> Option<String> {
 }
 
 #[test]
-fn no_function_in_src_runs_over_100_lines() {
+fn no_function_runs_over_100_lines() {
     let long = long_functions(100);
     assert!(long.is_empty(), "functions over 100 lines; split them at their seams:\n{}", long.join("\n"));
 }

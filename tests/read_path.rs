@@ -11,7 +11,7 @@ use std::path::Path;
 
 use atomzarr::data::CollateOptions;
 
-use atomzarr::cli::bench::{ReadOrder, read_order};
+use atomzarr::bench::{ReadOrder, read_order};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level, Reader,
     ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,

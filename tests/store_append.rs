@@ -41,7 +41,7 @@ fn extras() -> Extras {
 
 fn dump(r: &AtomicDataZarrReader) -> Vec<u8> {
     let mut out = Vec::new();
-    atomzarr::cli::dump::dump_json(r, &mut out).unwrap();
+    atomzarr::source::dump::dump_json(r, &mut out).unwrap();
     out
 }
 

@@ -63,7 +63,7 @@ pub fn split<'py>(
             if let Some(name) = &save {
                 AtomicDataZarrWriter::open(store, ZarrWriteConfig::default())?.save_split(name, &split, &reader)?;
             }
-            Ok(atomzarr::cli::split::to_json(&split))
+            Ok(split.to_json())
         })
         .map_err(to_py)?;
     json_to_py(py, &out)

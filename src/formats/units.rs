@@ -4,7 +4,7 @@
 //!
 //! The constants are CODATA 2014 evaluated as `ase.units` evaluates them
 //! (same formulas, same order), so a value converted here equals ASE's
-//! conversion of it (`tests/import_formats.rs` checks every factor against
+//! conversion of it (`cli/tests/import_formats.rs` checks every factor against
 //! `ase.units`).
 //!
 //! ```

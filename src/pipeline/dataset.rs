@@ -89,13 +89,7 @@ struct ReadCtx<R: Reader> {
 
 impl<R: Reader> ReadCtx<R> {
     fn check(&self, lists: &[Vec<usize>]) -> Result<()> {
-        let len = self.reader.len();
-        match lists.iter().flatten().find(|&&i| i >= len) {
-            Some(&bad) => {
-                Err(Error::IndexOutOfRange { source_name: self.reader.name().to_string(), index: bad as i64, len })
-            }
-            None => Ok(()),
-        }
+        Error::check_indices(|| self.reader.name().to_string(), lists.iter().flatten(), self.reader.len())
     }
 
     fn sample(&self, index: usize, mut s: AtomicData) -> Result<AtomicData> {

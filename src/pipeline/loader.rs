@@ -38,7 +38,6 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
@@ -49,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
 use crate::pipeline::shuffle::DefaultShuffle;
-use crate::pipeline::upload::{self, Uploader};
+use crate::pipeline::upload::{self, Item, Uploader, items, to_device};
 use crate::pipeline::{BatchTransform, Dataset, LoaderState, Pending, Prefetcher};
 use crate::source::Reader;
 
@@ -414,16 +413,6 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     }
 }
 
-fn to_device<B: Backend>(
-    c: CollatedBatch,
-    device: &B::Device,
-    pin: bool,
-    transforms: &[BatchTransform<B>],
-) -> Result<AtomicBatch<B>> {
-    let b = AtomicBatch::from_collated(c, device, pin)?;
-    transforms.iter().try_fold(b, |b, t| t(b))
-}
-
 /// Which lists of a window asked for samples.
 fn asked_for(window: &[Vec<usize>]) -> Vec<bool> {
     window.iter().map(|b| !b.is_empty()).collect()
@@ -438,24 +427,6 @@ fn mark_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<Option<Colla
         .enumerate()
         .map(|(k, b)| (b.num_graphs() > 0 || !asked.get(k).copied().unwrap_or(false)).then_some(b))
         .collect()
-}
-
-/// A batch of a window: still on the host, being uploaded by the loader's
-/// upload threads, or emptied by `Skip`.
-enum Item<B: Backend> {
-    Host(CollatedBatch),
-    Uploading(Receiver<Result<AtomicBatch<B>>>),
-    Emptied,
-}
-
-/// A window's batches as items: handed to the upload threads when there
-/// are some, else left on the host for the consumer to upload.
-fn items<B: Backend>(batches: Vec<Option<CollatedBatch>>, uploader: Option<&Uploader<B>>) -> Vec<Item<B>> {
-    let item = |c: CollatedBatch| match uploader {
-        Some(up) => Item::Uploading(up.submit(c)),
-        None => Item::Host(c),
-    };
-    batches.into_iter().map(|b| b.map_or(Item::Emptied, item)).collect()
 }
 
 /// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch<B>>`.

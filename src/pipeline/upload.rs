@@ -56,8 +56,7 @@ impl<B: Backend> Uploader<B> {
                                 // A panic (in a transform, say) is this batch's
                                 // error; the thread and its stream carry on.
                                 let b = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                    AtomicBatch::from_collated(c, &device, pin)
-                                        .and_then(|b| transforms.iter().try_fold(b, |b, t| t(b)))
+                                    to_device(c, &device, pin, &transforms)
                                 }))
                                 .unwrap_or_else(|p| {
                                     Err(Error::Background(format!("upload panicked: {}", panic_message(p.as_ref()))))
@@ -130,10 +129,40 @@ pub(crate) fn wait<B: Backend>(rx: Receiver<Result<AtomicBatch<B>>>) -> Result<A
 // never releases the pinned slots of a thread that only uploads. If one of
 // these lines fails to compile ("cannot find value `ATOMZARR_PATCHES`"),
 // your Cargo.toml lacks that section: Cargo applies the root crate's patches
-// only. Copy it from atomzarr's README, "GPU backends in your own crate".
+// only. Copy it from atomzarr's docs/GPU.md, "GPU backends in your own crate".
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 const _: &[&str] = cubecl_runtime::ATOMZARR_PATCHES;
 #[cfg(feature = "wgpu")]
 const _: &[&str] = cubecl_wgpu::ATOMZARR_PATCHES;
 #[cfg(feature = "cuda")]
 const _: &[&str] = cubecl_cuda::ATOMZARR_PATCHES;
+
+/// A host batch on `device` (pinned staging if `pin`), through the loader's
+/// batch transforms.
+pub(crate) fn to_device<B: Backend>(
+    c: CollatedBatch,
+    device: &B::Device,
+    pin: bool,
+    transforms: &[BatchTransform<B>],
+) -> Result<AtomicBatch<B>> {
+    let b = AtomicBatch::from_collated(c, device, pin)?;
+    transforms.iter().try_fold(b, |b, t| t(b))
+}
+
+/// A batch of a window: still on the host, being uploaded by the loader's
+/// upload threads, or emptied by `Skip`.
+pub(crate) enum Item<B: Backend> {
+    Host(CollatedBatch),
+    Uploading(Receiver<Result<AtomicBatch<B>>>),
+    Emptied,
+}
+
+/// A window's batches as items: handed to the upload threads when there
+/// are some, else left on the host for the consumer to upload.
+pub(crate) fn items<B: Backend>(batches: Vec<Option<CollatedBatch>>, uploader: Option<&Uploader<B>>) -> Vec<Item<B>> {
+    let item = |c: CollatedBatch| match uploader {
+        Some(up) => Item::Uploading(up.submit(c)),
+        None => Item::Host(c),
+    };
+    batches.into_iter().map(|b| b.map_or(Item::Emptied, item)).collect()
+}

@@ -426,6 +426,25 @@ impl Split {
     pub fn ungrouped(&self) -> u64 {
         self.ungrouped
     }
+
+    /// `{"splits": {part: [logical indices...]}, "rule": ..., "parts": [...]}`:
+    /// what `atomzarr split --json` prints and the Python package returns.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::InMemoryReader;
+    /// use atomzarr::prep::split::{Split, SplitRule};
+    /// let data = InMemoryReader::from_samples(&atomzarr::data::synth::generate(40, 2, 4, 0)?, "toy")?;
+    /// let split = Split::compute(&data, &SplitRule::parse("train=0.75,val=0.25")?)?;
+    /// let json = split.to_json();
+    /// assert_eq!(json["splits"]["train"].as_array().unwrap().len() + json["splits"]["val"].as_array().unwrap().len(), 40);
+    /// # Ok(()) }
+    /// ```
+    pub fn to_json(&self) -> serde_json::Value {
+        let splits: serde_json::Map<String, serde_json::Value> =
+            self.parts().map(|(name, idx)| (name.to_string(), serde_json::json!(idx))).collect();
+        serde_json::json!({"splits": splits, "rule": self.rule(), "parts": self.summary()})
+    }
 }
 
 fn summarise<'a>(rule: &SplitRule, groups: impl Iterator<Item = &'a GroupSize>) -> Vec<PartSummary> {

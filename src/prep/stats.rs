@@ -386,9 +386,7 @@ pub fn dataset_stats<R: Reader + ?Sized>(reader: &R, options: &StatsOptions) -> 
 /// otherwise as [`dataset_stats`].
 pub fn subset_stats<R: Reader + ?Sized>(reader: &R, indices: &[usize], options: &StatsOptions) -> Result<DatasetStats> {
     let len = reader.len();
-    if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-        return Err(Error::IndexOutOfRange { source_name: reader.name().to_string(), index: bad as i64, len });
-    }
+    Error::check_indices(|| reader.name().to_string(), indices, len)?;
     stats_over(reader, indices.len(), |k| indices[k], options)
 }
 

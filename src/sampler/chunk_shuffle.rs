@@ -234,9 +234,7 @@ impl ChunkShuffleSampler {
             None => (0..len).collect(),
         };
         check_starts(&starts, len)?;
-        if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-            return Err(Error::IndexOutOfRange { source_name: reader.name().to_string(), index: bad as i64, len });
-        }
+        Error::check_indices(|| reader.name().to_string(), indices, len)?;
         Ok(Self::grouped(&starts, indices, batch_size))
     }
 

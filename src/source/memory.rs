@@ -358,11 +358,7 @@ impl InMemoryReader {
     }
 
     fn check(&self, indices: &[usize]) -> Result<()> {
-        let len = self.len();
-        match indices.iter().find(|&&i| i >= len) {
-            Some(&bad) => Err(Error::IndexOutOfRange { source_name: self.source.clone(), index: bad as i64, len }),
-            None => Ok(()),
-        }
+        Error::check_indices(|| self.source.clone(), indices, self.len())
     }
 
     fn sample(&self, k: usize) -> Result<AtomicData> {

@@ -6,11 +6,13 @@
 //! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
 //! | `memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
+//! | [`dump`] | every sample of a reader as the toolkit's JSON dump (`atomzarr dump`) |
 //!
 //! The Zarr reader ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`]; files of
 //! other formats are read as frames, a batch at a time, by [`crate::formats`].
 
+pub mod dump;
 pub(crate) mod memory;
 pub(crate) mod multi;
 pub(crate) mod reader;

@@ -238,9 +238,7 @@ impl MultiReader {
 
     fn locate(&self, offsets: &[usize], global: usize) -> Result<(usize, usize)> {
         let len = offsets.last().copied().unwrap_or(0);
-        if global >= len {
-            return Err(Error::IndexOutOfRange { source_name: self.source.clone(), index: global as i64, len });
-        }
+        Error::check_indices(|| self.source.clone(), [&global], len)?;
         // The last offset <= global; empty children share their offset and are skipped.
         let d = offsets.partition_point(|&o| o <= global) - 1;
         Ok((d, global - offsets[d]))
@@ -261,20 +259,8 @@ impl MultiReader {
     /// children, or naming the child when `local` is not below its length.
     pub fn to_global_index(&self, child: usize, local: usize) -> Result<usize> {
         let o = self.snapshot();
-        if child + 1 >= o.len() {
-            return Err(Error::IndexOutOfRange {
-                source_name: format!("{} (its children)", self.name()),
-                index: child as i64,
-                len: self.children.len(),
-            });
-        }
-        if local >= o[child + 1] - o[child] {
-            return Err(Error::IndexOutOfRange {
-                source_name: self.children[child].name().to_string(),
-                index: local as i64,
-                len: o[child + 1] - o[child],
-            });
-        }
+        Error::check_indices(|| format!("{} (its children)", self.name()), [&child], o.len().saturating_sub(1))?;
+        Error::check_indices(|| self.children[child].name().to_string(), [&local], o[child + 1] - o[child])?;
         Ok(o[child] + local)
     }
 }

@@ -512,11 +512,7 @@ fn check_all<R: Reader + ?Sized>(r: &R, indices: &[i64], len: usize) -> Result<V
 
 /// `index` in `0..len`, counting negative indices from the end.
 fn checked_index<R: Reader + ?Sized>(r: &R, index: i64, len: usize) -> Result<usize> {
-    let i = if index < 0 { index + len as i64 } else { index };
-    if i < 0 || i as usize >= len {
-        return Err(Error::IndexOutOfRange { source_name: r.name().to_string(), index, len });
-    }
-    Ok(i as usize)
+    Error::checked_index(|| r.name().to_string(), index, len)
 }
 
 #[deny(clippy::missing_trait_methods)]

@@ -331,9 +331,7 @@ impl BytesToBytesCodecTraits for Bounded {
                 // "destination buffer is too small" rather than grow it.
                 let cap = usize::try_from(cap)
                     .map_err(|_| CodecError::Other(format!("zstd: output bound {cap} too large")))?;
-                let mut out = Vec::with_capacity(cap);
-                zstd::bulk::Decompressor::new()
-                    .and_then(|mut d| d.decompress_to_buffer(&encoded, &mut out))
+                let out = crate::store::chunk_bytes::zstd_decode(&encoded, cap)
                     .map_err(|e| CodecError::Other(format!("zstd: {e} (at most {cap} bytes expected)")))?;
                 Ok(Cow::Owned(out))
             }

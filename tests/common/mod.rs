@@ -13,16 +13,22 @@ use atomzarr::{AtomicData, DType, Field, HostData, Level, Reader, ReaderExt};
 use half::{bf16, f16};
 use serde_json::Value;
 
-/// The fixtures folder of this crate.
+/// The repository root: the folder above the testing crate's manifest
+/// (the library's, or the command line's in `cli/`) that holds `assets/`.
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.ancestors().find(|p| p.join("assets").is_dir()).unwrap_or(manifest).to_path_buf()
+}
+
+/// The fixtures folder of the repository.
 pub fn assets() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets")
+    repo_root().join("assets")
 }
 
 /// `atomzarr dump`'s JSON of a reader (through the library).
-#[cfg(feature = "cli")]
 pub fn dump_json(r: &atomzarr::AtomicDataZarrReader) -> String {
     let mut out = Vec::new();
-    atomzarr::cli::dump::dump_json(r, &mut out).unwrap();
+    atomzarr::source::dump::dump_json(r, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -302,12 +308,18 @@ pub fn assert_sample_matches_json(got: &AtomicData, want: &Value, what: &str) {
     }
 }
 
+/// The built `atomzarr` binary: Cargo names it to the command line's own
+/// tests (cli/tests), which are the tests that run it.
+pub fn cli_binary() -> &'static str {
+    match option_env!("CARGO_BIN_EXE_atomzarr") {
+        Some(path) => path,
+        None => panic!("the atomzarr binary: run this test from the atomzarr-cli crate (cli/tests)"),
+    }
+}
+
 /// Runs the built CLI; returns (status success, stdout, stderr).
 pub fn cli(args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_atomzarr"))
-        .args(args)
-        .output()
-        .expect("run the atomzarr binary");
+    let out = std::process::Command::new(cli_binary()).args(args).output().expect("run the atomzarr binary");
     (
         out.status.success(),
         String::from_utf8(out.stdout).expect("utf-8 stdout"),

@@ -13,6 +13,7 @@ use super::cache::ChunkBuf;
 use crate::data::DType;
 use crate::error::{Error, Result};
 use crate::store::bytes::{ByteStorage as Store, Bytes};
+use crate::store::chunk_bytes::{self, Fault};
 use crate::store::codec::ChainSpec;
 
 /// How the reader decodes an array's (inner) chunks itself: it reads each
@@ -92,7 +93,7 @@ impl ShardLayout {
     }
 
     pub(super) fn index_len(&self) -> u64 {
-        self.inner_per_shard * 16 + if self.crc32c { 4 } else { 0 }
+        chunk_bytes::shard_index_len(self.inner_per_shard, self.crc32c)
     }
 }
 
@@ -146,22 +147,6 @@ impl DirectDecode {
 thread_local! {
     /// One buffer per thread for the encoded bytes of the chunk being decoded.
     static ENCODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// One zstd decompression context per thread, reused across chunks.
-    static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Decompresses one zstd frame into `out`, returning the decoded length (a
-/// frame larger than `out` is an error).
-fn zstd_decode(encoded: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
-    ZSTD_DCTX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let dctx = match slot.as_mut() {
-            Some(d) => d,
-            None => slot.insert(zstd::bulk::Decompressor::new()?),
-        };
-        dctx.decompress_to_buffer(encoded, out)
-    })
 }
 
 /// Where the encoded bytes of one (inner) chunk are, for the direct path.
@@ -248,7 +233,7 @@ impl AtomicDataZarrReader {
                 // Straight into the chunk's final buffer; a frame of another
                 // size is caught here (larger) or by `check_len` (smaller).
                 let mut out = self.cache.alloc(expected);
-                let n = zstd_decode(payload, &mut out).map_err(|e| {
+                let n = chunk_bytes::zstd_decode_into(payload, &mut out).map_err(|e| {
                     let reason = format!("zstd: {e}");
                     // A frame written with zstd's own checksum (`checksum:
                     // true`) that does not match: libzstd's error says so.
@@ -280,22 +265,10 @@ impl AtomicDataZarrReader {
     /// The payload of an encoded chunk that ends in a crc32c checksum, once
     /// the checksum matches it.
     fn check_crc32c<'a>(&self, f: &FieldArray, chunk: u64, encoded: &'a [u8]) -> Result<&'a [u8]> {
-        let Some((payload, tail)) = encoded.split_last_chunk::<4>() else {
-            return Err(self.chunk_error(
-                f,
-                chunk,
-                format!("encoded chunk of {} bytes is shorter than its crc32c checksum", encoded.len()),
-            ));
-        };
-        let (stored, computed) = (u32::from_le_bytes(*tail), crc32c::crc32c(payload));
-        if stored != computed {
-            return Err(self.checksum_error(
-                f,
-                chunk,
-                format!("crc32c of its {} encoded bytes is {computed:#010x}, stored {stored:#010x}", payload.len()),
-            ));
-        }
-        Ok(payload)
+        chunk_bytes::strip_crc32c(encoded).map_err(|fault| match fault {
+            Fault::Checksum(reason) => self.checksum_error(f, chunk, reason),
+            Fault::Malformed(reason) => self.chunk_error(f, chunk, reason),
+        })
     }
 
     fn checksum_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
@@ -369,40 +342,18 @@ impl AtomicDataZarrReader {
                         "shard file of {file_len} bytes is shorter than its {index_len}-byte index"
                     )));
                 }
-                let entries = (layout.inner_per_shard * 16) as usize;
-                let (body, tail) = raw.split_at(entries.min(raw.len()));
-                if body.len() != entries {
-                    return Err(bad(format!("{} index bytes, expected {entries}", body.len())));
-                }
-                if layout.crc32c {
-                    let stored = tail.get(..4).and_then(|t| <[u8; 4]>::try_from(t).ok()).map(u32::from_le_bytes);
-                    let computed = crc32c::crc32c(body);
-                    if stored != Some(computed) {
-                        let last = chunk + layout.inner_per_shard - 1;
-                        return Err(self.checksum_error(
-                            f,
-                            chunk,
-                            format!(
-                                "index of shard {shard} (inner chunks {chunk}..={last}): crc32c is {computed:#010x}, stored {}",
-                                stored.map_or("nothing".into(), |s| format!("{s:#010x}"))
-                            ),
-                        ));
-                    }
-                }
                 let (data_start, data_end) =
                     if layout.index_at_end { (0, file_len - index_len) } else { (index_len, file_len) };
-                let mut pairs = Vec::with_capacity(layout.inner_per_shard as usize);
-                for e in body.chunks_exact(16) {
-                    let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).unwrap_or(u64::MAX);
-                    let (offset, size) = (word(&e[..8]), word(&e[8..]));
-                    let missing = offset == u64::MAX && size == u64::MAX;
-                    if !missing && (offset < data_start || offset.checked_add(size).is_none_or(|end| end > data_end)) {
-                        return Err(bad(format!(
-                            "inner chunk at {offset}+{size} outside the shard's data (bytes {data_start}..{data_end})"
-                        )));
-                    }
-                    pairs.push((offset, size));
-                }
+                let pairs =
+                    chunk_bytes::parse_shard_index(&raw, layout.inner_per_shard, layout.crc32c, data_start..data_end)
+                        .map_err(|fault| match fault {
+                        Fault::Checksum(reason) => {
+                            let last = chunk + layout.inner_per_shard - 1;
+                            let what = format!("index of shard {shard} (inner chunks {chunk}..={last})");
+                            self.checksum_error(f, chunk, format!("{what}: {reason}"))
+                        }
+                        Fault::Malformed(reason) => bad(reason),
+                    })?;
                 Some(Arc::new(pairs))
             }
         };

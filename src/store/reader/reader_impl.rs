@@ -30,13 +30,7 @@ impl Reader for AtomicDataZarrReader {
         let physical: Vec<usize> = indices
             .iter()
             .map(|&i| {
-                if i >= st.len() {
-                    return Err(Error::IndexOutOfRange {
-                        source_name: self.name.to_string(),
-                        index: i as i64,
-                        len: st.len(),
-                    });
-                }
+                Error::check_indices(|| self.name.to_string(), [&i], st.len())?;
                 Ok(st.physical(i))
             })
             .collect::<Result<_>>()?;
@@ -67,13 +61,7 @@ impl Reader for AtomicDataZarrReader {
 
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         let st = self.snapshot();
-        if index >= st.len() {
-            return Err(Error::IndexOutOfRange {
-                source_name: self.name.to_string(),
-                index: index as i64,
-                len: st.len(),
-            });
-        }
+        Error::check_indices(|| self.name.to_string(), [&index], st.len())?;
         let p = st.physical(index);
         Ok(((st.atoms_ptr[p + 1] - st.atoms_ptr[p]) as usize, (st.edges_ptr[p + 1] - st.edges_ptr[p]) as usize))
     }
@@ -95,9 +83,7 @@ impl Reader for AtomicDataZarrReader {
     ) -> Result<()> {
         let st = self.snapshot();
         let len = st.len();
-        if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= len) {
-            return Err(Error::IndexOutOfRange { source_name: self.name.to_string(), index: bad as i64, len });
-        }
+        Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), len)?;
         out.resize_with(batches.len(), CollatedBatch::default);
         if batches.is_empty() {
             return Ok(());

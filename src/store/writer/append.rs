@@ -57,7 +57,7 @@ impl AtomicDataZarrWriter {
     /// but keeps every structural one. Defragment copies samples that are
     /// already in a store and must keep them exactly as they read (reference
     /// stores hold appended neighbor lists whose sample-local indices are
-    /// negative, see tests/store_fixtures.rs).
+    /// negative, see cli/tests/store_fixtures.rs).
     pub(super) fn append_checked(&mut self, samples: &[AtomicData], validate_values: bool) -> Result<()> {
         if samples.is_empty() {
             return Ok(());

@@ -156,13 +156,7 @@ impl AtomicDataZarrWriter {
         self.tails.clear();
         let root = format::read_root(&self.path)?;
         let n = root.num_samples;
-        if let Some(&bad) = physical.iter().find(|&&i| i >= n) {
-            return Err(Error::IndexOutOfRange {
-                source_name: self.path.display().to_string(),
-                index: bad as i64,
-                len: n,
-            });
-        }
+        Error::check_indices(|| self.path.display().to_string(), physical, n)?;
         let atoms = self.pointers(format::ATOMS_PTR, n)?;
         let edges = self.pointers(format::EDGES_PTR, n)?;
         let mut idx: Vec<usize> = physical.to_vec();

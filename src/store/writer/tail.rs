@@ -62,6 +62,7 @@ use zarrs::storage::{ReadableStorageTraits, WritableStorageTraits};
 
 use super::{AtomicDataZarrWriter, arr_err};
 use crate::error::{Error, Result};
+use crate::store::chunk_bytes::{self, Fault, MISSING};
 use crate::store::codec::ChainSpec;
 use crate::store::durable::Store;
 
@@ -125,31 +126,20 @@ impl TailCodec {
 
     /// One full (inner) chunk, compressed as one frame.
     fn encode_whole(&self, decoded: &[u8]) -> std::io::Result<Vec<u8>> {
-        let mut out = compress(decoded, self.level, decoded.len(), true)?;
+        let mut out = chunk_bytes::zstd_encode(decoded, self.level, decoded.len(), true)?;
         if self.crc32c {
-            let crc = crc32c::crc32c(&out);
-            out.extend_from_slice(&crc.to_le_bytes());
+            chunk_bytes::push_crc32c(&mut out, 0);
         }
         Ok(out)
     }
 
     /// Decodes one encoded (inner) chunk of `size` bytes, checking its
     /// crc32c first.
-    fn decode(&self, encoded: &[u8], size: usize) -> std::result::Result<Vec<u8>, Bad> {
-        let body = if self.crc32c {
-            let body = encoded
-                .len()
-                .checked_sub(4)
-                .map(|n| &encoded[..n])
-                .ok_or(Bad::Other("shorter than its crc32c".into()))?;
-            check_crc32c(body, &encoded[body.len()..], "")?;
-            body
-        } else {
-            encoded
-        };
-        let out = zstd::bulk::decompress(body, size).map_err(|e| Bad::Other(format!("zstd: {e}")))?;
+    fn decode(&self, encoded: &[u8], size: usize) -> std::result::Result<Vec<u8>, Fault> {
+        let body = if self.crc32c { chunk_bytes::strip_crc32c(encoded)? } else { encoded };
+        let out = chunk_bytes::zstd_decode(body, size).map_err(|e| Fault::Malformed(format!("zstd: {e}")))?;
         if out.len() != size {
-            return Err(Bad::Other(format!("decodes to {} bytes, expected {size}", out.len())));
+            return Err(Fault::Malformed(format!("decodes to {} bytes, expected {size}", out.len())));
         }
         Ok(out)
     }
@@ -194,10 +184,10 @@ impl Tail {
         let mut out = if n == chunk_bytes {
             self.head.clear();
             self.packed = 0;
-            compress(&self.decoded, codec.level, chunk_bytes, true)?
+            chunk_bytes::zstd_encode(&self.decoded, codec.level, chunk_bytes, true)?
         } else {
             if self.head.is_empty() || n - self.packed > chunk_bytes / RAW_SHARE {
-                self.head = compress(&self.decoded, codec.level, chunk_bytes, false)?;
+                self.head = chunk_bytes::zstd_encode(&self.decoded, codec.level, chunk_bytes, false)?;
                 self.packed = n;
                 self.max_block = max_block(&self.head, chunk_bytes)?;
             }
@@ -220,8 +210,7 @@ impl Tail {
             out
         };
         if codec.crc32c {
-            let crc = crc32c::crc32c(&out);
-            out.extend_from_slice(&crc.to_le_bytes());
+            chunk_bytes::push_crc32c(&mut out, 0);
         }
         Ok(out)
     }
@@ -237,59 +226,6 @@ enum BlockType {
 fn push_block_header(out: &mut Vec<u8>, last: bool, kind: BlockType, size: usize) {
     let v = u32::from(last) | ((kind as u32) << 1) | ((size as u32) << 3);
     out.extend_from_slice(&v.to_le_bytes()[..3]);
-}
-
-/// `decoded` compressed as the start of a frame whose content size is
-/// `chunk_bytes`: ended (`end`: the frame is complete) or flushed (the
-/// blocks stop exactly at the end of `decoded`, the frame stays open).
-///
-/// Each thread keeps one compression context and one output buffer for
-/// every chunk it compresses: a fresh context allocates and zeroes its
-/// tables (hundreds of KiB at level 3) and a fresh output buffer its bound,
-/// and at the mmap threshold the `atomzarr` binary sets for writes, each of
-/// those was a new mapping, page-faulted in and unmapped per chunk.
-fn compress(decoded: &[u8], level: i32, chunk_bytes: usize, end: bool) -> std::io::Result<Vec<u8>> {
-    use std::cell::RefCell;
-    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
-    use zstd::zstd_safe::{CCtx, CParameter, InBuffer, OutBuffer, ResetDirective};
-    thread_local! {
-        static SCRATCH: RefCell<(Option<CCtx<'static>>, Vec<u8>)> = const { RefCell::new((None, Vec::new())) };
-    }
-    let err = |code: usize| std::io::Error::other(format!("zstd: {}", zstd::zstd_safe::get_error_name(code)));
-    SCRATCH.with(|scratch| {
-        let mut scratch = scratch.borrow_mut();
-        let (cctx, out) = &mut *scratch;
-        let cctx = match cctx {
-            Some(c) => c,
-            None => {
-                cctx.insert(CCtx::try_create().ok_or_else(|| std::io::Error::other("zstd: no compression context"))?)
-            }
-        };
-        // A context left mid-frame by an earlier error starts clean.
-        cctx.reset(ResetDirective::SessionAndParameters).map_err(err)?;
-        cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(err)?;
-        cctx.set_parameter(CParameter::ContentSizeFlag(true)).map_err(err)?;
-        cctx.set_parameter(CParameter::ChecksumFlag(false)).map_err(err)?;
-        cctx.set_pledged_src_size(Some(chunk_bytes as u64)).map_err(err)?;
-        let directive = if end { ZSTD_EndDirective::ZSTD_e_end } else { ZSTD_EndDirective::ZSTD_e_flush };
-        out.clear();
-        out.reserve(zstd::zstd_safe::compress_bound(decoded.len()) + 32);
-        let mut input = InBuffer::around(decoded);
-        loop {
-            let pos = out.len();
-            if out.capacity() - pos < 64 {
-                out.reserve(out.capacity().max(1024));
-            }
-            let mut output = OutBuffer::around_pos(out, pos);
-            let left = cctx.compress_stream2(&mut output, &mut input, directive).map_err(err)?;
-            if left == 0 && input.pos() == decoded.len() {
-                // Room for the crc32c the caller may append.
-                let mut exact = Vec::with_capacity(out.len() + 4);
-                exact.extend_from_slice(out);
-                return Ok(exact);
-            }
-        }
-    })
 }
 
 /// The largest block the frame that starts with `head` may hold:
@@ -364,27 +300,6 @@ impl Tails {
     }
 }
 
-/// Why stored bytes were refused.
-enum Bad {
-    /// Their crc32c does not match.
-    Checksum(String),
-    Other(String),
-}
-
-/// Checks that `sum` (4 bytes, little endian) is the crc32c of `body`.
-fn check_crc32c(body: &[u8], sum: &[u8], what: &str) -> std::result::Result<(), Bad> {
-    let stored =
-        <[u8; 4]>::try_from(sum).map(u32::from_le_bytes).map_err(|_| Bad::Other(format!("{what}no crc32c")))?;
-    let computed = crc32c::crc32c(body);
-    if stored != computed {
-        return Err(Bad::Checksum(format!(
-            "{what}crc32c of its {} bytes is {computed:#010x}, stored {stored:#010x}",
-            body.len()
-        )));
-    }
-    Ok(())
-}
-
 /// One partly covered chunk (shard, for sharded arrays) of a row write.
 pub(super) struct ChunkWrite<'a> {
     /// The array.
@@ -397,9 +312,6 @@ pub(super) struct ChunkWrite<'a> {
     /// The first row written, within the chunk.
     pub(super) start: u64,
 }
-
-/// An absent inner chunk's index entry.
-const MISSING: (u64, u64) = (u64::MAX, u64::MAX);
 
 impl AtomicDataZarrWriter {
     /// Writes `data`, the rows from `chunk.start` to the end of the array
@@ -475,11 +387,11 @@ impl AtomicDataZarrWriter {
         let inner_bytes = spec.inner_rows as usize * chunk.row_bytes;
         let key = a.chunk_key(chunk.idx);
         let old = self.store.get(&key).map_err(|e| Error::zarr(&self.path, rel, e))?;
-        let bad = |inner: u64, why: Bad| {
+        let bad = |inner: u64, why: Fault| {
             let (store, array, chunk) = (self.path.clone(), rel.to_string(), shard * per_shard + inner);
             match why {
-                Bad::Checksum(reason) => Error::Checksum { store: store.into(), array, chunk, reason },
-                Bad::Other(reason) => Error::Chunk { store: store.into(), array, chunk, reason },
+                Fault::Checksum(reason) => Error::Checksum { store: store.into(), array, chunk, reason },
+                Fault::Malformed(reason) => Error::Chunk { store: store.into(), array, chunk, reason },
             }
         };
         let index = match &old {
@@ -575,39 +487,23 @@ fn shard_file<'a>(
         out.extend_from_slice(&size.to_le_bytes());
     }
     if index_crc32c {
-        let crc = crc32c::crc32c(&out[index_at..]);
-        out.extend_from_slice(&crc.to_le_bytes());
+        chunk_bytes::push_crc32c(&mut out, index_at);
     }
     Some(out)
 }
 
 /// A shard file's index (at its end): `(offset, size)` per inner chunk,
 /// checked against its crc32c and the file's data bytes.
-fn parse_index(file: &[u8], per_shard: u64, crc: bool) -> std::result::Result<Vec<(u64, u64)>, Bad> {
-    let entries = per_shard as usize * 16;
-    let len = entries + if crc { 4 } else { 0 };
-    let Some(data_end) = file.len().checked_sub(len) else {
-        return Err(Bad::Other(format!("shard file of {} bytes, shorter than its {len}-byte index", file.len())));
+fn parse_index(file: &[u8], per_shard: u64, crc: bool) -> std::result::Result<Vec<(u64, u64)>, Fault> {
+    let len = chunk_bytes::shard_index_len(per_shard, crc);
+    let Some(data_end) = (file.len() as u64).checked_sub(len) else {
+        return Err(Fault::Malformed(format!("shard file of {} bytes, shorter than its {len}-byte index", file.len())));
     };
-    let (body, sum) = file[data_end..].split_at(entries);
-    if crc {
-        check_crc32c(body, sum, "shard index: ")?;
-    }
-    body.chunks_exact(16)
-        .map(|e| {
-            let word = |b: &[u8]| b.try_into().map(u64::from_le_bytes).unwrap_or(u64::MAX);
-            let entry = (word(&e[..8]), word(&e[8..]));
-            let inside = entry.0.checked_add(entry.1).is_some_and(|end| end <= data_end as u64);
-            if entry == MISSING || inside {
-                Ok(entry)
-            } else {
-                Err(Bad::Other(format!(
-                    "shard index: inner chunk at {}+{} outside the shard's {data_end} data bytes",
-                    entry.0, entry.1
-                )))
-            }
-        })
-        .collect()
+    chunk_bytes::parse_shard_index(&file[data_end as usize..], per_shard, crc, 0..data_end).map_err(|fault| match fault
+    {
+        Fault::Checksum(m) => Fault::Checksum(format!("shard index: {m}")),
+        Fault::Malformed(m) => Fault::Malformed(format!("shard index: {m}")),
+    })
 }
 
 #[cfg(test)]
@@ -619,14 +515,8 @@ mod tests {
     }
 
     fn decode(encoded: &[u8], crc: bool, size: usize) -> Vec<u8> {
-        let body = if crc {
-            let (body, sum) = encoded.split_at(encoded.len() - 4);
-            assert_eq!(crc32c::crc32c(body).to_le_bytes(), sum, "crc32c of the frame");
-            body
-        } else {
-            encoded
-        };
-        zstd::bulk::decompress(body, size).unwrap()
+        let body = if crc { chunk_bytes::strip_crc32c(encoded).expect("crc32c of the frame") } else { encoded };
+        chunk_bytes::zstd_decode(body, size).unwrap()
     }
 
     #[test]

@@ -1,0 +1,66 @@
+//! The I/O benchmark behind `atomzarr roundtrip` and `atomzarr read`
+//! (the reference toolkit's `nvalchemi-io-test`): read orders, the timed read
+//! loops, and the report rows.
+//!
+//! Three read paths are timed:
+//! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
+//!   validation skipped, on the CPU (Flex) device: what a training loop sees.
+//! - `raw`: [`ReaderExt::read_collated`](crate::ReaderExt::read_collated) in windows of `batch_size *
+//!   prefetch_factor` samples, no loader, pipelined as the loader is (a
+//!   background thread reads the next window, announced to the reader, while
+//!   this one is consumed): the reader's own ceiling, so that the loader's
+//!   overhead figure means overhead.
+//! - `single`: one [`ReaderExt::read`](crate::ReaderExt::read) per sample (a baseline only).
+//!
+//! Every row also reports the pass's decode amplification (bytes decoded /
+//! bytes of the samples read) and the process's peak resident memory; with
+//! `decode_floor` ([`ReadOptions::decode_floor`], `--decode-floor`) the store's
+//! decode floor (every inner chunk decoded once on all cores, see
+//! [`decode_floor`]) and each pass's fraction of it. Orders: `sequential`,
+//! `shuffle`, the toolkit's `block-shuffle` and `chunk-shuffle`
+//! ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler) over the
+//! store's chunk blocks, `--buffer-blocks K`).
+//!
+//! Every row also says how many samples were delivered, how many distinct
+//! ones, whether they came back in the requested order, and how many bytes of
+//! field data arrived, so a run proves it read each sample exactly once.
+//! With `checksum` ([`ReadOptions::checksum`], the CLI's `--checksum`) it also
+//! reports a content checksum of what was delivered, independent of order
+//! (see [`sample_hash`]), so a run can prove it read the right bytes too.
+//!
+//! ```
+//! use atomzarr::bench::{ReadOrder, read_order};
+//! let o = read_order(10, ReadOrder::BlockShuffle, 0, 4).unwrap();
+//! let mut sorted = o.clone();
+//! sorted.sort();
+//! assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+//! // Blocks [0, 4), [4, 8), [8, 10) move whole and keep their inner order.
+//! for start in [0, 4, 8] {
+//!     let len = (10 - start).min(4);
+//!     let at = o.iter().position(|&x| x == start).unwrap();
+//!     assert_eq!(o[at..at + len], (start..start + len).collect::<Vec<_>>()[..]);
+//! }
+//! ```
+//!
+//! | module | owns |
+//! |---|---|
+//! | `options` | [`ReadOrder`], [`ReadPath`], [`ReadOptions`], [`ReadResult`] |
+//! | `content` | what a read delivered: [`sample_hash`], [`sample_bytes`] |
+//! | `read` | the timed read loops ([`time_reads`]) |
+//! | `memory` | peak resident memory of a pass ([`peak_rss`]) |
+//! | `report` | [`StoreFacts`], [`ReportRow`], [`read_bench`], the printed [`table`] |
+//! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
+
+mod content;
+mod memory;
+mod options;
+mod read;
+mod report;
+mod write;
+
+pub use content::{Fnv1a, sample_bytes, sample_hash};
+pub use memory::{peak_rss, reset_peak_rss};
+pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
+pub use read::time_reads;
+pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts};
+pub use write::{DEFAULT_WRITE_BATCH, Phase, WriteOptions, roundtrip};

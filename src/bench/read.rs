@@ -1,0 +1,415 @@
+//! The timed read loops: `raw` (collated windows from the reader), `single`
+//! (one `read` per sample) and `batch` (the DataLoader on the CPU device),
+//! each tallying what it delivered.
+
+use crate::Location;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::content::{batch_bytes, sample_bytes, sample_hash};
+use super::memory::{minor_faults, peak_rss, reset_peak_rss};
+use super::options::{
+    ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, rank_part, read_order,
+};
+use crate::ReaderOptions;
+use crate::data::{AtomicData, CollatedBatch, HostData};
+use crate::error::{Error, Result};
+use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
+use crate::progress::Progress;
+use crate::sampler::ListSampler;
+use crate::source::{ChunkedReader, Reader, ReaderExt};
+use crate::store::AtomicDataZarrReader;
+
+/// Counts what a read path delivers.
+struct Tally {
+    seen: Vec<bool>,
+    unique: usize,
+    read: usize,
+    bytes: u64,
+    order_ok: bool,
+    checksum: Option<u64>,
+    /// When the first sample arrived.
+    first: Option<Instant>,
+}
+
+impl Tally {
+    /// A tally over a store of `n` samples.
+    fn new(n: usize, checksum: bool) -> Tally {
+        Tally {
+            seen: vec![false; n],
+            unique: 0,
+            read: 0,
+            bytes: 0,
+            order_ok: true,
+            checksum: checksum.then_some(0),
+            first: None,
+        }
+    }
+
+    /// Adds samples to the content checksum (when one is kept).
+    fn hash(&mut self, samples: &[AtomicData]) {
+        if let Some(c) = self.checksum.as_mut() {
+            *c = samples.iter().fold(*c, |acc, s| acc.wrapping_add(sample_hash(s)));
+        }
+    }
+
+    /// Records that logical `got` arrived where `want` was asked for.
+    #[inline]
+    fn sample(&mut self, got: usize, want: usize) {
+        if self.read == 0 {
+            self.first = Some(Instant::now());
+        }
+        self.read += 1;
+        self.order_ok &= got == want;
+        if let Some(s) = self.seen.get_mut(got)
+            && !*s
+        {
+            *s = true;
+            self.unique += 1;
+        }
+    }
+}
+
+/// Reads every active sample of the store at `store` once per epoch through
+/// `path_kind`; one result per epoch. `expected` (if given) must equal the
+/// store's active sample count.
+///
+/// # Errors
+/// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate`]);
+/// [`Error::Inconsistent`] when the store's sample count is not `expected`;
+/// the errors of opening and reading the store.
+pub fn time_reads(
+    store: &Location,
+    path_kind: ReadPath,
+    opts: &ReadOptions,
+    expected: Option<usize>,
+) -> Result<Vec<ReadResult>> {
+    opts.validate()?;
+    reset_peak_rss();
+    let mut faults = minor_faults();
+    let t0 = Instant::now();
+    let reader =
+        Arc::new(open_reader(store, ReaderOptions::default().with_cache_bytes(opts.cache_bytes), &opts.remote)?);
+    let mut io = crate::store::bytes::IoStats::default();
+    let n = reader.len();
+    if let Some(e) = expected
+        && e != n
+    {
+        return Err(Error::inconsistent(store, "/", format!("expected {e} readable samples, found {n}")));
+    }
+    let t_order = Instant::now();
+    let (order, pool_blocks) = match opts.order {
+        ReadOrder::ChunkShuffle => (chunk_shuffle_order(&*reader, opts)?, Some(opts.buffer_blocks)),
+        ReadOrder::DefaultShuffle => default_shuffle_order(&*reader, opts),
+        o => (read_order(n, o, opts.seed, opts.block_size)?, None),
+    };
+    let mut order = rank_part(&order, opts);
+    if let Some(m) = opts.max_samples {
+        order.truncate(m);
+    }
+    // The loader plans a default shuffle itself, inside the timed pass: the
+    // order computed here only checks what it delivers.
+    let untimed = if opts.order == ReadOrder::DefaultShuffle && path_kind == ReadPath::Batch {
+        t_order.elapsed()
+    } else {
+        Duration::ZERO
+    };
+    let open_time = t0.elapsed().saturating_sub(untimed);
+    let mut out = Vec::with_capacity(opts.epochs);
+    // The raw path's window buffers, kept from one pass to the next.
+    let mut spare = Vec::new();
+    for epoch in 0..opts.epochs {
+        let pb = Progress::new(
+            opts.progress,
+            n as u64,
+            format!(
+                "read {path_kind} {}{}",
+                opts.order,
+                if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }
+            ),
+        );
+        if epoch > 0 {
+            reset_peak_rss();
+            faults = minor_faults();
+        }
+        let before = reader.cache_stats();
+        let decode_before = reader.decode_counters();
+        let t = Instant::now();
+        let tally = match path_kind {
+            ReadPath::Raw => read_raw(&reader, &order, opts, &pb, &mut spare)?,
+            ReadPath::Single => read_single(&reader, &order, opts, &pb)?,
+            ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
+        };
+        let mut read_time = t.elapsed();
+        let mut first_batch_time = tally.first.map(|f| f.duration_since(t));
+        if epoch == 0 {
+            read_time += open_time;
+            first_batch_time = first_batch_time.map(|f| f + open_time);
+        }
+        pb.finish_and_clear();
+        let after = reader.cache_stats();
+        let decode = reader.decode_counters().since(&decode_before);
+        let io_now = reader.io_stats();
+        out.push(ReadResult {
+            read_time,
+            samples_read: tally.read,
+            unique_samples: tally.unique,
+            order_ok: tally.order_ok && tally.read == order.len(),
+            read_bytes: tally.bytes,
+            cache_hits: after.hits - before.hits,
+            cache_misses: after.misses - before.misses,
+            content_checksum: tally.checksum,
+            decode,
+            peak_rss: peak_rss(),
+            minor_faults: faults.zip(minor_faults()).map(|(a, b)| b.saturating_sub(a)),
+            requests: io_now.requests - io.requests,
+            fetched_bytes: io_now.bytes - io.bytes,
+            first_batch_time,
+            pool_blocks,
+        });
+        io = io_now;
+    }
+    Ok(out)
+}
+
+/// Opens the store at `store`: a local path, or a URL reached with `remote`.
+pub(super) fn open_reader(
+    store: &Location,
+    options: ReaderOptions,
+    remote: &crate::store::remote::RemoteOptions,
+) -> Result<AtomicDataZarrReader> {
+    AtomicDataZarrReader::open_remote(store, options, remote.clone())
+}
+
+/// The raw path: `read_collated` over windows of `read_window` samples,
+/// pipelined as the DataLoader is (so its overhead figure means overhead):
+/// a background thread reads the next window while this one is consumed,
+/// announcing the window after the one it reads, with at most one finished
+/// window waiting. Consumed windows' buffers go back to the reader thread for
+/// reuse, so later windows write into memory that is already mapped; `spare`
+/// holds them between passes (a bulk store's epoch is a few windows of
+/// ~200 MB each, so reuse within one pass alone is little).
+fn read_raw(
+    reader: &AtomicDataZarrReader,
+    order: &[usize],
+    opts: &ReadOptions,
+    pb: &Progress,
+    spare: &mut Vec<Vec<CollatedBatch>>,
+) -> Result<Tally> {
+    let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
+    let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
+    let mut tally = Tally::new(reader.len(), opts.checksum);
+    std::thread::scope(|scope| -> Result<()> {
+        // A rendezvous channel: the window being read and the one being
+        // consumed are all that exist at once (a buffered one let a third
+        // wait in the channel: ~200 MB more of fresh memory on bulk stores).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(0);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<CollatedBatch>>();
+        for v in spare.drain(..) {
+            let _ = back_tx.send(v); // the receiver is alive: it is in this scope
+        }
+        let windows = &windows;
+        let reading = scope.spawn(move || {
+            for (wi, w) in windows.iter().enumerate() {
+                if let Some(next) = windows.get(wi + 1) {
+                    reader.announce_next(&lists(next));
+                }
+                let batches: Vec<Vec<i64>> =
+                    w.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
+                let mut out = back_rx.try_recv().unwrap_or_default();
+                let r = reader
+                    .read_collated(&batches, &mut out)
+                    .and_then(|()| with_cutoff(&mut out, opts))
+                    .map(|()| (wi, out));
+                let failed = r.is_err();
+                // A closed channel: the consumer stopped on an error.
+                if tx.send(r).is_err() || failed {
+                    break;
+                }
+            }
+            back_rx
+        });
+        for msg in rx {
+            let (wi, out) = msg?;
+            let window = windows[wi];
+            let mut k = 0;
+            for b in &out {
+                for &i in &b.indices {
+                    tally.sample(i, window.get(k).copied().unwrap_or(usize::MAX));
+                    k += 1;
+                }
+                tally.bytes += batch_bytes(b);
+                if opts.checksum {
+                    tally.hash(&b.to_samples()?);
+                }
+            }
+            pb.inc(window.len() as u64);
+            // The reader thread may have finished; they are collected below.
+            let _ = back_tx.send(out);
+        }
+        if let Ok(back_rx) = reading.join() {
+            spare.extend(back_rx.try_iter().take(2));
+        }
+        Ok(())
+    })?;
+    Ok(tally)
+}
+
+/// Replaces the edges of a raw read's batches with lists built at
+/// `opts.cutoff`, if set, naming a failing sample by its logical index.
+fn with_cutoff(batches: &mut [CollatedBatch], opts: &ReadOptions) -> Result<()> {
+    let Some(cutoff) = opts.cutoff else { return Ok(()) };
+    for b in batches {
+        let indices = b.indices.clone();
+        crate::data::build_edges(b, cutoff, false, &|k, e| {
+            Error::invalid(format!("sample {}", indices.get(k).copied().unwrap_or(k)), e.to_string())
+        })?;
+    }
+    Ok(())
+}
+
+/// The single path: one `read(i)` per sample.
+fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &Progress) -> Result<Tally> {
+    let mut tally = Tally::new(reader.len(), opts.checksum);
+    for &i in order {
+        let mut s = reader.read(i as i64)?;
+        if let Some(c) = opts.cutoff {
+            s.data = crate::data::neighbors::with_neighbors(s.data, c)
+                .map_err(|e| Error::invalid(format!("sample {i}"), e.to_string()))?;
+        }
+        tally.sample(s.metadata.index, i);
+        tally.bytes += sample_bytes(&s.data);
+        tally.hash(std::slice::from_ref(&s.data));
+        pb.inc(1);
+    }
+    Ok(tally)
+}
+
+/// The batch path: the public DataLoader (fixed-order sampler, validation
+/// skipped) on the CPU device, as the reference's batch mode does.
+fn read_loader(
+    reader: &Arc<AtomicDataZarrReader>,
+    order: &[usize],
+    opts: &ReadOptions,
+    pb: &Progress,
+) -> Result<Tally> {
+    type B = burn::backend::Flex;
+    // Delivered bytes are counted in the store's dtypes (element count times
+    // the stored element size), so they compare with raw_bytes whatever
+    // element types the backend's tensors use.
+    let mut schema = reader.field_schema();
+    if opts.cutoff.is_some() {
+        // Edges built while loading: as `import --cutoff` would store them.
+        use crate::data::{DType, Level};
+        schema.insert(crate::data::NEIGHBOR_LIST.into(), (Level::Edge, DType::Int64, vec![2]));
+        schema.insert(crate::data::neighbors::SHIFTS.into(), (Level::Edge, DType::Float32, vec![3]));
+    }
+    let sizes: BTreeMap<String, usize> =
+        schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
+    let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
+    let device = burn::backend::flex::FlexDevice;
+    let mut builder = DataLoader::<B, _>::builder(ds)
+        .with_batch_size(opts.batch_size)
+        .with_prefetch_factor(opts.prefetch())
+        .with_pin_memory(opts.pin_memory);
+    builder = if opts.order == ReadOrder::DefaultShuffle {
+        // Exactly what a user's shuffled loader reads (its own plan).
+        builder.with_shuffle(true).with_seed(opts.seed).with_rank(opts.rank, opts.world_size)
+    } else {
+        builder.with_sampler(ListSampler::new(order.to_vec()))
+    };
+    if let Some(c) = opts.cutoff {
+        builder = builder.with_cutoff(c);
+    }
+    let loader = builder.build(&device)?;
+    let mut tally = Tally::new(reader.len(), opts.checksum);
+    let mut k = 0;
+    for batch in loader.iter() {
+        let batch: AtomicBatch<B> = batch?;
+        for &i in &batch.indices {
+            tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
+            k += 1;
+        }
+        for (name, f) in &batch.fields {
+            let elems: usize = f.shape.iter().product();
+            tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
+        }
+        if opts.checksum {
+            tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);
+        }
+        pb.inc(batch.num_graphs as u64);
+        // A timed prefix (`max_samples`) of the loader's own epoch.
+        if k >= order.len() {
+            break;
+        }
+    }
+    Ok(tally)
+}
+
+/// What a device batch holds, read back to the host in the store's dtypes
+/// (the batch may hold int64 fields as int32, half floats as float32).
+fn batch_to_host<B: burn::tensor::backend::Backend>(
+    batch: &AtomicBatch<B>,
+    schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
+) -> Result<CollatedBatch> {
+    use crate::BatchData;
+    use crate::DType;
+    use crate::data::CollatedField;
+    use half::{bf16, f16};
+    let bad = |what: &str, e: burn::tensor::DataError| Error::Device {
+        field: what.to_string(),
+        reason: format!("reading back: {e:?}"),
+    };
+    let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
+        t.to_data().convert::<i64>().to_vec::<i64>().map_err(|e| bad(what, e))
+    };
+    let mut out = CollatedBatch {
+        indices: batch.indices.clone(),
+        atoms_ptr: ints(&batch.atoms_ptr, "atoms_ptr")?,
+        edges_ptr: ints(&batch.edges_ptr, "edges_ptr")?,
+        fields: BTreeMap::new(),
+        strings: batch.strings.clone(),
+        buffers: Default::default(),
+    };
+    for (name, f) in &batch.fields {
+        let dtype = schema.get(name).map(|s| s.1).ok_or_else(|| Error::InvalidInput {
+            context: format!("batch field {name}"),
+            reason: "not in the store".into(),
+        })?;
+        let data = match &f.data {
+            BatchData::Bool(t) => HostData::Bool(t.to_data().to_vec::<bool>().map_err(|e| bad(name, e))?),
+            BatchData::Int(t) => {
+                let v = ints(t, name)?;
+                // Each value came from `dtype`, so the casts give it back.
+                match dtype {
+                    DType::Int8 => HostData::Int8(v.iter().map(|&x| x as i8).collect()),
+                    DType::Int16 => HostData::Int16(v.iter().map(|&x| x as i16).collect()),
+                    DType::Int32 => HostData::Int32(v.iter().map(|&x| x as i32).collect()),
+                    DType::UInt8 => HostData::UInt8(v.iter().map(|&x| x as u8).collect()),
+                    DType::UInt16 => HostData::UInt16(v.iter().map(|&x| x as u16).collect()),
+                    DType::UInt32 => HostData::UInt32(v.iter().map(|&x| x as u32).collect()),
+                    DType::UInt64 => HostData::UInt64(v.iter().map(|&x| x as u64).collect()),
+                    _ => HostData::Int64(v),
+                }
+            }
+            BatchData::Float(t) => {
+                let d = t.to_data();
+                match dtype {
+                    DType::Float64 => HostData::Float64(d.convert::<f64>().to_vec::<f64>().map_err(|e| bad(name, e))?),
+                    other => {
+                        let v = d.convert::<f32>().to_vec::<f32>().map_err(|e| bad(name, e))?;
+                        match other {
+                            DType::Float16 => HostData::Float16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+                            DType::BFloat16 => HostData::BFloat16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+                            _ => HostData::Float32(v),
+                        }
+                    }
+                }
+            }
+        };
+        let trailing = f.shape.get(1..).unwrap_or_default().to_vec();
+        out.fields.insert(name.clone(), CollatedField { level: f.level, trailing_shape: trailing, data });
+    }
+    Ok(out)
+}
