@@ -76,6 +76,7 @@
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
 //! │   ├── config.rs      ZarrWriteConfig, layered per group and field
 //! │   ├── codec.rs       an array's codec chain, parsed once (creation, inspect, limits, decode, tail encode)
+//! │   ├── chunk_bytes.rs a stored chunk's bytes: crc32c, the shard index, zstd frames
 //! │   ├── arrays.rs      opening and creating arrays: dtypes, chunk shapes
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable/       crash-safe storage below zarrs: DurableStore and its transactions

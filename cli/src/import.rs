@@ -31,8 +31,7 @@ pub(crate) fn import(a: ImportArgs) -> atomzarr::Result<()> {
         .with_units(units)
         .with_energy_key(energy_key)
         .with_forces_key(forces_key);
-    let options = ImportOptions::default()
-        .with_cutoff(cutoff)
+    let mut options = ImportOptions::default()
         .with_batch_frames(batch_frames)
         .with_missing(match missing {
             MissingArg::Fill => Missing::Fill,
@@ -41,6 +40,9 @@ pub(crate) fn import(a: ImportArgs) -> atomzarr::Result<()> {
         .with_frame_options(source)
         .with_progress(show)
         .with_write_config(ZarrWriteConfig::default().with_lock_timeout(wait.wait));
+    if let Some(c) = cutoff {
+        options = options.with_cutoff(c)?;
+    }
     let t = std::time::Instant::now();
     let r = atomzarr::formats::import::import_files(&paths, &store, &options)?;
     let secs = t.elapsed().as_secs_f64();

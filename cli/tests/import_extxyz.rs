@@ -302,7 +302,7 @@ fn on_the_fly_edges_equal_imported_edges() {
     let (plain, with_edges) = (dir.path().join("plain.zarr"), dir.path().join("edges.zarr"));
     let input = asset("stats.extxyz");
     import_files(&[&input], &plain, &ImportOptions::default()).unwrap();
-    import_files(&[&input], &with_edges, &ImportOptions::default().with_cutoff(Some(cutoff))).unwrap();
+    import_files(&[&input], &with_edges, &ImportOptions::default().with_cutoff(cutoff).unwrap()).unwrap();
     let stored = AtomicDataZarrReader::open(&with_edges).unwrap();
     let ds = Dataset::new(AtomicDataZarrReader::open(&plain).unwrap()).with_transform(neighbor_transform(cutoff));
     let mut edges = 0;

@@ -281,13 +281,14 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
     let bad = bad_store();
     let n = 39;
     for (pf, shuffle, validate) in [(0usize, false, false), (2, true, false), (4, true, true)] {
-        let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(!validate);
+        let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap())
+            .with_skip_validation(!validate)
+            .with_error_policy(ErrorPolicy::Skip);
         let loader = DataLoader::<B, _>::builder(ds)
             .with_batch_size(3)
             .with_shuffle(shuffle)
             .with_seed(9)
             .with_prefetch_factor(pf)
-            .with_error_policy(ErrorPolicy::Skip)
             .build(&Default::default())
             .unwrap();
         for epoch in 0..2 {
@@ -304,11 +305,12 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
         }
     }
     // A batch made only of the bad sample is not yielded at all.
-    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(true);
+    let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap())
+        .with_skip_validation(true)
+        .with_error_policy(ErrorPolicy::Skip);
     let loader = DataLoader::<B, _>::builder(ds)
         .with_batch_size(1)
         .with_sampler(ListSampler::new(vec![0, BAD_LOGICAL, 1]))
-        .with_error_policy(ErrorPolicy::Skip)
         .build(&Default::default())
         .unwrap();
     let got: Vec<Vec<usize>> = loader.iter().map(|b| b.unwrap().indices).collect();

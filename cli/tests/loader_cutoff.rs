@@ -155,14 +155,16 @@ fn the_loader_builds_the_same_batches_as_a_store_with_edges() {
     let stored = write(&dir.path().join("edges.zarr"), &add_neighbors(bare.clone(), 5.0).unwrap());
     let order = vec![3, 1, 7, 0, 6, 2, 5, 4];
     let run = |ds: Dataset<AtomicDataZarrReader>, cutoff: Option<f64>| {
-        let mut b = DataLoader::<B, _>::builder(ds.with_skip_validation(true))
+        let mut ds = ds.with_skip_validation(true);
+        if let Some(c) = cutoff {
+            ds = ds.with_cutoff(c).unwrap();
+        }
+        let loader = DataLoader::<B, _>::builder(ds)
             .with_batch_size(3)
             .with_sampler(ListSampler::new(order.clone()))
-            .with_prefetch_factor(2);
-        if let Some(c) = cutoff {
-            b = b.with_cutoff(c);
-        }
-        let loader = b.build(&Default::default()).unwrap();
+            .with_prefetch_factor(2)
+            .build(&Default::default())
+            .unwrap();
         loader
             .iter()
             .map(|batch| {

@@ -69,7 +69,7 @@ pub struct Args {
     #[arg(long)]
     pub tiny: bool,
     /// Store the structures without neighbor lists and build them at the
-    /// cutoff in the loader (`DataLoader::builder(..).with_cutoff`). The
+    /// cutoff in the loader (`Dataset::with_cutoff`). The
     /// default store gets a `_noedges` name.
     #[arg(long)]
     pub edges_in_loader: bool,

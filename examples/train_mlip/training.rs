@@ -180,8 +180,13 @@ impl TrainingSet {
         device: &B::Device,
     ) -> Result<Split<B>, BoxError> {
         // Validation stays on (the default): each sample's shapes, neighbor
-        // indices and positions are checked as it is loaded.
-        let mut train = DataLoader::<B, _>::builder(Dataset::from_arc(self.reader.clone()))
+        // indices and positions are checked as it is loaded. With a cutoff,
+        // the dataset builds the lists while loading.
+        let mut dataset = Dataset::from_arc(self.reader.clone());
+        if let Some(c) = opts.cutoff {
+            dataset = dataset.with_cutoff(c)?;
+        }
+        let mut train = DataLoader::<B, _>::builder(dataset.clone())
             .with_batch_size(opts.batch_size)
             .with_seed(opts.seed)
             .with_prefetch_factor(opts.prefetch_factor)
@@ -192,16 +197,12 @@ impl TrainingSet {
             true => train.with_sampler(ListSampler::shuffled(self.train_indices.clone(), opts.seed)),
             false => train.with_shuffle(true).with_sampler(ListSampler::new(self.train_indices.clone())),
         };
-        let mut val = DataLoader::<B::InnerBackend, _>::builder(Dataset::from_arc(self.reader))
+        let mut val = DataLoader::<B::InnerBackend, _>::builder(dataset)
             .with_batch_size(opts.batch_size)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
             .with_use_streams(opts.use_streams)
             .with_sampler(ListSampler::new(self.val_indices.clone()));
-        if let Some(c) = opts.cutoff {
-            train = train.with_cutoff(c);
-            val = val.with_cutoff(c);
-        }
         if let Some(e0s) = &self.e0s {
             train = train.with_subtract_e0s(e0s.clone());
             val = val.with_subtract_e0s(e0s.clone());

@@ -54,7 +54,11 @@ impl DataLoader {
         drop_last: bool,
         num_workers: usize,
     ) -> PyResult<Self> {
-        let mut b = Inner::builder(reader.ds.clone())
+        let mut ds = reader.ds.clone();
+        if let Some(c) = cutoff {
+            ds = ds.with_cutoff(c).map_err(to_py)?;
+        }
+        let mut b = Inner::builder(ds)
             .with_batch_size(batch_size)
             .with_seed(seed)
             .with_prefetch_factor(prefetch_factor)
@@ -80,9 +84,6 @@ impl DataLoader {
                     "sampler {other:?} is not one of \"random\", \"sequential\", \"chunk-shuffle\""
                 )));
             }
-        }
-        if let Some(c) = cutoff {
-            b = b.with_cutoff(c);
         }
         let inner = b.build(&Default::default()).map_err(to_py)?;
         Ok(DataLoader { inner })

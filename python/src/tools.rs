@@ -31,10 +31,10 @@ pub fn import_files<'py>(
     progress: bool,
     config: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut options = ImportOptions::default()
-        .with_cutoff(cutoff)
-        .with_progress(progress)
-        .with_write_config(write_config(py, config)?);
+    let mut options = ImportOptions::default().with_progress(progress).with_write_config(write_config(py, config)?);
+    if let Some(c) = cutoff {
+        options = options.with_cutoff(c).map_err(to_py)?;
+    }
     if let Some(n) = batch_frames {
         options = options.with_batch_frames(n);
     }

@@ -307,7 +307,10 @@ fn read_loader(
     }
     let sizes: BTreeMap<String, usize> =
         schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
-    let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
+    let mut ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
+    if let Some(c) = opts.cutoff {
+        ds = ds.with_cutoff(c)?;
+    }
     let device = burn::backend::flex::FlexDevice;
     let mut builder = DataLoader::<B, _>::builder(ds)
         .with_batch_size(opts.batch_size)
@@ -319,9 +322,6 @@ fn read_loader(
     } else {
         builder.with_sampler(ListSampler::new(order.to_vec()))
     };
-    if let Some(c) = opts.cutoff {
-        builder = builder.with_cutoff(c);
-    }
     let loader = builder.build(&device)?;
     let mut tally = Tally::new(reader.len(), opts.checksum);
     let mut k = 0;

@@ -9,7 +9,7 @@ use crate::data::CollateOptions;
 use crate::error::{Error, Result};
 use crate::pipeline::plan::{Batching, Clock, Cursor, View};
 use crate::pipeline::shuffle::DefaultShuffle;
-use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset, ErrorPolicy};
+use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset};
 use crate::sampler::{BatchSampler, Sampler, SequentialSampler};
 use crate::source::Reader;
 
@@ -30,9 +30,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             use_streams: false,
             num_streams: None,
             batch_transforms: Vec::new(),
-            error_policy: None,
             world: (0, 1),
-            cutoff: None,
             int64: false,
         }
     }
@@ -53,9 +51,7 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     pub(super) use_streams: bool,
     pub(super) num_streams: Option<usize>,
     pub(super) batch_transforms: Vec<BatchTransform<B>>,
-    pub(super) error_policy: Option<ErrorPolicy>,
     pub(super) world: (usize, usize),
-    pub(super) cutoff: Option<f64>,
     pub(super) int64: bool,
 }
 
@@ -167,16 +163,6 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         self
     }
 
-    /// What a bad sample does (default: the dataset's,
-    /// [`ErrorPolicy::Fail`] unless set there). Under
-    /// [`ErrorPolicy::Skip`] it is dropped from its batch, logged and
-    /// counted in [`DataLoader::stats`]; a batch left with no sample is not
-    /// yielded. See [`ErrorPolicy`].
-    pub fn with_error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.error_policy = Some(policy);
-        self
-    }
-
     /// Reads rank `rank` of `world_size` ranks' share of every epoch (default
     /// `0, 1`: all of it). Every rank builds the same loader (same sampler,
     /// seed and batch size) and computes the same global order; the order is
@@ -210,14 +196,6 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static,
     ) -> Self {
         self.batch_transforms.push(Arc::new(f));
-        self
-    }
-
-    /// Builds neighbor lists at `cutoff` Å while loading, in the fused read
-    /// path (see [`Dataset::with_cutoff`]: stored edges are replaced, the
-    /// lists equal `import --cutoff`'s). Checked by [`build`](Self::build).
-    pub fn with_cutoff(mut self, cutoff: f64) -> Self {
-        self.cutoff = Some(cutoff);
         self
     }
 
@@ -282,7 +260,6 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// ```
     ///
     /// # Errors
-    /// As [`Dataset::with_cutoff`] for `with_cutoff`;
     /// [`Error::Config`] for `with_num_streams` without `with_use_streams`,
     /// `with_num_streams(0)`, `with_num_workers(0)`, `with_batch_size(0)`,
     /// `rank >= world_size`, or a batch sampler with a sampler, `shuffle`,
@@ -301,14 +278,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
         let int32 = !self.int64 && crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
-        let mut dataset =
+        let dataset =
             self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
-        if let Some(p) = self.error_policy {
-            dataset = dataset.with_error_policy(p);
-        }
-        if let Some(c) = self.cutoff {
-            dataset = dataset.with_cutoff(c)?;
-        }
         if self.num_workers == Some(0) {
             return Err(Error::Config("num_workers must be at least 1".into()));
         }

@@ -74,7 +74,9 @@ pub enum ErrorPolicy {
 /// A per-sample transform, applied after validation.
 pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
 
-/// What a read needs: the dataset's settings, cloned for one read.
+/// The settings of a [`Dataset`] that its reads use. The dataset holds one
+/// and every read borrows it; the batch layout comes with each read
+/// (`collate`), since the loader asks for its device's.
 struct ReadCtx<R: Reader> {
     reader: Arc<R>,
     cutoff: Option<f64>,
@@ -82,7 +84,6 @@ struct ReadCtx<R: Reader> {
     transforms: Vec<Transform>,
     collated: Vec<SharedTransform>,
     epoch: u64,
-    collate: CollateOptions,
     policy: ErrorPolicy,
     skipped: Arc<AtomicU64>,
 }
@@ -124,10 +125,10 @@ impl<R: Reader> ReadCtx<R> {
         }
     }
 
-    fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+    fn load_batches(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
         self.check(lists)?;
-        match self.load_strict(lists) {
-            Err(e) if self.policy == ErrorPolicy::Skip && e.is_sample_error() => self.load_skipping(lists, e),
+        match self.load_strict(lists, collate) {
+            Err(e) if self.policy == ErrorPolicy::Skip && e.is_sample_error() => self.load_skipping(lists, e, collate),
             r => r,
         }
     }
@@ -135,10 +136,10 @@ impl<R: Reader> ReadCtx<R> {
     /// `Skip`: finds the bad samples (batch by batch, then sample by sample
     /// in the batches that fail; the failed read left its chunks in the
     /// cache), logs and counts them, and reads the lists without them.
-    fn load_skipping(&self, lists: &[Vec<usize>], first: Error) -> Result<Vec<CollatedBatch>> {
+    fn load_skipping(&self, lists: &[Vec<usize>], first: Error, collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
         let mut bad = std::collections::BTreeSet::new();
         for b in lists {
-            match self.load_strict(std::slice::from_ref(b)) {
+            match self.load_strict(std::slice::from_ref(b), collate) {
                 Ok(_) => continue,
                 Err(e) if e.is_sample_error() => {}
                 Err(e) => return Err(e),
@@ -147,7 +148,7 @@ impl<R: Reader> ReadCtx<R> {
                 if bad.contains(&i) {
                     continue;
                 }
-                match self.load_strict(&[vec![i]]) {
+                match self.load_strict(&[vec![i]], collate) {
                     Ok(_) => {}
                     Err(e) if e.is_sample_error() => {
                         log::warn!("atomzarr: skipping sample {i} of {}: {e}", self.reader.name());
@@ -165,7 +166,7 @@ impl<R: Reader> ReadCtx<R> {
             lists.iter().map(|b| b.iter().copied().filter(|i| !bad.contains(i)).collect()).collect();
         let dropped = lists.iter().map(Vec::len).sum::<usize>() - kept.iter().map(Vec::len).sum::<usize>();
         self.skipped.fetch_add(dropped as u64, Ordering::Relaxed);
-        self.load_strict(&kept)
+        self.load_strict(&kept, collate)
     }
 
     /// Samples read outside a batch, through the collated transforms: each
@@ -201,20 +202,20 @@ impl<R: Reader> ReadCtx<R> {
         self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))
     }
 
-    fn load_strict(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
-        let mut out = self.load_untransformed(lists)?;
+    fn load_strict(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
+        let mut out = self.load_untransformed(lists, collate)?;
         if !self.collated.is_empty() || self.cutoff.is_some() {
-            let int32 = self.collate.narrow_int64();
+            let int32 = collate.narrow_int64();
             out.iter_mut().try_for_each(|b| self.apply_collated(b, int32))?;
         }
         Ok(out)
     }
 
-    fn load_untransformed(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
+    fn load_untransformed(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
         let mut out = Vec::with_capacity(lists.len());
         if self.skip_validation && self.transforms.is_empty() {
             // Lists built at a cutoff replace the stored edges: not decoded.
-            let opts = self.collate.with_skip_edges(self.cutoff.is_some());
+            let opts = collate.with_skip_edges(self.cutoff.is_some());
             self.reader.load_collated_opt(lists, opts, &mut out)?;
             return Ok(out);
         }
@@ -227,7 +228,7 @@ impl<R: Reader> ReadCtx<R> {
             // Transforms may rewrite neighbor lists: collating checks them again.
             let mut c = CollatedBatch { buffers: self.reader.batch_home(), ..CollatedBatch::default() };
             c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
-            if self.collate.narrow_int64() {
+            if collate.narrow_int64() {
                 c.narrow_int64();
             }
             out.push(c);
@@ -237,48 +238,45 @@ impl<R: Reader> ReadCtx<R> {
     }
 }
 
-/// Validation and transforms over a [`Reader`] (background reads are a
-/// [`Prefetcher`](crate::Prefetcher)'s). Cloning is cheap and shares the
-/// reader.
-pub struct Dataset<R: Reader> {
-    reader: Arc<R>,
-    /// Build neighbor lists at this cutoff while loading (see `with_cutoff`).
-    cutoff: Option<f64>,
-    skip_validation: bool,
-    transforms: Vec<Transform>,
-    collated: Vec<SharedTransform>,
-    epoch: u64,
-    collate: CollateOptions,
-    policy: ErrorPolicy,
-    /// Samples skipped under [`ErrorPolicy::Skip`], shared by clones.
-    skipped: Arc<AtomicU64>,
-    /// The fields of a transformed sample, found once (see `field_levels`).
-    transformed_levels: Arc<OnceLock<std::collections::BTreeMap<String, crate::data::Level>>>,
-}
-
-impl<R: Reader> Clone for Dataset<R> {
+impl<R: Reader> Clone for ReadCtx<R> {
     fn clone(&self) -> Self {
-        Dataset {
+        ReadCtx {
             reader: self.reader.clone(),
             cutoff: self.cutoff,
             skip_validation: self.skip_validation,
             transforms: self.transforms.clone(),
             collated: self.collated.clone(),
             epoch: self.epoch,
-            collate: self.collate,
             policy: self.policy,
             skipped: self.skipped.clone(),
-            transformed_levels: self.transformed_levels.clone(),
         }
+    }
+}
+
+/// Validation and transforms over a [`Reader`] (background reads are a
+/// [`Prefetcher`](crate::Prefetcher)'s). Cloning is cheap and shares the
+/// reader.
+pub struct Dataset<R: Reader> {
+    /// Everything a read uses, set by the `with_` methods below.
+    read: ReadCtx<R>,
+    /// The batch layout of reads that do not name one (`load_batches`).
+    collate: CollateOptions,
+    /// The fields of a transformed sample, found once (see `field_levels`).
+    transformed_levels: Arc<OnceLock<std::collections::BTreeMap<String, crate::data::Level>>>,
+}
+
+impl<R: Reader> Clone for Dataset<R> {
+    fn clone(&self) -> Self {
+        Dataset { read: self.read.clone(), collate: self.collate, transformed_levels: self.transformed_levels.clone() }
     }
 }
 
 impl<R: Reader> std::fmt::Debug for Dataset<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dataset")
-            .field("source", &self.reader.name())
-            .field("len", &self.reader.len())
-            .field("skip_validation", &self.skip_validation)
+            .field("source", &self.read.reader.name())
+            .field("len", &self.read.reader.len())
+            .field("skip_validation", &self.read.skip_validation)
             .finish()
     }
 }
@@ -292,15 +290,17 @@ impl<R: Reader + 'static> Dataset<R> {
     /// As [`Dataset::new`] for a shared reader.
     pub fn from_arc(reader: Arc<R>) -> Self {
         Dataset {
-            reader,
-            cutoff: None,
-            skip_validation: false,
-            transforms: Vec::new(),
-            collated: Vec::new(),
-            epoch: 0,
+            read: ReadCtx {
+                reader,
+                cutoff: None,
+                skip_validation: false,
+                transforms: Vec::new(),
+                collated: Vec::new(),
+                epoch: 0,
+                policy: ErrorPolicy::Fail,
+                skipped: Arc::new(AtomicU64::new(0)),
+            },
             collate: CollateOptions::default(),
-            policy: ErrorPolicy::Fail,
-            skipped: Arc::new(AtomicU64::new(0)),
             transformed_levels: Arc::new(OnceLock::new()),
         }
     }
@@ -308,7 +308,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// Skips per-sample validation (for trusted stores): batches are built
     /// straight from the reader's collated path.
     pub fn with_skip_validation(mut self, yes: bool) -> Self {
-        self.skip_validation = yes;
+        self.read.skip_validation = yes;
         self
     }
 
@@ -347,21 +347,21 @@ impl<R: Reader + 'static> Dataset<R> {
     /// `neighbor_list` and `shifts` (its rows could not follow the new edges).
     pub fn with_cutoff(mut self, cutoff: f64) -> Result<Self> {
         neighbors::check_cutoff(cutoff)?;
-        let levels = self.reader.field_levels();
+        let levels = self.read.reader.field_levels();
         if let Some(name) = neighbors::foreign_edge_field(levels.iter().map(|(n, l)| (n, *l))) {
             return Err(Error::invalid(
-                self.reader.name(),
+                self.read.reader.name(),
                 format!("edge field {name} cannot follow neighbor lists built while loading"),
             ));
         }
-        self.cutoff = Some(cutoff);
+        self.read.cutoff = Some(cutoff);
         self.transformed_levels = Arc::new(OnceLock::new());
         Ok(self)
     }
 
     /// The cutoff neighbor lists are built at while loading, if any.
     pub fn cutoff(&self) -> Option<f64> {
-        self.cutoff
+        self.read.cutoff
     }
 
     /// How batches are laid out (default: as stored). The
@@ -372,7 +372,11 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 
     /// What a bad sample does to a read (default [`ErrorPolicy::Fail`]); see
-    /// [`ErrorPolicy`] for both policies and Burn's `Dataset::get`.
+    /// [`ErrorPolicy`] for both policies and Burn's `Dataset::get`. The one
+    /// place to set it: a [`DataLoader`](crate::DataLoader) built over this
+    /// dataset drops a skipped sample from its batch, counts it in
+    /// [`DataLoader::stats`](crate::DataLoader::stats), and yields no batch
+    /// left without samples.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -396,30 +400,30 @@ impl<R: Reader + 'static> Dataset<R> {
     /// # Ok(()) }
     /// ```
     pub fn with_error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.policy = policy;
+        self.read.policy = policy;
         self
     }
 
     /// The error policy.
     pub fn error_policy(&self) -> ErrorPolicy {
-        self.policy
+        self.read.policy
     }
 
     /// Samples skipped so far under [`ErrorPolicy::Skip`] (by this dataset
     /// and its clones; a [`DataLoader`](crate::DataLoader) counts its own).
     pub fn skipped_samples(&self) -> u64 {
-        self.skipped.load(Ordering::Relaxed)
+        self.read.skipped.load(Ordering::Relaxed)
     }
 
     /// The same dataset counting skips apart from the original.
     pub(crate) fn with_own_skip_count(mut self) -> Self {
-        self.skipped = Arc::new(AtomicU64::new(0));
+        self.read.skipped = Arc::new(AtomicU64::new(0));
         self
     }
 
     /// Adds a per-sample transform (applied in order, after validation).
     pub fn with_transform(mut self, f: impl Fn(AtomicData) -> Result<AtomicData> + Send + Sync + 'static) -> Self {
-        self.transforms.push(Arc::new(f));
+        self.read.transforms.push(Arc::new(f));
         self.transformed_levels = Arc::new(OnceLock::new());
         self
     }
@@ -444,7 +448,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// # Ok(()) }
     /// ```
     pub fn with_collated_transform(mut self, t: impl CollatedTransform + 'static) -> Self {
-        self.collated.push(Arc::new(t));
+        self.read.collated.push(Arc::new(t));
         self.transformed_levels = Arc::new(OnceLock::new());
         self
     }
@@ -455,49 +459,35 @@ impl<R: Reader + 'static> Dataset<R> {
     /// resumed epoch sees the rotations it saw. Set it yourself when you
     /// drive the Dataset without the DataLoader (Burn's own loader).
     pub fn with_epoch(mut self, epoch: u64) -> Self {
-        self.epoch = epoch;
+        self.read.epoch = epoch;
         self
     }
 
     /// The epoch collated transforms see.
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.read.epoch
     }
 
     /// The reader.
     pub fn reader(&self) -> &Arc<R> {
-        &self.reader
+        &self.read.reader
     }
 
     /// Whether validation is skipped.
     pub fn skip_validation(&self) -> bool {
-        self.skip_validation
+        self.read.skip_validation
     }
 
     /// Logical sample count. (Both traits a Dataset implements, Burn's
     /// `Dataset` and [`Reader`], have a `len`; this one spares the caller
     /// naming a trait.)
     pub fn len(&self) -> usize {
-        self.reader.len()
+        self.read.reader.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    fn ctx(&self) -> ReadCtx<R> {
-        ReadCtx {
-            reader: self.reader.clone(),
-            cutoff: self.cutoff,
-            skip_validation: self.skip_validation,
-            transforms: self.transforms.clone(),
-            collated: self.collated.clone(),
-            epoch: self.epoch,
-            collate: self.collate,
-            policy: self.policy,
-            skipped: self.skipped.clone(),
-        }
     }
 
     /// One sample, validated and transformed.
@@ -507,9 +497,9 @@ impl<R: Reader + 'static> Dataset<R> {
     /// [`Error::Validation`] or [`Error::NeighborIndex`] for a sample that fails
     /// validation (whatever the error policy); a transform's error; the reader's.
     pub fn get_sample(&self, index: usize) -> Result<AtomicData> {
-        let ctx = self.ctx();
+        let ctx = &self.read;
         ctx.check(&[vec![index]])?;
-        let s = ctx.sample(index, self.reader.load_sample(index)?)?;
+        let s = ctx.sample(index, self.read.reader.load_sample(index)?)?;
         ctx.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Internal("no sample".into()))
     }
 
@@ -520,7 +510,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// [`Error::Validation`] or [`Error::NeighborIndex`] for a bad sample unless
     /// the policy is [`ErrorPolicy::Skip`]; a transform's error; the reader's.
     pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
-        self.ctx().load_batches(lists)
+        self.read.load_batches(lists, self.collate)
     }
 }
 
@@ -533,20 +523,20 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
     /// [`ErrorPolicy::Skip`] a bad sample is replaced by the next good one
     /// (see [`ErrorPolicy`]). Use [`Dataset::get_sample`] to get the error.
     fn get(&self, index: usize) -> Option<AtomicData> {
-        let len = self.reader.len();
+        let len = self.read.reader.len();
         if index >= len {
             return None;
         }
-        let ctx = self.ctx();
+        let ctx = &self.read;
         let e = match ctx.checked_sample(index) {
             Ok(s) => return Some(s),
             Err(e) => e,
         };
-        if self.policy != ErrorPolicy::Skip || !e.is_sample_error() {
+        if self.read.policy != ErrorPolicy::Skip || !e.is_sample_error() {
             panic!("atomzarr Dataset: {e}");
         }
-        log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.reader.name());
-        self.skipped.fetch_add(1, Ordering::Relaxed);
+        log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.read.reader.name());
+        self.read.skipped.fetch_add(1, Ordering::Relaxed);
         for step in 1..len {
             let i = (index + step) % len;
             match ctx.checked_sample(i) {
@@ -555,11 +545,11 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
                 Err(e) => panic!("atomzarr Dataset: {e}"),
             }
         }
-        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.reader.name());
+        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.read.reader.name());
     }
 
     fn len(&self) -> usize {
-        self.reader.len()
+        self.read.reader.len()
     }
 }
 
@@ -585,11 +575,11 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 #[deny(clippy::missing_trait_methods)]
 impl<R: Reader + 'static> Reader for Dataset<R> {
     fn len(&self) -> usize {
-        self.reader.len()
+        self.read.reader.len()
     }
 
     fn name(&self) -> &str {
-        self.reader.name()
+        self.read.reader.name()
     }
 
     /// The reader's fields; with transforms, those of the first sample as
@@ -597,9 +587,10 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
     /// call and kept (until another transform is added), falling back to
     /// the reader's when that sample cannot be read.
     fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
-        let transformed = !(self.transforms.is_empty() && self.collated.is_empty() && self.cutoff.is_none());
+        let transformed =
+            !(self.read.transforms.is_empty() && self.read.collated.is_empty() && self.read.cutoff.is_none());
         if !transformed || self.is_empty() {
-            return self.reader.field_levels();
+            return self.read.reader.field_levels();
         }
         if let Some(levels) = self.transformed_levels.get() {
             return levels.clone();
@@ -610,32 +601,32 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
                     s.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
                 self.transformed_levels.get_or_init(|| levels).clone()
             }
-            Err(_) => self.reader.field_levels(),
+            Err(_) => self.read.reader.field_levels(),
         }
     }
 
     fn string_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
-        self.reader.string_levels()
+        self.read.reader.string_levels()
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
-        let ctx = self.ctx();
+        let ctx = &self.read;
         ctx.check(&[indices.to_vec()])?;
-        let samples = self.reader.load_many(indices)?;
+        let samples = self.read.reader.load_many(indices)?;
         let samples = samples.into_iter().zip(indices).map(|(s, &i)| ctx.sample(i, s)).collect::<Result<_>>()?;
         ctx.collated_samples(indices, samples)
     }
 
     fn physical_index(&self, index: usize) -> usize {
-        self.reader.physical_index(index)
+        self.read.reader.physical_index(index)
     }
 
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        self.reader.get_metadata(index)
+        self.read.reader.get_metadata(index)
     }
 
     fn refresh(&self) -> Result<()> {
-        self.reader.refresh()
+        self.read.reader.refresh()
     }
 
     fn load_collated_opt(
@@ -644,23 +635,23 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         opts: CollateOptions,
         out: &mut Vec<CollatedBatch>,
     ) -> Result<()> {
-        *out = ReadCtx { collate: opts, ..self.ctx() }.load_batches(batches)?;
+        *out = self.read.load_batches(batches, opts)?;
         Ok(())
     }
 
     fn metadata_for(&self, i: usize) -> crate::source::SampleMetadata {
-        self.reader.metadata_for(i)
+        self.read.reader.metadata_for(i)
     }
 
     fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        self.reader.neighbor_index_error(index, value, num_atoms, span)
+        self.read.reader.neighbor_index_error(index, value, num_atoms, span)
     }
 
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        self.reader.chunked()
+        self.read.reader.chunked()
     }
 
     fn batch_home(&self) -> crate::data::BufferHome {
-        self.reader.batch_home()
+        self.read.reader.batch_home()
     }
 }

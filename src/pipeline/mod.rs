@@ -31,8 +31,8 @@ pub(crate) use batch::device_int_dtype;
 // The types also at the crate root are public there only.
 pub(crate) use batch::AtomicBatch;
 pub use batch::BatchTransform;
+pub(crate) use dataset::Dataset;
 pub use dataset::Transform;
-pub(crate) use dataset::{Dataset, ErrorPolicy};
 pub use prefetch::{FusedHandle, Pending};
 // The types also at the crate root are public there only.
 pub(crate) use loader::DataLoader;

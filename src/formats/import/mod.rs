@@ -55,9 +55,12 @@ pub enum Missing {
 /// Options of [`import_files`].
 ///
 /// ```
+/// # fn main() -> atomzarr::Result<()> {
 /// use atomzarr::formats::import::{ImportOptions, Missing};
-/// let o = ImportOptions::default().with_cutoff(Some(5.0)).with_batch_frames(2048).with_missing(Missing::Error);
+/// let o = ImportOptions::default().with_cutoff(5.0)?.with_batch_frames(2048).with_missing(Missing::Error);
 /// assert_eq!((o.cutoff(), o.batch_frames(), o.missing()), (Some(5.0), 2048, Missing::Error));
+/// assert!(ImportOptions::default().with_cutoff(-1.0).is_err());
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 pub struct ImportOptions {
@@ -83,10 +86,16 @@ impl Default for ImportOptions {
 }
 
 impl ImportOptions {
-    /// Builds `neighbor_list` and `shifts` for this cutoff (Å). Default: none.
-    pub fn with_cutoff(mut self, cutoff: Option<f64>) -> Self {
-        self.cutoff = cutoff;
-        self
+    /// Builds `neighbor_list` and `shifts` for this cutoff (Å) and stores
+    /// them. Default: none (stored as the files give them: none).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a cutoff that is not a positive finite number
+    /// (the check of [`Dataset::with_cutoff`](crate::Dataset::with_cutoff)).
+    pub fn with_cutoff(mut self, cutoff: f64) -> Result<Self> {
+        crate::data::neighbors::check_cutoff(cutoff)?;
+        self.cutoff = Some(cutoff);
+        Ok(self)
     }
     /// The cutoff.
     pub fn cutoff(&self) -> Option<f64> {
@@ -185,7 +194,7 @@ pub struct ImportReport {
 /// std::fs::write(&xyz, "2\nenergy=-1.1\nH 0 0 0\nH 0 0 0.74\n\
 ///     1\nenergy=-0.5 stress=\"1 0 0 0 1 0 0 0 1\" config_type=atom\nH 0 0 0\n").unwrap();
 /// let store = dir.path().join("h.zarr");
-/// let report = import_files(&[&xyz], &store, &ImportOptions::default().with_cutoff(Some(1.0)))?;
+/// let report = import_files(&[&xyz], &store, &ImportOptions::default().with_cutoff(1.0)?)?;
 /// assert_eq!((report.frames, report.edges), (2, 2));
 /// let r = AtomicDataZarrReader::open(&store)?;
 /// let first = r.read(0)?.data;
