@@ -378,7 +378,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Whether the error is about one sample's content (an out-of-range
     /// neighbor index or a failed validation), which
-    /// [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip) skips.
+    /// [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip) skips.
     ///
     /// ```
     /// let e = atomzarr::Error::Validation { source_name: "s".into(), index: 0, reason: "x".into() };

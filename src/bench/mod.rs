@@ -48,7 +48,7 @@
 //! | `content` | what a read delivered: [`sample_hash`], [`sample_bytes`] |
 //! | `read` | the timed read loops ([`time_reads`]) |
 //! | `memory` | peak resident memory of a pass ([`peak_rss`]) |
-//! | `report` | [`StoreFacts`], [`ReportRow`], [`read_bench`], the printed [`table`] |
+//! | `report` | [`StoreFacts`], [`ReportRow`] (a row of the printed table), [`read_bench`], [`fmt_bytes`] |
 //! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
 
 mod content;

@@ -55,7 +55,7 @@ use crate::source::Reader;
 /// Counters of a [`DataLoader`] (all epochs, all its iterators).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoaderStats {
-    /// Samples dropped from their batches under [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip).
+    /// Samples dropped from their batches under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip).
     pub skipped_samples: u64,
     /// The reader's decode counters (all reads of the reader, this loader's
     /// and any other's; zero for a reader that decodes no chunks). For one
@@ -125,7 +125,7 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
 }
 
 impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
-    /// Counters: samples skipped under [`ErrorPolicy::Skip`](crate::pipeline::ErrorPolicy::Skip) by this loader
+    /// Counters: samples skipped under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip) by this loader
     /// (and its clones, which share its dataset).
     pub fn stats(&self) -> LoaderStats {
         LoaderStats {
