@@ -192,28 +192,36 @@ impl<R: Reader> ReadCtx<R> {
     /// Neighbor lists at the cutoff (indices int32 when `int32`), then the
     /// collated transforms.
     fn apply_collated(&self, b: &mut CollatedBatch, int32: bool) -> Result<()> {
-        if let Some(cutoff) = self.cutoff {
-            let indices = b.indices.clone();
-            let name = self.reader.name();
-            crate::data::build_edges(b, cutoff, int32, &|k, e| Error::Validation {
-                source_name: name.to_string(),
-                index: indices.get(k).copied().unwrap_or(k),
-                reason: format!("neighbor list at cutoff {cutoff} Å: {e}"),
-            })?;
-        }
+        self.build_lists(b, int32)?;
         self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))
+    }
+
+    /// Neighbor lists at the cutoff, if one is set.
+    fn build_lists(&self, b: &mut CollatedBatch, int32: bool) -> Result<()> {
+        let Some(cutoff) = self.cutoff else { return Ok(()) };
+        let indices = b.indices.clone();
+        let name = self.reader.name();
+        crate::data::build_edges(b, cutoff, int32, &|k, e| Error::Validation {
+            source_name: name.to_string(),
+            index: indices.get(k).copied().unwrap_or(k),
+            reason: format!("neighbor list at cutoff {cutoff} Å: {e}"),
+        })
     }
 
     fn load_strict(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
         let mut out = self.load_untransformed(lists, collate)?;
-        if !self.collated.is_empty() || self.cutoff.is_some() {
+        if self.cutoff.is_some() {
             let int32 = collate.narrow_int64();
             // Over the window's batches as well as within each: a batch's
             // list groups alone left a core idle at the end of every batch
             // (~17% of an epoch building lists on two cores). Results are
             // gathered in batch order, so the error is the first batch's.
-            let done: Vec<Result<()>> = out.par_iter_mut().map(|b| self.apply_collated(b, int32)).collect();
+            let done: Vec<Result<()>> = out.par_iter_mut().map(|b| self.build_lists(b, int32)).collect();
             done.into_iter().collect::<Result<()>>()?;
+        }
+        // Transforms see the batches one after another, in order.
+        for b in &mut out {
+            self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))?;
         }
         Ok(out)
     }
