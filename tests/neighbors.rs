@@ -126,3 +126,29 @@ fn parallel_batches_and_samples_equal_ase() {
         assert_eq!(got, want, "{}: through AtomicData", c.name);
     }
 }
+
+/// A structure whose list cannot be built while loading (a singular
+/// periodic cell) fails the read with an error naming its logical index,
+/// whichever batch of a window it is in.
+#[test]
+fn a_list_that_fails_while_loading_names_its_sample() {
+    use atomzarr::{Dataset, Error, InMemoryReader};
+    let pair = |cell: [[f32; 3]; 3]| {
+        AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.7, 0.0, 0.0]]).unwrap().with_cell(cell).with_pbc([true; 3])
+    };
+    let box10 = [[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0]];
+    let mut samples: Vec<AtomicData> = (0..6).map(|_| pair(box10)).collect();
+    samples[4] = pair([[0.0; 3]; 3]);
+    let ds = Dataset::new(InMemoryReader::from_samples(&samples, "singular").unwrap())
+        .with_skip_validation(true)
+        .with_cutoff(3.0)
+        .unwrap();
+    assert!(ds.load_batches(&[vec![0, 1], vec![5, 3], vec![2]]).is_ok());
+    match ds.load_batches(&[vec![0, 1], vec![5, 4, 3], vec![2]]) {
+        Err(Error::Validation { source_name, index, reason }) => {
+            assert_eq!((source_name.as_str(), index), ("singular", 4), "{reason}");
+            assert!(reason.contains("cutoff 3"), "{reason}");
+        }
+        other => panic!("expected a validation error naming sample 4, got {other:?}"),
+    }
+}

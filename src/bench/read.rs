@@ -259,19 +259,8 @@ fn read_raw(
 /// Replaces the edges of a raw read's batches with lists built at
 /// `opts.cutoff`, if set, naming a failing sample by its logical index.
 fn with_cutoff(batches: &mut [CollatedBatch], opts: &ReadOptions) -> Result<()> {
-    use rayon::prelude::*;
     let Some(cutoff) = opts.cutoff else { return Ok(()) };
-    // In parallel over batches, as the Dataset builds them.
-    let done: Vec<Result<()>> = batches
-        .par_iter_mut()
-        .map(|b| {
-            let indices = b.indices.clone();
-            crate::data::build_edges(b, cutoff, false, &|k, e| {
-                Error::invalid(format!("sample {}", indices.get(k).copied().unwrap_or(k)), e.to_string())
-            })
-        })
-        .collect();
-    done.into_iter().collect()
+    crate::data::build_edges_all(batches, cutoff, false, &|i, e| Error::invalid(format!("sample {i}"), e.to_string()))
 }
 
 /// The single path: one `read(i)` per sample.

@@ -43,7 +43,7 @@ pub mod synth;
 
 pub(crate) use collate::bad_indices;
 // The types also at the crate root are public there only.
-pub(crate) use batch_edges::build_edges;
+pub(crate) use batch_edges::build_edges_all;
 pub use buffers::{BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYTES};
 pub use collate::CollateOptions;
 pub(crate) use collate::{CollatedBatch, CollatedField, FieldLayout};

@@ -28,8 +28,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use rayon::prelude::*;
-
 use crate::data::AtomicData;
 use crate::data::neighbors;
 use crate::data::{CollateOptions, CollatedBatch};
@@ -192,37 +190,31 @@ impl<R: Reader> ReadCtx<R> {
     /// Neighbor lists at the cutoff (indices int32 when `int32`), then the
     /// collated transforms.
     fn apply_collated(&self, b: &mut CollatedBatch, int32: bool) -> Result<()> {
-        self.build_lists(b, int32)?;
-        self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))
+        self.build_lists(std::slice::from_mut(b), int32)?;
+        self.transform(b)
     }
 
-    /// Neighbor lists at the cutoff, if one is set.
-    fn build_lists(&self, b: &mut CollatedBatch, int32: bool) -> Result<()> {
+    /// Neighbor lists at the cutoff, if one is set, for every batch.
+    fn build_lists(&self, batches: &mut [CollatedBatch], int32: bool) -> Result<()> {
         let Some(cutoff) = self.cutoff else { return Ok(()) };
-        let indices = b.indices.clone();
         let name = self.reader.name();
-        crate::data::build_edges(b, cutoff, int32, &|k, e| Error::Validation {
+        crate::data::build_edges_all(batches, cutoff, int32, &|index, e| Error::Validation {
             source_name: name.to_string(),
-            index: indices.get(k).copied().unwrap_or(k),
+            index,
             reason: format!("neighbor list at cutoff {cutoff} Å: {e}"),
         })
     }
 
+    /// The collated transforms, in order.
+    fn transform(&self, b: &mut CollatedBatch) -> Result<()> {
+        self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))
+    }
+
     fn load_strict(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
         let mut out = self.load_untransformed(lists, collate)?;
-        if self.cutoff.is_some() {
-            let int32 = collate.narrow_int64();
-            // Over the window's batches as well as within each: a batch's
-            // list groups alone left a core idle at the end of every batch
-            // (~17% of an epoch building lists on two cores). Results are
-            // gathered in batch order, so the error is the first batch's.
-            let done: Vec<Result<()>> = out.par_iter_mut().map(|b| self.build_lists(b, int32)).collect();
-            done.into_iter().collect::<Result<()>>()?;
-        }
+        self.build_lists(&mut out, collate.narrow_int64())?;
         // Transforms see the batches one after another, in order.
-        for b in &mut out {
-            self.collated.iter().try_for_each(|t| t.apply(b, self.epoch))?;
-        }
+        out.iter_mut().try_for_each(|b| self.transform(b))?;
         Ok(out)
     }
 
