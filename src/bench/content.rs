@@ -1,7 +1,7 @@
 //! What a read delivered, independent of the path: the order-free content
 //! checksum of samples ([`sample_hash`]) and their bytes of field data.
 
-use crate::data::{AtomicData, CollatedBatch, HostData};
+use crate::data::{AtomicData, HostData};
 
 /// FNV-1a, 64 bit: simple enough to re-implement anywhere a checksum must
 /// be checked independently.
@@ -96,8 +96,4 @@ fn host_bytes(d: &HostData) -> u64 {
 /// Bytes of field data in one sample.
 pub fn sample_bytes(s: &AtomicData) -> u64 {
     s.fields.values().map(|f| host_bytes(&f.data)).sum()
-}
-
-pub(super) fn batch_bytes(b: &CollatedBatch) -> u64 {
-    b.fields.values().map(|f| host_bytes(&f.data)).sum()
 }

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::content::{batch_bytes, sample_bytes, sample_hash};
+use super::content::{sample_bytes, sample_hash};
 use super::memory::{minor_faults, peak_rss, reset_peak_rss};
 use super::options::{
     ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, rank_part, read_order,
 };
 use crate::ReaderOptions;
-use crate::data::{AtomicData, CollatedBatch, HostData};
+use crate::data::{AtomicData, CollateOptions, CollatedBatch, HostData};
 use crate::error::{Error, Result};
 use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
 use crate::progress::Progress;
@@ -117,8 +117,6 @@ pub fn time_reads(
     };
     let open_time = t0.elapsed().saturating_sub(untimed);
     let mut out = Vec::with_capacity(opts.epochs);
-    // The raw path's window buffers, kept from one pass to the next.
-    let mut spare = Vec::new();
     for epoch in 0..opts.epochs {
         let pb = Progress::new(
             opts.progress,
@@ -137,7 +135,7 @@ pub fn time_reads(
         let decode_before = reader.decode_counters();
         let t = Instant::now();
         let tally = match path_kind {
-            ReadPath::Raw => read_raw(&reader, &order, opts, &pb, &mut spare)?,
+            ReadPath::Raw => read_raw(&reader, &order, opts, &pb)?,
             ReadPath::Single => read_single(&reader, &order, opts, &pb)?,
             ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
         };
@@ -182,44 +180,37 @@ pub(super) fn open_reader(
     AtomicDataZarrReader::open_remote(store, options, remote.clone())
 }
 
-/// The raw path: `read_collated` over windows of `read_window` samples,
-/// pipelined as the DataLoader is (so its overhead figure means overhead):
-/// a background thread reads the next window while this one is consumed,
-/// announcing the window after the one it reads, with at most one finished
-/// window waiting. Consumed windows' buffers go back to the reader thread for
-/// reuse, so later windows write into memory that is already mapped; `spare`
-/// holds them between passes (a bulk store's epoch is a few windows of
-/// ~200 MB each, so reuse within one pass alone is little).
-fn read_raw(
-    reader: &AtomicDataZarrReader,
-    order: &[usize],
-    opts: &ReadOptions,
-    pb: &Progress,
-    spare: &mut Vec<Vec<CollatedBatch>>,
-) -> Result<Tally> {
+/// The raw path: the reader's fused read over windows of `read_window`
+/// samples, pipelined as the DataLoader is (so its overhead figure means
+/// overhead): a background thread reads the next window while this one is
+/// consumed, announcing the window after the one it reads, with at most one
+/// finished window waiting. Consumed batches give their buffers back to the
+/// reader's batch pool ([`CollatedBatch::recycle`]), as the loader's device
+/// tensors do when dropped, so later windows write into memory already
+/// mapped.
+fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &Progress) -> Result<Tally> {
     let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
     let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
+    // What the DataLoader asks of the reader on the CPU device, so that
+    // `batch` against `raw` is the loader's overhead alone.
+    let collate = raw_collate().with_skip_edges(opts.cutoff.is_some());
+    // Delivered bytes in the store's dtypes, as the batch path counts them.
+    let sizes = schema_sizes(&reader.field_schema());
     let mut tally = Tally::new(reader.len(), opts.checksum);
     std::thread::scope(|scope| -> Result<()> {
         // A rendezvous channel: the window being read and the one being
         // consumed are all that exist at once (a buffered one let a third
         // wait in the channel: ~200 MB more of fresh memory on bulk stores).
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(0);
-        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<CollatedBatch>>();
-        for v in spare.drain(..) {
-            let _ = back_tx.send(v); // the receiver is alive: it is in this scope
-        }
         let windows = &windows;
-        let reading = scope.spawn(move || {
+        scope.spawn(move || {
             for (wi, w) in windows.iter().enumerate() {
                 if let Some(next) = windows.get(wi + 1) {
                     reader.announce_next(&lists(next));
                 }
-                let batches: Vec<Vec<i64>> =
-                    w.chunks(opts.batch_size).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
-                let mut out = back_rx.try_recv().unwrap_or_default();
+                let mut out = Vec::new();
                 let r = reader
-                    .read_collated(&batches, &mut out)
+                    .load_collated_opt(&lists(w), collate, &mut out)
                     .and_then(|()| with_cutoff(&mut out, opts))
                     .map(|()| (wi, out));
                 let failed = r.is_err();
@@ -228,39 +219,53 @@ fn read_raw(
                     break;
                 }
             }
-            back_rx
         });
         for msg in rx {
             let (wi, out) = msg?;
             let window = windows[wi];
             let mut k = 0;
-            for b in &out {
+            for b in out {
                 for &i in &b.indices {
                     tally.sample(i, window.get(k).copied().unwrap_or(usize::MAX));
                     k += 1;
                 }
-                tally.bytes += batch_bytes(b);
+                tally.bytes += b.fields.iter().map(|(name, f)| field_bytes(&sizes, name, f.data.len())).sum::<u64>();
                 if opts.checksum {
                     tally.hash(&b.to_samples()?);
                 }
+                b.recycle();
             }
             pb.inc(window.len() as u64);
-            // The reader thread may have finished; they are collected below.
-            let _ = back_tx.send(out);
-        }
-        if let Ok(back_rx) = reading.join() {
-            spare.extend(back_rx.try_iter().take(2));
         }
         Ok(())
     })?;
     Ok(tally)
 }
 
-/// Replaces the edges of a raw read's batches with lists built at
-/// `opts.cutoff`, if set, naming a failing sample by its logical index.
+/// Element size of each field in the store's dtype, by name.
+fn schema_sizes(schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>) -> BTreeMap<String, usize> {
+    schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect()
+}
+
+/// Bytes of `elems` elements of field `name` in the store's dtype.
+fn field_bytes(sizes: &BTreeMap<String, usize>, name: &str, elems: usize) -> u64 {
+    (elems * sizes.get(name).copied().unwrap_or(0)) as u64
+}
+
+/// The raw path's collate options: int64 fields narrowed to int32, as the
+/// DataLoader reads for devices with int32 int tensors (Flex, CUDA).
+fn raw_collate() -> CollateOptions {
+    CollateOptions::default().with_narrow_int64(true)
+}
+
+/// Gives a raw read's batches lists built at `opts.cutoff`, if set (int32
+/// indices, as [`raw_collate`]), naming a failing sample by its logical
+/// index.
 fn with_cutoff(batches: &mut [CollatedBatch], opts: &ReadOptions) -> Result<()> {
     let Some(cutoff) = opts.cutoff else { return Ok(()) };
-    crate::data::build_edges_all(batches, cutoff, false, &|i, e| Error::invalid(format!("sample {i}"), e.to_string()))
+    crate::data::build_edges_all(batches, cutoff, raw_collate().narrow_int64(), &|i, e| {
+        Error::invalid(format!("sample {i}"), e.to_string())
+    })
 }
 
 /// The single path: one `read(i)` per sample.
@@ -299,8 +304,7 @@ fn read_loader(
         schema.insert(crate::data::NEIGHBOR_LIST.into(), (Level::Edge, DType::Int64, vec![2]));
         schema.insert(crate::data::neighbors::SHIFTS.into(), (Level::Edge, DType::Float32, vec![3]));
     }
-    let sizes: BTreeMap<String, usize> =
-        schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect();
+    let sizes = schema_sizes(&schema);
     let mut ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
     if let Some(c) = opts.cutoff {
         ds = ds.with_cutoff(c)?;
@@ -325,10 +329,8 @@ fn read_loader(
             tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
             k += 1;
         }
-        for (name, f) in &batch.fields {
-            let elems: usize = f.shape.iter().product();
-            tally.bytes += (elems * sizes.get(name).copied().unwrap_or(0)) as u64;
-        }
+        tally.bytes +=
+            batch.fields.iter().map(|(name, f)| field_bytes(&sizes, name, f.shape.iter().product())).sum::<u64>();
         if opts.checksum {
             tally.hash(&batch_to_host(&batch, &schema)?.to_samples()?);
         }

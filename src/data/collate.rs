@@ -128,6 +128,34 @@ pub struct CollatedBatch {
 }
 
 impl CollatedBatch {
+    /// Gives the field buffers back to the pool they came from (see
+    /// [`buffers`](Self::buffers)), for later batches to be written into, and
+    /// drops the rest. A consumer of host batches done with one calls this
+    /// rather than dropping it, which frees the memory instead.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("r.zarr");
+    /// let samples = atomzarr::data::synth::generate(4, 2000, 2000, 0)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let reader = AtomicDataZarrReader::open(&path)?;
+    /// let mut out = Vec::new();
+    /// reader.read_collated(&[vec![0, 1, 2, 3]], &mut out)?;
+    /// let pool = reader.batch_buffers();
+    /// assert_eq!(pool.held_bytes(), 0);
+    /// out.pop().unwrap().recycle();
+    /// assert!(pool.held_bytes() > 0, "positions, forces, ... are back");
+    /// # Ok(()) }
+    /// ```
+    pub fn recycle(self) {
+        let CollatedBatch { fields, buffers, .. } = self;
+        for (_, f) in fields {
+            buffers.give(f.data);
+        }
+    }
+
     /// Number of samples (graphs).
     pub fn num_graphs(&self) -> usize {
         self.indices.len()

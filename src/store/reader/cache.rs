@@ -176,6 +176,14 @@ impl ChunkCache {
         }
     }
 
+    /// Bytes the cache can take before it evicts anything.
+    pub(crate) fn room(&self) -> u64 {
+        if self.budget == 0 {
+            return 0;
+        }
+        self.budget.saturating_sub(self.lock().bytes)
+    }
+
     /// Replaces the set of protected chunks, `(array id, chunk)`: those the
     /// next read needs, evicted only when nothing unprotected is left. The
     /// int32-narrowed copy of a chunk is protected with it.

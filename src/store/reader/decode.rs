@@ -206,8 +206,12 @@ impl AtomicDataZarrReader {
     /// As [`decode_needed`](Self::decode_needed), with the chunk plan of
     /// `rows` already made (`needed_chunks_per_field` over the fields `opts`
     /// wants). `Ok(None)` when the chunks the cache does not hold would
-    /// decode to more than `limit` bytes: cached chunks cost nothing more
-    /// to hold, the others are held beside the cache until the read ends.
+    /// decode to more than `limit` bytes beyond the cache's free room:
+    /// cached chunks cost nothing more to hold, and neither do those the
+    /// cache has room to keep (the first window of a shuffled epoch over a
+    /// store that fits the cache decodes the whole store; read in groups it
+    /// would copy one batch at a time while the other cores wait). The
+    /// rest are held beside the cache until the read ends.
     pub(super) fn decode_planned(
         &self,
         st: &State,
@@ -227,7 +231,7 @@ impl AtomicDataZarrReader {
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
         let missing_bytes: u64 =
             missing.iter().map(|&i| st.fields[tasks[i].0].chunk_bytes()).fold(0, u64::saturating_add);
-        if missing_bytes > limit {
+        if missing_bytes > limit.saturating_add(self.cache.room()) {
             return Ok(None);
         }
         let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);

@@ -96,8 +96,9 @@ impl ReaderOptions {
     /// DataLoader window) holds at once (default
     /// [`DEFAULT_WINDOW_DECODE_BYTES`]). A window whose chunks decode to more
     /// (a uniform shuffle of a large store touches a chunk per sample and
-    /// array) is read a group of batches at a time, each group's chunks
-    /// released before the next; the result is the same. Peak memory of a
+    /// array) than this plus the cache's free room is read a group of
+    /// batches at a time, each group's chunks released before the next; the
+    /// result is the same. Peak memory of a
     /// shuffled epoch is then about the cache budget + this + the windows'
     /// output batches. Decoded chunks live in blocks the reader maps itself
     /// (advised for transparent huge pages, recycled by size rather than
@@ -114,8 +115,8 @@ impl ReaderOptions {
     /// let batches: Vec<Vec<i64>> = (0..40).collect::<Vec<i64>>().chunks(8).map(<[i64]>::to_vec).collect();
     /// let (mut whole, mut grouped) = (Vec::new(), Vec::new());
     /// AtomicDataZarrReader::open(&path)?.read_collated(&batches, &mut whole)?;
-    /// // Every batch a group of its own:
-    /// let options = ReaderOptions::default().with_window_decode_bytes(1);
+    /// // Every batch a group of its own (no cache to keep chunks in):
+    /// let options = ReaderOptions::default().with_cache_bytes(0).with_window_decode_bytes(1);
     /// AtomicDataZarrReader::open_opt(&path, options)?.read_collated(&batches, &mut grouped)?;
     /// assert_eq!(whole, grouped);
     /// # Ok(()) }
