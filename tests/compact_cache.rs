@@ -1,5 +1,6 @@
 //! The reader keeps decoded chunks of bulk stores in compact forms
-//! (sample-local int16 neighbor indices, dictionaries of repeated rows):
+//! (sample-local int16 receivers and sender runs, or int16 pairs where the
+//! senders do not run; dictionaries of repeated rows):
 //! what comes back, one sample at a time and in collated batches, wide and
 //! narrowed, cold and from the cache, equals the structures that were
 //! written, including where a chunk's values do not fit a compact form.

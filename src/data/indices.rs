@@ -75,6 +75,35 @@ impl HostData {
         Ok(())
     }
 
+    /// Appends neighbor pairs given as sample-local int16 receivers, one per
+    /// pair, and runs of equal senders, `(sender, pairs)` in order, each
+    /// index moved by `offset` (wrapping, as [`HostData::extend_local16`]).
+    /// Runs past `receivers` are ignored; pairs past the runs are left out.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a buffer other than int64 or int32.
+    pub(crate) fn extend_pairs16(
+        &mut self,
+        receivers: &[i16],
+        senders: impl Iterator<Item = (i16, usize)>,
+        offset: i64,
+    ) -> Result<()> {
+        match self {
+            HostData::Int64(v) => write_pairs(v, receivers, senders, |x| i64::from(x).wrapping_add(offset)),
+            HostData::Int32(v) => {
+                let offset = offset as i32;
+                write_pairs(v, receivers, senders, |x| i32::from(x).wrapping_add(offset));
+            }
+            other => {
+                return Err(Error::invalid(
+                    NEIGHBOR_LIST,
+                    format!("sample-local int16 pairs cannot be copied into {} rows", other.dtype()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Appends neighbor indices given as native-endian bytes of this
     /// buffer's dtype, each moved by `r.offset`, and checks each against its
     /// sample's atoms (`r.lo..r.lo + r.n` in the source's numbering) in the
@@ -294,6 +323,35 @@ pub(crate) fn append_shifts(
     let first = bounds.partition_point(|&a| a < lo);
     let mut last = None;
     bounds[first..].iter().copied().take_while(move |&a| a <= hi).filter(move |&a| last.replace(a) != Some(a))
+}
+
+/// Appends `(sender, receiver)` pairs to `v`, each index through `moved`:
+/// the receivers one per pair, the senders as `(value, pairs)` runs.
+/// Pairs are laid out 64 at a time in a stack buffer and appended with one
+/// copy each: pushed pair by pair the loop did not vectorize, and sizing the
+/// output first cost a pass of its own (warm bulk epochs 8-20% slower).
+fn write_pairs<T: Copy + Default>(
+    v: &mut Vec<T>,
+    receivers: &[i16],
+    senders: impl Iterator<Item = (i16, usize)>,
+    moved: impl Fn(i16) -> T,
+) {
+    const STEP: usize = 64;
+    let mut buf = [T::default(); 2 * STEP];
+    let mut rest = receivers;
+    v.reserve(2 * receivers.len());
+    for (s, n) in senders {
+        let (run, tail) = rest.split_at(n.min(rest.len()));
+        rest = tail;
+        let s = moved(s);
+        for part in run.chunks(STEP) {
+            for (o, &j) in buf.chunks_exact_mut(2).zip(part) {
+                o[0] = s;
+                o[1] = moved(j);
+            }
+            v.extend_from_slice(buf.get(..2 * part.len()).unwrap_or_default());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,11 @@
 //!   whenever a structure has under 32,768 atoms), 4 bytes per edge instead
 //!   of 16 (int64) or 8 (narrowed). One form serves wide and narrowed reads:
 //!   the row copy adds the batch offset and widens.
+//! - [`Form::Pairs16`]: `neighbor_list` pairs whose senders come in runs
+//!   (a list grouped by its first atom, as neighbor-list builders write
+//!   them): the receivers as sample-local int16, 2 bytes per edge, and the
+//!   senders as one (first row, value) entry per run, ~70 edges each on
+//!   bulk cells. Half of `Local16`, which is kept for lists in any order.
 //! - [`Form::Dict`]: rows of any other field as codes into a table of the
 //!   chunk's distinct rows, one byte each for up to 256 of them, two for up
 //!   to 2048. `shifts` (`S·cell`, ~27 images per structure) takes 1-2 bytes
@@ -34,9 +39,52 @@ pub(crate) enum Form {
     /// atom, for the chunk's first `valid_rows` rows (the rows of samples
     /// the decoding snapshot knew); later rows are not held.
     Local16 { valid_rows: usize },
+    /// `neighbor_list` pairs: the buffer holds each row's receiver as int16
+    /// relative to its sample's first atom, for the first `valid_rows` rows
+    /// (as `Local16`); `runs` holds the senders.
+    Pairs16 { valid_rows: usize, runs: SenderRuns },
     /// One code per row, a byte (two when `wide`): the row's index in
     /// `table` (rows of the request's dtype, `row_elems` elements each).
     Dict { table: HostData, wide: bool },
+}
+
+/// The senders of a [`Form::Pairs16`] chunk: run `k` covers rows
+/// `starts[k]..starts[k + 1]` (the last one up to the chunk's valid rows),
+/// each with sender `senders[k]`, sample-local. `starts[0]` is 0.
+pub(crate) struct SenderRuns {
+    starts: Vec<u32>,
+    senders: Vec<i16>,
+}
+
+impl SenderRuns {
+    /// Bytes held.
+    fn len(&self) -> usize {
+        4 * self.starts.len() + 2 * self.senders.len()
+    }
+}
+
+/// The sender runs over rows `lo..hi` of a [`Form::Pairs16`] chunk, as
+/// (sender, rows) pairs in row order.
+pub(crate) struct Senders<'a> {
+    runs: &'a SenderRuns,
+    k: usize,
+    at: usize,
+    hi: usize,
+}
+
+impl Iterator for Senders<'_> {
+    type Item = (i16, usize);
+
+    fn next(&mut self) -> Option<(i16, usize)> {
+        if self.at >= self.hi {
+            return None;
+        }
+        let s = *self.runs.senders.get(self.k)?;
+        let end = self.runs.starts.get(self.k + 1).map_or(self.hi, |&e| (e as usize).min(self.hi));
+        let n = end.checked_sub(self.at)?;
+        (self.k, self.at) = (self.k + 1, end);
+        Some((s, n))
+    }
 }
 
 /// A decoded chunk as the cache keeps it.
@@ -51,6 +99,8 @@ pub(crate) enum Rows<'a> {
     Bytes(&'a [u8]),
     /// Sample-local int16 neighbor indices.
     Local16(&'a [i16]),
+    /// Sample-local int16 receivers, one per row, and the rows' senders.
+    Pairs16 { receivers: &'a [i16], senders: Senders<'a> },
     /// Codes into `table`, one per row.
     Dict { codes: Codes<'a>, table: &'a HostData },
 }
@@ -73,6 +123,7 @@ impl Chunk {
     pub(crate) fn len(&self) -> usize {
         let table = match &self.form {
             Form::Dict { table, .. } => table.len() * table.dtype().size(),
+            Form::Pairs16 { runs, .. } => runs.len(),
             _ => 0,
         };
         self.buf.len() + table
@@ -90,6 +141,7 @@ impl Chunk {
         match self.form {
             Form::Plain => row_bytes,
             Form::Local16 { .. } => 2 * row_elems,
+            Form::Pairs16 { .. } => 2,
             Form::Dict { wide, .. } => 1 + usize::from(wide),
         }
     }
@@ -108,6 +160,18 @@ impl Chunk {
                 // Pool blocks and heap vectors are at least 8-byte aligned and
                 // `lo * w` is even, so the cast cannot fail on alignment.
                 Rows::Local16(bytemuck::try_cast_slice(bytes).ok()?)
+            }
+            Form::Pairs16 { valid_rows, runs } => {
+                if hi > *valid_rows {
+                    return None;
+                }
+                // The run holding row `lo`: `starts[0]` is 0, so there is one.
+                let k = runs.starts.partition_point(|&s| s as usize <= lo).checked_sub(1)?;
+                Rows::Pairs16 {
+                    // Aligned as for `Local16`.
+                    receivers: bytemuck::try_cast_slice(bytes).ok()?,
+                    senders: Senders { runs, k, at: lo, hi },
+                }
             }
             Form::Dict { table, wide: false } => Rows::Dict { codes: Codes::U8(bytes), table },
             Form::Dict { table, wide: true } => {
@@ -155,6 +219,65 @@ pub(crate) fn local16(
     }
     Some(Chunk { buf: out, form: Form::Local16 { valid_rows } })
 }
+
+/// Rows of `sample_rows` as [`Form::Pairs16`], as [`local16`] takes them
+/// (`wide`: the chunk's int64 pairs). `None` when a value does not fit
+/// int16 after the move, when the samples' rows do not follow each other
+/// from the chunk's first row, or when the senders change more often than
+/// every [`MIN_RUN`] rows on average (then `Local16` is smaller).
+pub(crate) fn pairs16(
+    wide: &[u8],
+    runs: impl Iterator<Item = (i64, std::ops::Range<usize>)>,
+    mut out: ChunkBuf,
+) -> Option<Chunk> {
+    let vals: &[i64] = bytemuck::try_cast_slice(wide).ok()?;
+    let receivers: &mut [i16] = bytemuck::try_cast_slice_mut(&mut out[..]).ok()?;
+    let mut senders = SenderRuns { starts: Vec::new(), senders: Vec::new() };
+    let mut valid_rows = 0;
+    for (first_atom, rows) in runs {
+        if rows.is_empty() {
+            continue;
+        }
+        if rows.start != valid_rows {
+            return None;
+        }
+        let src = vals.get(2 * rows.start..2 * rows.end)?;
+        let dst = receivers.get_mut(rows.clone())?;
+        // Receivers branch-free, so the loop vectorizes; then the senders'
+        // runs, one compare per row.
+        let mut fits = true;
+        for (r, pair) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            let x = pair[1].wrapping_sub(first_atom);
+            *r = x as i16;
+            fits &= i64::from(*r) == x;
+        }
+        let mut last = senders.senders.last().copied();
+        for (k, pair) in src.chunks_exact(2).enumerate() {
+            let x = pair[0].wrapping_sub(first_atom);
+            let s = x as i16;
+            fits &= i64::from(s) == x;
+            if last != Some(s) {
+                senders.starts.push(u32::try_from(rows.start + k).ok()?);
+                senders.senders.push(s);
+                last = Some(s);
+            }
+        }
+        // Past a few runs, a list in no order gives way early.
+        if !fits || (senders.starts.len() > 64 && senders.starts.len() * MIN_RUN > rows.end) {
+            return None;
+        }
+        valid_rows = rows.end;
+    }
+    if valid_rows == 0 || senders.starts.len() * MIN_RUN > valid_rows {
+        return None;
+    }
+    out.truncate(2 * valid_rows);
+    Some(Chunk { buf: out, form: Form::Pairs16 { valid_rows, runs: senders } })
+}
+
+/// Rows per sender run below which [`pairs16`] gives way to [`local16`]: a
+/// run costs 6 bytes and saves 2 per row.
+const MIN_RUN: usize = 4;
 
 /// Slots of [`dict`]'s hash table: a power of two, twice [`DICT_MAX`].
 const DICT_SLOTS: usize = 4096;
@@ -277,6 +400,66 @@ mod tests {
         assert!(out.extend_from_dict(codes, table, 1));
         let HostData::Float32(v) = out else { panic!() };
         assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), signed.map(f32::to_bits));
+    }
+
+    /// The pairs a `Pairs16` chunk gives for rows `lo..hi`, moved to `base`.
+    fn pairs_of(c: &Chunk, lo: usize, hi: usize, base: i64) -> Option<Vec<i64>> {
+        let Some(Rows::Pairs16 { receivers, senders }) = c.rows(lo, hi, 16, 2) else { return None };
+        let mut out = HostData::Int64(vec![]);
+        out.extend_pairs16(receivers, senders, base).ok()?;
+        let HostData::Int64(v) = out else { return None };
+        Some(v)
+    }
+
+    #[test]
+    fn pairs16_keeps_receivers_and_sender_runs_and_gives_any_row_range_back() {
+        // Two samples, atoms 1000..1010 (rows 0..300) and 5000..5010 (rows
+        // 300..400): senders in runs of 30 and 10 rows, receivers varied.
+        let mut wide: Vec<i64> = Vec::new();
+        for r in 0..300i64 {
+            wide.extend([1000 + r / 30, 1000 + (r * 7) % 10]);
+        }
+        for r in 0..100i64 {
+            wide.extend([5000 + r / 10, 5000 + (r * 3) % 10]);
+        }
+        let runs = || [(1000i64, 0..300usize), (5000, 300..400)].into_iter();
+        let c = pairs16(bytemuck::cast_slice(&wide), runs(), buf(800)).expect("runs of 10 and 30");
+        assert!(c.len() < 800 + 20 * 6 + 1, "2 bytes a row and 6 a run");
+        // Any range, moved from the sample's numbering to `base`, starting
+        // and ending inside runs and across the samples' boundary (the copy
+        // is per sample; the check is that each row comes back).
+        for (lo, hi) in [(0, 300), (13, 47), (29, 31), (300, 400), (305, 306), (0, 0), (250, 350)] {
+            let got = pairs_of(&c, lo, hi, 100).unwrap();
+            let want: Vec<i64> = (lo..hi)
+                .flat_map(|r| {
+                    let first = if r < 300 { 1000 } else { 5000 };
+                    [wide[2 * r] - first + 100, wide[2 * r + 1] - first + 100]
+                })
+                .collect();
+            assert_eq!(got, want, "rows {lo}..{hi}");
+        }
+        assert!(c.rows(0, 401, 16, 2).is_none(), "rows past the known samples are not held");
+        // Narrowed to int32: the same values.
+        let Some(Rows::Pairs16 { receivers, senders }) = c.rows(13, 47, 16, 2) else { panic!() };
+        let mut out = HostData::Int32(vec![]);
+        out.extend_pairs16(receivers, senders, 100).unwrap();
+        let want: Vec<i32> = pairs_of(&c, 13, 47, 100).unwrap().iter().map(|&x| x as i32).collect();
+        assert_eq!(out, HostData::Int32(want));
+    }
+
+    #[test]
+    fn pairs16_gives_way_to_local16_when_senders_do_not_run() {
+        // Senders alternate every row: a run per row costs more than it saves.
+        let wide: Vec<i64> = (0..400i64).flat_map(|r| [r % 2, (r + 1) % 2]).collect();
+        assert!(pairs16(bytemuck::cast_slice(&wide), [(0i64, 0..400usize)].into_iter(), buf(800)).is_none());
+        let l = local16(bytemuck::cast_slice(&wide), 2, [(0i64, 0..400usize)].into_iter(), buf(1600));
+        assert!(matches!(l.map(|c| c.form), Some(Form::Local16 { valid_rows: 400 })));
+        // A value that does not fit int16 after the move, a gap between samples.
+        let far: Vec<i64> = (0..100i64).flat_map(|r| [r / 10, if r == 50 { 40_000 } else { 1 }]).collect();
+        assert!(pairs16(bytemuck::cast_slice(&far), [(0i64, 0..100usize)].into_iter(), buf(200)).is_none());
+        let near: Vec<i64> = (0..100i64).flat_map(|r| [r / 10, 1]).collect();
+        let gap = [(0i64, 0..40usize), (0, 50..100)].into_iter();
+        assert!(pairs16(bytemuck::cast_slice(&near), gap, buf(200)).is_none());
     }
 
     #[test]

@@ -89,15 +89,21 @@ impl AtomicDataZarrReader {
 
     /// Freshly decoded chunk `chunk` of `f` in a compact form (see
     /// `compact`), if its values allow one: `neighbor_list` (int64) as
-    /// sample-local int16, other fields as a dictionary of at most 2,048
+    /// sample-local int16 receivers and sender runs, else as sample-local
+    /// int16 pairs, other fields as a dictionary of at most 2,048
     /// distinct rows (its table narrowed to int32 for a narrowed request).
     fn compact(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool, raw: &[u8]) -> Option<Chunk> {
         if f.name == NEIGHBOR_LIST {
             if f.dtype != DType::Int64 {
                 return None;
             }
-            let runs = st.edge_runs(f.chunk_rows, chunk).map(|(p, rows)| (st.atoms_ptr[p], rows));
-            return compact::local16(raw, f.row_elems, runs, self.cache.alloc(raw.len() / 4));
+            let runs = || st.edge_runs(f.chunk_rows, chunk).map(|(p, rows)| (st.atoms_ptr[p], rows));
+            if f.row_elems == 2
+                && let Some(c) = compact::pairs16(raw, runs(), self.cache.alloc(raw.len() / 8))
+            {
+                return Some(c);
+            }
+            return compact::local16(raw, f.row_elems, runs(), self.cache.alloc(raw.len() / 4));
         }
         // Dictionaries pay off on chunks of many rows; a system chunk of a
         // small store is not worth the pass.

@@ -92,6 +92,7 @@ impl AtomicDataZarrReader {
         self.for_rows(f, dec, rows.clone(), |src| match src {
             Rows::Bytes(b) => dst.extend_rebased(b, base - first_atom),
             Rows::Local16(v) => dst.extend_local16(v, base),
+            Rows::Pairs16 { receivers, senders } => dst.extend_pairs16(receivers, senders, base),
             Rows::Dict { .. } => Err(self.form_error(f, &rows)),
         })
     }
