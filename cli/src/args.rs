@@ -266,7 +266,8 @@ pub(crate) enum ModeArg {
     Single,
     /// batch, then single.
     Both,
-    /// The reader's `read_collated` in read windows, without the DataLoader.
+    /// The reader's fused read in read windows, as the DataLoader asks for
+    /// it (int32 indices), without the DataLoader.
     Raw,
 }
 

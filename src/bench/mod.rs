@@ -5,11 +5,15 @@
 //! Three read paths are timed:
 //! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
-//! - `raw`: [`ReaderExt::read_collated`](crate::ReaderExt::read_collated) in windows of `batch_size *
-//!   prefetch_factor` samples, no loader, pipelined as the loader is (a
-//!   background thread reads the next window, announced to the reader, while
-//!   this one is consumed): the reader's own ceiling, so that the loader's
-//!   overhead figure means overhead.
+//! - `raw`: the reader's fused read ([`Reader::load_collated_opt`](crate::Reader::load_collated_opt))
+//!   in windows of `batch_size * prefetch_factor` samples with what the
+//!   DataLoader asks of it on the CPU device (int64 fields narrowed to
+//!   int32), no loader, pipelined as the loader is (a background thread
+//!   reads the next window, announced to the reader, while this one is
+//!   consumed), consumed batches given back to the reader's batch pool
+//!   ([`CollatedBatch::recycle`](crate::CollatedBatch::recycle)) as the
+//!   loader's tensors give theirs: the reader's own ceiling, so that the
+//!   loader's overhead figure means overhead.
 //! - `single`: one [`ReaderExt::read`](crate::ReaderExt::read) per sample (a baseline only).
 //!
 //! Every row also reports the pass's decode amplification (bytes decoded /

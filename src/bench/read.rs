@@ -195,7 +195,8 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
     // `batch` against `raw` is the loader's overhead alone.
     let collate = raw_collate().with_skip_edges(opts.cutoff.is_some());
     // Delivered bytes in the store's dtypes, as the batch path counts them.
-    let sizes = schema_sizes(&reader.field_schema());
+    let schema = reader.field_schema();
+    let sizes = schema_sizes(&schema);
     let mut tally = Tally::new(reader.len(), opts.checksum);
     std::thread::scope(|scope| -> Result<()> {
         // A rendezvous channel: the window being read and the one being
@@ -231,7 +232,7 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
                 }
                 tally.bytes += b.fields.iter().map(|(name, f)| field_bytes(&sizes, name, f.data.len())).sum::<u64>();
                 if opts.checksum {
-                    tally.hash(&b.to_samples()?);
+                    tally.hash(&widened(&b, &schema)?.to_samples()?);
                 }
                 b.recycle();
             }
@@ -240,6 +241,22 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         Ok(())
     })?;
     Ok(tally)
+}
+
+/// `b` with its int32-narrowed fields back in the store's int64 (as
+/// `schema` says), so its checksum is the stored samples'.
+fn widened(
+    b: &CollatedBatch,
+    schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
+) -> Result<CollatedBatch> {
+    let mut b = b.clone();
+    for (name, f) in &mut b.fields {
+        if matches!(schema.get(name), Some((_, crate::DType::Int64, _))) && f.data.dtype() == crate::DType::Int32 {
+            let wide = f.data.to_i64_vec().ok_or_else(|| Error::Internal(format!("{name}: int32 not widened")))?;
+            f.data = HostData::Int64(wide);
+        }
+    }
+    Ok(b)
 }
 
 /// Element size of each field in the store's dtype, by name.
