@@ -13,7 +13,7 @@ use super::options::{
     ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, rank_part, read_order,
 };
 use crate::ReaderOptions;
-use crate::data::{AtomicData, CollateOptions, CollatedBatch, HostData};
+use crate::data::{AtomicData, CollateOptions, CollatedBatch, DType, HostData, Level};
 use crate::error::{Error, Result};
 use crate::pipeline::{AtomicBatch, DataLoader, Dataset};
 use crate::progress::Progress;
@@ -195,7 +195,7 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
     // `batch` against `raw` is the loader's overhead alone.
     let collate = raw_collate().with_skip_edges(opts.cutoff.is_some());
     // Delivered bytes in the store's dtypes, as the batch path counts them.
-    let schema = reader.field_schema();
+    let schema = delivered_schema(reader, opts);
     let sizes = schema_sizes(&schema);
     let mut tally = Tally::new(reader.len(), opts.checksum);
     std::thread::scope(|scope| -> Result<()> {
@@ -245,13 +245,10 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
 
 /// `b` with its int32-narrowed fields back in the store's int64 (as
 /// `schema` says), so its checksum is the stored samples'.
-fn widened(
-    b: &CollatedBatch,
-    schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
-) -> Result<CollatedBatch> {
+fn widened(b: &CollatedBatch, schema: &BTreeMap<String, (Level, DType, Vec<usize>)>) -> Result<CollatedBatch> {
     let mut b = b.clone();
     for (name, f) in &mut b.fields {
-        if matches!(schema.get(name), Some((_, crate::DType::Int64, _))) && f.data.dtype() == crate::DType::Int32 {
+        if matches!(schema.get(name), Some((_, DType::Int64, _))) && f.data.dtype() == DType::Int32 {
             let wide = f.data.to_i64_vec().ok_or_else(|| Error::Internal(format!("{name}: int32 not widened")))?;
             f.data = HostData::Int64(wide);
         }
@@ -259,8 +256,20 @@ fn widened(
     Ok(b)
 }
 
+/// The fields a read delivers, in the store's dtypes: the store's, and with
+/// a cutoff the edges built while loading, as `import --cutoff` would store
+/// them.
+fn delivered_schema(reader: &AtomicDataZarrReader, opts: &ReadOptions) -> BTreeMap<String, (Level, DType, Vec<usize>)> {
+    let mut schema = reader.field_schema();
+    if opts.cutoff.is_some() {
+        schema.insert(crate::data::NEIGHBOR_LIST.into(), (Level::Edge, DType::Int64, vec![2]));
+        schema.insert(crate::data::neighbors::SHIFTS.into(), (Level::Edge, DType::Float32, vec![3]));
+    }
+    schema
+}
+
 /// Element size of each field in the store's dtype, by name.
-fn schema_sizes(schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>) -> BTreeMap<String, usize> {
+fn schema_sizes(schema: &BTreeMap<String, (Level, DType, Vec<usize>)>) -> BTreeMap<String, usize> {
     schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect()
 }
 
@@ -314,13 +323,7 @@ fn read_loader(
     // Delivered bytes are counted in the store's dtypes (element count times
     // the stored element size), so they compare with raw_bytes whatever
     // element types the backend's tensors use.
-    let mut schema = reader.field_schema();
-    if opts.cutoff.is_some() {
-        // Edges built while loading: as `import --cutoff` would store them.
-        use crate::data::{DType, Level};
-        schema.insert(crate::data::NEIGHBOR_LIST.into(), (Level::Edge, DType::Int64, vec![2]));
-        schema.insert(crate::data::neighbors::SHIFTS.into(), (Level::Edge, DType::Float32, vec![3]));
-    }
+    let schema = delivered_schema(reader, opts);
     let sizes = schema_sizes(&schema);
     let mut ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
     if let Some(c) = opts.cutoff {
@@ -364,10 +367,9 @@ fn read_loader(
 /// (the batch may hold int64 fields as int32, half floats as float32).
 fn batch_to_host<B: burn::tensor::backend::Backend>(
     batch: &AtomicBatch<B>,
-    schema: &BTreeMap<String, (crate::Level, crate::DType, Vec<usize>)>,
+    schema: &BTreeMap<String, (Level, DType, Vec<usize>)>,
 ) -> Result<CollatedBatch> {
     use crate::BatchData;
-    use crate::DType;
     use crate::data::CollatedField;
     use half::{bf16, f16};
     let bad = |what: &str, e: burn::tensor::DataError| Error::Device {

@@ -85,6 +85,9 @@ pub(crate) struct Scratch {
     bin_of: Vec<u32>,
     bin_start: Vec<u32>,
     sorted: Vec<u32>,
+    /// The images' positions in `sorted`'s order, so a bin's candidates are
+    /// read from contiguous memory.
+    bin_pos: Vec<[f64; 3]>,
     /// The central (S = 0) image of each atom.
     central: Vec<u32>,
     /// One atom's edges before sorting.
@@ -285,21 +288,26 @@ impl Lattice {
             let pi = s.img_pos[ci];
             let c = bins.coord(pi);
             s.row.clear();
-            for b0 in c[0].saturating_sub(1)..=(c[0] + 1).min(dims[0] - 1) {
-                for b1 in c[1].saturating_sub(1)..=(c[1] + 1).min(dims[1] - 1) {
-                    for b2 in c[2].saturating_sub(1)..=(c[2] + 1).min(dims[2] - 1) {
-                        let b = (b0 * dims[1] + b1) * dims[2] + b2;
-                        for &t in &s.sorted[s.bin_start[b] as usize..s.bin_start[b + 1] as usize] {
-                            let t = t as usize;
-                            let p = s.img_pos[t];
-                            let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
-                            if t != ci && dot(d, d) < c2 {
-                                let j = s.img_atom[t];
-                                // Back to the positions as given: r_j - r_i + S·cell
-                                // with S = image + w_j - w_i.
-                                let (wi, wj, sh) = (s.wrap[i], s.wrap[j as usize], s.img_shift[t]);
-                                s.row.push((j, [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k])));
-                            }
+            // The bins along the last axis are consecutive in the sorted
+            // order: one contiguous run of candidates per (b0, b1).
+            let near = |k: usize| c[k].saturating_sub(SPAN)..=(c[k] + SPAN).min(dims[k] - 1);
+            let (b2_lo, b2_hi) = (c[2].saturating_sub(SPAN), (c[2] + SPAN).min(dims[2] - 1));
+            for b0 in near(0) {
+                for b1 in near(1) {
+                    let b = (b0 * dims[1] + b1) * dims[2];
+                    let (lo, hi) = (s.bin_start[b + b2_lo] as usize, s.bin_start[b + b2_hi + 1] as usize);
+                    for (k, p) in s.bin_pos[lo..hi].iter().enumerate() {
+                        let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
+                        if dot(d, d) >= c2 {
+                            continue;
+                        }
+                        let t = s.sorted[lo + k] as usize;
+                        if t != ci {
+                            let j = s.img_atom[t];
+                            // Back to the positions as given: r_j - r_i + S·cell
+                            // with S = image + w_j - w_i.
+                            let (wi, wj, sh) = (s.wrap[i], s.wrap[j as usize], s.img_shift[t]);
+                            s.row.push((j, [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k])));
                         }
                     }
                 }
@@ -347,13 +355,20 @@ pub(super) fn unpack(key: u64) -> (u32, [i32; 3]) {
     ((key >> 30) as u32, [c(20), c(10), c(0)])
 }
 
-/// Bins: cubes of edge >= cutoff over the images' bounding box, with no
-/// more bins than a few per image (a sparse molecule gets bigger bins).
+/// Bins: cubes of edge >= cutoff / [`SPAN`] over the images' bounding box,
+/// with no more bins than a few per image (a sparse molecule gets bigger
+/// bins). An atom's candidates are the images in the bins up to `SPAN`
+/// away along each axis.
 struct Bins {
     lo: [f64; 3],
     edge: f64,
     dims: [usize; 3],
 }
+
+/// Bins per cutoff along an axis. With 2, the candidates of an atom fill
+/// 5³ bins of (cutoff/2)³, 15.6 cutoff³ in all, against 27 cutoff³ with bins
+/// of the cutoff: 40% fewer distance tests for the same neighbors.
+const SPAN: usize = 2;
 
 impl Bins {
     /// The bins of `s.img_pos`, with the images counting-sorted by bin into
@@ -368,7 +383,7 @@ impl Bins {
                 hi[k] = hi[k].max(p[k]);
             }
         }
-        let mut edge = cutoff * (1.0 + 1e-9) + 1e-9;
+        let mut edge = cutoff / SPAN as f64 * (1.0 + 1e-9) + 1e-9;
         let dims = loop {
             let d = [0, 1, 2].map(|k| (((hi[k] - lo[k]) / edge).floor() as usize) + 1);
             if d[0].saturating_mul(d[1]).saturating_mul(d[2]) <= 4 * m + 64 {
@@ -398,6 +413,9 @@ impl Bins {
             s.sorted[*slot as usize] = idx as u32;
             *slot += 1;
         }
+        s.bin_pos.clear();
+        let img_pos = &s.img_pos;
+        s.bin_pos.extend(s.sorted.iter().map(|&t| img_pos[t as usize]));
         bins
     }
 
