@@ -296,13 +296,22 @@ fn expand_rows<T: Copy + Default, C: Copy + Into<usize>>(dst: &mut Vec<T>, codes
     // Codes were checked against the table above, so indexing cannot fail.
     // The table viewed as rows in place: building a row vector here copied
     // the whole table for every sample (most of a small-chunk read's time).
-    // Rows are laid out 64 at a time in a stack buffer and appended with one
-    // copy each: sizing the output first (a zero fill) was a pass of its own,
-    // a fifth of a warm bulk epoch.
+    // Many rows are laid out 64 at a time in a stack buffer and appended with
+    // one copy each: sizing the output first (a zero fill) was a pass of its
+    // own, a fifth of a warm bulk epoch. A few rows (a small sample's) go
+    // straight into the sized output: filling the buffer costs more.
     fn fixed<T: Copy + Default, C: Copy + Into<usize>, const K: usize>(dst: &mut Vec<T>, codes: &[C], table: &[T]) {
         let (rows, _) = table.as_chunks::<K>();
-        let mut buf = [[T::default(); K]; 64];
+        if codes.len() < 64 {
+            let start = dst.len();
+            dst.resize(start + codes.len() * K, T::default());
+            for (o, &c) in dst[start..].as_chunks_mut::<K>().0.iter_mut().zip(codes) {
+                *o = rows[c.into()];
+            }
+            return;
+        }
         dst.reserve(codes.len() * K);
+        let mut buf = [[T::default(); K]; 64];
         for part in codes.chunks(64) {
             for (o, &c) in buf.iter_mut().zip(part) {
                 *o = rows[c.into()];

@@ -82,6 +82,9 @@ impl HostData {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a buffer other than int64 or int32.
+    // Not inlined: its copy loops would grow the row-copy closures of every
+    // store (and stop their inlining) for a form only bulk lists take.
+    #[inline(never)]
     pub(crate) fn extend_pairs16(
         &mut self,
         receivers: &[i16],
