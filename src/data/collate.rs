@@ -135,7 +135,7 @@ impl CollatedBatch {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderOptions, ZarrWriteConfig};
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderExt, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("r.zarr");
     /// let samples = atomzarr::data::synth::generate(4, 2000, 2000, 0)?;
