@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 /// `cutoff` Å: `neighbor_list` (batch-local indices, int32 when `int32`,
 /// else int64), `shifts` (float32 `S·cell`) and `edges_ptr`.
 /// `sample_error(i, e)` names the structure of logical index `i` (its
-/// entry in the batch's `indices`) in the error of its list (a singular periodic cell, non-finite positions, too many
-/// neighbors).
+/// entry in the batch's `indices`) in the error of its list (a singular
+/// periodic cell, non-finite positions, too many neighbors).
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when the batch has no float `[n, 3]` positions,

@@ -237,7 +237,9 @@ impl AtomicDataZarrReader {
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
         let missing_bytes: u64 =
             missing.iter().map(|&i| st.fields[tasks[i].0].chunk_bytes()).fold(0, u64::saturating_add);
-        if missing_bytes > limit.saturating_add(self.cache.room()) {
+        // The cache's room only matters past the bound (reading it takes the
+        // cache's lock, which a warm window need not).
+        if missing_bytes > limit && missing_bytes - limit > self.cache.room() {
             return Ok(None);
         }
         let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);
