@@ -1,7 +1,7 @@
 //! The cell-list search behind [`neighbors`](crate::data::neighbors): the
-//! atoms and their periodic images binned in cubes of edge `cutoff`, each
-//! atom of the cell scanning the 27 bins around its own, its row of edges
-//! sorted by `j`, then image. Edges go to an [`EdgeSink`]: a
+//! atoms and their periodic images binned in cubes of edge `cutoff / 2` or more,
+//! each atom of the cell scanning the 5³ bins around its own, its row of
+//! edges sorted by `j`, then image. Edges go to an [`EdgeSink`]: a
 //! [`NeighborList`](crate::data::neighbors::NeighborList) for one
 //! structure, or a loader's compact buffers for a batch.
 
@@ -90,10 +90,11 @@ pub(crate) struct Scratch {
     bin_pos: Vec<[f64; 3]>,
     /// The central (S = 0) image of each atom.
     central: Vec<u32>,
-    /// One atom's edges before sorting.
-    row: Vec<(u32, [i32; 3])>,
-    /// The same edges as sortable keys (see [`pack`]).
-    keys: Vec<u64>,
+    /// One atom's candidates within the cutoff (positions in `sorted`),
+    /// written past the hits too, so sized for every candidate.
+    hits: Vec<u32>,
+    /// One atom's neighbors as image numbers, before sorting.
+    row: Vec<u32>,
 }
 
 /// Where the builder writes a structure's edges, in order: by `i`, then
@@ -250,6 +251,8 @@ impl Lattice {
         if images > s.wrapped.len() * (27 + 4 * MAX_NEIGHBORS_PER_ATOM) {
             return Err(too_many_neighbors(self.cutoff));
         }
+        // Numbered by atom, then image offset in lexicographic order:
+        // `scan` sorts rows by these numbers.
         for (a, &q) in s.wrapped.iter().enumerate() {
             let f = self.recip.map(|r| dot(q, r));
             for i0 in (-reach[0]..=reach[0]).filter(|&i| inside(0, f[0] + f64::from(i))) {
@@ -276,7 +279,7 @@ impl Lattice {
         Ok(())
     }
 
-    /// Each atom of the cell against the 27 bins around its central image;
+    /// Each atom of the cell against the bins around its central image;
     /// edges ordered by `i`, then `j`, then image.
     fn scan(&self, bins: &Bins, cutoff: f64, s: &mut Scratch, out: &mut impl EdgeSink) -> Result<()> {
         let c2 = cutoff * cutoff;
@@ -287,72 +290,56 @@ impl Lattice {
             let ci = s.central[i] as usize;
             let pi = s.img_pos[ci];
             let c = bins.coord(pi);
-            s.row.clear();
             // The bins along the last axis are consecutive in the sorted
             // order: one contiguous run of candidates per (b0, b1).
             let near = |k: usize| c[k].saturating_sub(SPAN)..=(c[k] + SPAN).min(dims[k] - 1);
             let (b2_lo, b2_hi) = (c[2].saturating_sub(SPAN), (c[2] + SPAN).min(dims[2] - 1));
+            let run = |b0: usize, b1: usize| {
+                let b = (b0 * dims[1] + b1) * dims[2];
+                s.bin_start[b + b2_lo] as usize..s.bin_start[b + b2_hi + 1] as usize
+            };
+            let candidates: usize = near(0).flat_map(|b0| near(1).map(move |b1| run(b0, b1).len())).sum();
+            if s.hits.len() < candidates {
+                s.hits.resize(candidates, 0);
+            }
+            // Every candidate is written and the count moves only on a hit:
+            // no branch on the distance test, which a third to a half of
+            // the candidates pass, so a branch would be mispredicted often.
+            let mut n = 0;
             for b0 in near(0) {
                 for b1 in near(1) {
-                    let b = (b0 * dims[1] + b1) * dims[2];
-                    let (lo, hi) = (s.bin_start[b + b2_lo] as usize, s.bin_start[b + b2_hi + 1] as usize);
-                    for (k, p) in s.bin_pos[lo..hi].iter().enumerate() {
+                    let r = run(b0, b1);
+                    let lo = r.start;
+                    for (k, p) in s.bin_pos[r].iter().enumerate() {
                         let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
-                        if dot(d, d) >= c2 {
-                            continue;
-                        }
-                        let t = s.sorted[lo + k] as usize;
-                        if t != ci {
-                            let j = s.img_atom[t];
-                            // Back to the positions as given: r_j - r_i + S·cell
-                            // with S = image + w_j - w_i.
-                            let (wi, wj, sh) = (s.wrap[i], s.wrap[j as usize], s.img_shift[t]);
-                            s.row.push((j, [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k])));
-                        }
+                        s.hits[n] = (lo + k) as u32;
+                        n += usize::from(dot(d, d) < c2);
                     }
                 }
             }
+            // Images are numbered by atom, then image offset (see
+            // `images`), and `w_j - w_i` is the same for every image of
+            // `j`: sorting image numbers orders the row by `j`, then image.
+            s.row.clear();
+            s.row.extend(s.hits[..n].iter().map(|&h| s.sorted[h as usize]).filter(|&t| t as usize != ci));
             if out.edges() - start + s.row.len() > limit {
                 return Err(too_many_neighbors(cutoff));
             }
+            s.row.sort_unstable();
             // In range: `check_input` bounds the atom count below u32::MAX.
             let i = i as u32;
-            s.keys.clear();
-            s.keys.extend(s.row.iter().map_while(|&(j, img)| pack(j, img)));
-            if s.keys.len() == s.row.len() {
-                // Integers sort about twice as fast as tuples.
-                s.keys.sort_unstable();
-                for &key in &s.keys {
-                    let (j, img) = unpack(key);
-                    out.push(i, j, img, self.translate([0.0; 3], img));
-                }
-            } else {
-                s.row.sort_unstable();
-                for &(j, img) in &s.row {
-                    out.push(i, j, img, self.translate([0.0; 3], img));
-                }
+            let wi = s.wrap[i as usize];
+            for &t in &s.row {
+                let j = s.img_atom[t as usize];
+                // Back to the positions as given: r_j - r_i + S·cell with
+                // S = image + w_j - w_i.
+                let (wj, sh) = (s.wrap[j as usize], s.img_shift[t as usize]);
+                let img = [0, 1, 2].map(|k| sh[k] + wj[k] - wi[k]);
+                out.push(i, j, img, self.translate([0.0; 3], img));
             }
         }
         Ok(())
     }
-}
-
-/// Image components of at most `PACK_RANGE` in magnitude fit a key.
-pub(super) const PACK_RANGE: i32 = 511;
-
-/// `(j, image)` as one integer ordered as the tuple is (`j`, then each
-/// image component, each offset into 10 bits), when the image fits.
-pub(super) fn pack(j: u32, img: [i32; 3]) -> Option<u64> {
-    if img.iter().any(|c| c.abs() > PACK_RANGE) {
-        return None;
-    }
-    let c = img.map(|c| (c + PACK_RANGE + 1) as u64);
-    Some((u64::from(j) << 30) | (c[0] << 20) | (c[1] << 10) | c[2])
-}
-
-pub(super) fn unpack(key: u64) -> (u32, [i32; 3]) {
-    let c = |shift: u32| ((key >> shift) & 0x3ff) as i32 - PACK_RANGE - 1;
-    ((key >> 30) as u32, [c(20), c(10), c(0)])
 }
 
 /// Bins: cubes of edge >= cutoff / [`SPAN`] over the images' bounding box,
