@@ -70,14 +70,16 @@ fn build_edges(
         edges_ptr.push(edges_ptr[edges_ptr.len() - 1] + *c as i64);
     }
     let total = edges_ptr[b] as usize;
-    let group_ptr: Vec<i64> = ranges.iter().map(|r| edges_ptr[r.start]).chain([total as i64]).collect();
     let home = &batch.buffers;
     let mut shifts = match home.take(DType::Float32, 3 * total) {
         HostData::Float32(v) => v,
         // `take` gives the dtype asked for; this arm only satisfies the match.
         _ => Vec::new(),
     };
-    shifts.resize(3 * total, 0.0);
+    shifts.clear();
+    for g in &groups {
+        shifts.extend_from_slice(g.edges.shifts.as_flattened());
+    }
     let data = if int32 {
         if batch.atoms_ptr.last().is_some_and(|&n| n > i64::from(i32::MAX)) {
             return Err(Error::invalid("neighbor list", "a batch of more than 2^31 atoms cannot take int32 indices"));
@@ -86,17 +88,15 @@ fn build_edges(
             HostData::Int32(v) => v,
             _ => Vec::new(),
         };
-        pairs.resize(2 * total, 0);
         // In range: batch-local indices below the batch's atom count (checked above).
-        write_lists(&mut pairs, &mut shifts, &group_ptr, &groups, &ranges, &batch.atoms_ptr, |x| x as i32);
+        write_pairs(&mut pairs, &groups, &ranges, &batch.atoms_ptr, |x| x as i32);
         HostData::Int32(pairs)
     } else {
         let mut pairs = match home.take(DType::Int64, 2 * total) {
             HostData::Int64(v) => v,
             _ => Vec::new(),
         };
-        pairs.resize(2 * total, 0);
-        write_lists(&mut pairs, &mut shifts, &group_ptr, &groups, &ranges, &batch.atoms_ptr, |x| x);
+        write_pairs(&mut pairs, &groups, &ranges, &batch.atoms_ptr, |x| x);
         HostData::Int64(pairs)
     };
     Group::give_all(groups);
@@ -189,44 +189,30 @@ impl EdgeSink for Edges {
     }
 }
 
-/// `v` cut into one slice per range: rows `ptr[k]..ptr[k + 1]` of
-/// `width` elements.
-fn split_by<'a, T>(mut v: &'a mut [T], ptr: &[i64], width: usize) -> Vec<&'a mut [T]> {
-    let mut parts = Vec::with_capacity(ptr.len().saturating_sub(1));
-    for w in ptr.windows(2) {
-        let (head, tail) = v.split_at_mut((w[1] - w[0]) as usize * width);
-        parts.push(head);
-        v = tail;
-    }
-    parts
-}
-
-/// Writes each group's pairs (moved to batch-local indices by each
-/// structure's first atom `offsets[k]`, converted by `conv`) and shifts
-/// into its own rows of `pairs` and `shifts`, one task per group.
-fn write_lists<T: Send>(
-    pairs: &mut [T],
-    shifts: &mut [f32],
-    group_ptr: &[i64],
+/// Sets `pairs` to each group's pairs in order, moved to batch-local
+/// indices by each structure's first atom `offsets[k]` and converted by
+/// `conv`. Appended rather than written into a zero-filled buffer: the
+/// fill was a pass over every edge. One batch's copy runs on one thread;
+/// the batches of a window are built in parallel (`build_edges_all`).
+fn write_pairs<T>(
+    pairs: &mut Vec<T>,
     groups: &[Group],
     ranges: &[Range<usize>],
     offsets: &[i64],
-    conv: impl Fn(i64) -> T + Sync,
+    conv: impl Fn(i64) -> T,
 ) {
-    let pair_parts = split_by(pairs, group_ptr, 2);
-    let shift_parts = split_by(shifts, group_ptr, 3);
-    pair_parts.into_par_iter().zip(shift_parts).enumerate().for_each(|(gi, (p, s))| {
-        let g = &groups[gi];
-        let mut rows = p.chunks_exact_mut(2).zip(&g.edges.pairs);
-        for (k, &count) in ranges[gi].clone().zip(&g.counts) {
+    pairs.clear();
+    for (g, range) in groups.iter().zip(ranges) {
+        let mut rest = g.edges.pairs.as_flattened();
+        for (k, &count) in range.clone().zip(&g.counts) {
+            // In range: `counts` are the group's edges per structure, in
+            // order, so they add up to its pairs.
+            let (rows, tail) = rest.split_at(2 * count);
             let off = offsets[k];
-            for (o, pr) in rows.by_ref().take(count) {
-                o[0] = conv(i64::from(pr[0]) + off);
-                o[1] = conv(i64::from(pr[1]) + off);
-            }
+            pairs.extend(rows.iter().map(|&x| conv(i64::from(x) + off)));
+            rest = tail;
         }
-        s.copy_from_slice(g.edges.shifts.as_flattened());
-    });
+    }
 }
 
 /// A batch's positions, cells and periodicity, widened to f64 once.
