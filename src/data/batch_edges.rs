@@ -191,9 +191,10 @@ impl EdgeSink for Edges {
 
 /// Sets `pairs` to each group's pairs in order, moved to batch-local
 /// indices by each structure's first atom `offsets[k]` and converted by
-/// `conv`. Appended rather than written into a zero-filled buffer: the
-/// fill was a pass over every edge. One batch's copy runs on one thread;
-/// the batches of a window are built in parallel (`build_edges_all`).
+/// `conv`. Appended: a buffer zero-filled first and then overwritten
+/// would cost one more pass over every edge. One batch's copy runs on one
+/// thread; the batches of a window are built in parallel
+/// (`build_edges_all`).
 fn write_pairs<T>(
     pairs: &mut Vec<T>,
     groups: &[Group],
