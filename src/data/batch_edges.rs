@@ -76,7 +76,6 @@ fn build_edges(
         // `take` gives the dtype asked for; this arm only satisfies the match.
         _ => Vec::new(),
     };
-    shifts.clear();
     for g in &groups {
         shifts.extend_from_slice(g.edges.shifts.as_flattened());
     }
@@ -189,7 +188,7 @@ impl EdgeSink for Edges {
     }
 }
 
-/// Sets `pairs` to each group's pairs in order, moved to batch-local
+/// Appends each group's pairs to `pairs` in order, moved to batch-local
 /// indices by each structure's first atom `offsets[k]` and converted by
 /// `conv`. Appended: a buffer zero-filled first and then overwritten
 /// would cost one more pass over every edge. One batch's copy runs on one
@@ -202,7 +201,6 @@ fn write_pairs<T>(
     offsets: &[i64],
     conv: impl Fn(i64) -> T,
 ) {
-    pairs.clear();
     for (g, range) in groups.iter().zip(ranges) {
         let mut rest = g.edges.pairs.as_flattened();
         for (k, &count) in range.clone().zip(&g.counts) {

@@ -1,7 +1,7 @@
 //! The cell-list search behind [`neighbors`](crate::data::neighbors): the
-//! atoms and their periodic images binned in cubes of edge `cutoff / 2` or more,
-//! each atom of the cell scanning the 5³ bins around its own, its row of
-//! edges sorted by `j`, then image. Edges go to an [`EdgeSink`]: a
+//! atoms and their periodic images binned in cubes of edge `cutoff / 2` or
+//! more, each atom of the cell scanning the 5³ bins around its own, its row
+//! of edges sorted by `j`, then image. Edges go to an [`EdgeSink`]: a
 //! [`NeighborList`](crate::data::neighbors::NeighborList) for one
 //! structure, or a loader's compact buffers for a batch.
 
@@ -90,8 +90,8 @@ pub(crate) struct Scratch {
     bin_pos: Vec<[f64; 3]>,
     /// The central (S = 0) image of each atom.
     central: Vec<u32>,
-    /// One atom's candidates within the cutoff (positions in `sorted`),
-    /// written past the hits too, so sized for every candidate.
+    /// One atom's candidates within the cutoff (positions in `sorted`);
+    /// every candidate is written, so it has room for every image.
     hits: Vec<u32>,
     /// One atom's neighbors as image numbers, before sorting.
     row: Vec<u32>,
@@ -286,6 +286,11 @@ impl Lattice {
         let start = out.edges();
         let limit = s.wrapped.len().saturating_mul(MAX_NEIGHBORS_PER_ATOM);
         let dims = bins.dims;
+        // An atom's candidates are distinct images: room for every image
+        // holds them all.
+        if s.hits.len() < s.bin_pos.len() {
+            s.hits.resize(s.bin_pos.len(), 0);
+        }
         for i in 0..s.wrapped.len() {
             let ci = s.central[i] as usize;
             let pi = s.img_pos[ci];
@@ -294,23 +299,15 @@ impl Lattice {
             // order: one contiguous run of candidates per (b0, b1).
             let near = |k: usize| c[k].saturating_sub(SPAN)..=(c[k] + SPAN).min(dims[k] - 1);
             let (b2_lo, b2_hi) = (c[2].saturating_sub(SPAN), (c[2] + SPAN).min(dims[2] - 1));
-            let run = |b0: usize, b1: usize| {
-                let b = (b0 * dims[1] + b1) * dims[2];
-                s.bin_start[b + b2_lo] as usize..s.bin_start[b + b2_hi + 1] as usize
-            };
-            let candidates: usize = near(0).flat_map(|b0| near(1).map(move |b1| run(b0, b1).len())).sum();
-            if s.hits.len() < candidates {
-                s.hits.resize(candidates, 0);
-            }
             // Every candidate is written and the count moves only on a hit:
             // no branch on the distance test, which a third to a half of
             // the candidates pass, so a branch would be mispredicted often.
             let mut n = 0;
             for b0 in near(0) {
                 for b1 in near(1) {
-                    let r = run(b0, b1);
-                    let lo = r.start;
-                    for (k, p) in s.bin_pos[r].iter().enumerate() {
+                    let b = (b0 * dims[1] + b1) * dims[2];
+                    let (lo, hi) = (s.bin_start[b + b2_lo] as usize, s.bin_start[b + b2_hi + 1] as usize);
+                    for (k, p) in s.bin_pos[lo..hi].iter().enumerate() {
                         let d = [p[0] - pi[0], p[1] - pi[1], p[2] - pi[2]];
                         s.hits[n] = (lo + k) as u32;
                         n += usize::from(dot(d, d) < c2);
@@ -326,9 +323,9 @@ impl Lattice {
                 return Err(too_many_neighbors(cutoff));
             }
             s.row.sort_unstable();
+            let wi = s.wrap[i];
             // In range: `check_input` bounds the atom count below u32::MAX.
             let i = i as u32;
-            let wi = s.wrap[i as usize];
             for &t in &s.row {
                 let j = s.img_atom[t as usize];
                 // Back to the positions as given: r_j - r_i + S·cell with

@@ -297,9 +297,9 @@ fn expand_rows<T: Copy + Default, C: Copy + Into<usize>>(dst: &mut Vec<T>, codes
     // The table viewed as rows in place: building a row vector here copied
     // the whole table for every sample (most of a small-chunk read's time).
     // Many rows are laid out 64 at a time in a stack buffer and appended with
-    // one copy each: sizing the output first (a zero fill) was a pass of its
-    // own, a fifth of a warm bulk epoch. A few rows (a small sample's) go
-    // straight into the sized output: filling the buffer costs more.
+    // one copy each: sizing the output first would zero-fill it, a pass of
+    // its own (a fifth of a warm bulk epoch). A few rows (a small sample's)
+    // go straight into the sized output: filling the buffer costs more.
     fn fixed<T: Copy + Default, C: Copy + Into<usize>, const K: usize>(dst: &mut Vec<T>, codes: &[C], table: &[T]) {
         let (rows, _) = table.as_chunks::<K>();
         if codes.len() < 64 {

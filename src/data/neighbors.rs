@@ -316,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn images_too_large_to_pack_keep_their_order() {
+    fn images_hundreds_of_cells_away_keep_their_order() {
         // Atoms ~600 cells apart: image offsets in the hundreds, far past
         // the few images the search itself makes.
         let cell = [[3.0, 0.0, 0.0], [0.0, 3.2, 0.0], [0.0, 0.0, 2.9]];
