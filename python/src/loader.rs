@@ -300,7 +300,8 @@ impl DataLoader {
                     )));
                 }
                 sampler_ranks(*ranks, &mut args)?;
-                let follow = Follow { cell: Arc::clone(epoch), seen: AtomicU64::new(epoch.generation()) };
+                // A setting made before the loader was built is taken too.
+                let follow = Follow { cell: Arc::clone(epoch), seen: AtomicU64::new(0) };
                 (Some(follow), Some(describe.clone()))
             }
             _ => (None, None),

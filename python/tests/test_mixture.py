@@ -455,7 +455,10 @@ def test_loader_with_a_batch_sampler_reads_its_batches(multi):
 
 def test_loader_follows_the_samplers_epoch(multi):
     s = atomzarr.MultiDatasetSampler(multi, seed=1)
+    s.set_epoch(2)
     loader = atomzarr.DataLoader(multi, batch_size=7, sampler=s)
+    assert loader.epoch == 2, "a setting made before the loader was built"
+    assert [i for b in epoch(loader) for i in b] == list(s)
     s.set_epoch(3)
     assert loader.epoch == 3
     assert [i for b in epoch(loader) for i in b] == list(s)
