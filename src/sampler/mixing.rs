@@ -663,6 +663,11 @@ impl MultiDatasetBatchSampler {
             })
             .collect()
     }
+
+    /// Batches of rank `rank` of `world` (of [`rank_batches`](Self::rank_batches)).
+    pub fn rank_len(&self, rank: usize, world: usize) -> usize {
+        dealt(0, self.num_batches, rank, world.max(1))
+    }
 }
 
 impl BatchSampler for MultiDatasetBatchSampler {
