@@ -142,7 +142,7 @@ fn order(sampler: Option<&Bound<'_, PyAny>>, batch_sampler: Option<&Bound<'_, Py
                 "drop_last: a batch_sampler makes the batches (its own drop_last applies to ranks)",
             ));
         }
-        return Ok(Order::Batches(bs.get().for_loader()));
+        return Ok(Order::Batches(bs.get().for_loader()?));
     }
     let Some(s) = sampler else { return Ok(Order::Default) };
     if let Ok(m) = s.cast::<MultiDatasetSampler>() {
@@ -151,7 +151,7 @@ fn order(sampler: Option<&Bound<'_, PyAny>>, batch_sampler: Option<&Bound<'_, Py
                 "sampler=MultiDatasetSampler with shuffle=True: the sampler orders the epoch (its own shuffle)",
             ));
         }
-        return Ok(Order::Mixing(m.get().for_loader()));
+        return Ok(Order::Mixing(m.get().for_loader()?));
     }
     if s.cast::<MultiDatasetBatchSampler>().is_ok() {
         return Err(PyTypeError::new_err("sampler: a MultiDatasetBatchSampler is passed as batch_sampler="));

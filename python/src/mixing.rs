@@ -122,8 +122,12 @@ fn epoch_list<'py>(
 #[pyclass(name = "MultiDatasetSampler", module = "atomzarr", frozen)]
 pub struct MultiDatasetSampler {
     dataset: Py<MultiDataset>,
-    /// The whole epoch, what a DataLoader splits among ranks.
+    /// The whole epoch.
     global: rs::MultiDatasetSampler,
+    /// What a DataLoader splits among the ranks: the whole epoch, or with
+    /// `drop_last` and ranks, the epoch cut to a multiple of the ranks
+    /// (the reason when nothing is left).
+    loader: Result<rs::MultiDatasetSampler, String>,
     /// This rank's part, what iterating the sampler yields.
     local: rs::MultiDatasetSampler,
     lengths: Vec<usize>,
@@ -139,21 +143,30 @@ pub struct MultiDatasetSampler {
 }
 
 impl MultiDatasetSampler {
-    pub(crate) fn for_loader(&self) -> ForLoader<rs::MultiDatasetSampler> {
-        ForLoader {
-            sampler: self.global.clone(),
+    pub(crate) fn for_loader(&self) -> PyResult<ForLoader<rs::MultiDatasetSampler>> {
+        let sampler = self.loader.clone().map_err(PyValueError::new_err)?;
+        Ok(ForLoader {
             lengths: self.lengths.clone(),
             ranks: (self.rank, self.num_replicas),
             describe: serde_json::json!({
                 "kind": "MultiDatasetSampler",
                 "lengths": self.lengths,
-                "counts": self.global.counts(),
+                "counts": sampler.counts(),
                 "replacement": self.replacement,
                 "shuffle": self.shuffle,
                 "seed": self.seed,
             }),
+            sampler,
             epoch: Arc::clone(&self.epoch),
-        }
+        })
+    }
+}
+
+/// The epoch cut to a multiple of `world` ranks, or why nothing is left.
+fn cut(n: usize, world: usize, what: &str) -> Result<usize, String> {
+    match n / world * world {
+        0 => Err(format!("drop_last: {n} {what} leave none for each of {world} replicas")),
+        m => Ok(m),
     }
 }
 
@@ -168,11 +181,19 @@ impl MultiDatasetSampler {
     /// ValueError). `shuffle` (default on): the interleaving of the
     /// children and each child's order, reproducible per `(seed, epoch)`.
     /// `num_replicas` / `rank` (or an initialized `distributed_manager`):
-    /// iterating yields this rank's share, the epoch padded from its start
-    /// (or its tail dropped with `drop_last`) to a multiple of
-    /// `num_replicas`; a DataLoader given this sampler reads its rank's
-    /// part of the whole epoch instead. `generator` is not supported (pass
-    /// `seed`).
+    /// iterating yields this rank's share as the toolkit does (every
+    /// `num_replicas`-th index of the epoch, padded from its start, or its
+    /// tail dropped with `drop_last`, to a multiple of `num_replicas`).
+    /// `generator` is not supported (pass `seed`).
+    ///
+    /// A DataLoader given this sampler takes its ranks and reads the
+    /// epoch rank by rank: each store's draws dealt to the ranks, each rank
+    /// drawing from its own region of each store (with `drop_last`, the
+    /// epoch first cut to a multiple of `num_replicas`); every rank gets as
+    /// many batches, the last ones possibly short or empty. A store larger
+    /// than its share of the MultiDataset's cache is drawn through a block
+    /// pool (the counts stay exact). On one rank, with every store fitting
+    /// its share, the loader reads exactly the sampler's order.
     #[new]
     #[pyo3(signature = (dataset, *, weights=None, num_samples=None, replacement=true, shuffle=true, generator=None,
                         num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false))]
@@ -206,8 +227,15 @@ impl MultiDatasetSampler {
             b = b.with_num_samples(count("num_samples", n, 1)?);
         }
         let global = b.clone().build().map_err(config_error)?;
-        let local = b.with_rank(rank, num_replicas).build().map_err(config_error)?;
+        let local = b.clone().with_rank(rank, num_replicas).build().map_err(config_error)?;
+        let loader = if drop_last && num_replicas > 1 {
+            let n = global.counts().iter().sum::<usize>();
+            cut(n, num_replicas, "samples").and_then(|m| b.with_num_samples(m).build().map_err(|e| e.to_string()))
+        } else {
+            Ok(global.clone())
+        };
         Ok(MultiDatasetSampler {
+            loader,
             num_samples: global.counts().iter().sum(),
             weights: normalised(weights.as_deref(), &lengths),
             dataset: dataset.unbind(),
@@ -377,7 +405,10 @@ fn epoch_policy(s: &str) -> PyResult<EpochPolicy> {
 #[pyclass(name = "MultiDatasetBatchSampler", module = "atomzarr", frozen)]
 pub struct MultiDatasetBatchSampler {
     dataset: Py<MultiDataset>,
+    /// The whole epoch.
     global: rs::MultiDatasetBatchSampler,
+    /// What a DataLoader splits among the ranks (see `MultiDatasetSampler`).
+    loader: Result<rs::MultiDatasetBatchSampler, String>,
     local: rs::MultiDatasetBatchSampler,
     lengths: Vec<usize>,
     batch_size: usize,
@@ -392,22 +423,23 @@ pub struct MultiDatasetBatchSampler {
 }
 
 impl MultiDatasetBatchSampler {
-    pub(crate) fn for_loader(&self) -> ForLoader<rs::MultiDatasetBatchSampler> {
-        ForLoader {
-            sampler: self.global.clone(),
+    pub(crate) fn for_loader(&self) -> PyResult<ForLoader<rs::MultiDatasetBatchSampler>> {
+        let sampler = self.loader.clone().map_err(PyValueError::new_err)?;
+        Ok(ForLoader {
             lengths: self.lengths.clone(),
             ranks: (self.rank, self.num_replicas),
             describe: serde_json::json!({
                 "kind": "MultiDatasetBatchSampler",
                 "lengths": self.lengths,
-                "samples_per_dataset": self.global.samples_per_dataset(),
-                "num_batches": self.global.num_batches(),
+                "samples_per_dataset": sampler.samples_per_dataset(),
+                "num_batches": sampler.num_batches(),
                 "replacement": self.replacement,
                 "shuffle": self.shuffle,
                 "seed": self.seed,
             }),
+            sampler,
             epoch: Arc::clone(&self.epoch),
-        }
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -449,8 +481,15 @@ impl MultiDatasetBatchSampler {
             b = b.with_num_batches(count("num_batches", n, 1)?);
         }
         let global = b.clone().build().map_err(config_error)?;
-        let local = b.with_rank(ranks.0, ranks.1).build().map_err(config_error)?;
+        let local = b.clone().with_rank(ranks.0, ranks.1).build().map_err(config_error)?;
+        let loader = if drop_last && ranks.1 > 1 {
+            cut(global.num_batches(), ranks.1, "batches")
+                .and_then(|m| b.with_num_batches(m).build().map_err(|e| e.to_string()))
+        } else {
+            Ok(global.clone())
+        };
         Ok(MultiDatasetBatchSampler {
+            loader,
             dataset: dataset.unbind(),
             global,
             local,
@@ -483,11 +522,19 @@ impl MultiDatasetBatchSampler {
     /// than the children hold is a ValueError. `shuffle`: each child's
     /// order and the order inside each batch, reproducible per `(seed,
     /// epoch)`. `num_replicas` / `rank` (or an initialized
-    /// `distributed_manager`): iterating yields this rank's batches (every
-    /// `num_replicas`-th, the epoch padded from its start or, with
-    /// `drop_last`, cut to a multiple of `num_replicas`); a DataLoader given
-    /// this sampler reads its rank's part of the whole epoch instead.
+    /// `distributed_manager`): iterating yields this rank's batches as the
+    /// toolkit does (every `num_replicas`-th, the epoch padded from its
+    /// start or, with `drop_last`, cut to a multiple of `num_replicas`).
     /// `generator` is not supported (pass `seed`).
+    ///
+    /// A DataLoader given this sampler takes its ranks and deals the
+    /// epoch's batches to them (a rank may get one more than another; with
+    /// `drop_last` the epoch is first cut to a multiple of `num_replicas`,
+    /// so that every rank gets as many), each rank drawing from its own
+    /// region of each store. A store larger than its share of the
+    /// MultiDataset's cache is drawn through a block pool (every batch
+    /// still holds exactly its counts). On one rank, with every store
+    /// fitting its share, the loader reads exactly the sampler's batches.
     #[new]
     #[pyo3(signature = (dataset, batch_size, *, weights=None, samples_per_dataset=None, num_batches=None,
                         epoch_policy="dataset_size", replacement=true, shuffle=true, generator=None,

@@ -137,6 +137,23 @@ def test_shared_cache_budget_reads_the_same_samples(stores):
     assert sorted(seen) == list(range(len(multi)))
 
 
+def test_a_store_larger_than_its_cache_share_keeps_exact_counts(stores):
+    # No cache: every store is drawn through a block pool in the loader.
+    multi = atomzarr.MultiDataset(*stores, cache_bytes=0)
+    s = atomzarr.MultiDatasetSampler(multi, replacement=False, seed=3)
+    loader = atomzarr.DataLoader(multi, batch_size=5, sampler=s)
+    seen = []
+    for b in loader:
+        assert_batch_from_children(b, multi)
+        seen += b["indices"].tolist()
+    assert sorted(seen) == list(range(len(multi)))
+    bs = atomzarr.MultiDatasetBatchSampler(multi, batch_size=6, samples_per_dataset=[2, 3, 1], replacement=False)
+    batches = epoch(atomzarr.DataLoader(multi, batch_sampler=bs))
+    assert len(batches) == 6 and all(per_child(b) == [2, 3, 1] for b in batches)
+    flat = [i for b in batches for i in b]
+    assert len(set(flat)) == len(flat)
+
+
 def test_bad_children_are_errors(tmp_path, stores):
     from conftest import random_samples
 
@@ -503,6 +520,31 @@ def test_loader_ranks_from_the_sampler_are_disjoint_and_cover(multi, kind):
                     assert per_child(b["indices"].tolist()) == [2, 5, 0]
                 seen += b["indices"].tolist()
         assert sorted(seen) == want, f"epoch {e}: ranks overlap or miss samples"
+
+
+@pytest.mark.parametrize("kind", ["sampler", "batch_sampler"])
+def test_loader_ranks_with_drop_last_cut_the_epoch_evenly(multi, kind):
+    world, loaders = 2, []
+    for r in range(world):
+        if kind == "sampler":  # 49 samples: 24 for each rank, 6 full batches
+            s = atomzarr.MultiDatasetSampler(multi, replacement=False, seed=2, num_replicas=world, rank=r, drop_last=True)
+            loaders.append(atomzarr.DataLoader(multi, batch_size=4, sampler=s))
+        else:  # 9 batches: 4 for each rank
+            s = atomzarr.MultiDatasetBatchSampler(
+                multi, batch_size=6, samples_per_dataset=[2, 3, 1], seed=2, num_replicas=world, rank=r, drop_last=True
+            )
+            loaders.append(atomzarr.DataLoader(multi, batch_sampler=s))
+    batches = [epoch(x) for x in loaders]
+    want = 6 if kind == "sampler" else 4
+    assert [len(b) for b in batches] == [want, want] == [len(x) for x in loaders]
+    sizes = {len(b) for rank in batches for b in rank}
+    assert sizes == ({4} if kind == "sampler" else {6}), "every batch full"
+    flat = [i for rank in batches for b in rank for i in b]
+    if kind == "sampler":
+        assert len(set(flat)) == len(flat) == 48, "ranks overlap"
+    s = atomzarr.MultiDatasetSampler(multi, num_samples=1, num_replicas=2, drop_last=True)
+    with pytest.raises(ValueError, match="drop_last"):
+        atomzarr.DataLoader(multi, batch_size=4, sampler=s)
 
 
 def test_loader_rank_must_agree_with_the_samplers(multi):
