@@ -197,6 +197,26 @@ struct Follow {
 }
 
 /// Batches of a reader's (or a mixture's) samples, read ahead in the background.
+///
+/// `reader`: a `Reader` (one store) or a `MultiDataset` (several).
+/// `shuffle`: a new order every epoch, from `seed`: a full permutation
+/// when the decoded store fits the reader's cache, else the block pool
+/// (the store's chunk blocks permuted, batches drawn from a pool of
+/// blocks sized from the cache: each chunk decoded about once per
+/// epoch); the choice is logged. `sampler`: "random" (a full
+/// permutation per epoch, whatever the store), "sequential",
+/// "chunk-shuffle" (the block pool with 16 blocks), or, over a
+/// MultiDataset, a `MultiDatasetSampler` (batches of `batch_size` of its
+/// order). `batch_sampler`: a `MultiDatasetBatchSampler` over the
+/// MultiDataset (it makes the batches: `batch_size`, `shuffle` and
+/// `drop_last` stay at their defaults). Default order: as `shuffle`
+/// says. `prefetch_factor` batches are read in one fused read, two reads
+/// kept in flight. `rank`/`world_size`: this process's part of every
+/// epoch; a mixing sampler built with `num_replicas`/`rank` gives them
+/// (the loader then reads this rank's part of the sampler's whole epoch).
+/// A mixing sampler's `set_epoch(e)` makes `e` the loader's next epoch,
+/// as the loader's own `set_epoch` does. `cutoff`: build `neighbor_list`
+/// and `shifts` at this cutoff (Å) while loading, replacing stored edges.
 #[pyclass(name = "DataLoader", module = "atomzarr", frozen)]
 pub struct DataLoader {
     inner: Inner,
@@ -234,25 +254,6 @@ impl DataLoader {
 
 #[pymethods]
 impl DataLoader {
-    /// `reader`: a `Reader` (one store) or a `MultiDataset` (several).
-    /// `shuffle`: a new order every epoch, from `seed`: a full permutation
-    /// when the decoded store fits the reader's cache, else the block pool
-    /// (the store's chunk blocks permuted, batches drawn from a pool of
-    /// blocks sized from the cache: each chunk decoded about once per
-    /// epoch); the choice is logged. `sampler`: "random" (a full
-    /// permutation per epoch, whatever the store), "sequential",
-    /// "chunk-shuffle" (the block pool with 16 blocks), or, over a
-    /// MultiDataset, a `MultiDatasetSampler` (batches of `batch_size` of its
-    /// order). `batch_sampler`: a `MultiDatasetBatchSampler` over the
-    /// MultiDataset (it makes the batches: `batch_size`, `shuffle` and
-    /// `drop_last` stay at their defaults). Default order: as `shuffle`
-    /// says. `prefetch_factor` batches are read in one fused read, two reads
-    /// kept in flight. `rank`/`world_size`: this process's part of every
-    /// epoch; a mixing sampler built with `num_replicas`/`rank` gives them
-    /// (the loader then reads this rank's part of the sampler's whole epoch).
-    /// A mixing sampler's `set_epoch(e)` makes `e` the loader's next epoch,
-    /// as the loader's own `set_epoch` does. `cutoff`: build `neighbor_list`
-    /// and `shifts` at this cutoff (Å) while loading, replacing stored edges.
     #[new]
     #[pyo3(signature = (reader, batch_size=1, shuffle=false, seed=0, prefetch_factor=2, sampler=None,
                         rank=0, world_size=1, cutoff=None, drop_last=false, num_workers=1, batch_sampler=None))]
@@ -277,7 +278,8 @@ impl DataLoader {
         if let Ok(r) = reader.cast::<Reader>() {
             if matches!(order, Order::Mixing(_) | Order::Batches(_)) {
                 return Err(PyValueError::new_err(
-                    "a mixing sampler reads a MultiDataset: pass the MultiDataset it was built on as the loader's dataset",
+                    "a mixing sampler reads a MultiDataset: pass the MultiDataset it was built on as the loader's \
+                     dataset",
                 ));
             }
             let inner = Inner::Store(build(r.get().ds.clone(), &args, order)?);

@@ -119,6 +119,29 @@ fn epoch_list<'py>(
 
 /// Global indices of a `MultiDataset`, mixing its children sample by
 /// sample at per-dataset rates (`DataLoader(..., sampler=...)`).
+///
+/// Each epoch draws exactly `counts[d]` samples of child `d`:
+/// `num_samples` (default: the dataset's length) split by `weights`
+/// (default: the child lengths) by largest remainder. Each child is
+/// walked in a permutation, a new one for each further pass
+/// (`replacement`, default on: a child's samples repeat only after all
+/// of it was used; off: a count above a child's length is a
+/// ValueError). `shuffle` (default on): the interleaving of the
+/// children and each child's order, reproducible per `(seed, epoch)`.
+/// `num_replicas` / `rank` (or an initialized `distributed_manager`):
+/// iterating yields this rank's share as the toolkit does (every
+/// `num_replicas`-th index of the epoch, padded from its start, or its
+/// tail dropped with `drop_last`, to a multiple of `num_replicas`).
+/// `generator` is not supported (pass `seed`).
+///
+/// A DataLoader given this sampler takes its ranks and reads the
+/// epoch rank by rank: each store's draws dealt to the ranks, each rank
+/// drawing from its own region of each store (with `drop_last`, the
+/// epoch first cut to a multiple of `num_replicas`); every rank gets as
+/// many batches, the last ones possibly short or empty. A store larger
+/// than its share of the MultiDataset's cache is drawn through a block
+/// pool (the counts stay exact). On one rank, with every store fitting
+/// its share, the loader reads exactly the sampler's order.
 #[pyclass(name = "MultiDatasetSampler", module = "atomzarr", frozen)]
 pub struct MultiDatasetSampler {
     dataset: Py<MultiDataset>,
@@ -172,28 +195,6 @@ fn cut(n: usize, world: usize, what: &str) -> Result<usize, String> {
 
 #[pymethods]
 impl MultiDatasetSampler {
-    /// Each epoch draws exactly `counts[d]` samples of child `d`:
-    /// `num_samples` (default: the dataset's length) split by `weights`
-    /// (default: the child lengths) by largest remainder. Each child is
-    /// walked in a permutation, a new one for each further pass
-    /// (`replacement`, default on: a child's samples repeat only after all
-    /// of it was used; off: a count above a child's length is a
-    /// ValueError). `shuffle` (default on): the interleaving of the
-    /// children and each child's order, reproducible per `(seed, epoch)`.
-    /// `num_replicas` / `rank` (or an initialized `distributed_manager`):
-    /// iterating yields this rank's share as the toolkit does (every
-    /// `num_replicas`-th index of the epoch, padded from its start, or its
-    /// tail dropped with `drop_last`, to a multiple of `num_replicas`).
-    /// `generator` is not supported (pass `seed`).
-    ///
-    /// A DataLoader given this sampler takes its ranks and reads the
-    /// epoch rank by rank: each store's draws dealt to the ranks, each rank
-    /// drawing from its own region of each store (with `drop_last`, the
-    /// epoch first cut to a multiple of `num_replicas`); every rank gets as
-    /// many batches, the last ones possibly short or empty. A store larger
-    /// than its share of the MultiDataset's cache is drawn through a block
-    /// pool (the counts stay exact). On one rank, with every store fitting
-    /// its share, the loader reads exactly the sampler's order.
     #[new]
     #[pyo3(signature = (dataset, *, weights=None, num_samples=None, replacement=true, shuffle=true, generator=None,
                         num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false))]
@@ -402,6 +403,33 @@ fn epoch_policy(s: &str) -> PyResult<EpochPolicy> {
 
 /// Batches of global indices of a `MultiDataset`, each holding a fixed
 /// number of samples of each child (`DataLoader(..., batch_sampler=...)`).
+///
+/// Every batch holds exactly `samples_per_dataset[d]` samples of child
+/// `d`: integer counts summing to `batch_size`, or (when any entry is a
+/// float) ratios allocated over `batch_size` by largest remainder; or
+/// `weights` split the same way (default: the child lengths); the two
+/// are exclusive. `num_batches` per epoch, or from `epoch_policy`:
+/// "dataset_size" (`ceil(len(dataset) / batch_size)` with replacement,
+/// else as "min_size"), "min_size" (until the first contributing child
+/// is used up), "max_size" (until the largest is, oversampling the
+/// others: with `replacement=False` a ValueError when that is more
+/// batches than "min_size" gives). Without `replacement`, more batches
+/// than the children hold is a ValueError. `shuffle`: each child's
+/// order and the order inside each batch, reproducible per `(seed,
+/// epoch)`. `num_replicas` / `rank` (or an initialized
+/// `distributed_manager`): iterating yields this rank's batches as the
+/// toolkit does (every `num_replicas`-th, the epoch padded from its
+/// start or, with `drop_last`, cut to a multiple of `num_replicas`).
+/// `generator` is not supported (pass `seed`).
+///
+/// A DataLoader given this sampler takes its ranks and deals the
+/// epoch's batches to them (a rank may get one more than another; with
+/// `drop_last` the epoch is first cut to a multiple of `num_replicas`,
+/// so that every rank gets as many), each rank drawing from its own
+/// region of each store. A store larger than its share of the
+/// MultiDataset's cache is drawn through a block pool (every batch
+/// still holds exactly its counts). On one rank, with every store
+/// fitting its share, the loader reads exactly the sampler's batches.
 #[pyclass(name = "MultiDatasetBatchSampler", module = "atomzarr", frozen)]
 pub struct MultiDatasetBatchSampler {
     dataset: Py<MultiDataset>,
@@ -509,32 +537,6 @@ impl MultiDatasetBatchSampler {
 
 #[pymethods]
 impl MultiDatasetBatchSampler {
-    /// Every batch holds exactly `samples_per_dataset[d]` samples of child
-    /// `d`: integer counts summing to `batch_size`, or (when any entry is a
-    /// float) ratios allocated over `batch_size` by largest remainder; or
-    /// `weights` split the same way (default: the child lengths); the two
-    /// are exclusive. `num_batches` per epoch, or from `epoch_policy`:
-    /// "dataset_size" (`ceil(len(dataset) / batch_size)` with replacement,
-    /// else as "min_size"), "min_size" (until the first contributing child
-    /// is used up), "max_size" (until the largest is, oversampling the
-    /// others: with `replacement=False` a ValueError when that is more
-    /// batches than "min_size" gives). Without `replacement`, more batches
-    /// than the children hold is a ValueError. `shuffle`: each child's
-    /// order and the order inside each batch, reproducible per `(seed,
-    /// epoch)`. `num_replicas` / `rank` (or an initialized
-    /// `distributed_manager`): iterating yields this rank's batches as the
-    /// toolkit does (every `num_replicas`-th, the epoch padded from its
-    /// start or, with `drop_last`, cut to a multiple of `num_replicas`).
-    /// `generator` is not supported (pass `seed`).
-    ///
-    /// A DataLoader given this sampler takes its ranks and deals the
-    /// epoch's batches to them (a rank may get one more than another; with
-    /// `drop_last` the epoch is first cut to a multiple of `num_replicas`,
-    /// so that every rank gets as many), each rank drawing from its own
-    /// region of each store. A store larger than its share of the
-    /// MultiDataset's cache is drawn through a block pool (every batch
-    /// still holds exactly its counts). On one rank, with every store
-    /// fitting its share, the loader reads exactly the sampler's batches.
     #[new]
     #[pyo3(signature = (dataset, batch_size, *, weights=None, samples_per_dataset=None, num_batches=None,
                         epoch_policy="dataset_size", replacement=true, shuffle=true, generator=None,
@@ -703,7 +705,8 @@ impl MultiDatasetBatchSampler {
 
     fn __repr__(&self) -> String {
         format!(
-            "atomzarr.MultiDatasetBatchSampler(samples_per_dataset {:?}, {} batches, replacement={}, shuffle={}, seed={}, rank {} of {})",
+            "atomzarr.MultiDatasetBatchSampler(samples_per_dataset {:?}, {} batches, replacement={}, \
+             shuffle={}, seed={}, rank {} of {})",
             self.global.samples_per_dataset(),
             self.global.num_batches(),
             self.replacement,

@@ -21,6 +21,17 @@ pub type MultiDs = Dataset<Arc<MultiReader>>;
 
 /// Several stores behind one global index space: child `d` owns global
 /// indices `offsets[d]..offsets[d + 1]`, in the order the readers are given.
+///
+/// `readers`: `atomzarr.open(...)` Readers, in global index order; each
+/// keeps its own `skip_validation`. `output_strict`: every non-empty
+/// child must have the same field names and levels (a ValueError names
+/// the difference). `dataset_index`: every sample and batch carries the
+/// int64 system field `dataset_index`, the child it came from.
+/// `cache_bytes`: the decoded-chunk budget the children share (default
+/// 1,280 MiB): split by what each child needs (room for its resident
+/// arrays first, then equal parts, a child taking no more than it needs
+/// to be cached whole); each child reader's cache is set to its share,
+/// replacing the budget it was opened with.
 #[pyclass(name = "MultiDataset", module = "atomzarr", frozen)]
 pub struct MultiDataset {
     pub(crate) multi: Arc<MultiReader>,
@@ -46,16 +57,6 @@ fn wrap_index(index: isize, len: usize, what: impl FnOnce() -> String) -> PyResu
 
 #[pymethods]
 impl MultiDataset {
-    /// `readers`: `atomzarr.open(...)` Readers, in global index order; each
-    /// keeps its own `skip_validation`. `output_strict`: every non-empty
-    /// child must have the same field names and levels (a ValueError names
-    /// the difference). `dataset_index`: every sample and batch carries the
-    /// int64 system field `dataset_index`, the child it came from.
-    /// `cache_bytes`: the decoded-chunk budget the children share (default
-    /// 1,280 MiB): split by what each child needs (room for its resident
-    /// arrays first, then equal parts, a child taking no more than it needs
-    /// to be cached whole); each child reader's cache is set to its share,
-    /// replacing the budget it was opened with.
     #[new]
     #[pyo3(signature = (*readers, output_strict=true, dataset_index=false, cache_bytes=None))]
     fn new(

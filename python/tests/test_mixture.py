@@ -251,7 +251,8 @@ def test_sampler_without_shuffle_walks_children_in_order(multi):
 def test_sampler_ranks_are_disjoint_and_cover_the_epoch(multi):
     n = len(multi)  # 49 = 3 * 16 + 1
     full = list(atomzarr.MultiDatasetSampler(multi, replacement=False, seed=3))
-    shards = [list(atomzarr.MultiDatasetSampler(multi, replacement=False, seed=3, num_replicas=3, rank=r)) for r in range(3)]
+    kw = dict(replacement=False, seed=3, num_replicas=3)
+    shards = [list(atomzarr.MultiDatasetSampler(multi, rank=r, **kw)) for r in range(3)]
     assert [len(x) for x in shards] == [17, 17, 17]
     # Padded from the start of the epoch, dealt every 3rd: the toolkit's (and torch's) shards.
     padded = full + full[:2]
@@ -506,7 +507,7 @@ def test_loader_ranks_from_the_sampler_are_disjoint_and_cover(multi, kind):
         else:
             # 6 batches of (2, 5, 0): the first two children exactly once.
             s = atomzarr.MultiDatasetBatchSampler(
-                multi, batch_size=7, samples_per_dataset=[2, 5, 0], replacement=False, seed=4, num_replicas=world, rank=r
+                multi, 7, samples_per_dataset=[2, 5, 0], replacement=False, seed=4, num_replicas=world, rank=r
             )
             loaders.append(atomzarr.DataLoader(multi, batch_sampler=s))
     assert len({len(x) for x in loaders}) == 1, "every rank gets as many batches"
@@ -527,7 +528,9 @@ def test_loader_ranks_with_drop_last_cut_the_epoch_evenly(multi, kind):
     world, loaders = 2, []
     for r in range(world):
         if kind == "sampler":  # 49 samples: 24 for each rank, 6 full batches
-            s = atomzarr.MultiDatasetSampler(multi, replacement=False, seed=2, num_replicas=world, rank=r, drop_last=True)
+            s = atomzarr.MultiDatasetSampler(
+                multi, replacement=False, seed=2, num_replicas=world, rank=r, drop_last=True
+            )
             loaders.append(atomzarr.DataLoader(multi, batch_size=4, sampler=s))
         else:  # 9 batches: 4 for each rank
             s = atomzarr.MultiDatasetBatchSampler(
@@ -554,8 +557,11 @@ def test_loader_rank_must_agree_with_the_samplers(multi):
         atomzarr.DataLoader(multi, batch_size=4, sampler=s, rank=0, world_size=2)
 
 
+@pytest.mark.parametrize("cache_bytes", [None, 0], ids=["permutations", "block-pools"])
 @pytest.mark.parametrize("kind", ["sampler", "batch_sampler"])
-def test_resume_mid_epoch_from_a_saved_state(multi, kind):
+def test_resume_mid_epoch_from_a_saved_state(stores, kind, cache_bytes):
+    multi = atomzarr.MultiDataset(*stores, cache_bytes=cache_bytes)
+
     def build(seed=5):
         if kind == "sampler":
             s = atomzarr.MultiDatasetSampler(multi, weights=[1, 1, 1], num_samples=45, seed=seed)
