@@ -421,10 +421,6 @@ impl ChunkShuffleSampler {
         let q = self.region_of(epoch, rank.min(w - 1), w, size);
         self.draws(epoch, rank, bound(q), bound(q + 1))
     }
-
-    fn item(&self, pos: usize) -> usize {
-        self.items.as_ref().map_or(pos, |it| it[pos])
-    }
 }
 
 /// Block starts rise strictly from 0 and stay below `len` (empty for 0).
