@@ -71,6 +71,7 @@
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
 //! │   ├── memory.rs      InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space
+//! │   ├── budget.rs      one chunk-cache budget split among a mixture's children
 //! │   └── dump.rs        every sample as the toolkit's JSON dump (atomzarr dump)
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes

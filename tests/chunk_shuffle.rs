@@ -392,6 +392,9 @@ fn a_multi_dataset_passes_the_announced_window_to_the_child_that_owns_it() {
     for announce in [false, true] {
         let big = Arc::new(open(&path, 64 << 10));
         let multi = MultiReader::new(vec![Arc::new(open(&small, 64 << 10)), big.clone()]).unwrap();
+        // The big store's cache as the single-store test has it (the
+        // mixture gave it a share of its own budget).
+        big.chunked().unwrap().set_cache_bytes(64 << 10);
         let mut out = Vec::new();
         multi.read_collated(&w1, &mut out).unwrap();
         if announce {

@@ -138,8 +138,9 @@ pub fn rank_part(order: &[usize], opts: &ReadOptions) -> Vec<usize> {
         sampler: std::sync::Arc::new(crate::sampler::ListSampler::new(order.to_vec())),
         batch_size: opts.batch_size.max(1),
         drop_last: false,
+        ranked: None,
     };
-    batching.plan(View { world_size: opts.world_size, rank: opts.rank, slice: None }, 0, 0).concat()
+    batching.plan(View { world_size: opts.world_size, rank: opts.rank, slice: None }, 0, 0, None).concat()
 }
 
 /// The read side of a benchmark run.

@@ -1,16 +1,19 @@
 //! [`DataLoaderBuilder`]: the loader's knobs, checked once in
 //! [`DataLoaderBuilder::build`] (options that would do nothing are errors).
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use burn::tensor::backend::Backend;
 
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
+use crate::pipeline::mixture::{ChildPools, FittedMix};
 use crate::pipeline::plan::{Batching, Clock, Cursor, View};
+use crate::pipeline::ranked::RankedSamples;
 use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset};
-use crate::sampler::{BatchSampler, Sampler, SequentialSampler};
+use crate::sampler::{BatchSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, SequentialSampler};
 use crate::source::Reader;
 
 impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
@@ -24,6 +27,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             drop_last: false,
             sampler: None,
             batch_sampler: None,
+            mixture: None,
             prefetch_factor: 2,
             num_workers: None,
             pin_memory: false,
@@ -45,6 +49,9 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     pub(super) drop_last: bool,
     pub(super) sampler: Option<Arc<dyn Sampler>>,
     pub(super) batch_sampler: Option<Arc<dyn BatchSampler>>,
+    /// The sampler or batch sampler when it is a mixing one (fitted to
+    /// the reader at build).
+    pub(super) mixture: Option<Mix>,
     pub(super) prefetch_factor: usize,
     pub(super) num_workers: Option<usize>,
     pub(super) pin_memory: bool,
@@ -106,14 +113,33 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     }
 
     /// Sample order (default: sequential, or random with `shuffle`).
+    ///
+    /// A [`MultiDatasetSampler`] is fitted to the reader (a
+    /// [`MultiReader`](crate::MultiReader) of stores) at [`build`](Self::build),
+    /// and the choice is logged per dataset: shuffled, each dataset whose
+    /// decoded store does not fit its share of the mixture's cache
+    /// ([`MultiReaderOptions::with_cache_bytes`](crate::MultiReaderOptions::with_cache_bytes))
+    /// is drawn through a block pool sized from that share, as
+    /// [`with_shuffle`](Self::with_shuffle) reads one store, so each of its
+    /// chunks is decoded about once per pass; a dataset that fits keeps a
+    /// permutation. With [`with_rank`](Self::with_rank), each rank reads
+    /// its own region of each dataset
+    /// ([`MultiDatasetSampler::rank_order`]). Counts per dataset stay
+    /// exact; the pool sizes are recorded in [`LoaderState`](crate::LoaderState).
+    /// A mixing sampler given its own `with_rank` is read as it stands.
     pub fn with_sampler(mut self, s: impl Sampler + 'static) -> Self {
+        self.mixture = (&s as &dyn Any).downcast_ref::<MultiDatasetSampler>().cloned().map(Mix::Samples);
         self.sampler = Some(Arc::new(s));
         self
     }
 
     /// Batch membership and order; exclusive with `sampler`, `shuffle`,
-    /// `batch_size` and `drop_last`.
+    /// `batch_size` and `drop_last`. A [`MultiDatasetBatchSampler`] is
+    /// fitted to the reader as a [`MultiDatasetSampler`] is (see
+    /// [`with_sampler`](Self::with_sampler)): every batch still holds
+    /// exactly its samples of each dataset.
     pub fn with_batch_sampler(mut self, s: impl BatchSampler + 'static) -> Self {
+        self.mixture = (&s as &dyn Any).downcast_ref::<MultiDatasetBatchSampler>().cloned().map(Mix::Batches);
         self.batch_sampler = Some(Arc::new(s));
         self
     }
@@ -289,6 +315,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
         }
         let mut shuffle = None;
+        let mut mixture: Option<Arc<dyn ChildPools>> = None;
+        let reader = &**dataset.reader();
         let (batching, kind) = match self.batch_sampler {
             Some(bs) => {
                 if self.sampler.is_some() || self.shuffle || self.batch_size.is_some() || self.drop_last {
@@ -296,23 +324,38 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
                         "batch_sampler is exclusive with sampler, shuffle, batch_size and drop_last".into(),
                     ));
                 }
-                (Batching::Lists(bs), "batch_sampler")
+                match self.mixture.map(|m| m.fit_batches(reader)) {
+                    Some(Some(f)) => {
+                        mixture = Some(f.clone());
+                        (Batching::Lists(f.clone(), Some(f)), "batch_sampler")
+                    }
+                    _ => (Batching::Lists(bs, None), "batch_sampler"),
+                }
             }
             None => {
                 let bsz = self.batch_size.unwrap_or(1);
                 if bsz == 0 {
                     return Err(Error::Config("batch_size must be at least 1".into()));
                 }
+                let mut ranked: Option<Arc<dyn RankedSamples>> = None;
                 let (sampler, kind): (Arc<dyn Sampler>, _) = match (self.sampler, self.shuffle) {
-                    (Some(s), false) => (s, "sampler"),
+                    (Some(s), false) => match self.mixture.map(|m| m.fit_samples(reader, bsz)) {
+                        Some(Some(f)) => {
+                            mixture = Some(f.clone());
+                            ranked = Some(f.clone());
+                            (f, "sampler")
+                        }
+                        _ => (s, "sampler"),
+                    },
                     (inner, true) => {
-                        let d = Arc::new(DefaultShuffle::new(&**dataset.reader(), inner, bsz, self.seed, world_size));
+                        let d = Arc::new(DefaultShuffle::new(reader, inner, bsz, self.seed, world_size));
                         shuffle = Some(d.clone());
+                        ranked = Some(d.clone());
                         (d, "")
                     }
                     (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), "sequential"),
                 };
-                (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last }, kind)
+                (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last, ranked }, kind)
             }
         };
         Ok(DataLoader {
@@ -322,6 +365,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             view: View { world_size, rank, slice: None },
             order: (kind, self.shuffle.then_some(self.seed)),
             shuffle,
+            mixture,
+            resume: Arc::new(Mutex::new(None)),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             num_streams,
@@ -332,5 +377,37 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             plan_cache: Arc::new(Mutex::new(None)),
             uploader: Arc::new(std::sync::OnceLock::new()),
         })
+    }
+}
+
+/// A mixing sampler given to the builder, fitted to the reader at build.
+#[derive(Clone)]
+pub(super) enum Mix {
+    Samples(MultiDatasetSampler),
+    Batches(MultiDatasetBatchSampler),
+}
+
+impl Mix {
+    /// The sampler fitted to `reader`, `None` (logged why) when it is read
+    /// as it stands.
+    fn fit_samples<R: Reader + ?Sized>(
+        self,
+        reader: &R,
+        batch_size: usize,
+    ) -> Option<Arc<FittedMix<MultiDatasetSampler>>> {
+        let Mix::Samples(m) = self else { return None };
+        FittedMix::fit(reader, m, batch_size)
+            .map(Arc::new)
+            .map_err(|why| log::info!("MultiDatasetSampler read as given: {why}"))
+            .ok()
+    }
+
+    /// As [`fit_samples`](Self::fit_samples) for the batch sampler.
+    fn fit_batches<R: Reader + ?Sized>(self, reader: &R) -> Option<Arc<FittedMix<MultiDatasetBatchSampler>>> {
+        let Mix::Batches(m) = self else { return None };
+        FittedMix::fit(reader, m, 0)
+            .map(Arc::new)
+            .map_err(|why| log::info!("MultiDatasetBatchSampler read as given: {why}"))
+            .ok()
     }
 }

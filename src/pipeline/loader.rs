@@ -46,7 +46,9 @@ use burn::tensor::backend::Backend;
 use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
+use crate::pipeline::mixture::ChildPools;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
+use crate::pipeline::ranked::Resume;
 use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::upload::{self, Item, Uploader, items, to_device};
 use crate::pipeline::{BatchTransform, Dataset, LoaderState, Pending, Prefetcher};
@@ -88,6 +90,11 @@ pub struct DataLoader<B: Backend, R: Reader> {
     pub(super) order: (&'static str, Option<u64>),
     /// The order of `with_shuffle(true)`, which a loaded state steers.
     pub(super) shuffle: Option<Arc<DefaultShuffle>>,
+    /// A mixing sampler's per-child pools, which a loaded state steers.
+    pub(super) mixture: Option<Arc<dyn ChildPools>>,
+    /// Resumes with other numbers of ranks in the current epoch (a ranked
+    /// order's), shared by clones and copies.
+    pub(super) resume: Arc<Mutex<Option<Resume>>>,
     pub(super) prefetch_factor: usize,
     pub(super) pin_memory: bool,
     pub(super) num_streams: usize,
@@ -111,6 +118,8 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
             view: self.view,
             order: self.order,
             shuffle: self.shuffle.clone(),
+            mixture: self.mixture.clone(),
+            resume: self.resume.clone(),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             num_streams: self.num_streams,
@@ -162,14 +171,15 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// batches, one plan per epoch (cached) for a batch sampler.
     fn counts(&self) -> (usize, usize) {
         let (epoch, pos) = self.next_start();
-        if let Some(c) = self.batching.counts(self.view, pos) {
+        let resume = self.resume_of(epoch);
+        if let Some(c) = self.batching.counts(self.view, pos, resume.as_ref()) {
             return c;
         }
         let mut cache = lock(&self.plan_cache);
         match *cache {
             Some(c) if (c.epoch, c.position) == (epoch, pos) => (c.batches, c.items),
             _ => {
-                let plan = self.batching.plan(self.view, epoch, pos);
+                let plan = self.batching.plan(self.view, epoch, pos, resume.as_ref());
                 let c =
                     PlanCounts { epoch, position: pos, batches: plan.len(), items: plan.iter().map(Vec::len).sum() };
                 *cache = Some(c);
@@ -188,6 +198,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// `set_epoch(c)` on the train loader first so that the shuffle goes on
     /// from that epoch instead of starting over at 0.
     pub fn set_epoch(&self, epoch: u64) {
+        *lock(&self.resume) = None;
         let mut clock = lock(&self.clock);
         *clock = Clock { epoch, position: 0, generation: clock.generation + 1 };
     }
@@ -202,6 +213,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     pub fn set_epoch_step(&self, k: usize) {
         let (epoch, _) = self.next_start();
         let position = self.batching.advance(self.view, 0, k);
+        *lock(&self.resume) = None;
         let mut clock = lock(&self.clock);
         *clock = Clock { epoch, position, generation: clock.generation + 1 };
     }
@@ -226,6 +238,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
                 None => (c.next_epoch, c.next_position, 0),
             }
         };
+        let resume = self.resume_of(epoch);
         LoaderState {
             epoch,
             position,
@@ -233,11 +246,16 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             seed: self.order.1,
             sampler: self.shuffle.as_ref().map_or(self.order.0, |s| s.kind()).to_string(),
             pool_blocks: self.shuffle.as_ref().and_then(|s| s.pool()),
-            order_world_size: self.shuffle.as_ref().and_then(|s| s.order_world_size(epoch)),
+            child_pool_blocks: self.mixture.as_ref().map(|m| m.pools()),
+            order_world_size: self
+                .batching
+                .is_ranked()
+                .then(|| resume.as_ref().map_or(self.view.world_size, |r| r.base_world)),
+            resumed: resume.map(|r| r.cuts).unwrap_or_default(),
             epoch_len: self.batching.global_len(),
             batch_size: match &self.batching {
                 Batching::Fixed { batch_size, .. } => Some(*batch_size),
-                Batching::Lists(_) => None,
+                Batching::Lists(..) => None,
             },
             world_size: self.view.world_size,
             rank: self.view.rank,
@@ -254,15 +272,27 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// order (sampler, seed, epoch length or batch size).
     pub fn load_state(&self, state: &LoaderState) -> Result<()> {
         let here = self.state();
-        if let Some(s) = &self.shuffle {
-            // The default shuffle follows the saved kind and pool size; the
-            // rest must match.
-            let followed =
-                LoaderState { sampler: state.sampler.clone(), pool_blocks: state.pool_blocks, ..here.clone() };
-            // A new epoch (position 0) is cut for this run's ranks.
-            let world = state.order_world_size.filter(|_| state.position > 0);
-            if state.check_same_order(&followed).is_ok()
-                && !s.adopt(&state.sampler, state.pool_blocks, state.epoch, world)
+        // A state from before the loader fitted mixtures, between epochs:
+        // the next epoch is planned as this loader plans it.
+        let lenient = LoaderState {
+            child_pool_blocks: state
+                .child_pool_blocks
+                .clone()
+                .or_else(|| here.child_pool_blocks.clone().filter(|_| state.position == 0)),
+            ..state.clone()
+        };
+        let state = &lenient;
+        // The default shuffle and a mixture follow the saved kind and pool
+        // sizes; the rest must match.
+        let followed = LoaderState {
+            sampler: state.sampler.clone(),
+            pool_blocks: state.pool_blocks,
+            child_pool_blocks: state.child_pool_blocks.clone(),
+            ..here.clone()
+        };
+        if state.check_same_order(&followed).is_ok() {
+            if let Some(s) = &self.shuffle
+                && !s.adopt(&state.sampler, state.pool_blocks)
             {
                 return Err(Error::StateMismatch {
                     what: "sampler".into(),
@@ -270,11 +300,39 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
                     here: here.sampler,
                 });
             }
+            if let (Some(m), Some(pools)) = (&self.mixture, &state.child_pool_blocks)
+                && !m.adopt(pools)
+            {
+                return Err(Error::StateMismatch {
+                    what: "pool blocks per dataset".into(),
+                    saved: format!("{pools:?}"),
+                    here: format!("{:?}", here.child_pool_blocks),
+                });
+            }
         }
         state.check_same_order(&self.state())?;
+        // A ranked order saved mid-epoch on other ranks: the new ranks take
+        // over the old ranks' parts (see `ranked`). A new epoch (position 0)
+        // is planned for this run's ranks.
+        let world = self.view.world_size;
+        let resume =
+            state.order_world_size.filter(|_| state.position > 0 && self.batching.is_ranked()).and_then(|w0| {
+                let mut cuts = state.resumed.clone();
+                if cuts.last().map_or(w0, |c| c.1) != world {
+                    cuts.push((state.position, world));
+                }
+                (!cuts.is_empty()).then_some(Resume { epoch: state.epoch, base_world: w0, cuts })
+            });
+        *lock(&self.resume) = resume;
+        *lock(&self.plan_cache) = None;
         let mut clock = lock(&self.clock);
         *clock = Clock { epoch: state.epoch(), position: state.position(), generation: clock.generation + 1 };
         Ok(())
+    }
+
+    /// The resumes with other numbers of ranks that apply to `epoch`.
+    fn resume_of(&self, epoch: u64) -> Option<Resume> {
+        lock(&self.resume).clone().filter(|r| r.epoch == epoch)
     }
 
     /// Waits until the uploads this loader started have reached the device
@@ -311,7 +369,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// The batches the next `iter()` would yield, without reading anything.
     pub fn planned_batches(&self) -> Vec<Vec<usize>> {
         let (epoch, pos) = self.next_start();
-        self.batching.plan(self.view, epoch, pos)
+        self.batching.plan(self.view, epoch, pos, self.resume_of(epoch).as_ref())
     }
 
     /// Iterates one epoch. Items are `Result`s: a read error is yielded as
@@ -365,7 +423,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             let mut c = lock(&self.cursor);
             c.sync(&clock);
             let (epoch, start) = (c.next_epoch, c.next_position);
-            let batches = self.batching.plan(self.view, epoch, start);
+            let batches = self.batching.plan(self.view, epoch, start, self.resume_of(epoch).as_ref());
             c.iters += 1;
             c.live = Some(Live { id: c.iters, epoch, start, yielded: 0, total: batches.len() });
             c.next_epoch = epoch + 1;

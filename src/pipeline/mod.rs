@@ -14,14 +14,19 @@
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | `plan` | epoch plans per rank and device slice, [`LoaderState`] (resume) |
+//! | `ranked` | orders planned rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
+//! | `shuffle` | what `with_shuffle(true)` reads: a full permutation, or the block pool sized from the cache |
+//! | `mixture` | the mixing samplers fitted to the reader: a block pool for each child larger than its share of the cache |
 
 pub(crate) mod batch;
 pub(crate) mod builder;
 pub(crate) mod dataset;
 pub mod labels;
 pub(crate) mod loader;
+pub(crate) mod mixture;
 pub(crate) mod plan;
 pub(crate) mod prefetch;
+pub(crate) mod ranked;
 pub(crate) mod shuffle;
 mod stage;
 mod upload;

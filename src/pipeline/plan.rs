@@ -17,13 +17,18 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::sampler::{BatchSampler, Sampler};
 
+use super::ranked::{RankedBatches, RankedSamples, Resume, plan_items, rest_lens};
+
 /// How an epoch is cut into batches.
 #[derive(Clone)]
 pub(crate) enum Batching {
     /// Fixed-size batches over a sampler's order; positions count samples.
-    Fixed { sampler: Arc<dyn Sampler>, batch_size: usize, drop_last: bool },
-    /// A batch sampler's batches; positions count batches.
-    Lists(Arc<dyn BatchSampler>),
+    /// With `ranked`, an order planned rank by rank whenever it says so
+    /// (see [`ranked`](super::ranked)).
+    Fixed { sampler: Arc<dyn Sampler>, batch_size: usize, drop_last: bool, ranked: Option<Arc<dyn RankedSamples>> },
+    /// A batch sampler's batches; positions count batches. With `ranked`,
+    /// batches planned rank by rank.
+    Lists(Arc<dyn BatchSampler>, Option<Arc<dyn RankedBatches>>),
 }
 
 /// This loader's place among ranks and device slices.
@@ -47,27 +52,46 @@ impl Batching {
     pub fn global_len(&self) -> usize {
         match self {
             Batching::Fixed { sampler, .. } => sampler.len(),
-            Batching::Lists(bs) => bs.len(),
+            Batching::Lists(bs, _) => bs.len(),
         }
     }
 
-    /// Batches and items of this view's epoch starting at global `pos`;
-    /// arithmetic only for fixed-size batches (`None` for batch samplers,
-    /// whose batch sizes are only known from a plan).
-    pub fn counts(&self, view: View, pos: usize) -> Option<(usize, usize)> {
-        let Batching::Fixed { sampler, batch_size: b, drop_last } = self else { return None };
+    /// Whether `epoch`'s order is planned rank by rank.
+    pub fn is_ranked(&self) -> bool {
+        match self {
+            Batching::Fixed { ranked, .. } => ranked.as_ref().is_some_and(|r| r.rank_len(0, 1).is_some()),
+            Batching::Lists(_, ranked) => ranked.is_some(),
+        }
+    }
+
+    /// Batches and items of this view's epoch starting at global `pos`
+    /// (`resume`: the epoch's resumes, for a ranked order); arithmetic only
+    /// for fixed-size batches (`None` for batch samplers, whose batch sizes
+    /// are only known from a plan).
+    pub fn counts(&self, view: View, pos: usize, resume: Option<&Resume>) -> Option<(usize, usize)> {
+        let Batching::Fixed { sampler, batch_size: b, drop_last, ranked } = self else { return None };
         let (w, b) = (view.world_size, *b);
-        let left = sampler.len().saturating_sub(pos);
-        let (full, rem) = (left / (w * b), left % (w * b));
-        let tail = if rem > 0 && !drop_last {
-            let (lo, hi) = part(rem, w, view.rank);
-            Some(hi - lo)
-        } else {
-            None
+        let (batches, items) = match ranked.as_ref().filter(|_| self.is_ranked()) {
+            Some(r) => {
+                let lens = rest_lens(resume, (w, pos, b), |q, w| r.rank_len(q, w).unwrap_or(0));
+                let n = equal_batches(&lens, b, *drop_last);
+                let mine = lens.get(view.rank).copied().unwrap_or(0);
+                (n, mine.min(n * b))
+            }
+            None => {
+                let left = sampler.len().saturating_sub(pos);
+                let (full, rem) = (left / (w * b), left % (w * b));
+                let tail = if rem > 0 && !drop_last {
+                    let (lo, hi) = part(rem, w, view.rank);
+                    Some(hi - lo)
+                } else {
+                    None
+                };
+                (full + usize::from(tail.is_some()), full * b + tail.unwrap_or(0))
+            }
         };
-        let items = full * b + tail.unwrap_or(0);
         Some(match view.slice {
-            None => (full + usize::from(tail.is_some()), items),
+            None => (batches, items),
             Some((s, e)) => {
                 let n = e.min(items).saturating_sub(s);
                 (n.div_ceil(b), n)
@@ -75,23 +99,44 @@ impl Batching {
         })
     }
 
-    /// The batches this view reads in `epoch` from global position `pos`.
-    pub fn plan(&self, view: View, epoch: u64, pos: usize) -> Vec<Vec<usize>> {
+    /// The batches this view reads in `epoch` from global position `pos`
+    /// (`resume`: the epoch's resumes with other numbers of ranks, for a
+    /// ranked order).
+    pub fn plan(&self, view: View, epoch: u64, pos: usize, resume: Option<&Resume>) -> Vec<Vec<usize>> {
         let w = view.world_size;
         match self {
-            Batching::Fixed { sampler, batch_size: b, drop_last } => {
-                let order = sampler.indices(epoch);
-                let mut out = Vec::new();
-                let mut start = pos.min(order.len());
-                while start < order.len() {
-                    let len = (w * b).min(order.len() - start);
-                    if len < w * b && *drop_last {
-                        break;
+            Batching::Fixed { sampler, batch_size: b, drop_last, ranked } => {
+                let out = match ranked.as_ref().filter(|_| self.is_ranked()) {
+                    Some(r) => {
+                        let (items, lens) = plan_items(
+                            resume,
+                            (view.rank, w, pos, *b),
+                            |q, w| r.rank_len(q, w).unwrap_or(0),
+                            |q, w| r.rank_order(epoch, q, w).unwrap_or_default(),
+                        );
+                        // Every rank the same number of batches: short ones
+                        // padded with empty batches, as the rounds below do.
+                        let n = equal_batches(&lens, *b, *drop_last);
+                        let mut out: Vec<Vec<usize>> = items.chunks(*b).take(n).map(<[usize]>::to_vec).collect();
+                        out.resize_with(n, Vec::new);
+                        out
                     }
-                    let (lo, hi) = part(len, w, view.rank);
-                    out.push(order[start + lo..start + hi].to_vec());
-                    start += len;
-                }
+                    None => {
+                        let order = sampler.indices(epoch);
+                        let mut out = Vec::new();
+                        let mut start = pos.min(order.len());
+                        while start < order.len() {
+                            let len = (w * b).min(order.len() - start);
+                            if len < w * b && *drop_last {
+                                break;
+                            }
+                            let (lo, hi) = part(len, w, view.rank);
+                            out.push(order[start + lo..start + hi].to_vec());
+                            start += len;
+                        }
+                        out
+                    }
+                };
                 match view.slice {
                     None => out,
                     // Burn's contract: the slice's items re-batched at the
@@ -103,10 +148,27 @@ impl Batching {
                     }
                 }
             }
-            Batching::Lists(bs) => {
-                let all = bs.batches(epoch);
-                let mine: Vec<Vec<usize>> =
-                    all.into_iter().skip(pos).enumerate().filter(|(j, _)| j % w == view.rank).map(|(_, b)| b).collect();
+            Batching::Lists(bs, ranked) => {
+                let mine: Vec<Vec<usize>> = match ranked {
+                    Some(r) => {
+                        plan_items(
+                            resume,
+                            (view.rank, w, pos, 1),
+                            |q, w| r.rank_len(q, w),
+                            |q, w| r.rank_batches(epoch, q, w),
+                        )
+                        .0
+                    }
+                    None => {
+                        let all = bs.batches(epoch);
+                        all.into_iter()
+                            .skip(pos)
+                            .enumerate()
+                            .filter(|(j, _)| j % w == view.rank)
+                            .map(|(_, b)| b)
+                            .collect()
+                    }
+                };
                 match view.slice {
                     None => mine,
                     // Whole batches (a size-aware batch stays within its
@@ -132,8 +194,19 @@ impl Batching {
         let len = self.global_len();
         match self {
             Batching::Fixed { batch_size, .. } => (pos + steps * view.world_size * batch_size).min(len),
-            Batching::Lists(_) => (pos + steps * view.world_size).min(len),
+            Batching::Lists(..) => (pos + steps * view.world_size).min(len),
         }
+    }
+}
+
+/// Batches every rank reads when the ranks' rests are `lens` samples long:
+/// the most any rank needs (shorter ranks get empty batches at the end),
+/// or with `drop_last` the full batches every rank has.
+fn equal_batches(lens: &[usize], b: usize, drop_last: bool) -> usize {
+    if drop_last {
+        lens.iter().map(|l| l / b).min().unwrap_or(0)
+    } else {
+        lens.iter().map(|l| l.div_ceil(b)).max().unwrap_or(0)
     }
 }
 
@@ -248,10 +321,18 @@ pub struct LoaderState {
     /// Blocks in the pool of the block-pool shuffle.
     #[serde(default)]
     pub(crate) pool_blocks: Option<usize>,
-    /// The number of ranks the epoch's order was cut for, when the order
-    /// depends on it (the block pool: each rank owns blocks).
+    /// A mixing sampler's pool blocks per dataset (`None` for a dataset
+    /// walked in a permutation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) child_pool_blocks: Option<Vec<Option<usize>>>,
+    /// The number of ranks the epoch's order was planned for, when each
+    /// rank reads its own part of the data (the block pool, a mixture).
     #[serde(default)]
     pub(crate) order_world_size: Option<usize>,
+    /// Resumes within this epoch on other numbers of ranks: `(position,
+    /// ranks)`, in order (see [`DataLoader::load_state`](crate::DataLoader::load_state)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) resumed: Vec<(usize, usize)>,
 }
 
 impl LoaderState {
@@ -298,11 +379,24 @@ impl LoaderState {
     pub fn pool_blocks(&self) -> Option<usize> {
         self.pool_blocks
     }
-    /// The number of ranks the epoch's order was cut for, when the order
-    /// depends on it (the block pool); a resume with another number of
-    /// ranks reads the rest of the epoch in this order.
+    /// The number of ranks the epoch's order was planned for, when each
+    /// rank reads its own part of the data (the block pool, a mixture); a
+    /// resume with another number of ranks hands those parts to the new
+    /// ranks (see [`DataLoader::load_state`](crate::DataLoader::load_state)).
     pub fn order_world_size(&self) -> Option<usize> {
         self.order_world_size
+    }
+
+    /// A mixing sampler's pool blocks per dataset (`None` for a dataset
+    /// walked in a permutation), when a loader fitted one to its reader.
+    pub fn child_pool_blocks(&self) -> Option<&[Option<usize>]> {
+        self.child_pool_blocks.as_deref()
+    }
+
+    /// The resumes within this epoch on other numbers of ranks before this
+    /// state: `(position, ranks)`, in order.
+    pub fn resumed(&self) -> &[(usize, usize)] {
+        &self.resumed
     }
 
     /// Errors ([`Error::StateMismatch`]) unless `self` describes the same epoch
@@ -322,6 +416,13 @@ impl LoaderState {
         if self.pool_blocks != other.pool_blocks {
             return mismatch("pool blocks", format!("{:?}", self.pool_blocks), format!("{:?}", other.pool_blocks));
         }
+        if self.child_pool_blocks != other.child_pool_blocks {
+            return mismatch(
+                "pool blocks per dataset",
+                format!("{:?}", self.child_pool_blocks),
+                format!("{:?}", other.child_pool_blocks),
+            );
+        }
         if self.batch_size != other.batch_size {
             return mismatch("batch size", format!("{:?}", self.batch_size), format!("{:?}", other.batch_size));
         }
@@ -338,7 +439,7 @@ mod tests {
     use crate::sampler::{ListBatchSampler, SequentialSampler};
 
     fn fixed(n: usize, b: usize, drop_last: bool) -> Batching {
-        Batching::Fixed { sampler: Arc::new(SequentialSampler::new(n)), batch_size: b, drop_last }
+        Batching::Fixed { sampler: Arc::new(SequentialSampler::new(n)), batch_size: b, drop_last, ranked: None }
     }
 
     #[test]
@@ -346,8 +447,8 @@ mod tests {
         // 11 samples, 2 ranks, batch 3: a full round of 6, then 5 split 2 / 3.
         let f = fixed(11, 3, false);
         let v = |rank| View { world_size: 2, rank, slice: None };
-        assert_eq!(f.plan(v(0), 0, 0), vec![vec![0, 1, 2], vec![6, 7]]);
-        assert_eq!(f.plan(v(1), 0, 0), vec![vec![3, 4, 5], vec![8, 9, 10]]);
+        assert_eq!(f.plan(v(0), 0, 0, None), vec![vec![0, 1, 2], vec![6, 7]]);
+        assert_eq!(f.plan(v(1), 0, 0, None), vec![vec![3, 4, 5], vec![8, 9, 10]]);
         for n in 0..14 {
             for w in 1..4 {
                 for drop_last in [false, true] {
@@ -355,19 +456,19 @@ mod tests {
                         let f = fixed(n, 3, drop_last);
                         for rank in 0..w {
                             let view = View { world_size: w, rank, slice: None };
-                            let p = f.plan(view, 0, pos);
+                            let p = f.plan(view, 0, pos, None);
                             let items = p.iter().map(Vec::len).sum();
-                            assert_eq!(f.counts(view, pos), Some((p.len(), items)), "n {n} w {w} pos {pos}");
+                            assert_eq!(f.counts(view, pos, None), Some((p.len(), items)), "n {n} w {w} pos {pos}");
                             let sl = View { slice: Some((1, 4)), ..view };
-                            let ps = f.plan(sl, 0, pos);
-                            assert_eq!(f.counts(sl, pos), Some((ps.len(), ps.iter().map(Vec::len).sum())));
+                            let ps = f.plan(sl, 0, pos, None);
+                            assert_eq!(f.counts(sl, pos, None), Some((ps.len(), ps.iter().map(Vec::len).sum())));
                         }
                     }
                 }
             }
         }
-        let l = Batching::Lists(Arc::new(ListBatchSampler::new(vec![vec![0], vec![1, 2], vec![3], vec![4]])));
-        assert_eq!(l.plan(View { world_size: 2, rank: 1, slice: None }, 0, 1), vec![vec![3]]);
-        assert_eq!(l.plan(View { world_size: 1, rank: 0, slice: Some((1, 4)) }, 0, 0), vec![vec![1, 2], vec![3]]);
+        let l = Batching::Lists(Arc::new(ListBatchSampler::new(vec![vec![0], vec![1, 2], vec![3], vec![4]])), None);
+        assert_eq!(l.plan(View { world_size: 2, rank: 1, slice: None }, 0, 1, None), vec![vec![3]]);
+        assert_eq!(l.plan(View { world_size: 1, rank: 0, slice: Some((1, 4)) }, 0, 0, None), vec![vec![1, 2], vec![3]]);
     }
 }

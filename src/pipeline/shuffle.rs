@@ -15,6 +15,7 @@ use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, poo
 use crate::source::Reader;
 
 use super::plan::lock;
+use super::ranked::RankedSamples;
 
 /// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
 /// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
@@ -37,9 +38,6 @@ pub(crate) struct DefaultShuffle {
 #[derive(Debug, Clone, Copy, Default)]
 struct Cfg {
     pool: Option<usize>,
-    /// `(epoch, world size)`: an epoch resumed from a state saved with
-    /// another number of ranks is read in that run's order.
-    resumed: Option<(u64, usize)>,
 }
 
 impl DefaultShuffle {
@@ -95,7 +93,7 @@ impl DefaultShuffle {
             batch_size,
             seed,
             world_size: world_size.max(1),
-            cfg: Mutex::new(Cfg { pool, resumed: None }),
+            cfg: Mutex::new(Cfg { pool }),
         }
     }
 
@@ -113,32 +111,49 @@ impl DefaultShuffle {
         lock(&self.cfg).pool
     }
 
-    /// The number of ranks `epoch`'s order is cut for (`None` for a full
-    /// permutation, whose order does not depend on it).
-    pub(crate) fn order_world_size(&self, epoch: u64) -> Option<usize> {
-        let cfg = *lock(&self.cfg);
-        cfg.pool?;
-        Some(match cfg.resumed {
-            Some((e, w)) if e == epoch => w,
-            _ => self.world_size,
-        })
-    }
-
-    /// Follows a saved state: its kind and pool size from now on, and its
-    /// world size for the rest of `epoch`. `false` when the saved kind is
-    /// not one this shuffle can read (a block pool over a reader without
-    /// chunks).
-    pub(crate) fn adopt(&self, kind: &str, pool: Option<usize>, epoch: u64, world: Option<usize>) -> bool {
+    /// Follows a saved state: its kind and pool size from now on. `false`
+    /// when the saved kind is not one this shuffle can read (a block pool
+    /// over a reader without chunks).
+    pub(crate) fn adopt(&self, kind: &str, pool: Option<usize>) -> bool {
         let full = if self.inner.is_some() { "sampler" } else { "random" };
         let pool = match (kind, pool) {
             (k, _) if k == full => None,
             ("block-pool", Some(k)) if !self.block_starts.is_empty() => Some(k.max(1)),
             _ => return false,
         };
-        let mut cfg = lock(&self.cfg);
-        cfg.pool = pool;
-        cfg.resumed = world.filter(|&w| w != self.world_size && pool.is_some()).map(|w| (epoch, w));
+        lock(&self.cfg).pool = pool;
         true
+    }
+
+    /// The block pool of `epoch` with `k` blocks (over the shuffled list,
+    /// or the whole dataset).
+    fn pool_sampler(&self, epoch: u64, k: usize) -> Option<ChunkShuffleSampler> {
+        match (&self.inner, &self.whole) {
+            (Some(s), _) => Some(
+                ChunkShuffleSampler::grouped(&self.block_starts, &s.indices(epoch), self.batch_size)
+                    .with_seed(self.seed)
+                    .with_buffer_blocks(k),
+            ),
+            (None, Some(w)) => Some(w.clone().with_buffer_blocks(k)),
+            // A pool is only chosen (or adopted) with blocks to draw from.
+            (None, None) => None,
+        }
+    }
+}
+
+/// Under the block pool, each rank reads its own region (see
+/// [`ranked`](super::ranked)); a full permutation is one global order.
+impl RankedSamples for DefaultShuffle {
+    fn rank_order(&self, epoch: u64, rank: usize, world: usize) -> Option<Vec<usize>> {
+        let k = self.pool()?;
+        self.pool_sampler(epoch, k).map(|s| s.rank_order(epoch, rank, world))
+    }
+
+    fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {
+        self.pool()?;
+        let w = world.max(1) as u128;
+        let bound = |q: usize| (self.len as u128 * q as u128 / w) as usize;
+        Some(bound(rank + 1) - bound(rank))
     }
 }
 
@@ -154,15 +169,11 @@ impl Sampler for DefaultShuffle {
                 None => RandomSampler::new(self.len, self.seed).indices(epoch),
             };
         };
-        let world = self.order_world_size(epoch).unwrap_or(self.world_size);
-        match (&self.inner, &self.whole) {
-            (Some(s), _) => ChunkShuffleSampler::grouped(&self.block_starts, &s.indices(epoch), self.batch_size)
-                .with_seed(self.seed)
-                .with_buffer_blocks(k)
-                .global_order(epoch, world),
-            (None, Some(w)) => w.clone().with_buffer_blocks(k).global_order(epoch, world),
-            // A pool is only chosen (or adopted) with blocks to draw from.
-            (None, None) => RandomSampler::new(self.len, self.seed).indices(epoch),
+        // The order every rank agrees on, cut in rounds as the loader cuts
+        // it (what the benchmark reads one rank of).
+        match self.pool_sampler(epoch, k) {
+            Some(s) => s.global_order(epoch, self.world_size),
+            None => RandomSampler::new(self.len, self.seed).indices(epoch),
         }
     }
 

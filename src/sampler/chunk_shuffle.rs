@@ -449,7 +449,7 @@ impl ChunkShuffleSampler {
 
     /// The samples of positions `lo..hi` of the permuted blocks, in the
     /// order the pool draws them (see the type's docs).
-    fn drawn(&self, epoch: u64, rank: usize, lo: usize, hi: usize) -> Vec<usize> {
+    pub(crate) fn drawn(&self, epoch: u64, rank: usize, lo: usize, hi: usize) -> Vec<usize> {
         let runs = self.runs(epoch, lo, hi);
         // A rank-specific stream for the draws: ranks hold different blocks
         // and need not draw them alike.

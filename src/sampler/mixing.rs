@@ -3,17 +3,27 @@
 //! [`MultiDatasetBatchSampler`] fixes how many samples of each dataset every
 //! batch holds. Both yield global indices (child offset + local index).
 //!
-//! Local order: each child is walked through a permutation (seeded by
-//! `(seed, epoch)`; identity without `shuffle`). With `replacement`, a child
-//! that runs out starts a fresh permutation, so samples repeat only after the
-//! whole child has been used (oversampling by whole passes, not i.i.d. draws).
-//! Without `replacement`, a request that would need a second pass is a
-//! configuration error.
+//! Local order: each child is walked pass after pass, each pass a
+//! permutation (seeded by `(seed, epoch)`; identity without `shuffle`) or,
+//! in a [`DataLoader`](crate::DataLoader) reading a child larger than its
+//! share of the cache, a block pool ([`ChildOrder`]). With `replacement`, a
+//! child that runs out starts a fresh pass, so samples repeat only after the
+//! whole child has been used (oversampling by whole passes, not i.i.d.
+//! draws). Without `replacement`, a request that would need a second pass
+//! is a configuration error.
+//!
+//! Ranks: [`MultiDatasetSampler::rank_order`] and
+//! [`MultiDatasetBatchSampler::rank_batches`] give each of `world` ranks its
+//! own region of every child (what a loader built `with_rank` reads): the
+//! epoch's draws of each child are dealt to the ranks, and each rank walks
+//! a region of the child sized to its draws, so the ranks' samples of a
+//! child are disjoint within a pass and each rank decodes about its share.
 
 use crate::error::{Error, Result};
 use crate::source::MultiReader;
 
-use super::{BatchSampler, EpochRng, Sampler, Shard, epoch_rng};
+use super::child_order::{Stream, dealt, rank_rng, regions};
+use super::{BatchSampler, ChildOrder, Sampler, Shard};
 
 /// How [`MultiDatasetBatchSampler`] sizes an epoch when `num_batches` is not
 /// given (the reference toolkit's `epoch_policy`).
@@ -108,37 +118,6 @@ fn offsets_of(lengths: &[usize]) -> Vec<usize> {
         o.push(o[o.len() - 1] + l);
     }
     o
-}
-
-/// One child's local indices for an epoch: a permutation walked in order,
-/// reshuffled for each further pass.
-struct Stream {
-    order: Vec<usize>,
-    cursor: usize,
-    shuffle: bool,
-}
-
-impl Stream {
-    fn new(len: usize, shuffle: bool, rng: &mut EpochRng) -> Stream {
-        let mut order: Vec<usize> = (0..len).collect();
-        if shuffle {
-            super::shuffle(&mut order, rng);
-        }
-        Stream { order, cursor: 0, shuffle }
-    }
-
-    /// The next local index; callers never ask an empty child (checked at build).
-    fn next(&mut self, rng: &mut EpochRng) -> usize {
-        if self.cursor == self.order.len() {
-            if self.shuffle {
-                super::shuffle(&mut self.order, rng);
-            }
-            self.cursor = 0;
-        }
-        let i = self.order.get(self.cursor).copied().unwrap_or(0);
-        self.cursor += 1;
-        i
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -319,17 +298,84 @@ impl MultiDatasetSampler {
         self.shard
     }
 
-    /// The whole epoch before sharding (what all ranks agree on).
+    /// The whole epoch before sharding (what all ranks agree on): every
+    /// child walked in a permutation.
     pub fn global_indices(&self, epoch: u64) -> Vec<usize> {
-        let mut rng = epoch_rng(self.seed, epoch);
-        let mut choices: Vec<usize> =
-            self.counts.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
+        self.rank_order(epoch, 0, 1, &[])
+    }
+
+    /// Dataset lengths.
+    pub fn lengths(&self) -> &[usize] {
+        &self.lengths
+    }
+
+    /// Whether the interleaving and each child's order are shuffled.
+    pub fn shuffles(&self) -> bool {
+        self.shuffle
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The order rank `rank` of `world` reads in `epoch`, child `d` walked
+    /// as `children[d]` says (a permutation where `children` is shorter).
+    /// The epoch's draws of each child (its count) are dealt to the ranks
+    /// one at a time, in the order of the children's counts laid end to
+    /// end, so every rank's order holds `floor` or `ceil` of `num_samples
+    /// / world` samples and each child's counts over the ranks sum to its
+    /// count; each rank draws from its own region of each child
+    /// (contiguous, sized to its draws). With one rank this is
+    /// [`global_indices`](Self::global_indices) when every child is a
+    /// permutation. (The shard set by `with_rank` plays no part.)
+    ///
+    /// ```
+    /// use atomzarr::sampler::MultiDatasetSampler;
+    /// let s = MultiDatasetSampler::for_lengths(vec![100, 300]).with_replacement(false).with_seed(2).build().unwrap();
+    /// let ranks: Vec<Vec<usize>> = (0..3).map(|r| s.rank_order(0, r, 3, &[])).collect();
+    /// let mut all = ranks.concat();
+    /// all.sort();
+    /// assert_eq!(all, (0..400).collect::<Vec<_>>()); // disjoint, covering
+    /// assert_eq!(s.rank_order(5, 0, 1, &[]), s.global_indices(5));
+    /// ```
+    pub fn rank_order(&self, epoch: u64, rank: usize, world: usize, children: &[ChildOrder]) -> Vec<usize> {
+        let world = world.max(1);
+        let rank = rank.min(world - 1);
+        let mut rng = rank_rng(self.seed, epoch, rank, world);
+        // Child d's draws are slots starts[d]..starts[d] + counts[d] of the epoch.
+        let starts = offsets_of(&self.counts);
+        let draws = |d: usize, r: usize| dealt(starts[d], self.counts[d], r, world);
+        let mine: Vec<usize> = (0..self.counts.len()).map(|d| draws(d, rank)).collect();
+        let mut choices: Vec<usize> = mine.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
         if self.shuffle {
             super::shuffle(&mut choices, &mut rng);
         }
-        let mut streams: Vec<Stream> = self.lengths.iter().map(|&l| Stream::new(l, self.shuffle, &mut rng)).collect();
+        let permutation = ChildOrder::Permutation;
+        let mut streams: Vec<Stream<'_>> = (0..self.lengths.len())
+            .map(|d| {
+                let region = region_of(self.lengths[d], (0..world).map(|r| draws(d, r)).collect(), rank);
+                let order = children.get(d).unwrap_or(&permutation);
+                Stream::new(region, order, self.shuffle, (epoch, rank), &mut rng)
+            })
+            .collect();
         choices.into_iter().map(|d| self.offsets[d] + streams[d].next(&mut rng)).collect()
     }
+
+    /// Samples in rank `rank`'s order of `world` ranks (of
+    /// [`rank_order`](Self::rank_order)).
+    pub fn rank_len(&self, rank: usize, world: usize) -> usize {
+        let starts = offsets_of(&self.counts);
+        (0..self.counts.len()).map(|d| dealt(starts[d], self.counts[d], rank, world.max(1))).sum()
+    }
+}
+
+/// Rank `rank`'s region of a child of `len` samples whose draws the ranks
+/// take as `draws` says; the whole child where that region would be empty
+/// but the rank draws from it (a child smaller than the ranks drawing it).
+fn region_of(len: usize, draws: Vec<usize>, rank: usize) -> (usize, usize) {
+    let (lo, hi) = regions(len, &draws)[rank];
+    if hi == lo && draws[rank] > 0 { (0, len) } else { (lo, hi) }
 }
 
 impl Sampler for MultiDatasetSampler {
@@ -545,12 +591,64 @@ impl MultiDatasetBatchSampler {
         self.shard
     }
 
-    /// The whole epoch before sharding (what all ranks agree on).
+    /// The whole epoch before sharding (what all ranks agree on): every
+    /// child walked in a permutation.
     pub fn global_batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let mut rng = epoch_rng(self.seed, epoch);
-        let mut streams: Vec<Stream> = self.lengths.iter().map(|&l| Stream::new(l, self.shuffle, &mut rng)).collect();
+        self.rank_batches(epoch, 0, 1, &[])
+    }
+
+    /// Dataset lengths.
+    pub fn lengths(&self) -> &[usize] {
+        &self.lengths
+    }
+
+    /// Whether each child's order and the order inside a batch are shuffled.
+    pub fn shuffles(&self) -> bool {
+        self.shuffle
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Batches of rank `rank` of `world` in `epoch`, child `d` walked as
+    /// `children[d]` says (a permutation where `children` is shorter): the
+    /// epoch's batches are dealt to the ranks one at a time (rank `r`
+    /// gets as many as batches `r, r + world, ...`), each holding exactly
+    /// `samples_per_dataset[d]` samples of child `d`, drawn from the rank's
+    /// own region of the child (contiguous, sized to its draws). With one
+    /// rank this is [`global_batches`](Self::global_batches) when every
+    /// child is a permutation. (The shard set by `with_rank` plays no part.)
+    ///
+    /// ```
+    /// use atomzarr::sampler::MultiDatasetBatchSampler;
+    /// let s = MultiDatasetBatchSampler::for_lengths(vec![40, 80], 6)
+    ///     .with_samples_per_dataset(vec![2usize, 4]).with_replacement(false).build().unwrap();
+    /// let ranks: Vec<Vec<Vec<usize>>> = (0..2).map(|r| s.rank_batches(1, r, 2, &[])).collect();
+    /// assert_eq!(ranks.iter().map(Vec::len).sum::<usize>(), s.num_batches());
+    /// assert!(ranks.iter().flatten().all(|b| b.iter().filter(|&&i| i < 40).count() == 2));
+    /// let mut all: Vec<usize> = ranks.concat().concat();
+    /// all.sort();
+    /// all.dedup();
+    /// assert_eq!(all.len(), 120); // disjoint
+    /// ```
+    pub fn rank_batches(&self, epoch: u64, rank: usize, world: usize, children: &[ChildOrder]) -> Vec<Vec<usize>> {
+        let world = world.max(1);
+        let rank = rank.min(world - 1);
+        let mut rng = rank_rng(self.seed, epoch, rank, world);
+        let batches_of = |r: usize| dealt(0, self.num_batches, r, world);
+        let permutation = ChildOrder::Permutation;
+        let mut streams: Vec<Stream<'_>> = (0..self.lengths.len())
+            .map(|d| {
+                let draws: Vec<usize> = (0..world).map(|r| batches_of(r) * self.counts[d]).collect();
+                let region = region_of(self.lengths[d], draws, rank);
+                let order = children.get(d).unwrap_or(&permutation);
+                Stream::new(region, order, self.shuffle, (epoch, rank), &mut rng)
+            })
+            .collect();
         let batch_size: usize = self.counts.iter().sum();
-        (0..self.num_batches)
+        (0..batches_of(rank))
             .map(|_| {
                 let mut b = Vec::with_capacity(batch_size);
                 for (d, &c) in self.counts.iter().enumerate() {
@@ -564,6 +662,11 @@ impl MultiDatasetBatchSampler {
                 b
             })
             .collect()
+    }
+
+    /// Batches of rank `rank` of `world` (of [`rank_batches`](Self::rank_batches)).
+    pub fn rank_len(&self, rank: usize, world: usize) -> usize {
+        dealt(0, self.num_batches, rank, world.max(1))
     }
 }
 

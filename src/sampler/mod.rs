@@ -37,11 +37,13 @@
 
 use rand::Rng;
 
+mod child_order;
 mod chunk_shuffle;
 mod distributed;
 mod mixing;
 mod size_aware;
 
+pub use child_order::ChildOrder;
 pub use chunk_shuffle::{ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks};
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
 pub use mixing::{

@@ -6,12 +6,14 @@
 //! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
 //! | `memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
+//! | `budget` | one decoded-chunk budget split among a mixture's children ([`split_cache_budget`]) |
 //! | [`dump`] | every sample of a reader as the toolkit's JSON dump (`atomzarr dump`) |
 //!
 //! The Zarr reader ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`]; files of
 //! other formats are read as frames, a batch at a time, by [`crate::formats`].
 
+mod budget;
 pub mod dump;
 pub(crate) mod memory;
 pub(crate) mod multi;
@@ -20,7 +22,8 @@ pub(crate) mod reader;
 pub(crate) use memory::gather;
 pub use multi::DATASET_INDEX;
 // The types also at the crate root are public there only.
+pub use budget::split_cache_budget;
 pub(crate) use multi::MultiReader;
 pub(crate) use reader::range_error;
-pub use reader::{CacheFit, ChunkedReader, DecodeCounters};
+pub use reader::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
 pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};

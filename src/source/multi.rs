@@ -17,7 +17,8 @@ use crate::data::{AtomicData, IndexReport, Level};
 use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
-use crate::source::{ChunkedReader, DecodeCounters, Reader, ReaderExt, SampleMetadata};
+use crate::source::split_cache_budget;
+use crate::source::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, Reader, ReaderExt, SampleMetadata};
 
 /// Options of [`MultiReader::with_options`].
 ///
@@ -33,11 +34,13 @@ pub struct MultiReaderOptions {
     pub(crate) output_strict: bool,
     /// Add the system field [`DATASET_INDEX`] (default off).
     pub(crate) dataset_index: bool,
+    /// The decoded-chunk budget the children share.
+    pub(crate) cache_bytes: u64,
 }
 
 impl Default for MultiReaderOptions {
     fn default() -> Self {
-        MultiReaderOptions { output_strict: true, dataset_index: false }
+        MultiReaderOptions { output_strict: true, dataset_index: false, cache_bytes: DEFAULT_CACHE_BYTES }
     }
 }
 
@@ -82,6 +85,43 @@ impl MultiReaderOptions {
     pub fn dataset_index(&self) -> bool {
         self.dataset_index
     }
+
+    /// The decoded-chunk budget the children share, in bytes (default
+    /// [`DEFAULT_CACHE_BYTES`], one reader's default): the mixture holds one
+    /// cache's worth per process, however many stores it mixes. It is split
+    /// by what each child needs ([`split_cache_budget`](crate::source::split_cache_budget):
+    /// room for each child's resident arrays first, then equal parts, a
+    /// child taking no more than it needs to be cached whole) and each
+    /// child's own budget is set to its share, replacing the budget it was
+    /// opened with. A shuffled mixture sizes each child's block pool from
+    /// its share.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use std::sync::Arc;
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, MultiReader, MultiReaderOptions, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let mut children: Vec<Arc<dyn atomzarr::Reader>> = Vec::new();
+    /// for (k, n) in [(0, 40), (1, 400)] {
+    ///     let path = dir.path().join(format!("s{k}.zarr"));
+    ///     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(n, 2, 8, k)?)?;
+    ///     children.push(Arc::new(AtomicDataZarrReader::open(&path)?));
+    /// }
+    /// let multi = MultiReader::with_options(children, MultiReaderOptions::default().with_cache_bytes(100_000))?;
+    /// let fits = atomzarr::Reader::chunked(&multi).unwrap().part_fits();
+    /// assert_eq!(fits.iter().map(|f| f.cache_bytes).sum::<u64>(), 100_000);
+    /// assert!(fits[0].fits() && !fits[1].fits()); // the small store is cached whole
+    /// # Ok(()) }
+    /// ```
+    pub fn with_cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// The decoded-chunk budget the children share.
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_bytes
+    }
 }
 
 /// Several [`Reader`]s behind one global index space; itself a [`Reader`],
@@ -109,6 +149,8 @@ pub struct MultiReader {
     offsets: RwLock<Arc<Vec<usize>>>,
     output_strict: bool,
     dataset_index: bool,
+    /// The budget the children's caches share (see [`MultiReaderOptions::with_cache_bytes`]).
+    cache_bytes: std::sync::atomic::AtomicU64,
     source: String,
 }
 
@@ -202,13 +244,38 @@ impl MultiReader {
             ));
         }
         let source = format!("multi[{}]", children.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "));
-        Ok(MultiReader {
+        let multi = MultiReader {
             offsets: RwLock::new(Arc::new(offsets_of(&children))),
             children,
             output_strict: options.output_strict,
             dataset_index: options.dataset_index,
+            cache_bytes: options.cache_bytes.into(),
             source,
-        })
+        };
+        multi.share_cache();
+        Ok(multi)
+    }
+
+    /// Sets each child's cache budget to its share of the mixture's, and
+    /// logs the split.
+    fn share_cache(&self) {
+        let budget = self.cache_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let fits = self.part_fits();
+        let shares = split_cache_budget(&fits, budget);
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
+        for ((c, share), fit) in self.children.iter().zip(&shares).zip(&fits) {
+            if let Some(ch) = c.chunked() {
+                ch.set_cache_bytes(*share);
+                log::info!(
+                    "{}: cache share {:.0} MiB of the mixture's {:.0} MiB (decodes to {:.0} MiB, {:.0} MiB resident)",
+                    c.name(),
+                    mib(*share),
+                    mib(budget),
+                    mib(fit.decoded_bytes),
+                    mib(fit.resident_bytes)
+                );
+            }
+        }
     }
 
     /// The children.
@@ -352,6 +419,8 @@ impl Reader for MultiReader {
             check_strict(&self.children)?;
         }
         *self.offsets.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(offsets_of(&self.children));
+        // Grown children need more: split the budget anew.
+        self.share_cache();
         Ok(())
     }
 
@@ -498,13 +567,21 @@ impl ChunkedReader for MultiReader {
         starts
     }
 
-    /// The sum over the children with chunks (each has its own cache).
-    fn cache_fit(&self) -> crate::source::CacheFit {
-        self.children
-            .iter()
-            .filter_map(|c| c.chunked())
-            .map(|c| c.cache_fit())
-            .fold(crate::source::CacheFit::default(), |a, b| a + b)
+    /// The sum over the children with chunks (their caches share the
+    /// mixture's budget).
+    fn cache_fit(&self) -> CacheFit {
+        self.part_fits().into_iter().fold(CacheFit::default(), |a, b| a + b)
+    }
+
+    /// Splits `bytes` among the children as [`MultiReaderOptions::with_cache_bytes`] does.
+    fn set_cache_bytes(&self, bytes: u64) {
+        self.cache_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        self.share_cache();
+    }
+
+    /// Each child's fit against its share of the budget.
+    fn part_fits(&self) -> Vec<CacheFit> {
+        self.children.iter().map(|c| c.chunked().map(|ch| ch.cache_fit()).unwrap_or_default()).collect()
     }
 
     /// The sum over the children.

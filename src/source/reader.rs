@@ -321,7 +321,25 @@ pub trait ChunkedReader: Send + Sync {
     /// The store's decoded size against the reader's chunk cache: what the
     /// [`DataLoader`](crate::DataLoader)'s default shuffle decides by.
     fn cache_fit(&self) -> CacheFit;
+
+    /// Sets the byte budget of the reader's chunk cache (evicting down to it
+    /// at once): how a [`MultiReader`](crate::MultiReader) gives its
+    /// children their shares of one budget.
+    fn set_cache_bytes(&self, bytes: u64);
+
+    /// [`cache_fit`](Self::cache_fit) of each part whose samples a mixing
+    /// sampler draws apart, in index order: a
+    /// [`MultiReader`](crate::MultiReader)'s children (a child without
+    /// chunks counts as fitting); one part, the whole reader, otherwise.
+    fn part_fits(&self) -> Vec<CacheFit> {
+        vec![self.cache_fit()]
+    }
 }
+
+/// Default byte budget of a reader's decoded-chunk cache, and of the one
+/// budget a [`MultiReader`](crate::MultiReader)'s children share: lets a
+/// store of about 1 GiB decoded stay resident.
+pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
 
 /// A store's decoded bytes against its reader's chunk cache
 /// ([`ChunkedReader::cache_fit`]).

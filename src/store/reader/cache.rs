@@ -47,8 +47,7 @@ pub(crate) use super::compact::Chunk;
 pub use super::pool::ChunkBuf;
 use super::pool::ChunkPool;
 
-/// Default byte budget: lets a store of about 1 GiB decoded stay resident.
-pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
+pub use crate::source::DEFAULT_CACHE_BYTES;
 
 /// Cache keys of an array's chunks narrowed to int32 (the array's own id
 /// with this bit set; ids count arrays opened by one reader, far below it).
@@ -88,7 +87,9 @@ impl Inner {
 
 /// A byte-budgeted LRU of decoded chunks. A budget of 0 disables it.
 pub struct ChunkCache {
-    budget: u64,
+    /// The byte budget; a mixture's shared budget moves it (see
+    /// [`ChunkCache::set_budget`]).
+    budget: AtomicU64,
     /// Memory for decoded chunks, cached or not (see `pool`).
     pool: Arc<ChunkPool>,
     inner: Mutex<Inner>,
@@ -120,7 +121,7 @@ impl ChunkCache {
     /// mapping at most `pool_limit` bytes.
     pub(crate) fn with_pool_limit(budget: u64, pool_limit: u64) -> ChunkCache {
         ChunkCache {
-            budget,
+            budget: AtomicU64::new(budget),
             pool: ChunkPool::new(pool_limit),
             inner: Mutex::new(Inner {
                 // A shuffled window of a small-chunk store looks up thousands
@@ -143,9 +144,28 @@ impl ChunkCache {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The byte budget.
+    pub fn budget(&self) -> u64 {
+        self.budget.load(Ordering::Relaxed)
+    }
+
+    /// Sets the byte budget (evicting down to it at once) and the bytes the
+    /// chunk memory may map.
+    pub(crate) fn set_budget(&self, budget: u64, pool_limit: u64) {
+        self.pool.set_limit(pool_limit);
+        self.budget.store(budget, Ordering::Relaxed);
+        let mut g = self.lock();
+        while g.bytes > budget {
+            let Some(key) = g.victim() else { break };
+            if let Some(v) = g.lru.pop(&key) {
+                g.bytes -= v.len() as u64;
+            }
+        }
+    }
+
     /// Looks up a chunk, counting a hit or a miss.
     pub fn get(&self, array: u32, chunk: u64) -> Option<ChunkBytes> {
-        if self.budget == 0 {
+        if self.budget() == 0 {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -160,7 +180,8 @@ impl ChunkCache {
     /// the whole budget are not kept.
     pub fn insert(&self, array: u32, chunk: u64, bytes: ChunkBytes) {
         let size = bytes.len() as u64;
-        if size > self.budget {
+        let budget = self.budget();
+        if size > budget {
             return;
         }
         let mut g = self.lock();
@@ -168,7 +189,7 @@ impl ChunkCache {
             g.bytes -= old.len() as u64;
         }
         g.bytes += size;
-        while g.bytes > self.budget {
+        while g.bytes > budget {
             let Some(key) = g.victim() else { break };
             if let Some(v) = g.lru.pop(&key) {
                 g.bytes -= v.len() as u64;
@@ -178,10 +199,11 @@ impl ChunkCache {
 
     /// Bytes the cache can take before it evicts anything.
     pub(crate) fn room(&self) -> u64 {
-        if self.budget == 0 {
+        let budget = self.budget();
+        if budget == 0 {
             return 0;
         }
-        self.budget.saturating_sub(self.lock().bytes)
+        budget.saturating_sub(self.lock().bytes)
     }
 
     /// Replaces the set of protected chunks, `(array id, chunk)`: those the
@@ -236,7 +258,7 @@ impl ChunkCache {
             misses: self.misses.load(Ordering::Relaxed),
             bytes: g.bytes,
             entries: g.lru.len() as u64,
-            budget: self.budget,
+            budget: self.budget(),
         }
     }
 

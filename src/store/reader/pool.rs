@@ -114,7 +114,9 @@ impl ChunkBuf {
 
 /// Recycled, huge-page-advised blocks for decoded chunks (module docs).
 pub(crate) struct ChunkPool {
-    limit: usize,
+    /// Bytes the pool may map; a mixture's shared budget moves it (see
+    /// [`ChunkPool::set_limit`]).
+    limit: std::sync::atomic::AtomicUsize,
     state: Mutex<PoolState>,
 }
 
@@ -132,7 +134,7 @@ struct PoolState {
 
 impl std::fmt::Debug for ChunkPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkPool").field("limit", &self.limit).field("mapped", &self.mapped()).finish()
+        f.debug_struct("ChunkPool").field("limit", &self.limit()).field("mapped", &self.mapped()).finish()
     }
 }
 
@@ -140,7 +142,19 @@ impl ChunkPool {
     /// A pool that maps at most `limit` bytes (rounded down to whole maps).
     pub(crate) fn new(limit: u64) -> Arc<ChunkPool> {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        Arc::new(ChunkPool { limit, state: Mutex::new(PoolState::default()) })
+        Arc::new(ChunkPool { limit: limit.into(), state: Mutex::new(PoolState::default()) })
+    }
+
+    /// Bytes the pool may map.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Changes the bytes the pool may map from now on (maps already made
+    /// stay until the pool drops; their blocks keep being reused).
+    pub(crate) fn set_limit(&self, limit: u64) {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        self.limit.store(limit, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
@@ -186,7 +200,7 @@ impl ChunkPool {
             return Some((start, class));
         }
         let size = st.mapped.clamp(HUGE_PAGE, REGION_BYTES).max(class.next_multiple_of(HUGE_PAGE));
-        if st.mapped + size <= self.limit
+        if st.mapped + size <= self.limit()
             && let Some(start) = Self::map_region(&mut st, size)
         {
             st.tail = Some((start + class, size - class));

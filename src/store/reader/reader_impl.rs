@@ -238,8 +238,14 @@ impl ChunkedReader for AtomicDataZarrReader {
         crate::source::CacheFit {
             decoded_bytes: sized.iter().map(|&(_, b)| b).sum(),
             resident_bytes: sized[..first_bulky].iter().map(|&(_, b)| b).sum(),
-            cache_bytes: self.cache.stats().budget,
+            cache_bytes: self.cache.budget(),
         }
+    }
+
+    /// The chunk memory may map the budget plus two read windows' chunks,
+    /// as at open.
+    fn set_cache_bytes(&self, bytes: u64) {
+        self.cache.set_budget(bytes, bytes.saturating_add(self.window_decode_bytes.saturating_mul(2)));
     }
 
     /// Protects the chunks of `batches` in the cache (see

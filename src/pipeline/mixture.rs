@@ -1,0 +1,243 @@
+//! The mixing samplers fitted to the reader a [`DataLoader`](crate::DataLoader)
+//! reads: [`MultiDatasetSampler`] or [`MultiDatasetBatchSampler`] over a
+//! [`MultiReader`](crate::MultiReader) whose children are stores.
+//!
+//! A shuffled mixture walks each child pass after pass. Walked in a
+//! permutation, a child larger than its share of the cache makes every
+//! read window decode nearly the whole child again; so, as
+//! `with_shuffle(true)` does for one store, the loader draws each such
+//! child through a block pool ([`ChildOrder::Pool`]) sized from the child's
+//! share of the mixture's cache ([`pool_blocks`]), and keeps the
+//! permutation for a child that fits. With ranks, each rank reads its own
+//! region of each child (the samplers' `rank_order` / `rank_batches`), so a
+//! rank decodes about its share of each child. The choice is logged per
+//! child, and the pool sizes are recorded in
+//! [`LoaderState`](crate::LoaderState) so that a resume reads the same
+//! order whatever its own cache.
+
+use std::sync::{Arc, Mutex};
+
+use crate::sampler::{
+    BatchSampler, ChildOrder, ChunkShuffleSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, pool_blocks,
+};
+use crate::source::Reader;
+
+use super::plan::lock;
+use super::ranked::{RankedBatches, RankedSamples};
+
+/// What the two mixing samplers share for fitting.
+pub(crate) trait Mixing: Send + Sync {
+    fn lengths(&self) -> &[usize];
+    fn shuffles(&self) -> bool;
+    fn seed(&self) -> u64;
+    /// Ranks the sampler shards itself for (its own `with_rank`).
+    fn own_world(&self) -> usize;
+    /// About how many samples of child `d` a batch of `batch_size` draws.
+    fn draws_per_batch(&self, d: usize, batch_size: usize) -> usize;
+}
+
+impl Mixing for MultiDatasetSampler {
+    fn lengths(&self) -> &[usize] {
+        MultiDatasetSampler::lengths(self)
+    }
+    fn shuffles(&self) -> bool {
+        MultiDatasetSampler::shuffles(self)
+    }
+    fn seed(&self) -> u64 {
+        MultiDatasetSampler::seed(self)
+    }
+    fn own_world(&self) -> usize {
+        self.shard().world_size()
+    }
+    fn draws_per_batch(&self, d: usize, batch_size: usize) -> usize {
+        let total: usize = self.counts().iter().sum();
+        (batch_size * self.counts()[d]).checked_div(total).unwrap_or(0).max(1)
+    }
+}
+
+impl Mixing for MultiDatasetBatchSampler {
+    fn lengths(&self) -> &[usize] {
+        MultiDatasetBatchSampler::lengths(self)
+    }
+    fn shuffles(&self) -> bool {
+        MultiDatasetBatchSampler::shuffles(self)
+    }
+    fn seed(&self) -> u64 {
+        MultiDatasetBatchSampler::seed(self)
+    }
+    fn own_world(&self) -> usize {
+        self.shard().world_size()
+    }
+    fn draws_per_batch(&self, d: usize, _batch_size: usize) -> usize {
+        self.samples_per_dataset()[d].max(1)
+    }
+}
+
+/// A mixing sampler with each child's order chosen for the reader.
+pub(crate) struct FittedMix<M> {
+    mix: M,
+    /// Each child's chunk blocks (local block starts; empty without chunks).
+    blocks: Vec<Arc<[usize]>>,
+    /// Each child's draws per batch (its pool grows a block per this many).
+    ramp: Vec<usize>,
+    /// The children's orders; switched whole by a loaded state.
+    children: Mutex<Arc<Vec<ChildOrder>>>,
+}
+
+impl<M: Mixing> FittedMix<M> {
+    /// Fits `mix` to `reader` (read in batches of `batch_size`); `Err`
+    /// says why it is read as it stands instead.
+    pub(crate) fn fit<R: Reader + ?Sized>(reader: &R, mix: M, batch_size: usize) -> Result<FittedMix<M>, String> {
+        if mix.own_world() > 1 {
+            return Err("the sampler takes its own rank's share (its with_rank); give the ranks to the loader's \
+                        with_rank instead for a region of each store per rank"
+                .into());
+        }
+        let lengths = mix.lengths().to_vec();
+        if lengths.iter().sum::<usize>() != reader.len() {
+            return Err(format!(
+                "the sampler's datasets {lengths:?} do not add up to the reader's {} samples",
+                reader.len()
+            ));
+        }
+        let (fits, starts) = match reader.chunked() {
+            Some(c) => (c.part_fits(), c.chunk_blocks()),
+            None => (vec![Default::default(); lengths.len()], Vec::new()),
+        };
+        if fits.len() != lengths.len() {
+            return Err(format!("the reader has {} parts for the sampler's {} datasets", fits.len(), lengths.len()));
+        }
+        let mut blocks = Vec::with_capacity(lengths.len());
+        let mut lo = 0;
+        for &len in &lengths {
+            let local: Vec<usize> = starts.iter().filter(|&&g| g >= lo && g < lo + len).map(|&g| g - lo).collect();
+            blocks.push(Arc::from(local));
+            lo += len;
+        }
+        let ramp = (0..lengths.len()).map(|d| mix.draws_per_batch(d, batch_size)).collect();
+        let fitted = FittedMix { mix, blocks, ramp, children: Mutex::new(Arc::new(Vec::new())) };
+        let pools: Vec<Option<usize>> = (0..lengths.len())
+            .map(|d| {
+                let fit = fits[d];
+                let k = pool_blocks(fit, fitted.blocks[d].len()).filter(|_| fitted.mix.shuffles());
+                let mib = |b: u64| b as f64 / f64::from(1 << 20);
+                let name = format!("mixture dataset {d} ({} samples)", lengths[d]);
+                match k {
+                    _ if !fitted.mix.shuffles() => log::info!("{name}: in order (shuffle off)"),
+                    Some(k) => log::info!(
+                        "{name}: block pool of {k} of {} blocks (decodes to {:.0} MiB, more than its {:.0} MiB share \
+                         of the cache; a permutation would decode nearly all of it in every read window)",
+                        fitted.blocks[d].len(),
+                        mib(fit.decoded_bytes),
+                        mib(fit.cache_bytes)
+                    ),
+                    None if fitted.blocks[d].is_empty() => {
+                        log::info!("{name}: full permutation (no chunk cache)")
+                    }
+                    None => log::info!(
+                        "{name}: full permutation (decodes to {:.0} MiB, its share of the cache holds {:.0} MiB)",
+                        mib(fit.decoded_bytes),
+                        mib(fit.cache_bytes)
+                    ),
+                }
+                k
+            })
+            .collect();
+        if !fitted.adopt(&pools) {
+            return Err("a dataset's chunk blocks do not start at its first sample".into());
+        }
+        Ok(fitted)
+    }
+
+    /// Each child's pool blocks (`None`: a permutation), as
+    /// [`LoaderState`](crate::LoaderState) records them.
+    pub(crate) fn pools(&self) -> Vec<Option<usize>> {
+        lock(&self.children).iter().map(ChildOrder::pool_blocks).collect()
+    }
+
+    /// Follows saved pool sizes from now on; `false` when they do not fit
+    /// these children (another count, or a pool over a child without
+    /// chunks).
+    pub(crate) fn adopt(&self, pools: &[Option<usize>]) -> bool {
+        if pools.len() != self.blocks.len() {
+            return false;
+        }
+        let mut orders = Vec::with_capacity(pools.len());
+        for (d, pool) in pools.iter().enumerate() {
+            orders.push(match pool {
+                None => ChildOrder::Permutation,
+                Some(k) => {
+                    let len = self.mix.lengths()[d];
+                    let Ok(s) = ChunkShuffleSampler::from_block_starts(self.blocks[d].to_vec(), len, self.ramp[d])
+                    else {
+                        return false;
+                    };
+                    if self.blocks[d].is_empty() {
+                        return false;
+                    }
+                    let seed = self.mix.seed() ^ (d as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+                    ChildOrder::Pool(s.with_buffer_blocks(*k).with_seed(seed))
+                }
+            });
+        }
+        *lock(&self.children) = Arc::new(orders);
+        true
+    }
+
+    fn orders(&self) -> Arc<Vec<ChildOrder>> {
+        lock(&self.children).clone()
+    }
+}
+
+/// The pool sizes of a fitted mixture, whichever sampler it is.
+pub(crate) trait ChildPools: Send + Sync {
+    /// As [`FittedMix::pools`].
+    fn pools(&self) -> Vec<Option<usize>>;
+    /// As [`FittedMix::adopt`].
+    fn adopt(&self, pools: &[Option<usize>]) -> bool;
+}
+
+impl<M: Mixing> ChildPools for FittedMix<M> {
+    fn pools(&self) -> Vec<Option<usize>> {
+        FittedMix::pools(self)
+    }
+    fn adopt(&self, pools: &[Option<usize>]) -> bool {
+        FittedMix::adopt(self, pools)
+    }
+}
+
+impl Sampler for FittedMix<MultiDatasetSampler> {
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        self.mix.rank_order(epoch, 0, 1, &self.orders())
+    }
+    fn len(&self) -> usize {
+        Sampler::len(&self.mix)
+    }
+}
+
+impl RankedSamples for FittedMix<MultiDatasetSampler> {
+    fn rank_order(&self, epoch: u64, rank: usize, world: usize) -> Option<Vec<usize>> {
+        Some(self.mix.rank_order(epoch, rank, world, &self.orders()))
+    }
+    fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {
+        Some(self.mix.rank_len(rank, world))
+    }
+}
+
+impl BatchSampler for FittedMix<MultiDatasetBatchSampler> {
+    fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        self.mix.rank_batches(epoch, 0, 1, &self.orders())
+    }
+    fn len(&self) -> usize {
+        BatchSampler::len(&self.mix)
+    }
+}
+
+impl RankedBatches for FittedMix<MultiDatasetBatchSampler> {
+    fn rank_batches(&self, epoch: u64, rank: usize, world: usize) -> Vec<Vec<usize>> {
+        self.mix.rank_batches(epoch, rank, world, &self.orders())
+    }
+    fn rank_len(&self, rank: usize, world: usize) -> usize {
+        self.mix.rank_len(rank, world)
+    }
+}
