@@ -52,7 +52,18 @@ fn print_rows(title: &str, rows: &[ReportRow], json: bool) -> atomzarr::Result<(
 fn stores_table(rows: &[ReportRow]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
-    t.set_header(["pass", "store", "systems", "samples", "expected", "per batch", "decoded", "mixing", "check"]);
+    t.set_header([
+        "pass",
+        "store",
+        "systems",
+        "samples",
+        "expected",
+        "per batch",
+        "decoded",
+        "mixing",
+        "pool",
+        "check",
+    ]);
     for r in rows {
         let Some(m) = &r.mixture else { continue };
         for c in &m.children {
@@ -72,6 +83,7 @@ fn stores_table(rows: &[ReportRow]) -> comfy_table::Table {
                 per_batch,
                 fmt_bytes(c.decoded_bytes),
                 c.mixing.map_or("-".into(), |x| format!("{x:.3}")),
+                c.pool_blocks.map_or("-".into(), |k| format!("K={k}")),
                 (if !promised {
                     "-"
                 } else if ok {
@@ -83,7 +95,7 @@ fn stores_table(rows: &[ReportRow]) -> comfy_table::Table {
             ]);
         }
     }
-    for i in [0, 2, 3, 4, 5, 6, 7] {
+    for i in [0, 2, 3, 4, 5, 6, 7, 8] {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(comfy_table::CellAlignment::Right);
         }

@@ -136,7 +136,8 @@ fn check_row(r: &Value, s: &Stores) {
         let m = c["mixing"].as_f64().unwrap_or_else(|| panic!("mixing missing: {c}"));
         assert!((0.0..=1.0).contains(&m), "{c}");
     }
-    assert_eq!(r["order_ok"], true, "the loader delivered the sampler's order: {r}");
+    assert_eq!(r["order_ok"], true, "the loader delivered its plan: {r}");
+    assert!(cs.iter().all(|c| c["pool_blocks"].is_null()), "the stores fit the default cache: {r}");
     eprintln!("{} {}: {:.0} samples/s", r["sampler"], r["read_order"], r["read_samples_per_s"].as_f64().unwrap_or(0.0));
 }
 
@@ -227,6 +228,40 @@ fn default_weights_follow_the_store_lengths_and_ranks_split_the_epoch() {
         }
     }
     assert_eq!(seen, [500, 500], "the ranks together drew the sampler's counts");
+}
+
+/// A store larger than its share of a small cache is drawn through a block
+/// pool: each pass still holds every sample of it once.
+#[test]
+fn a_store_larger_than_its_cache_share_is_drawn_through_a_pool() {
+    let s = stores();
+    let r = &rows(&[
+        "read",
+        &s.a,
+        &s.b,
+        "--json",
+        "--checksum",
+        "--weights",
+        "0,1",
+        "--num-samples",
+        "1000",
+        "--read-order",
+        "default-shuffle",
+        "--cache-bytes",
+        "500000",
+        "--batch-size",
+        "16",
+    ])[0];
+    assert_eq!(r["counts_ok"], true, "{r}");
+    assert_eq!(r["order_ok"], true, "{r}");
+    let cs = children(r);
+    assert!(u(&cs[1], "pool_blocks") > 0, "B decodes to more than its share: {r}");
+    assert_eq!((u(&cs[0], "samples_read"), u(&cs[1], "samples_read")), (0, 1000));
+    assert_eq!((cs[0]["mixing"].clone(), u(&cs[0], "per_batch_max")), (Value::Null, 0));
+    // Two whole passes over B, whatever their order.
+    let b = LEN_A..LEN_A + LEN_B;
+    assert_eq!(r["content_checksum"], checksum(&s.samples, b.clone().chain(b)).as_str());
+    assert_eq!(u(r, "unique_samples"), LEN_B as u64);
 }
 
 #[test]

@@ -9,15 +9,15 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::memory::{minor_faults, peak_rss, reset_peak_rss};
-use super::options::{ReadOptions, ReadOrder, ReadResult, rank_part};
+use super::options::{ReadOptions, ReadOrder, ReadResult};
 use super::read::{Tally, delivered_schema, field_bytes, open_reader, schema_sizes, widened};
 use crate::error::Result;
 use crate::pipeline::{DataLoader, Dataset};
 use crate::progress::Progress;
-use crate::sampler::{BatchSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler};
+use crate::sampler::{MultiDatasetBatchSampler, MultiDatasetSampler};
 use crate::source::{DecodeCounters, MultiReader, Reader};
 use crate::store::AtomicDataZarrReader;
-use crate::{Location, ReaderOptions};
+use crate::{Location, MultiReaderOptions, ReaderOptions};
 
 /// Windows a store is cut into for [`ChildReport::mixing`]: 0.1% of it each.
 const WINDOWS: usize = 1000;
@@ -52,6 +52,11 @@ pub struct ChildReport {
     /// another window (a uniform draw is close to 1); reading in order is
     /// close to 0. `None` when no batch drew from it.
     pub mixing: Option<f64>,
+    /// Blocks in the pool the loader draws it through (shuffled, a store
+    /// larger than its share of the cache: see
+    /// [`DataLoaderBuilder::with_sampler`](crate::DataLoaderBuilder::with_sampler));
+    /// `None`: a permutation, or in order.
+    pub pool_blocks: Option<usize>,
 }
 
 /// What a mixture's pass gave, beyond a single store's row.
@@ -142,19 +147,6 @@ impl MixSampler {
         }
     }
 
-    /// What rank `opts.rank` is delivered in epoch 0, in order: the
-    /// loader's own plan of the sampler (rounds of `world_size * batch_size`
-    /// samples, or whole batches round-robin).
-    fn rank_order(&self, opts: &ReadOptions) -> Vec<usize> {
-        match self {
-            MixSampler::Samples(s) => rank_part(&s.indices(0), opts),
-            MixSampler::Batches(s) => {
-                let w = opts.world_size.max(1);
-                s.batches(0).into_iter().skip(opts.rank).step_by(w).flatten().collect()
-            }
-        }
-    }
-
     /// Per child: samples per epoch (one rank), and samples per batch.
     fn promises(&self) -> (Vec<usize>, Option<&[usize]>) {
         match self {
@@ -234,16 +226,18 @@ struct Opened {
 }
 
 /// Opens every store with `opts`' reader settings and puts them behind one
-/// [`MultiReader`].
+/// [`MultiReader`] whose children share `opts.cache_bytes` (each child's
+/// own budget is replaced by its share).
 fn open_all(stores: &[Location], opts: &ReadOptions) -> Result<Opened> {
-    // mixture budget: each child gets an equal share of the cache budget.
-    let per_child = opts.cache_bytes / stores.len().max(1) as u64;
     let readers = stores
         .iter()
-        .map(|s| open_reader(s, ReaderOptions::default().with_cache_bytes(per_child), &opts.remote).map(Arc::new))
+        .map(|s| {
+            open_reader(s, ReaderOptions::default().with_cache_bytes(opts.cache_bytes), &opts.remote).map(Arc::new)
+        })
         .collect::<Result<Vec<_>>>()?;
     let children: Vec<Arc<dyn Reader>> = readers.iter().map(|r| r.clone() as Arc<dyn Reader>).collect();
-    Ok(Opened { readers, multi: Arc::new(MultiReader::new(children)?) })
+    let options = MultiReaderOptions::default().with_cache_bytes(opts.cache_bytes);
+    Ok(Opened { readers, multi: Arc::new(MultiReader::with_options(children, options)?) })
 }
 
 /// Each child's decode counters, through the mixture's children.
@@ -256,12 +250,16 @@ fn child_decodes(multi: &MultiReader) -> Vec<DecodeCounters> {
 /// a training loop builds it: `Dataset::new(multi)` with validation
 /// skipped, the sampler (`with_sampler` with `batch_size`, or
 /// `with_batch_sampler`), `with_seed`, `with_prefetch_factor`, ranks through
-/// `with_rank`, read with [`DataLoader::iter_host`].
+/// `with_rank`; every pass reads its epoch 0 with [`DataLoader::iter_host`]
+/// and is checked against the loader's own plan of it
+/// ([`DataLoader::planned_batches`]). The first pass's time includes
+/// opening the stores and building the loader.
 ///
 /// # Errors
 /// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate_for`])
 /// or a sampler that cannot be built; the errors of opening the stores,
-/// of [`MultiReader::new`] (stores of different fields) and of reading.
+/// of [`MultiReader::with_options`] (stores of different fields), of
+/// building the loader and of reading.
 pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(ReadResult, MixReport)>> {
     opts.validate_for(stores.len())?;
     reset_peak_rss();
@@ -269,9 +267,11 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     let t0 = Instant::now();
     let Opened { readers, multi } = open_all(stores, opts)?;
     let sampler = MixSampler::new(multi.child_lens(), opts)?;
+    let loader = mixture_loader(&multi, &sampler, opts)?;
     let open_time = t0.elapsed();
     // Untimed: what the loader must deliver, to check it.
-    let mut order = sampler.rank_order(opts);
+    let mut order: Vec<usize> = loader.planned_batches().concat();
+    let pools = loader.state().child_pool_blocks().map(<[Option<usize>]>::to_vec).unwrap_or_default();
     let whole = opts.max_samples.is_none_or(|m| m >= order.len());
     if let Some(m) = opts.max_samples {
         order.truncate(m);
@@ -303,7 +303,7 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
         let t = Instant::now();
         let mut tally = Tally::new(multi.len(), opts.checksum);
         let mut mix = MixTally::new(multi.offsets());
-        let loader = mixture_loader(&multi, &sampler, opts)?;
+        loader.set_epoch(0);
         let mut k = 0;
         for batch in loader.iter_host() {
             let b = batch?;
@@ -351,7 +351,8 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
             pool_blocks: None,
         };
         io = io_now;
-        let report = mix_report(stores, &sampler, opts, &mix, &decodes, expected.as_deref(), batch_counts);
+        let promised = Promised { epoch: expected.as_deref(), batch: batch_counts, pools: &pools };
+        let report = mix_report(stores, &sampler, opts, &mix, &decodes, promised);
         out.push((result, report));
     }
     Ok(out)
@@ -381,6 +382,16 @@ fn mixture_loader(
     builder.build(&burn::backend::flex::FlexDevice)
 }
 
+/// What the sampler promises per store, and how the loader draws each.
+struct Promised<'a> {
+    /// Samples per epoch (one rank, whole epochs).
+    epoch: Option<&'a [usize]>,
+    /// Samples in every batch (the batch sampler).
+    batch: Option<&'a [usize]>,
+    /// Each store's block pool (`None`: a permutation or in order).
+    pools: &'a [Option<usize>],
+}
+
 /// The mixture's report of one pass.
 fn mix_report(
     stores: &[Location],
@@ -388,9 +399,9 @@ fn mix_report(
     opts: &ReadOptions,
     mix: &MixTally,
     decodes: &[DecodeCounters],
-    expected: Option<&[usize]>,
-    per_batch: Option<&[usize]>,
+    promised: Promised<'_>,
 ) -> MixReport {
+    let Promised { epoch: expected, batch: per_batch, pools } = promised;
     let children: Vec<ChildReport> = (0..mix.lens.len())
         .map(|d| ChildReport {
             store: stores[d].clone(),
@@ -402,6 +413,7 @@ fn mix_report(
             per_batch_max: mix.per_batch_max[d],
             decoded_bytes: decodes.get(d).map_or(0, |c| c.decoded_bytes),
             mixing: (mix.mixing_batches[d] > 0).then(|| mix.mixing_sum[d] / mix.mixing_batches[d] as f64),
+            pool_blocks: pools.get(d).copied().flatten(),
         })
         .collect();
     let checked = expected.is_some() || per_batch.is_some();
@@ -448,6 +460,7 @@ mod tests {
             per_batch_max: hi,
             decoded_bytes: 0,
             mixing: None,
+            pool_blocks: None,
         };
         let report = |c| MixReport { sampler: "multi-dataset", replacement: true, children: vec![c], counts_ok: None };
         assert!(report(child(5, Some(5), None, (0, 5))).failures().is_empty());
