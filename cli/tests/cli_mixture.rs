@@ -305,6 +305,10 @@ fn samples_per_dataset_fixes_every_batch() {
         assert_eq!(u(c, "expected_samples"), k * 20);
         assert!((c["mixing"].as_f64().unwrap_or(-1.0) - want[d]).abs() < 1e-9, "store {d}: {c} vs {}", want[d]);
     }
+    // A timed prefix: the whole batches that reach it, each still exact.
+    let r = &rows(&["read", &s.a, &s.b, "--json", "--samples-per-dataset", "12,4", "--max-samples", "40"])[0];
+    assert_eq!((u(r, "samples_read"), r["order_ok"].clone(), r["counts_ok"].clone()), (48, true.into(), true.into()));
+    assert_eq!(children(r)[0]["expected_samples"], Value::Null, "no per-epoch check of a prefix");
     // A batch size that agrees is accepted.
     rows(&["read", &s.a, &s.b, "--json", "--samples-per-dataset", "12,4", "--batch-size", "16", "--num-batches", "2"]);
 }

@@ -270,12 +270,18 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     let loader = mixture_loader(&multi, &sampler, opts)?;
     let open_time = t0.elapsed();
     // Untimed: what the loader must deliver, to check it.
-    let mut order: Vec<usize> = loader.planned_batches().concat();
+    let planned = loader.planned_batches();
     let pools = loader.state().child_pool_blocks().map(<[Option<usize>]>::to_vec).unwrap_or_default();
-    let whole = opts.max_samples.is_none_or(|m| m >= order.len());
-    if let Some(m) = opts.max_samples {
-        order.truncate(m);
+    // A `max_samples` prefix: the whole batches that reach it.
+    let mut order: Vec<usize> = Vec::new();
+    for b in &planned {
+        if opts.max_samples.is_some_and(|m| order.len() >= m) {
+            break;
+        }
+        order.extend_from_slice(b);
     }
+    let whole = order.len() == planned.iter().map(Vec::len).sum::<usize>();
+    drop(planned);
     let (epoch_counts, batch_counts) = sampler.promises();
     let expected = (opts.world_size == 1 && whole).then_some(epoch_counts);
     let schema = delivered_schema(&readers[0], opts);
