@@ -9,6 +9,12 @@ arrays that own the Rust buffers (no second copy).
 >>> sample = r[0]                                        # doctest: +SKIP
 >>> loader = atomzarr.DataLoader(r, batch_size=64, shuffle=True, prefetch_factor=16)  # doctest: +SKIP
 >>> for batch in loader: ...                             # doctest: +SKIP
+
+Several stores mix through a ``MultiDataset`` and the toolkit's samplers:
+
+>>> multi = atomzarr.MultiDataset(atomzarr.open("a.zarr"), atomzarr.open("b.zarr"))  # doctest: +SKIP
+>>> sampler = atomzarr.MultiDatasetBatchSampler(multi, batch_size=4, samples_per_dataset=(3, 1))  # doctest: +SKIP
+>>> loader = atomzarr.DataLoader(multi, batch_sampler=sampler)  # doctest: +SKIP
 """
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
@@ -19,6 +25,9 @@ from ._atomzarr import (
     AtomzarrError,
     ChecksumError,
     DataLoader,
+    MultiDataset,
+    MultiDatasetBatchSampler,
+    MultiDatasetSampler,
     Reader,
     StoreLockedError,
     StoreNotFoundError,
@@ -35,6 +44,9 @@ __all__ = [
     "AtomzarrError",
     "ChecksumError",
     "DataLoader",
+    "MultiDataset",
+    "MultiDatasetBatchSampler",
+    "MultiDatasetSampler",
     "Reader",
     "StoreLockedError",
     "StoreNotFoundError",

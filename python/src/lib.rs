@@ -1,12 +1,15 @@
 //! The `atomzarr` Python package's native module (`atomzarr._atomzarr`):
 //! the reader, loader, writer, import, split and stats of the Rust crate,
 //! with samples and batches as numpy arrays that own the Rust buffers.
-//! The Python side (`python/atomzarr/`) adds `ase.Atoms` input and
+//! `MultiDataset` and the mixing samplers put several stores behind one
+//! index space. The Python side (`python/atomzarr/`) adds `ase.Atoms` input and
 //! `atomzarr.torch.to_torch`.
 
 mod convert;
 mod errors;
 mod loader;
+mod mixing;
+mod multi;
 mod reader;
 mod tools;
 mod writer;
@@ -21,6 +24,9 @@ fn _atomzarr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::split, m)?)?;
     m.add_function(wrap_pyfunction!(tools::stats, m)?)?;
     m.add_class::<reader::Reader>()?;
+    m.add_class::<multi::MultiDataset>()?;
+    m.add_class::<mixing::MultiDatasetSampler>()?;
+    m.add_class::<mixing::MultiDatasetBatchSampler>()?;
     m.add_class::<loader::DataLoader>()?;
     m.add_class::<loader::LoaderIter>()?;
     m.add_class::<writer::Writer>()?;

@@ -24,7 +24,7 @@ pub struct Reader {
 
 /// Opens a store: a local path or a URL (`s3://`, `gs://`, `az://`,
 /// `http(s)://`). `cache_bytes`: the decoded-chunk cache budget (default
-/// 1 GiB; 0 turns it off). `skip_validation`: return samples without
+/// 1,280 MiB; 0 turns it off). `skip_validation`: return samples without
 /// checking them (faster; the toolkit's default is to check).
 #[pyfunction]
 #[pyo3(signature = (path_or_url, cache_bytes=None, skip_validation=false))]

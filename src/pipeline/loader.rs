@@ -48,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::mixture::ChildPools;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
-use crate::pipeline::ranked::Resume;
+use crate::pipeline::ranked::{Items, Resume};
 use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::upload::{self, Item, Uploader, items, to_device};
 use crate::pipeline::{BatchTransform, Dataset, LoaderState, Pending, Prefetcher};
@@ -419,27 +419,16 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// (when the loader has them).
     fn start(&self, upload: bool) -> LoaderIter<B, R> {
         let clock = *lock(&self.clock);
-        let (batches, id, epoch) = {
+        let (batches, total, id, epoch) = {
             let mut c = lock(&self.cursor);
             c.sync(&clock);
             let (epoch, start) = (c.next_epoch, c.next_position);
-            let batches = self.batching.plan(self.view, epoch, start, self.resume_of(epoch).as_ref());
+            let (total, batches) = self.batching.plan_lazy(self.view, epoch, start, self.resume_of(epoch).as_ref());
             c.iters += 1;
-            c.live = Some(Live { id: c.iters, epoch, start, yielded: 0, total: batches.len() });
+            c.live = Some(Live { id: c.iters, epoch, start, yielded: 0, total });
             c.next_epoch = epoch + 1;
             c.next_position = 0;
-            (batches, c.iters, epoch)
-        };
-        let total = batches.len();
-        let windows: VecDeque<Vec<Vec<usize>>> = if self.prefetch_factor == 0 {
-            batches.into_iter().map(|b| vec![b]).collect()
-        } else {
-            let mut w = VecDeque::new();
-            let mut it = batches.into_iter().peekable();
-            while it.peek().is_some() {
-                w.push_back(it.by_ref().take(self.prefetch_factor).collect());
-            }
-            w
+            (batches, total, c.iters, epoch)
         };
         let (uploader, failed) = match self.uploader().filter(|_| upload) {
             Some(Ok(u)) => (Some(u), None),
@@ -450,13 +439,14 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             // Collated transforms (random rotation) see this epoch.
             dataset: self.dataset.clone().with_epoch(epoch),
             prefetch: self.prefetch.clone(),
-            windows,
+            batches,
+            windows_taken: 0,
             inflight: VecDeque::new(),
             ready: VecDeque::new(),
             device: self.device.clone(),
             pin_memory: self.pin_memory,
             transforms: self.batch_transforms.clone(),
-            fused: self.prefetch_factor > 0,
+            prefetch_factor: self.prefetch_factor,
             uploader,
             failed,
             done: false,
@@ -491,13 +481,17 @@ fn mark_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<Option<Colla
 pub struct LoaderIter<B: Backend, R: Reader> {
     dataset: Dataset<R>,
     prefetch: Prefetcher,
-    windows: VecDeque<Vec<Vec<usize>>>,
+    /// The epoch's batches, drawn as windows are handed to the reads.
+    batches: Items<Vec<usize>>,
+    /// Windows handed out so far.
+    windows_taken: usize,
     inflight: VecDeque<Pending<Vec<Item<B>>>>,
     ready: VecDeque<Item<B>>,
     device: B::Device,
     pin_memory: bool,
     transforms: Vec<BatchTransform<B>>,
-    fused: bool,
+    /// Batches fused into one read (0: one synchronous read per batch).
+    prefetch_factor: usize,
     /// The loader's upload threads (`None`: build device batches on the
     /// consumer thread).
     uploader: Option<Arc<Uploader<B>>>,
@@ -515,13 +509,23 @@ pub struct LoaderIter<B: Backend, R: Reader> {
 }
 
 impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
+    /// The next window of batches: one batch first, so that the first batch
+    /// waits for its own reads only (the next window is read meanwhile),
+    /// then `prefetch_factor` at a time (one without fusing).
+    fn next_window(&mut self) -> Option<Vec<Vec<usize>>> {
+        let n = if self.windows_taken == 0 { 1 } else { self.prefetch_factor.max(1) };
+        let w: Vec<Vec<usize>> = self.batches.by_ref().take(n).collect();
+        self.windows_taken += 1;
+        (!w.is_empty()).then_some(w)
+    }
+
     /// Keeps two fused reads in flight (double buffering).
     fn fill_reads(&mut self) {
-        if !self.fused {
+        if self.prefetch_factor == 0 {
             return;
         }
         while self.inflight.len() < 2 {
-            let Some(w) = self.windows.pop_front() else { break };
+            let Some(w) = self.next_window() else { break };
             // This window is read after the one in progress: let the reader
             // keep its chunks cached rather than evict them first.
             if let Some(c) = self.dataset.reader().chunked() {
@@ -549,13 +553,13 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
                     i => return Some(Ok(i)),
                 }
             }
-            let result = if self.fused {
+            let result = if self.prefetch_factor > 0 {
                 let h = self.inflight.pop_front()?;
                 let r = h.wait();
                 self.fill_reads();
                 r
             } else {
-                let w = self.windows.pop_front()?;
+                let w = self.next_window()?;
                 let asked = asked_for(&w);
                 self.dataset.load_batches(&w).map(|b| items(mark_emptied(b, &asked), self.uploader.as_deref()))
             };
@@ -568,7 +572,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
 
     fn stop(&mut self) {
         self.done = true;
-        self.windows.clear();
+        self.batches = Box::new(std::iter::empty());
         self.inflight.clear(); // dropping handles cancels queued reads
         self.ready.clear();
     }

@@ -7,7 +7,8 @@
 //! read window decode nearly the whole child again; so, as
 //! `with_shuffle(true)` does for one store, the loader draws each such
 //! child through a block pool ([`ChildOrder::Pool`]) sized from the child's
-//! share of the mixture's cache ([`pool_blocks`]), and keeps the
+//! share of the mixture's cache ([`pool_blocks_at_least`], the floor the
+//! samples a batch draws from the child), and keeps the
 //! permutation for a child that fits. With ranks, each rank reads its own
 //! region of each child (the samplers' `rank_order` / `rank_batches`), so a
 //! rank decodes about its share of each child. The choice is logged per
@@ -18,12 +19,13 @@
 use std::sync::{Arc, Mutex};
 
 use crate::sampler::{
-    BatchSampler, ChildOrder, ChunkShuffleSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, pool_blocks,
+    BatchSampler, ChildOrder, ChunkShuffleSampler, MultiDatasetBatchSampler, MultiDatasetSampler, POOL_RAMP_BLOCKS,
+    Sampler, pool_blocks_at_least,
 };
 use crate::source::Reader;
 
 use super::plan::lock;
-use super::ranked::{RankedBatches, RankedSamples};
+use super::ranked::{Items, RankedBatches, RankedSamples};
 
 /// What the two mixing samplers share for fitting.
 pub(crate) trait Mixing: Send + Sync {
@@ -119,7 +121,8 @@ impl<M: Mixing> FittedMix<M> {
         let pools: Vec<Option<usize>> = (0..lengths.len())
             .map(|d| {
                 let fit = fits[d];
-                let k = pool_blocks(fit, fitted.blocks[d].len()).filter(|_| fitted.mix.shuffles());
+                let floor = fitted.ramp[d].max(POOL_RAMP_BLOCKS);
+                let k = pool_blocks_at_least(fit, fitted.blocks[d].len(), floor).filter(|_| fitted.mix.shuffles());
                 let mib = |b: u64| b as f64 / f64::from(1 << 20);
                 let name = format!("mixture dataset {d} ({} samples)", lengths[d]);
                 match k {
@@ -208,7 +211,7 @@ impl<M: Mixing> ChildPools for FittedMix<M> {
 
 impl Sampler for FittedMix<MultiDatasetSampler> {
     fn indices(&self, epoch: u64) -> Vec<usize> {
-        self.mix.rank_order(epoch, 0, 1, &self.orders())
+        self.mix.rank_draws(epoch, 0, 1, self.orders()).collect()
     }
     fn len(&self) -> usize {
         Sampler::len(&self.mix)
@@ -216,8 +219,8 @@ impl Sampler for FittedMix<MultiDatasetSampler> {
 }
 
 impl RankedSamples for FittedMix<MultiDatasetSampler> {
-    fn rank_order(&self, epoch: u64, rank: usize, world: usize) -> Option<Vec<usize>> {
-        Some(self.mix.rank_order(epoch, rank, world, &self.orders()))
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
+        Some(Box::new(self.mix.rank_draws(epoch, rank, world, self.orders())))
     }
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {
         Some(self.mix.rank_len(rank, world))
@@ -226,7 +229,7 @@ impl RankedSamples for FittedMix<MultiDatasetSampler> {
 
 impl BatchSampler for FittedMix<MultiDatasetBatchSampler> {
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        self.mix.rank_batches(epoch, 0, 1, &self.orders())
+        self.mix.rank_batch_draws(epoch, 0, 1, self.orders()).collect()
     }
     fn len(&self) -> usize {
         BatchSampler::len(&self.mix)
@@ -234,8 +237,8 @@ impl BatchSampler for FittedMix<MultiDatasetBatchSampler> {
 }
 
 impl RankedBatches for FittedMix<MultiDatasetBatchSampler> {
-    fn rank_batches(&self, epoch: u64, rank: usize, world: usize) -> Vec<Vec<usize>> {
-        self.mix.rank_batches(epoch, rank, world, &self.orders())
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Items<Vec<usize>> {
+        Box::new(self.mix.rank_batch_draws(epoch, rank, world, self.orders()))
     }
     fn rank_len(&self, rank: usize, world: usize) -> usize {
         self.mix.rank_len(rank, world)

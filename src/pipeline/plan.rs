@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::sampler::{BatchSampler, Sampler};
 
-use super::ranked::{RankedBatches, RankedSamples, Resume, plan_items, rest_lens};
+use super::ranked::{Items, RankedBatches, RankedSamples, Resume, plan_iter, rest_lens};
 
 /// How an epoch is cut into batches.
 #[derive(Clone)]
@@ -103,90 +103,90 @@ impl Batching {
     /// (`resume`: the epoch's resumes with other numbers of ranks, for a
     /// ranked order).
     pub fn plan(&self, view: View, epoch: u64, pos: usize, resume: Option<&Resume>) -> Vec<Vec<usize>> {
+        self.plan_lazy(view, epoch, pos, resume).1.collect()
+    }
+
+    /// [`plan`](Self::plan) as the number of batches and the batches drawn
+    /// as they are taken: a ranked order's epoch is never held whole (only
+    /// its samplers' state), so planning costs nothing up front.
+    pub fn plan_lazy(&self, view: View, epoch: u64, pos: usize, resume: Option<&Resume>) -> (usize, Items<Vec<usize>>) {
         let w = view.world_size;
-        match self {
-            Batching::Fixed { sampler, batch_size: b, drop_last, ranked } => {
-                let out = match ranked.as_ref().filter(|_| self.is_ranked()) {
-                    Some(r) => {
-                        let (items, lens) = plan_items(
-                            resume,
-                            (view.rank, w, pos, *b),
-                            |q, w| r.rank_len(q, w).unwrap_or(0),
-                            |q, w| r.rank_order(epoch, q, w).unwrap_or_default(),
-                        );
-                        // Every rank the same number of batches: short ones
-                        // padded with empty batches, as the rounds below do.
-                        let n = equal_batches(&lens, *b, *drop_last);
-                        let mut out: Vec<Vec<usize>> = items.chunks(*b).take(n).map(<[usize]>::to_vec).collect();
-                        out.resize_with(n, Vec::new);
-                        out
-                    }
-                    None => {
-                        let order = sampler.indices(epoch);
-                        let mut out = Vec::new();
-                        let mut start = pos.min(order.len());
-                        while start < order.len() {
-                            let len = (w * b).min(order.len() - start);
-                            if len < w * b && *drop_last {
-                                break;
-                            }
-                            let (lo, hi) = part(len, w, view.rank);
-                            out.push(order[start + lo..start + hi].to_vec());
-                            start += len;
-                        }
-                        out
-                    }
-                };
-                match view.slice {
-                    None => out,
-                    // Burn's contract: the slice's items re-batched at the
-                    // batch size, so only its last batch may be short.
-                    Some((s, e)) => {
-                        let flat: Vec<usize> = out.concat();
-                        let (s, e) = (s.min(flat.len()), e.min(flat.len()));
-                        flat[s..e.max(s)].chunks(*b).map(<[usize]>::to_vec).collect()
-                    }
-                }
+        let ranked_fixed = match self {
+            Batching::Fixed { ranked: Some(r), .. } if self.is_ranked() => Some(r.clone()),
+            _ => None,
+        };
+        let lazy: (usize, Items<Vec<usize>>) = match (self, ranked_fixed) {
+            (Batching::Fixed { batch_size: b, drop_last, .. }, Some(r)) => {
+                let b = *b;
+                let r2 = r.clone();
+                let (items, lens) = plan_iter(
+                    resume,
+                    (view.rank, w, pos, b),
+                    |q, w| r.rank_len(q, w).unwrap_or(0),
+                    move |q, w| r2.rank_iter(epoch, q, w).unwrap_or_else(|| Box::new(std::iter::empty())),
+                );
+                // Every rank the same number of batches: short ones padded
+                // with empty batches, as the rounds below do.
+                let n = equal_batches(&lens, b, *drop_last);
+                (n, Box::new(Chunks { items, b }.chain(std::iter::repeat_with(Vec::new)).take(n)))
             }
-            Batching::Lists(bs, ranked) => {
-                let mine: Vec<Vec<usize>> = match ranked {
-                    Some(r) => {
-                        plan_items(
-                            resume,
-                            (view.rank, w, pos, 1),
-                            |q, w| r.rank_len(q, w),
-                            |q, w| r.rank_batches(epoch, q, w),
-                        )
-                        .0
+            (Batching::Fixed { sampler, batch_size: b, drop_last, .. }, None) => {
+                let order = sampler.indices(epoch);
+                let mut out = Vec::new();
+                let mut start = pos.min(order.len());
+                while start < order.len() {
+                    let len = (w * b).min(order.len() - start);
+                    if len < w * b && *drop_last {
+                        break;
                     }
-                    None => {
-                        let all = bs.batches(epoch);
-                        all.into_iter()
-                            .skip(pos)
-                            .enumerate()
-                            .filter(|(j, _)| j % w == view.rank)
-                            .map(|(_, b)| b)
-                            .collect()
-                    }
-                };
-                match view.slice {
-                    None => mine,
-                    // Whole batches (a size-aware batch stays within its
-                    // budgets): those whose first item lies in the range.
-                    Some((s, e)) => {
-                        let mut at = 0;
-                        let mut out = Vec::new();
-                        for b in mine {
-                            if at >= s && at < e {
-                                out.push(b.clone());
-                            }
-                            at += b.len();
-                        }
-                        out
-                    }
+                    let (lo, hi) = part(len, w, view.rank);
+                    out.push(order[start + lo..start + hi].to_vec());
+                    start += len;
                 }
+                (out.len(), Box::new(out.into_iter()))
             }
-        }
+            (Batching::Lists(_, Some(r)), _) => {
+                let r2 = r.clone();
+                let (items, lens) = plan_iter(
+                    resume,
+                    (view.rank, w, pos, 1),
+                    |q, w| r.rank_len(q, w),
+                    move |q, w| r2.rank_iter(epoch, q, w),
+                );
+                (lens.get(view.rank).copied().unwrap_or(0), items)
+            }
+            (Batching::Lists(bs, None), _) => {
+                let all = bs.batches(epoch);
+                let mine: Vec<Vec<usize>> =
+                    all.into_iter().skip(pos).enumerate().filter(|(j, _)| j % w == view.rank).map(|(_, b)| b).collect();
+                (mine.len(), Box::new(mine.into_iter()))
+            }
+        };
+        let Some((s, e)) = view.slice else { return lazy };
+        let out: Vec<Vec<usize>> = match self {
+            // Burn's contract: the slice's items re-batched at the batch
+            // size, so only its last batch may be short.
+            Batching::Fixed { batch_size: b, .. } => {
+                let flat: Vec<usize> = lazy.1.flatten().collect();
+                let (s, e) = (s.min(flat.len()), e.min(flat.len()));
+                flat[s..e.max(s)].chunks(*b).map(<[usize]>::to_vec).collect()
+            }
+            // Whole batches (a size-aware batch stays within its budgets):
+            // those whose first item lies in the range.
+            Batching::Lists(..) => {
+                let mut at = 0;
+                let mut out = Vec::new();
+                for b in lazy.1 {
+                    let len = b.len();
+                    if at >= s && at < e {
+                        out.push(b);
+                    }
+                    at += len;
+                }
+                out
+            }
+        };
+        (out.len(), Box::new(out.into_iter()))
     }
 
     /// The global position after every rank took `steps` batches from `pos`.
@@ -196,6 +196,20 @@ impl Batching {
             Batching::Fixed { batch_size, .. } => (pos + steps * view.world_size * batch_size).min(len),
             Batching::Lists(..) => (pos + steps * view.world_size).min(len),
         }
+    }
+}
+
+/// Items in batches of `b`, the last one short.
+struct Chunks {
+    items: Items<usize>,
+    b: usize,
+}
+
+impl Iterator for Chunks {
+    type Item = Vec<usize>;
+    fn next(&mut self) -> Option<Vec<usize>> {
+        let batch: Vec<usize> = self.items.by_ref().take(self.b).collect();
+        (!batch.is_empty()).then_some(batch)
     }
 }
 

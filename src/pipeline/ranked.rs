@@ -21,22 +21,24 @@
 //! (the cuts are kept in [`LoaderState`](crate::LoaderState)); the next
 //! epoch is planned for the new number of ranks.
 
-use std::collections::HashMap;
+/// A lazily drawn sequence of plan items (samples or batches).
+pub(crate) type Items<T> = Box<dyn Iterator<Item = T> + Send>;
 
 /// A sample order planned per rank ([`Batching::Fixed`](super::plan::Batching)
 /// with one): `None` while the order is one global order (a full
 /// permutation), cut in rounds.
 pub(crate) trait RankedSamples: Send + Sync {
-    /// Rank `rank` of `world`'s samples in `epoch`, `None` for a global order.
-    fn rank_order(&self, epoch: u64, rank: usize, world: usize) -> Option<Vec<usize>>;
+    /// Rank `rank` of `world`'s samples in `epoch`, drawn as they are
+    /// taken; `None` for a global order.
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>>;
     /// The length of that order, `None` for a global order.
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize>;
 }
 
 /// A batch order planned per rank.
 pub(crate) trait RankedBatches: Send + Sync {
-    /// Rank `rank` of `world`'s batches in `epoch`.
-    fn rank_batches(&self, epoch: u64, rank: usize, world: usize) -> Vec<Vec<usize>>;
+    /// Rank `rank` of `world`'s batches in `epoch`, drawn as they are taken.
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Items<Vec<usize>>;
     /// How many batches that is.
     fn rank_len(&self, rank: usize, world: usize) -> usize;
 }
@@ -129,25 +131,22 @@ impl Parts {
 }
 
 /// Plans rank `rank` of `world` from global position `pos` of an order
-/// whose base rank orders `order_of(r, base_world)` have lengths
-/// `len_of(r, base_world)`, under `resume`: the rank's items in order, and
-/// the lengths of every rank's rest (for equal batch counts).
-pub(crate) fn plan_items<T: Clone>(
+/// whose base rank orders `iter_of(r, base_world)` have lengths
+/// `len_of(r, base_world)`, under `resume`: the rank's items in order,
+/// drawn as they are taken, and the lengths of every rank's rest (for equal
+/// batch counts).
+pub(crate) fn plan_iter<T: 'static>(
     resume: Option<&Resume>,
     (rank, world, pos, unit): (usize, usize, usize, usize),
     len_of: impl Fn(usize, usize) -> usize,
-    order_of: impl Fn(usize, usize) -> Vec<T>,
-) -> (Vec<T>, Vec<usize>) {
+    iter_of: impl Fn(usize, usize) -> Items<T> + Send + 'static,
+) -> (Items<T>, Vec<usize>) {
     let (parts, base_world) = parts_for(resume, world, unit, &len_of);
     let lens: Vec<usize> = (0..parts.parts.len()).map(|r| runs_len(&parts.remaining(r, pos, unit))).collect();
     let runs = parts.remaining(rank, pos, unit);
-    let mut orders: HashMap<usize, Vec<T>> = HashMap::new();
-    let mut out = Vec::with_capacity(runs_len(&runs));
-    for (b, s, e) in runs {
-        let o = orders.entry(b).or_insert_with(|| order_of(b, base_world));
-        out.extend_from_slice(&o[s.min(o.len())..e.min(o.len())]);
-    }
-    (out, lens)
+    // Each run a stretch of one base rank's order, opened when reached.
+    let items = runs.into_iter().flat_map(move |(b, s, e)| iter_of(b, base_world).skip(s).take(e - s));
+    (Box::new(items), lens)
 }
 
 /// The lengths of every rank's rest from `pos`, without planning anything.
@@ -186,6 +185,20 @@ mod tests {
         move |r, _| (0..lens[r]).map(|i| r * 1000 + i).collect()
     }
 
+    /// `plan_iter` over those orders, collected.
+    fn plan_items(
+        resume: Option<&Resume>,
+        at: (usize, usize, usize, usize),
+        len_of: impl Fn(usize, usize) -> usize,
+        lens: &[usize],
+    ) -> (Vec<usize>, Vec<usize>) {
+        let lens = lens.to_vec();
+        let (items, rest) = plan_iter(resume, at, len_of, move |r, _| {
+            Box::new((0..lens[r]).map(move |i| r * 1000 + i)) as Items<usize>
+        });
+        (items.collect(), rest)
+    }
+
     #[test]
     fn resumes_onto_other_world_sizes_read_the_rest_once() {
         let lens = vec![25, 25, 24, 24, 25, 24, 25, 24];
@@ -197,8 +210,7 @@ mod tests {
                 let mut got: Vec<usize> = Vec::new();
                 let mut sizes = Vec::new();
                 for r in 0..new_world {
-                    let (items, lens_now) =
-                        plan_items(Some(&resume), (r, new_world, pos, unit), |r, _| lens[r], orders(&lens));
+                    let (items, lens_now) = plan_items(Some(&resume), (r, new_world, pos, unit), |r, _| lens[r], &lens);
                     assert_eq!(lens_now.len(), new_world);
                     sizes.push(items.len());
                     got.extend(items);
@@ -218,7 +230,7 @@ mod tests {
     fn a_new_rank_reads_whole_stretches_of_few_old_ranks() {
         let lens = vec![100; 8];
         let resume = Resume { epoch: 0, base_world: 8, cuts: vec![(8 * 10, 3)] };
-        let (items, _) = plan_items(Some(&resume), (0, 3, 8 * 10, 10), |r, _| lens[r], orders(&lens));
+        let (items, _) = plan_items(Some(&resume), (0, 3, 8 * 10, 10), |r, _| lens[r], &lens);
         // 720 left, 240 a rank: old rank 0's last 90, rank 1's 90, 60 of rank 2's.
         let old: Vec<usize> = items.iter().map(|i| i / 1000).collect();
         assert_eq!(old.iter().filter(|&&o| o == 0).count(), 90);
@@ -235,15 +247,13 @@ mod tests {
         let second = Resume { epoch: 0, base_world: 3, cuts: vec![(24, 5), (44, 2)] };
         let mut got: Vec<usize> = Vec::new();
         for r in 0..3 {
-            got.extend(plan_items(None, (r, 3, 0, unit), |r, _| lens[r], orders(&lens)).0.into_iter().take(4 * unit));
+            got.extend(plan_items(None, (r, 3, 0, unit), |r, _| lens[r], &lens).0.into_iter().take(4 * unit));
         }
         for r in 0..5 {
-            got.extend(
-                plan_items(Some(&first), (r, 5, 24, unit), |r, _| lens[r], orders(&lens)).0.into_iter().take(2 * unit),
-            );
+            got.extend(plan_items(Some(&first), (r, 5, 24, unit), |r, _| lens[r], &lens).0.into_iter().take(2 * unit));
         }
         for r in 0..2 {
-            got.extend(plan_items(Some(&second), (r, 2, 44, unit), |r, _| lens[r], orders(&lens)).0);
+            got.extend(plan_items(Some(&second), (r, 2, 44, unit), |r, _| lens[r], &lens).0);
         }
         let mut want: Vec<usize> = (0..3).flat_map(|r| orders(&lens)(r, 3)).collect();
         want.sort_unstable();

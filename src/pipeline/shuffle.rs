@@ -15,7 +15,7 @@ use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, poo
 use crate::source::Reader;
 
 use super::plan::lock;
-use super::ranked::RankedSamples;
+use super::ranked::{Items, RankedSamples};
 
 /// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
 /// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
@@ -144,9 +144,9 @@ impl DefaultShuffle {
 /// Under the block pool, each rank reads its own region (see
 /// [`ranked`](super::ranked)); a full permutation is one global order.
 impl RankedSamples for DefaultShuffle {
-    fn rank_order(&self, epoch: u64, rank: usize, world: usize) -> Option<Vec<usize>> {
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
         let k = self.pool()?;
-        self.pool_sampler(epoch, k).map(|s| s.rank_order(epoch, rank, world))
+        self.pool_sampler(epoch, k).map(|s| Box::new(s.rank_draws(epoch, rank, world)) as Items<usize>)
     }
 
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {

@@ -9,6 +9,9 @@
 //! once per pass. With ranks, each rank draws from its own region of each
 //! child (see [`regions`]).
 
+use std::sync::Arc;
+
+use super::chunk_shuffle::PoolDraws;
 use super::{ChunkShuffleSampler, EpochRng, epoch_rng};
 
 /// How a mixing sampler walks one child.
@@ -68,71 +71,235 @@ pub(crate) fn regions(len: usize, draws: &[usize]) -> Vec<(usize, usize)> {
 }
 
 /// One child's local indices for one rank in an epoch: region `lo..hi` of
-/// the child, walked pass after pass as its [`ChildOrder`] says.
-pub(crate) struct Stream<'a> {
+/// the child, walked pass after pass as its [`ChildOrder`] says. A pass of
+/// a pool is drawn as it is taken (the pool's state is held, not the
+/// pass); a permutation's pass is held whole.
+pub(crate) struct Stream {
     lo: usize,
     hi: usize,
-    order: &'a ChildOrder,
+    children: Arc<Vec<ChildOrder>>,
+    d: usize,
     shuffle: bool,
     epoch: u64,
     rank: usize,
-    /// The current pass's local indices and how far they were taken.
-    pass: Vec<usize>,
-    cursor: usize,
+    pass: Pass,
     passes: u64,
 }
 
-impl<'a> Stream<'a> {
-    /// A stream over `lo..hi`. A permutation draws from `rng` (the
-    /// mixture's stream, as it always has); a pool from its own seed.
+enum Pass {
+    Permutation { order: Vec<usize>, cursor: usize },
+    Pool(PoolDraws),
+}
+
+impl Stream {
+    /// Child `d`'s stream over `lo..hi`, walked as `children[d]` says (a
+    /// permutation past its end). A permutation draws from `rng` (the
+    /// rank's stream); a pool from its own seed.
     pub(crate) fn new(
         (lo, hi): (usize, usize),
-        order: &'a ChildOrder,
+        (children, d): (Arc<Vec<ChildOrder>>, usize),
         shuffle: bool,
         (epoch, rank): (u64, usize),
         rng: &mut EpochRng,
-    ) -> Stream<'a> {
-        let mut s = Stream { lo, hi, order, shuffle, epoch, rank, pass: Vec::new(), cursor: 0, passes: 0 };
+    ) -> Stream {
+        let pass = Pass::Permutation { order: Vec::new(), cursor: 0 };
+        let mut s = Stream { lo, hi, children, d, shuffle, epoch, rank, pass, passes: 0 };
         s.refill(rng);
         s
     }
 
     fn refill(&mut self, rng: &mut EpochRng) {
-        match self.order {
-            ChildOrder::Permutation => {
-                if self.passes == 0 {
-                    self.pass = (self.lo..self.hi).collect();
-                }
-                if self.shuffle {
-                    super::shuffle(&mut self.pass, rng);
-                }
-            }
-            // A pass is an epoch of the child's pool sampler, keyed by
-            // (epoch, pass) so that passes differ.
-            ChildOrder::Pool(p) => {
+        match self.children.get(self.d) {
+            Some(ChildOrder::Pool(p)) => {
+                // A pass is an epoch of the child's pool, keyed by (epoch,
+                // pass) so that passes differ.
                 let key = self.epoch ^ self.passes.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-                self.pass = p.drawn(key, self.rank, self.lo, self.hi);
+                self.pass = Pass::Pool(p.draws(key, self.rank, self.lo, self.hi));
+            }
+            _ => {
+                let mut order =
+                    match std::mem::replace(&mut self.pass, Pass::Permutation { order: Vec::new(), cursor: 0 }) {
+                        Pass::Permutation { order, .. } if !order.is_empty() => order,
+                        _ => (self.lo..self.hi).collect(),
+                    };
+                if self.shuffle {
+                    super::shuffle(&mut order, rng);
+                }
+                self.pass = Pass::Permutation { order, cursor: 0 };
             }
         }
-        self.cursor = 0;
         self.passes += 1;
     }
 
-    /// The next local index; callers never ask an empty region (the draws
-    /// of a rank are dealt in proportion to its region).
-    pub(crate) fn next(&mut self, rng: &mut EpochRng) -> usize {
-        if self.cursor == self.pass.len() {
-            self.refill(rng);
+    fn take(&mut self) -> Option<usize> {
+        match &mut self.pass {
+            Pass::Permutation { order, cursor } => {
+                let i = order.get(*cursor).copied();
+                *cursor += 1;
+                i
+            }
+            Pass::Pool(p) => p.next(),
         }
-        let i = self.pass.get(self.cursor).copied().unwrap_or(self.lo);
-        self.cursor += 1;
-        i
+    }
+
+    /// The next local index; a rank draws from a child only with a region
+    /// to draw from (see [`region_of`]).
+    pub(crate) fn next(&mut self, rng: &mut EpochRng) -> usize {
+        if let Some(i) = self.take() {
+            return i;
+        }
+        self.refill(rng);
+        self.take().unwrap_or(self.lo)
+    }
+}
+
+/// Rank `rank`'s region of a child of `len` samples whose draws the ranks
+/// take as `draws` says; the whole child where that region would be empty
+/// but the rank draws from it (a child smaller than the ranks drawing it).
+pub(crate) fn region_of(len: usize, draws: &[usize], rank: usize) -> (usize, usize) {
+    let (lo, hi) = regions(len, draws).get(rank).copied().unwrap_or((0, len));
+    if hi == lo && draws.get(rank).is_some_and(|&d| d > 0) { (0, len) } else { (lo, hi) }
+}
+
+/// What a rank's draws need of a mixture: dataset lengths, global
+/// offsets, how each dataset is walked, and the shuffle.
+#[derive(Clone)]
+pub(crate) struct MixSpec {
+    pub lengths: Vec<usize>,
+    pub offsets: Vec<usize>,
+    pub children: Arc<Vec<ChildOrder>>,
+    pub shuffle: bool,
+}
+
+impl MixSpec {
+    /// Each dataset's stream for rank `rank` of `world`, whose draws of
+    /// dataset `d` over the ranks are `draws(d, r)`.
+    fn streams(
+        &self,
+        (epoch, rank, world): (u64, usize, usize),
+        draws: impl Fn(usize, usize) -> usize,
+        rng: &mut EpochRng,
+    ) -> Vec<Stream> {
+        (0..self.lengths.len())
+            .map(|d| {
+                let all: Vec<usize> = (0..world).map(|r| draws(d, r)).collect();
+                let region = region_of(self.lengths[d], &all, rank);
+                Stream::new(region, (self.children.clone(), d), self.shuffle, (epoch, rank), rng)
+            })
+            .collect()
+    }
+}
+
+/// One rank's samples of a [`MultiDatasetSampler`](super::MultiDatasetSampler)
+/// epoch, drawn one at a time: which dataset each draw comes from is a
+/// uniformly random arrangement of the rank's counts (drawn without
+/// replacement from what is left of each), or dataset after dataset
+/// without shuffle; each dataset's samples come from its stream.
+pub(crate) struct MixDraws {
+    spec: MixSpec,
+    left: Vec<usize>,
+    left_total: usize,
+    streams: Vec<Stream>,
+    rng: EpochRng,
+}
+
+impl MixDraws {
+    /// Rank `rank` of `world`'s draws in `epoch`: `mine[d]` of dataset `d`,
+    /// dataset `d`'s draws over the ranks being `draws(d, r)`.
+    pub(crate) fn new(
+        spec: MixSpec,
+        (seed, epoch, rank, world): (u64, u64, usize, usize),
+        mine: Vec<usize>,
+        draws: impl Fn(usize, usize) -> usize,
+    ) -> MixDraws {
+        let mut rng = rank_rng(seed, epoch, rank, world);
+        let streams = spec.streams((epoch, rank, world), draws, &mut rng);
+        MixDraws { left_total: mine.iter().sum(), left: mine, spec, streams, rng }
+    }
+}
+
+impl Iterator for MixDraws {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.left_total == 0 {
+            return None;
+        }
+        let d = if self.spec.shuffle {
+            let mut r = super::below(&mut self.rng, self.left_total as u64) as usize;
+            let mut d = 0;
+            while r >= self.left[d] {
+                r -= self.left[d];
+                d += 1;
+            }
+            d
+        } else {
+            self.left.iter().position(|&c| c > 0)?
+        };
+        self.left[d] -= 1;
+        self.left_total -= 1;
+        Some(self.spec.offsets[d] + self.streams[d].next(&mut self.rng))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left_total, Some(self.left_total))
+    }
+}
+
+/// One rank's batches of a [`MultiDatasetBatchSampler`](super::MultiDatasetBatchSampler)
+/// epoch, drawn one batch at a time: `counts[d]` samples of dataset `d`
+/// each, shuffled inside the batch with shuffle on.
+pub(crate) struct MixBatches {
+    spec: MixSpec,
+    counts: Vec<usize>,
+    left: usize,
+    streams: Vec<Stream>,
+    rng: EpochRng,
+}
+
+impl MixBatches {
+    /// Rank `rank` of `world`'s `batches` batches in `epoch`; dataset `d`'s
+    /// draws over the ranks are `draws(d, r)`.
+    pub(crate) fn new(
+        spec: MixSpec,
+        (seed, epoch, rank, world): (u64, u64, usize, usize),
+        (counts, batches): (Vec<usize>, usize),
+        draws: impl Fn(usize, usize) -> usize,
+    ) -> MixBatches {
+        let mut rng = rank_rng(seed, epoch, rank, world);
+        let streams = spec.streams((epoch, rank, world), draws, &mut rng);
+        MixBatches { spec, counts, left: batches, streams, rng }
+    }
+}
+
+impl Iterator for MixBatches {
+    type Item = Vec<usize>;
+
+    fn next(&mut self) -> Option<Vec<usize>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let mut b = Vec::with_capacity(self.counts.iter().sum());
+        for (d, &c) in self.counts.iter().enumerate() {
+            for _ in 0..c {
+                b.push(self.spec.offsets[d] + self.streams[d].next(&mut self.rng));
+            }
+        }
+        if self.spec.shuffle {
+            super::shuffle(&mut b, &mut self.rng);
+        }
+        Some(b)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
     }
 }
 
 /// The stream of draws of rank `rank` (of `world`) in `epoch` for a
-/// mixture seeded `seed`: the mixture's own stream for one rank (the order
-/// of one rank is the whole epoch's, as it always was), one per rank else.
+/// mixture seeded `seed`: the mixture's own stream for one rank, one per
+/// rank else.
 pub(crate) fn rank_rng(seed: u64, epoch: u64, rank: usize, world: usize) -> EpochRng {
     if world <= 1 {
         epoch_rng(seed, epoch)

@@ -46,13 +46,34 @@ const POOL_SHARE_OF_CACHE: u64 = 2;
 /// assert_eq!(pool_blocks(CacheFit { cache_bytes: 4000 * mib, ..fit }, 1000), None);
 /// ```
 pub fn pool_blocks(fit: CacheFit, blocks: usize) -> Option<usize> {
+    pool_blocks_at_least(fit, blocks, MIN_POOL_BLOCKS)
+}
+
+/// [`pool_blocks`] with another floor than [`MIN_POOL_BLOCKS`]: what a
+/// shuffled mixture sizes each dataset's pool by, with the samples a batch
+/// draws from that dataset as the floor (a batch of 64 drawing 32 of them
+/// from a pool of 32 blocks draws from about 20 blocks). A dataset's share
+/// of the mixture's cache is smaller than a whole cache, and its pool is
+/// drawn from more slowly, so a pool of the single-store floor would not
+/// fit its share and would decode chunks more than once per pass.
+///
+/// ```
+/// use atomzarr::sampler::pool_blocks_at_least;
+/// use atomzarr::source::CacheFit;
+/// let mib = 1u64 << 20;
+/// let fit = CacheFit { decoded_bytes: 4700 * mib, resident_bytes: 460 * mib, cache_bytes: 720 * mib };
+/// // (720 - 460) / 2 MiB over 630 blocks of 6.7 MiB: 19 blocks, raised to 32.
+/// assert_eq!(pool_blocks_at_least(fit, 630, 32), Some(32));
+/// assert_eq!(pool_blocks_at_least(fit, 630, 8), Some(19));
+/// ```
+pub fn pool_blocks_at_least(fit: CacheFit, blocks: usize, min: usize) -> Option<usize> {
     if fit.fits() || blocks == 0 {
         return None;
     }
     let free = fit.cache_bytes.saturating_sub(fit.resident_bytes) / POOL_SHARE_OF_CACHE;
     // u128: `free * blocks` cannot overflow.
     let k = (u128::from(free) * blocks as u128 / u128::from(fit.bulky_bytes().max(1))) as usize;
-    let k = k.max(MIN_POOL_BLOCKS);
+    let k = k.max(min.max(1));
     (k < blocks).then_some(k)
 }
 
@@ -368,13 +389,7 @@ impl ChunkShuffleSampler {
     /// assert_eq!(all, (0..1000).collect::<Vec<_>>());
     /// ```
     pub fn rank_order(&self, epoch: u64, rank: usize, world_size: usize) -> Vec<usize> {
-        let w = world_size.max(1);
-        let n = self.num_samples();
-        // u128: n * w fits whatever the sizes.
-        let bound = |q: usize| (n as u128 * q as u128 / w as u128) as usize;
-        let size = |q: usize| bound(q + 1) - bound(q);
-        let q = self.region_of(epoch, rank.min(w - 1), w, size);
-        self.drawn(epoch, rank, bound(q), bound(q + 1))
+        self.rank_draws(epoch, rank, world_size).collect()
     }
 
     /// The region (of `w` equal stretches of the store, in storage order)
@@ -450,47 +465,102 @@ impl ChunkShuffleSampler {
     /// The samples of positions `lo..hi` of the permuted blocks, in the
     /// order the pool draws them (see the type's docs).
     pub(crate) fn drawn(&self, epoch: u64, rank: usize, lo: usize, hi: usize) -> Vec<usize> {
+        self.draws(epoch, rank, lo, hi).collect()
+    }
+
+    /// [`drawn`](Self::drawn) one sample at a time: the pool's state, not
+    /// the pass's order, is what is held.
+    pub(crate) fn draws(&self, epoch: u64, rank: usize, lo: usize, hi: usize) -> PoolDraws {
         let runs = self.runs(epoch, lo, hi);
         // A rank-specific stream for the draws: ranks hold different blocks
         // and need not draw them alike.
         let rank_seed = self.seed ^ (rank as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
-        let mut rng = epoch_rng(rank_seed, epoch);
-        let total: usize = runs.iter().map(|&(s, e)| e - s).sum();
-        let mut out = Vec::with_capacity(total);
-        // The samples (item positions) left in each resident block.
-        let mut pool: Vec<Vec<usize>> = Vec::new();
-        let mut next = 0usize;
-        let k = self.buffer_blocks;
-        for t in 0..total {
-            let cap = k.min(POOL_RAMP_BLOCKS.max(1) + t / self.batch_size);
-            while pool.len() < cap && next < runs.len() {
-                let (s, e) = runs[next];
+        let total = runs.iter().map(|&(s, e)| e - s).sum();
+        PoolDraws {
+            sampler: self.clone(),
+            runs,
+            rng: epoch_rng(rank_seed, epoch),
+            pool: Vec::new(),
+            next: 0,
+            t: 0,
+            total,
+        }
+    }
+
+    /// Rank `rank` of `world_size`'s order in `epoch`, as
+    /// [`rank_order`](Self::rank_order) gives it, one sample at a time.
+    pub(crate) fn rank_draws(&self, epoch: u64, rank: usize, world_size: usize) -> PoolDraws {
+        let w = world_size.max(1);
+        let n = self.num_samples();
+        // u128: n * w fits whatever the sizes.
+        let bound = |q: usize| (n as u128 * q as u128 / w as u128) as usize;
+        let size = |q: usize| bound(q + 1) - bound(q);
+        let q = self.region_of(epoch, rank.min(w - 1), w, size);
+        self.draws(epoch, rank, bound(q), bound(q + 1))
+    }
+
+    fn item(&self, pos: usize) -> usize {
+        self.items.as_ref().map_or(pos, |it| it[pos])
+    }
+}
+
+/// The draws of a block pool over a stretch of the store, one at a time
+/// ([`ChunkShuffleSampler::draws`]).
+pub(crate) struct PoolDraws {
+    sampler: ChunkShuffleSampler,
+    /// The stretch's runs of blocks, permuted.
+    runs: Vec<(usize, usize)>,
+    rng: crate::sampler::EpochRng,
+    /// The samples (item positions) left in each resident block.
+    pool: Vec<Vec<usize>>,
+    /// The next run to enter the pool.
+    next: usize,
+    /// Draws made, and to make.
+    t: usize,
+    total: usize,
+}
+
+impl Iterator for PoolDraws {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while self.t < self.total {
+            let s = &self.sampler;
+            let cap = s.buffer_blocks.min(POOL_RAMP_BLOCKS.max(1) + self.t / s.batch_size);
+            while self.pool.len() < cap && self.next < self.runs.len() {
+                let (a, b) = self.runs[self.next];
                 // Shuffled on entry, then taken from the end: the same as
                 // drawing a uniformly random sample left in the block, with
                 // the random accesses inside one block at a time (popping
                 // from 64 blocks' lists at random places was bound by cache
                 // misses).
-                let mut block: Vec<usize> = (s..e).collect();
-                shuffle(&mut block, &mut rng);
-                pool.push(block);
-                next += 1;
+                let mut block: Vec<usize> = (a..b).collect();
+                shuffle(&mut block, &mut self.rng);
+                self.pool.push(block);
+                self.next += 1;
+            }
+            self.t += 1;
+            if self.pool.is_empty() {
+                continue;
             }
             // A block uniformly, then its next sample: every resident block
             // is drawn from at the same rate, whatever is left of it.
-            let b = below(&mut rng, pool.len() as u64) as usize;
-            // A resident block is never empty: emptied ones leave below.
-            if let Some(p) = pool[b].pop() {
-                out.push(self.item(p));
+            let k = below(&mut self.rng, self.pool.len() as u64) as usize;
+            let drawn = self.pool[k].pop();
+            // A resident block is never empty: emptied ones leave here.
+            if self.pool[k].is_empty() {
+                self.pool.swap_remove(k);
             }
-            if pool[b].is_empty() {
-                pool.swap_remove(b);
+            if let Some(p) = drawn {
+                return Some(self.sampler.item(p));
             }
         }
-        out
+        None
     }
 
-    fn item(&self, pos: usize) -> usize {
-        self.items.as_ref().map_or(pos, |it| it[pos])
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.total - self.t;
+        (left, Some(left))
     }
 }
 

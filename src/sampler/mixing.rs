@@ -22,7 +22,9 @@
 use crate::error::{Error, Result};
 use crate::source::MultiReader;
 
-use super::child_order::{Stream, dealt, rank_rng, regions};
+use std::sync::Arc;
+
+use super::child_order::{MixBatches, MixDraws, MixSpec, dealt};
 use super::{BatchSampler, ChildOrder, Sampler, Shard};
 
 /// How [`MultiDatasetBatchSampler`] sizes an epoch when `num_batches` is not
@@ -340,26 +342,23 @@ impl MultiDatasetSampler {
     /// assert_eq!(s.rank_order(5, 0, 1, &[]), s.global_indices(5));
     /// ```
     pub fn rank_order(&self, epoch: u64, rank: usize, world: usize, children: &[ChildOrder]) -> Vec<usize> {
+        self.rank_draws(epoch, rank, world, Arc::new(children.to_vec())).collect()
+    }
+
+    /// [`rank_order`](Self::rank_order) drawn one sample at a time.
+    pub(crate) fn rank_draws(&self, epoch: u64, rank: usize, world: usize, children: Arc<Vec<ChildOrder>>) -> MixDraws {
         let world = world.max(1);
         let rank = rank.min(world - 1);
-        let mut rng = rank_rng(self.seed, epoch, rank, world);
         // Child d's draws are slots starts[d]..starts[d] + counts[d] of the epoch.
         let starts = offsets_of(&self.counts);
-        let draws = |d: usize, r: usize| dealt(starts[d], self.counts[d], r, world);
+        let counts = self.counts.clone();
+        let draws = move |d: usize, r: usize| dealt(starts[d], counts[d], r, world);
         let mine: Vec<usize> = (0..self.counts.len()).map(|d| draws(d, rank)).collect();
-        let mut choices: Vec<usize> = mine.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d, c)).collect();
-        if self.shuffle {
-            super::shuffle(&mut choices, &mut rng);
-        }
-        let permutation = ChildOrder::Permutation;
-        let mut streams: Vec<Stream<'_>> = (0..self.lengths.len())
-            .map(|d| {
-                let region = region_of(self.lengths[d], (0..world).map(|r| draws(d, r)).collect(), rank);
-                let order = children.get(d).unwrap_or(&permutation);
-                Stream::new(region, order, self.shuffle, (epoch, rank), &mut rng)
-            })
-            .collect();
-        choices.into_iter().map(|d| self.offsets[d] + streams[d].next(&mut rng)).collect()
+        MixDraws::new(self.spec(children), (self.seed, epoch, rank, world), mine, draws)
+    }
+
+    fn spec(&self, children: Arc<Vec<ChildOrder>>) -> MixSpec {
+        MixSpec { lengths: self.lengths.clone(), offsets: self.offsets.clone(), children, shuffle: self.shuffle }
     }
 
     /// Samples in rank `rank`'s order of `world` ranks (of
@@ -368,14 +367,6 @@ impl MultiDatasetSampler {
         let starts = offsets_of(&self.counts);
         (0..self.counts.len()).map(|d| dealt(starts[d], self.counts[d], rank, world.max(1))).sum()
     }
-}
-
-/// Rank `rank`'s region of a child of `len` samples whose draws the ranks
-/// take as `draws` says; the whole child where that region would be empty
-/// but the rank draws from it (a child smaller than the ranks drawing it).
-fn region_of(len: usize, draws: Vec<usize>, rank: usize) -> (usize, usize) {
-    let (lo, hi) = regions(len, &draws)[rank];
-    if hi == lo && draws[rank] > 0 { (0, len) } else { (lo, hi) }
 }
 
 impl Sampler for MultiDatasetSampler {
@@ -634,34 +625,24 @@ impl MultiDatasetBatchSampler {
     /// assert_eq!(all.len(), 120); // disjoint
     /// ```
     pub fn rank_batches(&self, epoch: u64, rank: usize, world: usize, children: &[ChildOrder]) -> Vec<Vec<usize>> {
+        self.rank_batch_draws(epoch, rank, world, Arc::new(children.to_vec())).collect()
+    }
+
+    /// [`rank_batches`](Self::rank_batches) drawn one batch at a time.
+    pub(crate) fn rank_batch_draws(
+        &self,
+        epoch: u64,
+        rank: usize,
+        world: usize,
+        children: Arc<Vec<ChildOrder>>,
+    ) -> MixBatches {
         let world = world.max(1);
         let rank = rank.min(world - 1);
-        let mut rng = rank_rng(self.seed, epoch, rank, world);
-        let batches_of = |r: usize| dealt(0, self.num_batches, r, world);
-        let permutation = ChildOrder::Permutation;
-        let mut streams: Vec<Stream<'_>> = (0..self.lengths.len())
-            .map(|d| {
-                let draws: Vec<usize> = (0..world).map(|r| batches_of(r) * self.counts[d]).collect();
-                let region = region_of(self.lengths[d], draws, rank);
-                let order = children.get(d).unwrap_or(&permutation);
-                Stream::new(region, order, self.shuffle, (epoch, rank), &mut rng)
-            })
-            .collect();
-        let batch_size: usize = self.counts.iter().sum();
-        (0..batches_of(rank))
-            .map(|_| {
-                let mut b = Vec::with_capacity(batch_size);
-                for (d, &c) in self.counts.iter().enumerate() {
-                    for _ in 0..c {
-                        b.push(self.offsets[d] + streams[d].next(&mut rng));
-                    }
-                }
-                if self.shuffle {
-                    super::shuffle(&mut b, &mut rng);
-                }
-                b
-            })
-            .collect()
+        let (nb, counts) = (self.num_batches, self.counts.clone());
+        let draws = move |d: usize, r: usize| dealt(0, nb, r, world) * counts[d];
+        let spec =
+            MixSpec { lengths: self.lengths.clone(), offsets: self.offsets.clone(), children, shuffle: self.shuffle };
+        MixBatches::new(spec, (self.seed, epoch, rank, world), (self.counts.clone(), self.rank_len(rank, world)), draws)
     }
 
     /// Batches of rank `rank` of `world` (of [`rank_batches`](Self::rank_batches)).

@@ -44,7 +44,9 @@ mod mixing;
 mod size_aware;
 
 pub use child_order::ChildOrder;
-pub use chunk_shuffle::{ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks};
+pub use chunk_shuffle::{
+    ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks, pool_blocks_at_least,
+};
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
 pub use mixing::{
     EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,
