@@ -270,18 +270,8 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     let loader = mixture_loader(&multi, &sampler, opts)?;
     let open_time = t0.elapsed();
     // Untimed: what the loader must deliver, to check it.
-    let planned = loader.planned_batches();
+    let (order, whole) = planned_order(&loader, opts.max_samples);
     let pools = loader.state().child_pool_blocks().map(<[Option<usize>]>::to_vec).unwrap_or_default();
-    // A `max_samples` prefix: the whole batches that reach it.
-    let mut order: Vec<usize> = Vec::new();
-    for b in &planned {
-        if opts.max_samples.is_some_and(|m| order.len() >= m) {
-            break;
-        }
-        order.extend_from_slice(b);
-    }
-    let whole = order.len() == planned.iter().map(Vec::len).sum::<usize>();
-    drop(planned);
     let (epoch_counts, batch_counts) = sampler.promises();
     let expected = (opts.world_size == 1 && whole).then_some(epoch_counts);
     let schema = delivered_schema(&readers[0], opts);
@@ -362,6 +352,25 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
         out.push((result, report));
     }
     Ok(out)
+}
+
+/// The samples `loader`'s next epoch delivers, in order (with
+/// `max_samples`, the whole batches that reach it), and whether that is
+/// the whole epoch.
+fn planned_order(
+    loader: &DataLoader<burn::backend::Flex, MultiReader>,
+    max_samples: Option<usize>,
+) -> (Vec<usize>, bool) {
+    let planned = loader.planned_batches();
+    let mut order: Vec<usize> = Vec::new();
+    for b in &planned {
+        if max_samples.is_some_and(|m| order.len() >= m) {
+            break;
+        }
+        order.extend_from_slice(b);
+    }
+    let whole = order.len() == planned.iter().map(Vec::len).sum::<usize>();
+    (order, whole)
 }
 
 /// The loader a training loop builds over the mixture: validation skipped,
