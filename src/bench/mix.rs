@@ -19,6 +19,9 @@ use crate::source::{DecodeCounters, MultiReader, Reader};
 use crate::store::AtomicDataZarrReader;
 use crate::{Location, MultiReaderOptions, ReaderOptions};
 
+/// The fields a read delivers: level, dtype and trailing shape by name.
+type Schema = std::collections::BTreeMap<String, (crate::data::Level, crate::data::DType, Vec<usize>)>;
+
 /// Windows a store is cut into for [`ChildReport::mixing`]: 0.1% of it each.
 const WINDOWS: usize = 1000;
 
@@ -252,8 +255,10 @@ fn child_decodes(multi: &MultiReader) -> Vec<DecodeCounters> {
 /// `with_batch_sampler`), `with_seed`, `with_prefetch_factor`, ranks through
 /// `with_rank`; every pass reads its epoch 0 with [`DataLoader::iter_host`]
 /// and is checked against the loader's own plan of it
-/// ([`DataLoader::planned_batches`]). The first pass's time includes
-/// opening the stores and building the loader.
+/// ([`DataLoader::planned_batches`], kept as a hash: the check holds no
+/// copy of the order). The first pass's time includes opening the stores
+/// and building the loader; its peak resident memory starts from what is
+/// resident once they are (the plan made for the check freed again).
 ///
 /// # Errors
 /// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate_for`])
@@ -270,12 +275,18 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     let loader = mixture_loader(&multi, &sampler, opts)?;
     let open_time = t0.elapsed();
     // Untimed: what the loader must deliver, to check it.
-    let (order, whole) = planned_order(&loader, opts.max_samples);
+    let before_plan = minor_faults();
+    let plan = planned_order(&loader, opts.max_samples);
+    let plan_faults = before_plan.zip(minor_faults()).map_or(0, |(a, b)| b.saturating_sub(a));
+    // The pass's peak from here: the stores open, the loader built, the
+    // plan checked against (the benchmark's, not the loader's) freed.
+    reset_peak_rss();
     let pools = loader.state().child_pool_blocks().map(<[Option<usize>]>::to_vec).unwrap_or_default();
     let (epoch_counts, batch_counts) = sampler.promises();
-    let expected = (opts.world_size == 1 && whole).then_some(epoch_counts);
+    let expected = (opts.world_size == 1 && plan.whole).then_some(epoch_counts);
+    // Delivered bytes are counted in the first store's dtypes (a strict
+    // MultiReader's stores share their fields).
     let schema = delivered_schema(&readers[0], opts);
-    let sizes = schema_sizes(&schema);
     let io_of = || readers.iter().map(|r| r.io_stats()).fold((0, 0), |(q, b), s| (q + s.requests, b + s.bytes));
     let cache_of = || readers.iter().map(|r| r.cache_stats()).fold((0, 0), |(h, m), s| (h + s.hits, m + s.misses));
     let mut io = io_of();
@@ -283,7 +294,7 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     for epoch in 0..opts.epochs {
         let pb = Progress::new(
             opts.progress,
-            order.len() as u64,
+            plan.len as u64,
             format!(
                 "read mixture {}{}",
                 opts.order,
@@ -297,27 +308,7 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
         let cache_before = cache_of();
         let decode_before = child_decodes(&multi);
         let t = Instant::now();
-        let mut tally = Tally::new(multi.len(), opts.checksum);
-        let mut mix = MixTally::new(multi.offsets());
-        loader.set_epoch(0);
-        let mut k = 0;
-        for batch in loader.iter_host() {
-            let b = batch?;
-            for &i in &b.indices {
-                tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
-                k += 1;
-            }
-            mix.batch(&b.indices);
-            tally.bytes += b.fields.iter().map(|(name, f)| field_bytes(&sizes, name, f.data.len())).sum::<u64>();
-            if opts.checksum {
-                tally.hash(&widened(&b, &schema)?.to_samples()?);
-            }
-            pb.inc(b.num_graphs() as u64);
-            // A timed prefix (`max_samples`) of the loader's epoch.
-            if k >= order.len() {
-                break;
-            }
-        }
+        let (tally, mix, order_ok) = read_pass(&loader, &multi, &plan, opts, &schema, &pb)?;
         let mut read_time = t.elapsed();
         let mut first_batch_time = tally.first.map(|f| f.duration_since(t));
         if epoch == 0 {
@@ -333,14 +324,16 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
             read_time,
             samples_read: tally.read,
             unique_samples: tally.unique,
-            order_ok: tally.order_ok && tally.read == order.len(),
+            order_ok,
             read_bytes: tally.bytes,
             cache_hits: hits - cache_before.0,
             cache_misses: misses - cache_before.1,
             content_checksum: tally.checksum,
             decode: decodes.iter().copied().sum(),
             peak_rss: peak_rss(),
-            minor_faults: faults.zip(minor_faults()).map(|(a, b)| b.saturating_sub(a)),
+            minor_faults: faults
+                .zip(minor_faults())
+                .map(|(a, b)| b.saturating_sub(a).saturating_sub(if epoch == 0 { plan_faults } else { 0 })),
             requests: io_now.0 - io.0,
             fetched_bytes: io_now.1 - io.1,
             first_batch_time,
@@ -354,23 +347,77 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     Ok(out)
 }
 
-/// The samples `loader`'s next epoch delivers, in order (with
-/// `max_samples`, the whole batches that reach it), and whether that is
-/// the whole epoch.
-fn planned_order(
+/// One pass: the loader's epoch 0 through [`DataLoader::iter_host`] (up to
+/// `plan.len` samples), tallied; with whether it delivered the plan.
+fn read_pass(
     loader: &DataLoader<burn::backend::Flex, MultiReader>,
-    max_samples: Option<usize>,
-) -> (Vec<usize>, bool) {
-    let planned = loader.planned_batches();
-    let mut order: Vec<usize> = Vec::new();
-    for b in &planned {
-        if max_samples.is_some_and(|m| order.len() >= m) {
+    multi: &MultiReader,
+    plan: &Plan,
+    opts: &ReadOptions,
+    schema: &Schema,
+    pb: &Progress,
+) -> Result<(Tally, MixTally, bool)> {
+    let sizes = schema_sizes(schema);
+    let mut tally = Tally::new(multi.len(), opts.checksum);
+    let mut mix = MixTally::new(multi.offsets());
+    loader.set_epoch(0);
+    let (mut k, mut order_hash) = (0, ORDER_SEED);
+    for batch in loader.iter_host() {
+        let b = batch?;
+        for &i in &b.indices {
+            tally.sample(i, i);
+            order_hash = order_step(order_hash, i);
+            k += 1;
+        }
+        mix.batch(&b.indices);
+        tally.bytes += b.fields.iter().map(|(name, f)| field_bytes(&sizes, name, f.data.len())).sum::<u64>();
+        if opts.checksum {
+            tally.hash(&widened(&b, schema)?.to_samples()?);
+        }
+        pb.inc(b.num_graphs() as u64);
+        // A timed prefix (`max_samples`) of the loader's epoch.
+        if k >= plan.len {
             break;
         }
-        order.extend_from_slice(b);
     }
-    let whole = order.len() == planned.iter().map(Vec::len).sum::<usize>();
-    (order, whole)
+    let order_ok = tally.read == plan.len && order_hash == plan.hash;
+    Ok((tally, mix, order_ok))
+}
+
+/// What the loader plans to deliver, kept small: a pass is checked
+/// against it without holding the order (8 bytes a sample) beside the
+/// loader's own.
+struct Plan {
+    /// Samples (with `max_samples`, of the whole batches that reach it).
+    len: usize,
+    /// [`order_step`] over them, in order.
+    hash: u64,
+    /// Whether that is the whole epoch.
+    whole: bool,
+}
+
+const ORDER_SEED: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// One index into an order-sensitive hash (FNV-1a's step over the index).
+#[inline]
+fn order_step(h: u64, i: usize) -> u64 {
+    (h ^ i as u64).wrapping_mul(0x100_0000_01b3)
+}
+
+/// The plan of `loader`'s next epoch ([`DataLoader::planned_batches`]).
+fn planned_order(loader: &DataLoader<burn::backend::Flex, MultiReader>, max_samples: Option<usize>) -> Plan {
+    let planned = loader.planned_batches();
+    let total: usize = planned.iter().map(Vec::len).sum();
+    let mut plan = Plan { len: 0, hash: ORDER_SEED, whole: false };
+    for b in &planned {
+        if max_samples.is_some_and(|m| plan.len >= m) {
+            break;
+        }
+        plan.len += b.len();
+        plan.hash = b.iter().fold(plan.hash, |h, &i| order_step(h, i));
+    }
+    plan.whole = plan.len == total;
+    plan
 }
 
 /// The loader a training loop builds over the mixture: validation skipped,
@@ -461,6 +508,14 @@ mod tests {
         let mut t = MixTally::new(vec![0, 10, 10, 20]);
         t.batch(&[9, 10, 19]);
         assert_eq!(t.counts, [1, 0, 2]);
+    }
+
+    #[test]
+    fn the_order_hash_sees_order_and_content() {
+        let h = |v: &[usize]| v.iter().fold(ORDER_SEED, |h, &i| order_step(h, i));
+        assert_ne!(h(&[1, 2, 3]), h(&[2, 1, 3]));
+        assert_ne!(h(&[1, 2, 3]), h(&[1, 2, 4]));
+        assert_ne!(h(&[1, 2]), h(&[1, 2, 0]));
     }
 
     #[test]

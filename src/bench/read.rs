@@ -27,7 +27,7 @@ pub(super) struct Tally {
     pub(super) unique: usize,
     pub(super) read: usize,
     pub(super) bytes: u64,
-    pub(super) order_ok: bool,
+    order_ok: bool,
     pub(super) checksum: Option<u64>,
     /// When the first sample arrived.
     pub(super) first: Option<Instant>,
