@@ -99,7 +99,9 @@
 //! │   │                  bytes: RemoteBytes, disk_cache, copy)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
 //! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
-//! │                    chunk_shuffle, distributed (rank shards), size_aware, mixing
+//! │                    chunk_shuffle, block_pool (the pool's size and draws), distributed
+//! │                    (rank shards), size_aware, mixing, child_order (how a mixture walks
+//! │                    each dataset, per rank)
 //! ├── formats/         files of other formats in and out of a store
 //! │   ├── frame.rs       Frame, the Frames trait, FrameOptions, FileInfo
 //! │   ├── open.rs        open_frames: a file as the format it holds
@@ -124,10 +126,12 @@
 //! │   ├── save.rs        saving them (AtomicDataZarrWriter::save_split, save_stats)
 //! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
 //! ├── pipeline/        dataset.rs (Dataset) and prefetch.rs (Prefetcher) → builder.rs
-//! │                    (shuffle.rs: what with_shuffle(true) reads) →
-//! │                    loader.rs (DataLoader; plan.rs: epoch plans, LoaderState; upload.rs:
-//! │                    upload threads) → batch.rs (AtomicBatch; stage.rs: fields in device
-//! │                    dtypes, pinned staging); labels.rs: losses that leave absent labels out
+//! │                    (shuffle.rs: what with_shuffle(true) reads; mixture.rs: mixing
+//! │                    samplers fitted to the reader) → loader.rs (DataLoader; plan.rs:
+//! │                    epoch plans, LoaderState; ranked.rs: orders planned per rank;
+//! │                    resume.rs: state saved and loaded; upload.rs: upload threads) →
+//! │                    batch.rs (AtomicBatch; stage.rs: fields in device dtypes, pinned
+//! │                    staging); labels.rs: losses that leave absent labels out
 //! ├── bench/           feature `bench`: the I/O benchmark behind `atomzarr roundtrip` and
 //! │                    `atomzarr read` (options, write for roundtrip, read loops,
 //! │                    mix: several stores read as one mixture, content checksum,

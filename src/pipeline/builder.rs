@@ -204,10 +204,13 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// than ranks are left; `drop_last` drops that round instead). A
     /// [`LoaderState`](crate::pipeline::LoaderState) saved on one world size resumes on another:
     /// the rest of the saved epoch is the rest of the same global order,
-    /// cut in rounds for the new number of ranks (under the block pool,
-    /// the order cut for the old number: the new ranks then share the old
-    /// ranks' blocks until the epoch ends, and the next epoch is cut for the
-    /// new number). With a
+    /// cut in rounds for the new number of ranks. Under the block pool and
+    /// a fitted mixing sampler, where each rank reads its own region, the
+    /// new ranks take over the old ranks' regions in contiguous stretches
+    /// instead: the rest of the old ranks' orders, laid end to end in rank
+    /// order, cut into equal parts (see
+    /// [`DataLoader::load_state`](crate::DataLoader::load_state)); the next
+    /// epoch is planned for the new number. With a
     /// `batch_sampler`, whole batches go round-robin to the ranks (ranks may
     /// then get one batch more than others). `build` refuses
     /// `rank >= world_size`.

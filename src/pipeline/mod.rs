@@ -15,6 +15,7 @@
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | `plan` | epoch plans per rank and device slice, [`LoaderState`] (resume) |
 //! | `ranked` | orders planned rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
+//! | `resume` | [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
 //! | `shuffle` | what `with_shuffle(true)` reads: a full permutation, or the block pool sized from the cache |
 //! | `mixture` | the mixing samplers fitted to the reader: a block pool for each child larger than its share of the cache |
 
@@ -27,6 +28,7 @@ pub(crate) mod mixture;
 pub(crate) mod plan;
 pub(crate) mod prefetch;
 pub(crate) mod ranked;
+mod resume;
 pub(crate) mod shuffle;
 mod stage;
 mod upload;

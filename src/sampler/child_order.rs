@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::chunk_shuffle::PoolDraws;
+use super::block_pool::PoolDraws;
 use super::{ChunkShuffleSampler, EpochRng, epoch_rng};
 
 /// How a mixing sampler walks one child.

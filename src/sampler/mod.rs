@@ -37,16 +37,16 @@
 
 use rand::Rng;
 
+mod block_pool;
 mod child_order;
 mod chunk_shuffle;
 mod distributed;
 mod mixing;
 mod size_aware;
 
+pub use block_pool::{DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks, pool_blocks_at_least};
 pub use child_order::ChildOrder;
-pub use chunk_shuffle::{
-    ChunkShuffleSampler, DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks, pool_blocks_at_least,
-};
+pub use chunk_shuffle::ChunkShuffleSampler;
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
 pub use mixing::{
     EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,
