@@ -134,7 +134,8 @@
 //! │                    staging); labels.rs: losses that leave absent labels out
 //! ├── bench/           feature `bench`: the I/O benchmark behind `atomzarr roundtrip` and
 //! │                    `atomzarr read` (options, write for roundtrip, read loops,
-//! │                    content checksum, memory peak, report rows)
+//! │                    mix: several stores read as one mixture, content checksum,
+//! │                    memory peak, report rows)
 //! └── testing.rs       feature `testing`: test hooks for the crate's own tests (hidden)
 //! ```
 //!

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use atomzarr::bench::{ReadOptions, ReadOrder, ReadPath};
+use atomzarr::bench::{MixOptions, ReadOptions, ReadOrder, ReadPath};
+use atomzarr::sampler::EpochPolicy;
 use atomzarr::{Codec, Location};
 
 #[derive(Parser)]
@@ -121,16 +122,29 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// I/O benchmark against an existing store (ours or the Python toolkit's),
-    /// local or at a URL (s3://, gs://, az://, http(s)://).
+    /// I/O benchmark against existing stores (ours or the Python toolkit's),
+    /// local or at URLs (s3://, gs://, az://, http(s)://).
+    ///
+    /// Two or more stores are read as one weighted mixture (a MultiReader over them,
+    /// read through the DataLoader): by per-store rates (MultiDatasetSampler;
+    /// --weights, --num-samples) or a fixed count of each store per batch
+    /// (MultiDatasetBatchSampler; --samples-per-dataset, --epoch-policy,
+    /// --num-batches), shuffled (--read-order shuffle or default-shuffle) or
+    /// in order (sequential); each pass also reports, per store, the samples
+    /// drawn against the sampler's counts, the bytes decoded and how spread
+    /// over the store each batch's draw from it is (mixing: 1 = every sample
+    /// from another 0.1% of the store, 0 = all from one).
     Read {
-        /// The store.
-        store: Location,
+        /// The store, or several to read as one mixture.
+        #[arg(required = true, num_args = 1.., value_name = "STORE")]
+        stores: Vec<Location>,
         /// Build neighbor lists at this cutoff (Å) while reading, replacing
         /// any stored edges (every read mode; the lists `import --cutoff`
         /// stores).
         #[arg(long)]
         cutoff: Option<f64>,
+        #[command(flatten)]
+        mix: MixArgs,
         #[command(flatten)]
         read: ReadArgs,
     },
@@ -292,18 +306,81 @@ pub(crate) enum OrderArg {
     DefaultShuffle,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PolicyArg {
+    /// With replacement, as many batches as all the stores' samples fill;
+    /// without, as min-size.
+    #[value(name = "dataset-size")]
+    Dataset,
+    /// Until the first store is used up.
+    #[value(name = "min-size")]
+    Min,
+    /// Until the largest store is used up, oversampling the smaller ones.
+    #[value(name = "max-size")]
+    Max,
+}
+
+/// How `read` mixes two or more stores (refused with one).
+#[derive(Args)]
+pub(crate) struct MixArgs {
+    /// Per-store rates of a sample-by-sample mixture (MultiDatasetSampler),
+    /// one per store in order, e.g. 0.5,0.5 [default: proportional to each
+    /// store's length].
+    #[arg(long, value_name = "W,...", value_delimiter = ',', allow_negative_numbers = true)]
+    pub(crate) weights: Option<Vec<f64>>,
+    /// Samples per epoch of the sample-by-sample mixture [default: the
+    /// stores' samples, summed].
+    #[arg(long, value_name = "N")]
+    pub(crate) num_samples: Option<usize>,
+    /// Samples of each store in every batch, one per store in order, e.g.
+    /// 32,32: read with MultiDatasetBatchSampler instead (the batch size is
+    /// their sum; exclusive with --weights).
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    pub(crate) samples_per_dataset: Option<Vec<usize>>,
+    /// How --samples-per-dataset sizes an epoch without --num-batches
+    /// [default: dataset-size].
+    #[arg(long, value_enum)]
+    pub(crate) epoch_policy: Option<PolicyArg>,
+    /// Batches per epoch of --samples-per-dataset.
+    #[arg(long, value_name = "N")]
+    pub(crate) num_batches: Option<usize>,
+    /// Draw without replacement: no sample twice in an epoch (an epoch that
+    /// would need more samples than a store holds is an error).
+    #[arg(long)]
+    pub(crate) no_replacement: bool,
+}
+
+impl MixArgs {
+    pub(crate) fn options(&self) -> MixOptions {
+        MixOptions {
+            weights: self.weights.clone(),
+            num_samples: self.num_samples,
+            samples_per_dataset: self.samples_per_dataset.clone(),
+            epoch_policy: self.epoch_policy.map(|p| match p {
+                PolicyArg::Dataset => EpochPolicy::DatasetSize,
+                PolicyArg::Min => EpochPolicy::MinSize,
+                PolicyArg::Max => EpochPolicy::MaxSize,
+            }),
+            num_batches: self.num_batches,
+            replacement: !self.no_replacement,
+        }
+    }
+}
+
 #[derive(Args)]
 pub(crate) struct ReadArgs {
     /// Read path(s) to time; repeat to time several, in order.
     #[arg(long = "read-mode", value_enum, default_values_t = [ModeArg::Batch])]
     pub(crate) read_mode: Vec<ModeArg>,
-    /// Samples per emitted batch.
-    #[arg(long, default_value_t = 64)]
-    pub(crate) batch_size: usize,
+    /// Samples per emitted batch [default: 64; with --samples-per-dataset,
+    /// their sum].
+    #[arg(long)]
+    pub(crate) batch_size: Option<usize>,
     /// Batches fused into one backend read (read window = batch size x prefetch).
     #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
     pub(crate) prefetch_factor: i64,
-    /// Logical read order.
+    /// Logical read order (several stores: sequential reads the mixture's
+    /// sampler with shuffle off, shuffle and default-shuffle with it on).
     #[arg(long, value_enum, default_value_t = OrderArg::Sequential)]
     pub(crate) read_order: OrderArg,
     /// Seed of the shuffled read orders.
@@ -327,7 +404,8 @@ pub(crate) struct ReadArgs {
     pub(crate) max_samples: Option<usize>,
     /// Read rank R's part of the epoch (of --world-size ranks), as a
     /// data-parallel rank's loader does (with default-shuffle: its own
-    /// blocks).
+    /// blocks; several stores: the loader's with_rank over the mixture's
+    /// sampler).
     #[arg(long, default_value_t = 0)]
     pub(crate) rank: usize,
     /// Ranks the epoch is split over (see --rank).
@@ -336,7 +414,8 @@ pub(crate) struct ReadArgs {
     /// Ask the loader for pinned host staging.
     #[arg(long)]
     pub(crate) pin_memory: bool,
-    /// Decoded-chunk cache budget in bytes (0 disables the cache).
+    /// Decoded-chunk cache budget in bytes (0 disables the cache; the
+    /// stores of a mixture share it).
     #[arg(long, default_value_t = atomzarr::DEFAULT_CACHE_BYTES)]
     pub(crate) cache_bytes: u64,
     /// Passes over the data with one reader (later passes show the cache).
@@ -435,7 +514,7 @@ impl ReadArgs {
             max_samples: self.max_samples,
             rank: self.rank,
             world_size: self.world_size,
-            batch_size: self.batch_size,
+            batch_size: self.batch_size.unwrap_or(64),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
             cache_bytes: self.cache_bytes,
@@ -444,6 +523,7 @@ impl ReadArgs {
             checksum: self.checksum,
             remote: self.remote.options(),
             cutoff: None,
+            mix: MixOptions::default(),
         }
     }
 }

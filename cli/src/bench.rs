@@ -6,7 +6,7 @@ use atomzarr::bench::{Phase, ReadOptions, ReportRow, WriteOptions, fmt_bytes};
 use atomzarr::data::synth::Preset;
 use atomzarr::{Codec, Location};
 
-use crate::args::{PresetArg, ReadArgs, RoundtripArgs};
+use crate::args::{MixArgs, PresetArg, ReadArgs, RoundtripArgs};
 use crate::output::{json_err, write_stdout};
 
 /// Pins glibc's mmap threshold (`M_MMAP_THRESHOLD`) at `bytes`: allocations
@@ -41,8 +41,66 @@ fn print_rows(title: &str, rows: &[ReportRow], json: bool) -> atomzarr::Result<(
         }
     } else {
         text = format!("{title}\n{}\n", table(rows));
+        if rows.iter().any(|r| r.mixture.is_some()) {
+            text.push_str(&format!("Per store\n{}\n", stores_table(rows)));
+        }
     }
     write_stdout(&text)
+}
+
+/// A mixture's per-store figures: one line per pass and store.
+fn stores_table(rows: &[ReportRow]) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
+    t.set_header([
+        "pass",
+        "store",
+        "systems",
+        "samples",
+        "expected",
+        "per batch",
+        "decoded",
+        "mixing",
+        "pool",
+        "check",
+    ]);
+    for r in rows {
+        let Some(m) = &r.mixture else { continue };
+        for c in &m.children {
+            let per_batch = match c.samples_per_batch {
+                Some(k) => format!("{}-{} (of {k})", c.per_batch_min, c.per_batch_max),
+                None => format!("{}-{}", c.per_batch_min, c.per_batch_max),
+            };
+            let promised = c.expected_samples.is_some() || c.samples_per_batch.is_some();
+            let ok = c.expected_samples.is_none_or(|e| e == c.samples_read)
+                && c.samples_per_batch.is_none_or(|k| c.per_batch_min == k && c.per_batch_max == k);
+            t.add_row([
+                r.epoch.to_string(),
+                c.store.to_string(),
+                c.systems.to_string(),
+                c.samples_read.to_string(),
+                c.expected_samples.map_or("-".into(), |e| e.to_string()),
+                per_batch,
+                fmt_bytes(c.decoded_bytes),
+                c.mixing.map_or("-".into(), |x| format!("{x:.3}")),
+                c.pool_blocks.map_or("-".into(), |k| format!("K={k}")),
+                (if !promised {
+                    "-"
+                } else if ok {
+                    "ok"
+                } else {
+                    "FAILED"
+                })
+                .to_string(),
+            ]);
+        }
+    }
+    for i in [0, 2, 3, 4, 5, 6, 7, 8] {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    t
 }
 
 /// The report table (the reference's columns; samples/s is read throughput).
@@ -86,6 +144,9 @@ fn table(rows: &[ReportRow]) -> comfy_table::Table {
         }
         if let Some(k) = r.buffer_blocks {
             order.push_str(&format!(" (K={k})"));
+        }
+        if let Some(m) = &r.mixture {
+            order.push_str(&format!(" ({})", m.sampler));
         }
         let mut path = r.read_path.to_string();
         if r.epoch > 1 {
@@ -170,8 +231,37 @@ pub(crate) fn roundtrip(a: &RoundtripArgs) -> atomzarr::Result<()> {
     Ok(())
 }
 
-/// `atomzarr read`: the I/O benchmark against an existing store.
-pub(crate) fn read(store: &Location, cutoff: Option<f64>, a: &ReadArgs) -> atomzarr::Result<()> {
-    let rows = atomzarr::bench::read_bench(store, &ReadOptions { cutoff, ..a.options() })?;
-    print_rows(&format!("Zarr read benchmark: {store}"), &rows, a.json)
+/// `atomzarr read`: the I/O benchmark against an existing store, or two or
+/// more read as one mixture. A mixture whose stores gave other counts than
+/// its sampler promises fails (after printing its rows), with one line per
+/// store on standard error.
+pub(crate) fn read(stores: &[Location], cutoff: Option<f64>, mix: &MixArgs, a: &ReadArgs) -> atomzarr::Result<()> {
+    let mut opts = ReadOptions { cutoff, mix: mix.options(), ..a.options() };
+    if a.batch_size.is_none()
+        && let Some(counts) = &opts.mix.samples_per_dataset
+    {
+        opts.batch_size = counts.iter().sum();
+    }
+    let rows = atomzarr::bench::read_bench_many(stores, &opts)?;
+    let title = match stores {
+        [one] => format!("Zarr read benchmark: {one}"),
+        _ => format!(
+            "Zarr read benchmark: mixture of {}",
+            stores.iter().map(Location::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    print_rows(&title, &rows, a.json)?;
+    let mut failed = 0;
+    for r in &rows {
+        for line in r.mixture.iter().flat_map(|m| m.failures()) {
+            eprintln!("count check FAILED (pass {}): {line}", r.epoch);
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        return Err(atomzarr::Error::Internal(format!(
+            "the mixture's loader delivered other per-store counts than its sampler promises ({failed} above)"
+        )));
+    }
+    Ok(())
 }

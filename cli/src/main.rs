@@ -25,7 +25,7 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
         Cmd::Inspect { store } => inspect::inspect(&store),
         Cmd::Demo { output, n } => inspect::demo(output, n),
         Cmd::Roundtrip(a) => bench::roundtrip(&a),
-        Cmd::Read { store, cutoff, read } => bench::read(&store, cutoff, &read),
+        Cmd::Read { stores, cutoff, mix, read } => bench::read(&stores, cutoff, &mix, &read),
         Cmd::Repair { store, dry_run, json, wait } => repair::repair(&store, dry_run, json, wait.wait),
         Cmd::Import(a) => import::import(a),
         Cmd::Export { store, out } => import::export(&store, &out),

@@ -32,6 +32,16 @@
 //! reports a content checksum of what was delivered, independent of order
 //! (see [`sample_hash`]), so a run can prove it read the right bytes too.
 //!
+//! Two or more stores ([`read_bench_many`]) are read as one mixture: a
+//! [`MultiReader`](crate::MultiReader) over them, read through the loader
+//! with a [`MultiDatasetSampler`](crate::sampler::MultiDatasetSampler)
+//! (per-store rates) or a
+//! [`MultiDatasetBatchSampler`](crate::sampler::MultiDatasetBatchSampler)
+//! (samples of each store per batch), shuffled or in order
+//! ([`MixOptions`]). Each row then also says, per store, how many samples
+//! it gave against the sampler's counts, the bytes it decoded, and how
+//! spread over the store each batch's draw was ([`ChildReport::mixing`]).
+//!
 //! ```
 //! use atomzarr::bench::{ReadOrder, read_order};
 //! let o = read_order(10, ReadOrder::BlockShuffle, 0, 4).unwrap();
@@ -48,15 +58,17 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `options` | [`ReadOrder`], [`ReadPath`], [`ReadOptions`], [`ReadResult`] |
+//! | `options` | [`ReadOrder`], [`ReadPath`], [`ReadOptions`], [`MixOptions`], [`ReadResult`] |
 //! | `content` | what a read delivered: [`sample_hash`], [`sample_bytes`] |
 //! | `read` | the timed read loops ([`time_reads`]) |
+//! | `mix` | several stores read as one mixture through the loader ([`time_mixture`]): per store samples, decoded bytes, mixing ([`MixReport`], [`ChildReport`]) |
 //! | `memory` | peak resident memory of a pass ([`peak_rss`]) |
-//! | `report` | [`StoreFacts`], [`ReportRow`] (a row of the printed table), [`read_bench`], [`fmt_bytes`] |
+//! | `report` | [`StoreFacts`], [`ReportRow`] (a row of the printed table), [`read_bench`], [`read_bench_many`], [`fmt_bytes`] |
 //! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
 
 mod content;
 mod memory;
+mod mix;
 mod options;
 mod read;
 mod report;
@@ -64,7 +76,8 @@ mod write;
 
 pub use content::{Fnv1a, sample_bytes, sample_hash};
 pub use memory::{peak_rss, reset_peak_rss};
-pub use options::{ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
+pub use mix::{ChildReport, MixReport, time_mixture};
+pub use options::{MixOptions, ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, read_order};
 pub use read::time_reads;
-pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, store_facts};
+pub use report::{ReportRow, StoreFacts, decode_floor, fmt_bytes, read_bench, read_bench_many, store_facts};
 pub use write::{DEFAULT_WRITE_BATCH, Phase, WriteOptions, roundtrip};

@@ -190,6 +190,9 @@ pub struct ReadOptions {
     /// Build neighbor lists at this cutoff (Å) while reading, replacing any
     /// stored edges (see [`Dataset::with_cutoff`](crate::Dataset::with_cutoff)).
     pub cutoff: Option<f64>,
+    /// How several stores are mixed (see [`MixOptions`]); unused, and
+    /// refused when set, with one store.
+    pub mix: MixOptions,
 }
 
 impl Default for ReadOptions {
@@ -213,6 +216,7 @@ impl Default for ReadOptions {
             checksum: false,
             remote: Default::default(),
             cutoff: None,
+            mix: MixOptions::default(),
         }
     }
 }
@@ -252,6 +256,95 @@ impl ReadOptions {
         Ok(())
     }
 
+    /// Checks the options for a run over `stores` stores: as
+    /// [`validate`](Self::validate), and the mixture's options (see
+    /// [`MixOptions`]) against the number of stores.
+    ///
+    /// # Errors
+    /// [`Error::Config`] as [`validate`](Self::validate); when no store is
+    /// given; with one store, when a mixture option is set; with several,
+    /// when `weights` and `samples_per_dataset` are both set, either has
+    /// not one value per store, `batch_size` is not the sum of
+    /// `samples_per_dataset`, an option of one sampler is given to the
+    /// other (`num_samples` with `samples_per_dataset`, `epoch_policy` or
+    /// `num_batches` without it), a count is 0, or the order, a read mode
+    /// or `decode_floor` reads only one store.
+    pub fn validate_for(&self, stores: usize) -> Result<()> {
+        self.validate()?;
+        let m = &self.mix;
+        if stores == 0 {
+            return Err(Error::Config("at least one store is needed".into()));
+        }
+        if stores == 1 {
+            if let Some(name) = m.set_options().first() {
+                return Err(Error::Config(format!("{name} is an option of a mixture: give two or more stores")));
+            }
+            return Ok(());
+        }
+        let per_store = |name: &str, given: usize| {
+            if given == stores {
+                Ok(())
+            } else {
+                Err(Error::Config(format!("{name} has {given} values for {stores} stores (one per store, in order)")))
+            }
+        };
+        match (&m.weights, &m.samples_per_dataset) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Config(
+                    "weights and samples_per_dataset are exclusive: weights mix sample by sample \
+                     (MultiDatasetSampler), samples_per_dataset fixes every batch (MultiDatasetBatchSampler)"
+                        .into(),
+                ));
+            }
+            (Some(w), None) => per_store("weights", w.len())?,
+            (None, Some(c)) => {
+                per_store("samples_per_dataset", c.len())?;
+                let sum: usize = c.iter().sum();
+                if sum != self.batch_size {
+                    return Err(Error::Config(format!(
+                        "batch_size {} disagrees with samples_per_dataset {} (their sum, {sum}, is the batch size)",
+                        self.batch_size,
+                        c.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+                    )));
+                }
+            }
+            (None, None) => {}
+        }
+        let batches = m.samples_per_dataset.is_some();
+        if batches && m.num_samples.is_some() {
+            return Err(Error::Config(
+                "num_samples sizes a weighted mixture's epoch; with samples_per_dataset use num_batches".into(),
+            ));
+        }
+        if !batches
+            && let Some(name) = [("epoch_policy", m.epoch_policy.is_some()), ("num_batches", m.num_batches.is_some())]
+                .iter()
+                .find_map(|&(name, set)| set.then_some(name))
+        {
+            return Err(Error::Config(format!("{name} sizes a samples_per_dataset epoch; give samples_per_dataset")));
+        }
+        if m.num_samples == Some(0) || m.num_batches == Some(0) {
+            let name = if m.num_samples == Some(0) { "num_samples" } else { "num_batches" };
+            return Err(Error::Config(format!("{name} must be >= 1, got 0")));
+        }
+        if !matches!(self.order, ReadOrder::Sequential | ReadOrder::Shuffle | ReadOrder::DefaultShuffle) {
+            return Err(Error::Config(format!(
+                "read order {} reads one store; a mixture reads sequential (its sampler with shuffle off), \
+                 shuffle or default-shuffle (shuffle on)",
+                self.order
+            )));
+        }
+        if let Some(p) = self.paths.iter().find(|p| **p != ReadPath::Batch) {
+            return Err(Error::Config(format!(
+                "read mode {p} reads one store; a mixture is read through the DataLoader (read mode batch)"
+            )));
+        }
+        if self.decode_floor {
+            return Err(Error::Config("decode_floor times one store; give one store".into()));
+        }
+        Ok(())
+    }
+
     /// Samples per backend read on the batch and raw paths:
     /// `batch_size * max(prefetch_factor, 1)` (the reference's definition).
     pub fn read_window(&self) -> usize {
@@ -260,6 +353,63 @@ impl ReadOptions {
 
     pub(super) fn prefetch(&self) -> usize {
         self.prefetch_factor.max(0) as usize
+    }
+}
+
+/// How the stores of a mixture are read (two or more stores behind one
+/// [`MultiReader`](crate::MultiReader), read through the loader): a
+/// [`MultiDatasetSampler`](crate::sampler::MultiDatasetSampler) by default,
+/// a [`MultiDatasetBatchSampler`](crate::sampler::MultiDatasetBatchSampler)
+/// with `samples_per_dataset`. The read order turns the sampler's shuffle
+/// on (`shuffle`, `default-shuffle`) or off (`sequential`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixOptions {
+    /// Per-store rates of the sample-by-sample mixture; `None`:
+    /// proportional to each store's length.
+    pub weights: Option<Vec<f64>>,
+    /// Samples per epoch of the sample-by-sample mixture; `None`: every
+    /// store's samples, summed.
+    pub num_samples: Option<usize>,
+    /// Samples of each store in every batch (selects the batch sampler;
+    /// their sum is the batch size).
+    pub samples_per_dataset: Option<Vec<usize>>,
+    /// How the batch sampler sizes the epoch when `num_batches` is not
+    /// given; `None`: its default.
+    pub epoch_policy: Option<crate::sampler::EpochPolicy>,
+    /// Batches per epoch of the batch sampler.
+    pub num_batches: Option<usize>,
+    /// Draw with replacement (a store used up starts a fresh pass): on by
+    /// default, for either sampler.
+    pub replacement: bool,
+}
+
+impl Default for MixOptions {
+    fn default() -> Self {
+        MixOptions {
+            weights: None,
+            num_samples: None,
+            samples_per_dataset: None,
+            epoch_policy: None,
+            num_batches: None,
+            replacement: true,
+        }
+    }
+}
+
+impl MixOptions {
+    /// The names of the options set away from their defaults.
+    pub fn set_options(&self) -> Vec<&'static str> {
+        [
+            ("weights", self.weights.is_some()),
+            ("num_samples", self.num_samples.is_some()),
+            ("samples_per_dataset", self.samples_per_dataset.is_some()),
+            ("epoch_policy", self.epoch_policy.is_some()),
+            ("num_batches", self.num_batches.is_some()),
+            ("replacement=false", !self.replacement),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
     }
 }
 
@@ -301,4 +451,56 @@ pub struct ReadResult {
     pub pool_blocks: Option<usize>,
     /// Bytes received from the store during the pass.
     pub fetched_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mixed(f: impl FnOnce(&mut MixOptions)) -> ReadOptions {
+        let mut o = ReadOptions::default();
+        f(&mut o.mix);
+        o
+    }
+
+    fn message(o: &ReadOptions, stores: usize) -> String {
+        match o.validate_for(stores) {
+            Err(Error::Config(m)) => m,
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn mixture_options_are_checked_against_the_stores() {
+        let plain = ReadOptions::default();
+        assert!(plain.validate_for(1).is_ok() && plain.validate_for(3).is_ok());
+        assert!(message(&plain, 0).contains("at least one store"));
+        let w = mixed(|m| m.weights = Some(vec![1.0, 1.0]));
+        assert!(w.validate_for(2).is_ok());
+        assert!(message(&w, 1).starts_with("weights is an option of a mixture"));
+        assert!(message(&w, 3).contains("weights has 2 values for 3 stores"));
+        let no_rep = mixed(|m| m.replacement = false);
+        assert!(message(&no_rep, 1).starts_with("replacement=false"));
+        let both = mixed(|m| {
+            m.weights = Some(vec![1.0, 1.0]);
+            m.samples_per_dataset = Some(vec![32, 32]);
+        });
+        assert!(message(&both, 2).contains("exclusive"));
+        let spd = mixed(|m| m.samples_per_dataset = Some(vec![32, 32]));
+        assert!(spd.validate_for(2).is_ok(), "64 is the default batch size");
+        let spd_small = ReadOptions { batch_size: 16, ..spd.clone() };
+        assert!(message(&spd_small, 2).contains("batch_size 16 disagrees with samples_per_dataset 32,32"));
+        let policy = mixed(|m| m.epoch_policy = Some(crate::sampler::EpochPolicy::MaxSize));
+        assert!(message(&policy, 2).starts_with("epoch_policy sizes"));
+        let sized = mixed(|m| {
+            m.samples_per_dataset = Some(vec![32, 32]);
+            m.num_samples = Some(5);
+        });
+        assert!(message(&sized, 2).starts_with("num_samples sizes"));
+        let block = ReadOptions { order: ReadOrder::BlockShuffle, ..ReadOptions::default() };
+        assert!(block.validate_for(1).is_ok());
+        assert!(message(&block, 2).contains("read order block-shuffle reads one store"));
+        let raw = ReadOptions { paths: vec![ReadPath::Batch, ReadPath::Raw], ..ReadOptions::default() };
+        assert!(message(&raw, 2).contains("read mode raw reads one store"));
+    }
 }

@@ -22,20 +22,20 @@ use crate::source::{ChunkedReader, Reader, ReaderExt};
 use crate::store::AtomicDataZarrReader;
 
 /// Counts what a read path delivers.
-struct Tally {
+pub(super) struct Tally {
     seen: Vec<bool>,
-    unique: usize,
-    read: usize,
-    bytes: u64,
+    pub(super) unique: usize,
+    pub(super) read: usize,
+    pub(super) bytes: u64,
     order_ok: bool,
-    checksum: Option<u64>,
+    pub(super) checksum: Option<u64>,
     /// When the first sample arrived.
-    first: Option<Instant>,
+    pub(super) first: Option<Instant>,
 }
 
 impl Tally {
     /// A tally over a store of `n` samples.
-    fn new(n: usize, checksum: bool) -> Tally {
+    pub(super) fn new(n: usize, checksum: bool) -> Tally {
         Tally {
             seen: vec![false; n],
             unique: 0,
@@ -48,7 +48,7 @@ impl Tally {
     }
 
     /// Adds samples to the content checksum (when one is kept).
-    fn hash(&mut self, samples: &[AtomicData]) {
+    pub(super) fn hash(&mut self, samples: &[AtomicData]) {
         if let Some(c) = self.checksum.as_mut() {
             *c = samples.iter().fold(*c, |acc, s| acc.wrapping_add(sample_hash(s)));
         }
@@ -56,7 +56,7 @@ impl Tally {
 
     /// Records that logical `got` arrived where `want` was asked for.
     #[inline]
-    fn sample(&mut self, got: usize, want: usize) {
+    pub(super) fn sample(&mut self, got: usize, want: usize) {
         if self.read == 0 {
             self.first = Some(Instant::now());
         }
@@ -76,7 +76,7 @@ impl Tally {
 /// store's active sample count.
 ///
 /// # Errors
-/// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate`]);
+/// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate_for`] with one store);
 /// [`Error::Inconsistent`] when the store's sample count is not `expected`;
 /// the errors of opening and reading the store.
 pub fn time_reads(
@@ -85,7 +85,7 @@ pub fn time_reads(
     opts: &ReadOptions,
     expected: Option<usize>,
 ) -> Result<Vec<ReadResult>> {
-    opts.validate()?;
+    opts.validate_for(1)?;
     reset_peak_rss();
     let mut faults = minor_faults();
     let t0 = Instant::now();
@@ -245,7 +245,10 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
 
 /// `b` with its int32-narrowed fields back in the store's int64 (as
 /// `schema` says), so its checksum is the stored samples'.
-fn widened(b: &CollatedBatch, schema: &BTreeMap<String, (Level, DType, Vec<usize>)>) -> Result<CollatedBatch> {
+pub(super) fn widened(
+    b: &CollatedBatch,
+    schema: &BTreeMap<String, (Level, DType, Vec<usize>)>,
+) -> Result<CollatedBatch> {
     let mut b = b.clone();
     for (name, f) in &mut b.fields {
         if matches!(schema.get(name), Some((_, DType::Int64, _))) && f.data.dtype() == DType::Int32 {
@@ -259,7 +262,10 @@ fn widened(b: &CollatedBatch, schema: &BTreeMap<String, (Level, DType, Vec<usize
 /// The fields a read delivers, in the store's dtypes: the store's, and with
 /// a cutoff the edges built while loading, as `import --cutoff` would store
 /// them.
-fn delivered_schema(reader: &AtomicDataZarrReader, opts: &ReadOptions) -> BTreeMap<String, (Level, DType, Vec<usize>)> {
+pub(super) fn delivered_schema(
+    reader: &AtomicDataZarrReader,
+    opts: &ReadOptions,
+) -> BTreeMap<String, (Level, DType, Vec<usize>)> {
     let mut schema = reader.field_schema();
     if opts.cutoff.is_some() {
         schema.insert(crate::data::NEIGHBOR_LIST.into(), (Level::Edge, DType::Int64, vec![2]));
@@ -269,12 +275,12 @@ fn delivered_schema(reader: &AtomicDataZarrReader, opts: &ReadOptions) -> BTreeM
 }
 
 /// Element size of each field in the store's dtype, by name.
-fn schema_sizes(schema: &BTreeMap<String, (Level, DType, Vec<usize>)>) -> BTreeMap<String, usize> {
+pub(super) fn schema_sizes(schema: &BTreeMap<String, (Level, DType, Vec<usize>)>) -> BTreeMap<String, usize> {
     schema.iter().map(|(name, (_, dtype, _))| (name.clone(), dtype.size())).collect()
 }
 
 /// Bytes of `elems` elements of field `name` in the store's dtype.
-fn field_bytes(sizes: &BTreeMap<String, usize>, name: &str, elems: usize) -> u64 {
+pub(super) fn field_bytes(sizes: &BTreeMap<String, usize>, name: &str, elems: usize) -> u64 {
     (elems * sizes.get(name).copied().unwrap_or(0)) as u64
 }
 

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::mix::{MixReport, time_mixture};
 use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
 use super::read::time_reads;
 use crate::error::Result;
@@ -54,7 +55,8 @@ pub fn store_facts(store: &Location) -> Result<StoreFacts> {
 /// One report row (a table line, or one JSON object with `--json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReportRow {
-    /// The store read.
+    /// The store read; for a mixture its name, `multi[A, B]` (its stores
+    /// are in `children`).
     pub store: Location,
     /// Active samples in the store.
     pub systems: usize,
@@ -145,6 +147,10 @@ pub struct ReportRow {
     pub requests: u64,
     /// Bytes received from the store during the pass.
     pub fetched_bytes: u64,
+    /// A mixture's own fields (`sampler`, `replacement`, `children`,
+    /// `counts_ok`: see [`MixReport`]); absent for one store.
+    #[serde(flatten)]
+    pub mixture: Option<MixReport>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -212,6 +218,7 @@ pub(super) fn rows_for(
                 content_checksum: r.content_checksum.map(|c| format!("{c:016x}")),
                 requests: r.requests,
                 fetched_bytes: r.fetched_bytes,
+                mixture: None,
             }
         })
         .collect()
@@ -223,7 +230,7 @@ pub(super) fn rows_for(
 /// [`Error::Config`](crate::Error::Config) for invalid `opts`; otherwise as
 /// [`store_facts`], [`decode_floor`] and [`time_reads`].
 pub fn read_bench(store: impl Into<Location>, opts: &ReadOptions) -> Result<Vec<ReportRow>> {
-    opts.validate()?;
+    opts.validate_for(1)?;
     let store = &store.into();
     let facts = store_facts(store)?;
     let floor = decode_floor(store, opts)?;
@@ -231,6 +238,41 @@ pub fn read_bench(store: impl Into<Location>, opts: &ReadOptions) -> Result<Vec<
     for &p in &opts.paths {
         let r = time_reads(store, p, opts, Some(facts.num_systems))?;
         rows.extend(rows_for(store, &facts, None, opts, p, r, floor));
+    }
+    Ok(rows)
+}
+
+/// `atomzarr read STORE [STORE ...]`: one store as [`read_bench`]; two or
+/// more as one mixture behind a [`MultiReader`](crate::MultiReader), read
+/// through the loader with the sampler [`ReadOptions::mix`] asks for
+/// ([`time_mixture`](super::time_mixture)). A mixture's rows add up its
+/// stores' size facts and carry its [`MixReport`].
+///
+/// # Errors
+/// [`Error::Config`](crate::Error::Config) for invalid `opts` (as
+/// [`ReadOptions::validate_for`]); otherwise as [`store_facts`],
+/// [`read_bench`] and [`time_mixture`](super::time_mixture).
+pub fn read_bench_many(stores: &[Location], opts: &ReadOptions) -> Result<Vec<ReportRow>> {
+    opts.validate_for(stores.len())?;
+    if let [one] = stores {
+        return read_bench(one, opts);
+    }
+    let mut facts = StoreFacts::default();
+    for s in stores {
+        let f = store_facts(s)?;
+        facts.num_systems += f.num_systems;
+        facts.total_atoms += f.total_atoms;
+        facts.total_edges += f.total_edges;
+        facts.raw_bytes += f.raw_bytes;
+        facts.disk_bytes += f.disk_bytes;
+        facts.num_files += f.num_files;
+    }
+    let names: Vec<String> = stores.iter().map(Location::to_string).collect();
+    let store = Location::parse(&format!("multi[{}]", names.join(", ")));
+    let (results, reports): (Vec<ReadResult>, Vec<MixReport>) = time_mixture(stores, opts)?.into_iter().unzip();
+    let mut rows = rows_for(&store, &facts, None, opts, ReadPath::Batch, results, None);
+    for (row, report) in rows.iter_mut().zip(reports) {
+        row.mixture = Some(report);
     }
     Ok(rows)
 }
