@@ -67,6 +67,29 @@ pub(crate) fn gather(
     let first = picks.first().map_or(0, |p| p.0);
     let layout = sources.get(first).map(|s| layout_of(s)).unwrap_or_default();
     dst.reset(&layout);
+    // Fields new to `dst` get room for every pick's rows from its pool
+    // (memory a delivered batch gave back: touched before, so no page
+    // faults), when it has one.
+    if let Some(pool) = dst.buffers.pool() {
+        let rows = |level: Level| -> usize {
+            picks
+                .iter()
+                .filter_map(|&(s, k)| sources.get(s).and_then(|b| b.graph_rows(level, k)))
+                .map(|r| r.len())
+                .sum()
+        };
+        let (atoms, edges) = (rows(Level::Atom), rows(Level::Edge));
+        for l in &layout {
+            let n = match l.level {
+                Level::Atom => atoms,
+                Level::Edge => edges,
+                Level::System => picks.len(),
+            } * l.trailing.iter().product::<usize>();
+            if let Some(f) = dst.fields.get_mut(&l.name).filter(|f| f.data.capacity() < n) {
+                pool.give(std::mem::replace(&mut f.data, pool.take(l.dtype, n)));
+            }
+        }
+    }
     gather_append(dst, sources, picks, range_error)
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use rayon::prelude::*;
 
-use crate::data::{AtomicData, IndexReport, Level};
+use crate::data::{AtomicData, BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYTES, IndexReport, Level};
 use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
@@ -151,6 +151,9 @@ pub struct MultiReader {
     dataset_index: bool,
     /// The budget the children's caches share (see [`MultiReaderOptions::with_cache_bytes`]).
     cache_bytes: std::sync::atomic::AtomicU64,
+    /// Memory of the batches gathered from several children, back from
+    /// their consumers for later ones.
+    batch_buffers: Arc<BatchBuffers>,
     source: String,
 }
 
@@ -250,6 +253,7 @@ impl MultiReader {
             output_strict: options.output_strict,
             dataset_index: options.dataset_index,
             cache_bytes: options.cache_bytes.into(),
+            batch_buffers: BatchBuffers::new(DEFAULT_BATCH_BUFFER_BYTES),
             source,
         };
         multi.share_cache();
@@ -475,6 +479,7 @@ impl Reader for MultiReader {
             })
             .collect::<Result<_>>()?;
         out.resize_with(batches.len(), CollatedBatch::default);
+        let home = BufferHome::of(&self.batch_buffers);
         // Batches served whole by one child are moved, not copied.
         for (dst, plan) in out.iter_mut().zip(&plans) {
             if let Plan::Single(d, j) = *plan {
@@ -483,6 +488,9 @@ impl Reader for MultiReader {
         }
         out.par_iter_mut().zip(plans.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, plan), b)| {
             if let Plan::Mixed(slots, picks) = plan {
+                if dst.buffers.pool().is_none() {
+                    dst.buffers = home.clone();
+                }
                 let sources: Vec<&CollatedBatch> = slots.iter().map(|&(d, j)| &child_out[d][j]).collect();
                 // Children checked their own batches; this names the child's sample should a child have let one through.
                 let range_error = |pos: usize, r: IndexReport| {
@@ -501,6 +509,11 @@ impl Reader for MultiReader {
             }
             Ok(())
         })?;
+        // The children's batches that were gathered from go back to their
+        // pools (moved ones were taken above).
+        for b in child_out.into_iter().flatten() {
+            b.recycle();
+        }
         if self.dataset_index {
             for (dst, b) in out.iter_mut().zip(batches) {
                 let children =
@@ -542,10 +555,10 @@ impl Reader for MultiReader {
         self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader)
     }
 
-    /// None: a mixed batch draws rows from several children, each with its
-    /// own pool, so no one pool can take its buffers back.
-    fn batch_home(&self) -> crate::data::BufferHome {
-        crate::data::BufferHome::default()
+    /// The pool of the batches gathered from several children (a batch
+    /// served whole by one child goes back to that child's).
+    fn batch_home(&self) -> BufferHome {
+        BufferHome::of(&self.batch_buffers)
     }
 }
 
