@@ -1,0 +1,114 @@
+//! How fast a resumed epoch reads on another number of ranks: rank 0 of
+//! `--from` ranks reads `--steps` batches of a shuffled epoch and saves its
+//! `LoaderState`; a fresh loader, rank `--rank` of `--to` ranks, loads it and
+//! reads the rest of the epoch; a third reads the same rank's unbroken epoch
+//! on `--to` ranks from its start. Prints both rates (samples/s) and their
+//! ratio, and checks that the resumed samples are distinct.
+//!
+//! With one store the loader's default shuffle is read (`with_shuffle`);
+//! with several, a weighted mixture (`MultiDatasetSampler`, rates
+//! `--weights`, replacement on).
+//!
+//! ```sh
+//! cargo run --release --example resume_speed -- --from 8 --to 3 D1/bench_10000000.zarr D2/bench_1000000.zarr
+//! cargo run --release --example resume_speed -- --from 8 --to 3 D2/bench_1000000.zarr
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use atomzarr::sampler::MultiDatasetSampler;
+use atomzarr::{AtomicDataZarrReader, DataLoader, Dataset, LoaderState, MultiReader, Reader};
+use burn::backend::Flex;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Args {
+    /// Stores (two or more: a mixture).
+    stores: Vec<String>,
+    /// Ranks of the run that saves the state.
+    #[arg(long, default_value_t = 8)]
+    from: usize,
+    /// Ranks of the run that resumes.
+    #[arg(long, default_value_t = 3)]
+    to: usize,
+    /// The resuming rank.
+    #[arg(long, default_value_t = 0)]
+    rank: usize,
+    /// Batches rank 0 of `--from` reads before saving.
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Per-store rates of a mixture (default equal).
+    #[arg(long, value_delimiter = ',')]
+    weights: Option<Vec<f64>>,
+}
+
+type Loader = DataLoader<Flex, MultiReader>;
+
+fn loader(args: &Args, rank: usize, world: usize) -> atomzarr::Result<Loader> {
+    let children = args
+        .stores
+        .iter()
+        .map(|s| Ok(Arc::new(AtomicDataZarrReader::open(s)?) as Arc<dyn Reader>))
+        .collect::<atomzarr::Result<Vec<_>>>()?;
+    let multi = MultiReader::new(children)?;
+    let lens = multi.child_lens();
+    let b = DataLoader::<Flex, _>::builder(Dataset::new(multi).with_skip_validation(true))
+        .with_batch_size(64)
+        .with_seed(0)
+        .with_prefetch_factor(16)
+        .with_rank(rank, world);
+    let b = if lens.len() == 1 {
+        b.with_shuffle(true)
+    } else {
+        let w = args.weights.clone().unwrap_or_else(|| vec![1.0; lens.len()]);
+        b.with_sampler(MultiDatasetSampler::for_lengths(lens).with_weights(w).with_seed(0).build()?)
+    };
+    b.build(&Default::default())
+}
+
+/// Reads the loader's (next) epoch: samples read, samples/s, distinct.
+fn read(l: &Loader) -> atomzarr::Result<(usize, f64, usize)> {
+    let t = Instant::now();
+    let mut seen = Vec::new();
+    for b in l.iter_host() {
+        let b = b?;
+        seen.extend_from_slice(&b.indices);
+        b.recycle();
+    }
+    let rate = seen.len() as f64 / t.elapsed().as_secs_f64();
+    let n = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    Ok((n, rate, seen.len()))
+}
+
+fn main() -> atomzarr::Result<()> {
+    let args = Args::parse();
+    let first = loader(&args, 0, args.from)?;
+    let mut it = first.iter_host();
+    for _ in 0..args.steps {
+        it.next().transpose()?;
+    }
+    drop(it);
+    let state: LoaderState = first.state();
+    let state = serde_json::to_string(&state).map_err(|e| atomzarr::Error::Config(e.to_string()))?;
+    drop(first);
+
+    let resumed = loader(&args, args.rank, args.to)?;
+    resumed.load_state(&serde_json::from_str(&state).map_err(|e| atomzarr::Error::Config(e.to_string()))?)?;
+    let (n, rate, distinct) = read(&resumed)?;
+    drop(resumed);
+    let unbroken = loader(&args, args.rank, args.to)?;
+    let (m, base, _) = read(&unbroken)?;
+    println!(
+        "resumed {} -> {} ranks, rank {}: {n} samples ({distinct} distinct) at {rate:.0} samples/s; \
+         unbroken epoch on {} ranks: {m} at {base:.0} samples/s; ratio {:.2}",
+        args.from,
+        args.to,
+        args.rank,
+        args.to,
+        rate / base
+    );
+    Ok(())
+}
