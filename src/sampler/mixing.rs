@@ -202,6 +202,31 @@ macro_rules! mixing_setters {
     };
 }
 
+/// The getters both mixing samplers share (each holds `lengths`,
+/// `offsets`, `shuffle` and `seed` fields).
+macro_rules! mixing_getters {
+    () => {
+        /// Dataset lengths.
+        pub fn lengths(&self) -> &[usize] {
+            &self.lengths
+        }
+        /// Whether the samples are shuffled (the interleaving or the order
+        /// inside a batch, and each dataset's order).
+        pub fn shuffles(&self) -> bool {
+            self.shuffle
+        }
+        /// The seed.
+        pub fn seed(&self) -> u64 {
+            self.seed
+        }
+        /// What a rank's draws need of the mixture, each dataset walked as
+        /// `children` says.
+        fn spec(&self, children: Arc<Vec<ChildOrder>>) -> MixSpec {
+            MixSpec { lengths: self.lengths.clone(), offsets: self.offsets.clone(), children, shuffle: self.shuffle }
+        }
+    };
+}
+
 /// Builder of [`MultiDatasetSampler`]; see each method for its default.
 #[derive(Debug, Clone)]
 pub struct MultiDatasetSamplerBuilder {
@@ -306,20 +331,7 @@ impl MultiDatasetSampler {
         self.rank_order(epoch, 0, 1, &[])
     }
 
-    /// Dataset lengths.
-    pub fn lengths(&self) -> &[usize] {
-        &self.lengths
-    }
-
-    /// Whether the interleaving and each child's order are shuffled.
-    pub fn shuffles(&self) -> bool {
-        self.shuffle
-    }
-
-    /// The seed.
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
+    mixing_getters!();
 
     /// The order rank `rank` of `world` reads in `epoch`, child `d` walked
     /// as `children[d]` says (a permutation where `children` is shorter).
@@ -355,10 +367,6 @@ impl MultiDatasetSampler {
         let draws = move |d: usize, r: usize| dealt(starts[d], counts[d], r, world);
         let mine: Vec<usize> = (0..self.counts.len()).map(|d| draws(d, rank)).collect();
         MixDraws::new(self.spec(children), (self.seed, epoch, rank, world), mine, draws)
-    }
-
-    fn spec(&self, children: Arc<Vec<ChildOrder>>) -> MixSpec {
-        MixSpec { lengths: self.lengths.clone(), offsets: self.offsets.clone(), children, shuffle: self.shuffle }
     }
 
     /// Samples in rank `rank`'s order of `world` ranks (of
@@ -588,20 +596,7 @@ impl MultiDatasetBatchSampler {
         self.rank_batches(epoch, 0, 1, &[])
     }
 
-    /// Dataset lengths.
-    pub fn lengths(&self) -> &[usize] {
-        &self.lengths
-    }
-
-    /// Whether each child's order and the order inside a batch are shuffled.
-    pub fn shuffles(&self) -> bool {
-        self.shuffle
-    }
-
-    /// The seed.
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
+    mixing_getters!();
 
     /// Batches of rank `rank` of `world` in `epoch`, child `d` walked as
     /// `children[d]` says (a permutation where `children` is shorter): the
@@ -640,9 +635,12 @@ impl MultiDatasetBatchSampler {
         let rank = rank.min(world - 1);
         let (nb, counts) = (self.num_batches, self.counts.clone());
         let draws = move |d: usize, r: usize| dealt(0, nb, r, world) * counts[d];
-        let spec =
-            MixSpec { lengths: self.lengths.clone(), offsets: self.offsets.clone(), children, shuffle: self.shuffle };
-        MixBatches::new(spec, (self.seed, epoch, rank, world), (self.counts.clone(), self.rank_len(rank, world)), draws)
+        MixBatches::new(
+            self.spec(children),
+            (self.seed, epoch, rank, world),
+            (self.counts.clone(), self.rank_len(rank, world)),
+            draws,
+        )
     }
 
     /// Batches of rank `rank` of `world` (of [`rank_batches`](Self::rank_batches)).
