@@ -261,7 +261,7 @@ fn child_decodes(multi: &MultiReader) -> Vec<DecodeCounters> {
 /// resident once they are (the plan made for the check freed again).
 ///
 /// # Errors
-/// [`Error::Config`] for invalid `opts` (as [`ReadOptions::validate_for`])
+/// [`Error::Config`](crate::Error::Config) for invalid `opts` (as [`ReadOptions::validate_for`])
 /// or a sampler that cannot be built; the errors of opening the stores,
 /// of [`MultiReader::with_options`] (stores of different fields), of
 /// building the loader and of reading.

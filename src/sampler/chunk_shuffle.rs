@@ -24,7 +24,7 @@ use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 ///    blocks uniformly at random, then one of the samples left in it, and a
 ///    block that is used up is replaced by the next block of the
 ///    permutation. The pool starts an
-///    epoch with [`POOL_RAMP_BLOCKS`] blocks and grows by one block per batch
+///    epoch with [`POOL_RAMP_BLOCKS`](super::POOL_RAMP_BLOCKS) blocks and grows by one block per batch
 ///    until it holds `K`, so the first batch waits for a few blocks only.
 ///
 /// A read window then needs the chunks of the `K` pool blocks, which stay in
