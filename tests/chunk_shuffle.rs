@@ -1,4 +1,4 @@
-//! Issue 13: the chunk-aware shuffle, decode amplification and a cache that
+//! The chunk-aware shuffle, decode amplification and a cache that
 //! does not thrash, checked on counted decodes (never on timing). Expected
 //! chunk sets and byte counts are computed here from the written samples and
 //! the chunk size, not through the reader's planner.

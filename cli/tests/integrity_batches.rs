@@ -1,4 +1,4 @@
-//! Issue 11: neighbor indices are checked on every batch path, an index
+//! Neighbor indices are checked on every batch path, an index
 //! outside its own sample is a typed error naming store, sample and value
 //! (with the diagnosis of nvalchemi-toolkit's append bug where it fits),
 //! `atomzarr repair` rewrites what that bug wrote, `read`/`read_many`/`dump`
