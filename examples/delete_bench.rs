@@ -6,12 +6,17 @@
 //! ```text
 //! ./target/release/atomzarr roundtrip -n 1000000 --output-dir D   # the 1M reference store (1.7 GB)
 //! cp -r D/bench_1000000.zarr /tmp/copy.zarr
-//! cargo run --release --example delete_bench -- /tmp/copy.zarr 10000 [SEED]
+//! cargo run --release --example delete_bench -- /tmp/copy.zarr 10000 [SEED] [--defragment]
 //! ```
 //!
 //! Prints one line: the count, the store's physical samples, the seconds
 //! the call took (opening the writer excluded), and the chunk files the
-//! store held before and after (deletes keep the layout).
+//! store held before and after (deletes keep the layout). With
+//! `--defragment`, a second line: the seconds `defragment(None)` then takes
+//! to rewrite the store without the deleted samples.
+//!
+//! `scripts/delete_bench.sh` runs it on fresh copies of a store, three
+//! times per count, and prints the median.
 
 use std::path::Path;
 use std::time::Instant;
@@ -22,18 +27,15 @@ use rand::rngs::StdRng;
 
 fn files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| if e.path().is_dir() { files(&e.path()) } else { 1 })
-                .sum()
-        })
+        .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { files(&e.path()) } else { 1 }).sum())
         .unwrap_or(0)
 }
 
 fn main() -> atomzarr::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: delete_bench STORE COUNT [SEED]";
+    let usage = "usage: delete_bench STORE COUNT [SEED] [--defragment]";
+    let defragment = args.iter().any(|a| a == "--defragment");
+    let args: Vec<String> = args.into_iter().filter(|a| a != "--defragment").collect();
     let (Some(store), Some(count)) = (args.first(), args.get(1).and_then(|c| c.parse::<usize>().ok())) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -51,8 +53,12 @@ fn main() -> atomzarr::Result<()> {
     let t = Instant::now();
     writer.delete(&indices)?;
     let secs = t.elapsed().as_secs_f64();
-    drop(writer);
     let after = files(Path::new(store));
     println!("delete of {count} random samples of {physical}: {secs:.3} s (seed {seed}; files {before} -> {after})");
+    if defragment {
+        let t = Instant::now();
+        writer.defragment(None)?;
+        println!("defragment to {} samples: {:.3} s", physical - count, t.elapsed().as_secs_f64());
+    }
     Ok(())
 }
