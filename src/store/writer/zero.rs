@@ -102,8 +102,10 @@ impl AtomicDataZarrWriter {
         jobs.par_iter().try_for_each(|(k, c, rows)| {
             let plan = &plans[*k];
             match plan.hand {
-                Some(codec) if codec.shard.is_some() => self.zero_in_shard(store, plan, &codec, *c, rows),
-                Some(codec) => self.zero_in_chunk(store, plan, &codec, *c, rows),
+                Some(codec) => match codec.shard {
+                    Some(spec) => self.zero_in_shard(store, plan, &codec, spec, *c, rows),
+                    None => self.zero_in_chunk(store, plan, &codec, *c, rows),
+                },
                 None => self.zero_through_zarrs(plan, *c, rows),
             }
         })
@@ -174,11 +176,11 @@ impl AtomicDataZarrWriter {
         store: &Arc<Store>,
         plan: &Zeroing,
         codec: &TailCodec,
+        ShardSpec { inner_rows, index_crc32c }: ShardSpec,
         shard: u64,
         rows: &[Range<u64>],
     ) -> Result<()> {
         let rel = plan.rel.as_str();
-        let Some(ShardSpec { inner_rows, index_crc32c }) = codec.shard else { return Ok(()) };
         let per_shard = plan.chunk_rows / inner_rows;
         let inner_bytes = inner_rows as usize * plan.row_bytes;
         let mut idx = vec![0u64; plan.array.dimensionality()];
