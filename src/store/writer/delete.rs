@@ -99,8 +99,8 @@ impl AtomicDataZarrWriter {
         }
         let swapped = self.masks_in_copy(&copy, masks);
         // After an exchange the copy holds the old `meta/`; before one, masks
-        // that were never committed. Either way it goes; if it cannot go
-        // now, the next `open` removes it (the masks are committed or not
+        // that were never committed. Either way it goes; if removing it
+        // fails, the next `open` removes it (the masks are committed or not
         // regardless).
         if copy.exists()
             && let Err(e) = std::fs::remove_dir_all(&copy)
