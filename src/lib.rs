@@ -81,12 +81,15 @@
 //! │   ├── arrays.rs      opening and creating arrays: dtypes, chunk shapes
 //! │   ├── bytes.rs       ByteSource: the reads the reader makes, local or remote
 //! │   ├── durable/       crash-safe storage below zarrs: DurableStore and its transactions
-//! │   │                  (mod.rs), files (atomic replace, exchange, syncs, cleanup)
+//! │   │                  (mod.rs), files (atomic replace, exchange, linked copies of a
+//! │   │                  folder, syncs, cleanup)
 //! │   ├── limits.rs      size limits, checked before anything is allocated
 //! │   ├── lock.rs        the writer lock: one writer per store at a time
 //! │   ├── inspect.rs     a store's arrays, codecs, chunks and sizes (atomzarr inspect)
 //! │   ├── writer/        AtomicDataZarrWriter: create (mod.rs), recover (open),
-//! │   │                  append, edit (add_custom, add_filled, delete), strings
+//! │   │                  append, edit (add_custom, add_filled, repair's row rewrite),
+//! │   │                  delete (masks in one exchange of meta/, then rows), zero
+//! │   │                  (rows zeroed, each touched chunk rewritten once), strings
 //! │   │                  (string labels), defragment, tail (tail chunks
 //! │   │                  small appends extend)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,

@@ -20,6 +20,16 @@
 //!
 //! `crash_kills_leave_every_store_openable` runs 36 kills (each CI run);
 //! `crash_soak` runs `ATOMZARR_CRASH_KILLS` (default 400) and is `--ignored`.
+//!
+//! `crash_during_large_deletes` kills a child that deletes thousands of
+//! samples per call (masks over hundreds of chunk files, rows over most
+//! shards) and checks the raw arrays after each kill: every call's masks
+//! are all switched off or none (the three masks of each sample agree),
+//! calls that returned are off with their rows zeroed, rows are zeroed only
+//! in masked samples (the kept ones equal what was written), and the next
+//! writer finds nothing left over. Each CI run: 12 kills;
+//! `crash_soak_large_deletes` (`--ignored`) runs `ATOMZARR_CRASH_KILLS`
+//! (default 100).
 
 mod common;
 
@@ -36,6 +46,7 @@ use atomzarr::{
 };
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use zarrs::array::{ArrayBytes, CodecOptions};
 
 const CHILD_ENV: &str = "ATOMZARR_CRASH_CHILD";
 /// Lines the child reports start with this (libtest prints its own lines).
@@ -159,7 +170,14 @@ fn crash_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else { return };
     let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let first = std::env::var("ATOMZARR_CRASH_FIRST").is_ok();
-    let run = if first { child_first(Path::new(&path)) } else { child(Path::new(&path), seed) };
+    let deletes = std::env::var("ATOMZARR_CRASH_DELETES").is_ok();
+    let run = if first {
+        child_first(Path::new(&path))
+    } else if deletes {
+        child_deletes(Path::new(&path), seed)
+    } else {
+        child(Path::new(&path), seed)
+    };
     if let Err(e) = run {
         say(format!("error {e}"));
         std::process::exit(3);
@@ -410,4 +428,250 @@ fn crash_soak() {
     let kills = std::env::var("ATOMZARR_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
     let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
     kill_loop(kills, seed);
+}
+
+/// Samples in the store of the large-delete kills.
+const DELETE_STORE: u64 = 4000;
+/// The longest a large-delete child lives before its kill, in µs.
+const LIFE_US: u64 = 2_000_000;
+
+/// The large-delete kills' layout: masks of 64 rows a chunk, so one call's
+/// masks span ~490 files; shards of 4 inner chunks. (The
+/// tinier chunks of [`config`] make a 2,000-sample delete rewrite ~10,000
+/// files, seconds a call.)
+fn delete_config() -> ZarrWriteConfig {
+    let core = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(16).with_shard_size(64);
+    ZarrWriteConfig::default()
+        .with_meta(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(64))
+        .with_core(core)
+        .with_custom(core)
+}
+
+/// The child of the large-delete kills: calls that each delete 1,000 to
+/// 2,000 of the samples left (their physical indices, which are their ids:
+/// this store is never appended to or defragmented), until killed.
+fn child_deletes(path: &Path, seed: u64) -> atomzarr::Result<()> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut w = AtomicDataZarrWriter::open(path, delete_config())?;
+    say("ready".into());
+    for call in 0.. {
+        let r = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))?;
+        let mut left: Vec<usize> = (0..r.len()).map(|k| r.physical_index(k)).collect();
+        if left.len() < 1000 {
+            say("exhausted".into());
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        let k = rng.random_range(1000..=2000usize).min(left.len() / 2);
+        for i in 0..k {
+            let j = rng.random_range(i..left.len());
+            left.swap(i, j);
+        }
+        let ids: Vec<String> = left[..k].iter().map(|p| p.to_string()).collect();
+        say(format!("X {call} {}", ids.join(",")));
+        let t = std::time::Instant::now();
+        w.delete(&left[..k])?;
+        say(format!("x {call} {}", t.elapsed().as_millis()));
+    }
+    Ok(())
+}
+
+/// Array `rel` of the store read whole through zarrs (crc32c checked).
+fn raw_array(path: &Path, rel: &str) -> Vec<u8> {
+    let store = atomzarr::testing::open_store(path).unwrap();
+    let a = atomzarr::testing::open_array(&atomzarr::Location::Local(path.into()), &store, rel).unwrap();
+    let subset: Vec<std::ops::Range<u64>> = a.shape().iter().map(|&d| 0..d).collect();
+    let got: ArrayBytes = a.retrieve_array_subset_opt(&subset, &CodecOptions::default()).unwrap();
+    got.into_fixed().unwrap().into_owned()
+}
+
+/// What the large-delete kills saw, over all stores.
+#[derive(Default, Debug)]
+struct DeleteOutcomes {
+    /// Kills inside a call, by what its masks showed: none or all switched off.
+    inside_none: usize,
+    inside_all: usize,
+    /// Of those with all masks off: some row of the call still holding data.
+    rows_partly_zeroed: usize,
+    calls_returned: usize,
+    /// Their time, summed.
+    call_ms: u64,
+}
+
+/// Checks the store against the calls the child reported: `done` returned,
+/// `open` (the call a kill interrupted, if any) started only.
+fn check_deletes(path: &Path, done: &BTreeSet<usize>, open: &[usize], out: &mut DeleteOutcomes, when: &str) {
+    let n = DELETE_STORE as usize;
+    let atoms: Vec<i64> = bytemuck::pod_collect_to_vec(&raw_array(path, "meta/atoms_ptr"));
+    let edges: Vec<i64> = bytemuck::pod_collect_to_vec(&raw_array(path, "meta/edges_ptr"));
+    let (sm, am, em) =
+        (raw_array(path, "meta/samples_mask"), raw_array(path, "meta/atoms_mask"), raw_array(path, "meta/edges_mask"));
+    // The three masks agree on every sample.
+    for p in 0..n {
+        let rows = |m: &[u8], ptr: &[i64]| m[ptr[p] as usize..ptr[p + 1] as usize].to_vec();
+        assert!(
+            rows(&am, &atoms).iter().all(|&b| b == sm[p]),
+            "{when}: atoms_mask of sample {p} differs from samples_mask"
+        );
+        assert!(
+            rows(&em, &edges).iter().all(|&b| b == sm[p]),
+            "{when}: edges_mask of sample {p} differs from samples_mask"
+        );
+    }
+    let off: BTreeSet<usize> = (0..n).filter(|&p| sm[p] == 0).collect();
+    let open_off = open.iter().filter(|p| off.contains(p)).count();
+    assert!(
+        open_off == 0 || open_off == open.len(),
+        "{when}: {open_off} of the {} masks of the interrupted call are off",
+        open.len()
+    );
+    let want_off: BTreeSet<usize> =
+        done.iter().copied().chain(if open_off > 0 { open.to_vec() } else { vec![] }).collect();
+    assert_eq!(off, want_off, "{when}: the masked samples are not those of the calls made");
+    // Rows: the kept samples as written; masked ones zeroed, all of them
+    // once their call returned, each row zero or as written while the call
+    // that masked them was interrupted.
+    let written: Vec<AtomicData> = (0..DELETE_STORE).map(|id| sample(id, 0)).collect();
+    // Whether some row of the interrupted call still holds its data.
+    let mut left_data = false;
+    for (name, f) in &written[0].fields {
+        let raw = raw_array(path, &format!("core/{name}"));
+        let row = f.data.dtype().size() * f.trailing_shape().iter().product::<usize>();
+        let ptr = match f.level {
+            Level::Atom => atoms.clone(),
+            Level::Edge => edges.clone(),
+            Level::System => (0..=n as i64).collect(),
+        };
+        for (p, s) in written.iter().enumerate() {
+            let mut want = s.fields[name].data.as_bytes().to_vec();
+            if name == "neighbor_list" {
+                let local: Vec<i64> = bytemuck::pod_collect_to_vec(&want);
+                want = local.iter().flat_map(|x| (x + atoms[p]).to_le_bytes()).collect();
+            }
+            let got = &raw[ptr[p] as usize * row..ptr[p + 1] as usize * row];
+            if !off.contains(&p) {
+                assert_eq!(got, &want[..], "{when}: {name} rows of kept sample {p} changed");
+            } else if open_off > 0 && open.contains(&p) {
+                for (g, w) in got.chunks(row.max(1)).zip(want.chunks(row.max(1))) {
+                    let zero = g.iter().all(|&b| b == 0);
+                    assert!(g == w || zero, "{when}: a {name} row of sample {p} is neither zero nor as written");
+                    left_data |= !zero;
+                }
+            } else {
+                assert!(got.iter().all(|&b| b == 0), "{when}: {name} rows of deleted sample {p} are not zero");
+            }
+        }
+    }
+    if !open.is_empty() {
+        if open_off == 0 {
+            out.inside_none += 1;
+        } else {
+            out.inside_all += 1;
+            out.rows_partly_zeroed += usize::from(left_data);
+        }
+    }
+    // And the reader agrees.
+    let r = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))
+        .unwrap_or_else(|e| panic!("{when}: the store does not open: {e}"));
+    assert_eq!(r.len(), n - off.len(), "{when}: reader length");
+    let got = r.read_many(&(0..r.len() as i64).collect::<Vec<_>>()).unwrap();
+    for (k, s) in got.iter().enumerate() {
+        assert_eq!(s.data, written[r.physical_index(k)], "{when}: kept sample {k}");
+    }
+}
+
+fn fresh_delete_store(path: &Path) {
+    if path.exists() {
+        std::fs::remove_dir_all(path).unwrap();
+    }
+    let mut w = AtomicDataZarrWriter::create(path, delete_config()).unwrap();
+    w.write(&(0..DELETE_STORE).map(|id| sample(id, 0)).collect::<Vec<_>>()).unwrap();
+}
+
+fn delete_kill_loop(kills: usize, seed: u64) {
+    let dir = common::disk_tmpdir();
+    let path = dir.path().join("deletes.zarr");
+    fresh_delete_store(&path);
+    let mut done: BTreeSet<usize> = BTreeSet::new();
+    let mut out = DeleteOutcomes::default();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for kill in 0..kills {
+        let mut child = child_command(&path)
+            .env("ATOMZARR_CRASH_DELETES", "1")
+            .env("ATOMZARR_CRASH_SEED", (seed * 1000 + kill as u64).to_string())
+            .spawn()
+            .expect("spawn the child");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(l) = tagged(&line) {
+                    let _ = tx.send(l);
+                }
+            }
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(60)).expect("the child never became ready"), "ready");
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..LIFE_US)));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        assert!(status.code().is_none(), "the child exited by itself ({status})");
+        let mut open: Vec<usize> = Vec::new();
+        for line in rx.try_iter() {
+            let w: Vec<&str> = line.splitn(3, ' ').collect();
+            match w[0] {
+                "X" => open = w[2].split(',').map(|x| x.parse().unwrap()).collect(),
+                "x" => {
+                    done.extend(open.drain(..));
+                    out.calls_returned += 1;
+                    out.call_ms += w[2].parse::<u64>().unwrap_or(0);
+                }
+                "error" => panic!("the child failed: {line}"),
+                _ => {}
+            }
+        }
+        let when = format!("after delete kill {kill}");
+        check_deletes(&path, &done, &open, &mut out, &when);
+        // The next writer clears what the kill left and deletes again.
+        let mut w =
+            AtomicDataZarrWriter::open(&path, delete_config()).unwrap_or_else(|e| panic!("{when}: writer open: {e}"));
+        assert!(!atomzarr::store::format::sibling(&path, ".atomzarr-deleting").exists(), "{when}: copy of meta/ left");
+        assert_eq!(atomzarr::testing::clean_temporaries(&path).unwrap(), 0, "{when}: temporaries left");
+        let sm = raw_array(&path, "meta/samples_mask");
+        done.extend(open.iter().filter(|&&p| sm[p] == 0));
+        // Finish a call whose masks landed (its rows are zeroed again whole).
+        let finish: Vec<usize> = open.iter().copied().filter(|&p| sm[p] == 0).collect();
+        if !finish.is_empty() {
+            w.delete(&finish).unwrap_or_else(|e| panic!("{when}: delete again: {e}"));
+            check_deletes(&path, &done, &[], &mut DeleteOutcomes::default(), &format!("{when}, deleted again"));
+        }
+        drop(w);
+        if (DELETE_STORE as usize) - done.len() < 2000 {
+            fresh_delete_store(&path);
+            done.clear();
+        }
+    }
+    println!(
+        "{kills} kills during large deletes: {} inside a call with no mask switched off, {} with all (rows partly zeroed in {}), {} calls returned ({} ms each on average)",
+        out.inside_none,
+        out.inside_all,
+        out.rows_partly_zeroed,
+        out.calls_returned,
+        out.call_ms / out.calls_returned.max(1) as u64
+    );
+    assert!(out.inside_none + out.inside_all > 0, "no kill landed inside a delete");
+}
+
+#[test]
+fn crash_during_large_deletes() {
+    delete_kill_loop(12, 0xde1e7e);
+}
+
+#[test]
+#[ignore = "soak: many more large-delete kills (ATOMZARR_CRASH_KILLS, default 100)"]
+fn crash_soak_large_deletes() {
+    let kills = std::env::var("ATOMZARR_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    delete_kill_loop(kills, seed);
 }

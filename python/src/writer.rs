@@ -88,7 +88,9 @@ impl Writer {
     }
 
     /// Soft-deletes samples by physical index (their position among all
-    /// samples written, deleted ones included, as in the toolkit).
+    /// samples written, deleted ones included, as in the toolkit). One call
+    /// rewrites each chunk its samples touch once, and commits all their
+    /// masks together: pass every index in one call.
     fn delete(&self, py: Python<'_>, indices: Vec<usize>) -> PyResult<()> {
         self.with(py, |w| w.delete(&indices))
     }

@@ -474,6 +474,10 @@ pub(crate) const DEFRAG_OLD: &str = ".defrag-old";
 /// Suffix of the sibling a new store is built in before it is renamed into
 /// place (see `AtomicDataZarrWriter::create`).
 pub(crate) const CREATING: &str = ".atomzarr-creating";
+/// Suffix of the sibling a `delete` builds the store's new `meta/` in
+/// (links to the files it keeps, new mask chunks) before exchanging it
+/// with the store's.
+pub(crate) const DELETING: &str = ".atomzarr-deleting";
 
 /// Where `add_custom` writes field `name`'s array before moving it into place
 /// (relative to the store).

@@ -77,7 +77,32 @@ pub(super) fn write_temp(target: &Path, bytes: &[u8], sync: bool) -> std::io::Re
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
+    if !sync && bytes.len() >= WRITEBACK_BYTES {
+        start_writeback(&f);
+    }
     Ok((tmp, created))
+}
+
+/// Staged files from this size on are handed to the disk as soon as they
+/// are written (see [`start_writeback`]).
+const WRITEBACK_BYTES: usize = 64 << 10;
+
+/// Starts writing `f`'s dirty pages to the disk without waiting for them
+/// (Linux `sync_file_range`), so that a transaction that stages many large
+/// files (a delete rewriting a chunk of every array, a large append) has
+/// them mostly on disk by its commit, whose fsyncs then wait for little
+/// rather than for all of it. Only a hint: the commit's fsync is what makes
+/// the file durable, and an error here changes nothing.
+fn start_writeback(f: &File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for the call (`f` outlives it); the
+        // call reads no memory of ours.
+        let _ = unsafe { libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = f;
 }
 
 /// Replaces `target` with `bytes` atomically and durably: temporary file,
@@ -99,6 +124,41 @@ pub(super) fn sync_parents(target: &Path, created: &[PathBuf]) -> std::io::Resul
         dirs.insert(p);
     }
     dirs.into_iter().filter(|d| !d.as_os_str().is_empty()).try_for_each(sync_dir)
+}
+
+/// Makes `dst` (absent, its parent existing) a copy of the directory tree
+/// `src` whose files are hard links to `src`'s, or copies where the
+/// filesystem refuses links; temporaries are left out. Every new
+/// directory, every copied file and `dst`'s parent are synced, so the copy
+/// survives a power loss as it is. For replacing several files in one
+/// atomic step: change them in the copy (never in place: a write through a
+/// link would change `src` too), then [`exchange`] the two trees.
+pub fn link_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    let mut dirs = vec![dst.to_path_buf()];
+    let mut copied = Vec::new();
+    let mut stack = vec![(src.to_path_buf(), dst.to_path_buf())];
+    std::fs::create_dir(dst)?;
+    while let Some((from, to)) = stack.pop() {
+        for entry in std::fs::read_dir(&from)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name.to_string_lossy().contains(TEMP_MARK) {
+                continue;
+            }
+            let (a, b) = (entry.path(), to.join(&name));
+            if entry.file_type()?.is_dir() {
+                std::fs::create_dir(&b)?;
+                dirs.push(b.clone());
+                stack.push((a, b));
+            } else if std::fs::hard_link(&a, &b).is_err() {
+                std::fs::copy(&a, &b)?;
+                copied.push(b);
+            }
+        }
+    }
+    copied.extend(dirs);
+    sync_paths(&copied)?;
+    sync_parent(dst)
 }
 
 /// Swaps two directories in one atomic step (Linux `renameat2` with

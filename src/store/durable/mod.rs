@@ -45,7 +45,9 @@ use zarrs::storage::{
 
 mod files;
 
-pub use files::{TEMP_MARK, clean_temporaries, exchange, rename_noreplace, replace_file, sync_dir, sync_parent};
+pub use files::{
+    TEMP_MARK, clean_temporaries, exchange, link_tree, rename_noreplace, replace_file, sync_dir, sync_parent,
+};
 use files::{sync_parents, sync_paths, write_temp};
 
 /// Files staged by an open transaction.

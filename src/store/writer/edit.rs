@@ -1,12 +1,10 @@
-//! Changes to the samples already in a store: `add_custom` (a new custom
-//! field for every sample), `delete` (soft: masks first, then zeroed rows),
-//! and the row rewrite behind `atomzarr repair`.
+//! Changes to the samples already in a store: `add_custom` and
+//! `add_filled` (a new field for every sample), and the row rewrite behind
+//! `atomzarr repair`. (`delete` has a file of its own.)
 
 use std::ops::Range;
 
-use zarrs::array::{ArrayBytes, CodecOptions};
-
-use super::{AtomicDataZarrWriter, arr_err, sync_parent};
+use super::{AtomicDataZarrWriter, sync_parent};
 use crate::data::{DType, Field, HostData, Level, Pointers};
 use crate::error::{Error, Result};
 use crate::store::arrays;
@@ -141,73 +139,6 @@ impl AtomicDataZarrWriter {
         // Only the now-empty pending folder; leave it if anything else is there.
         let _ = std::fs::remove_dir(self.path.join(format::PENDING_DIR));
         Ok(())
-    }
-
-    /// Soft-deletes physical samples: masks set false first (so readers stop
-    /// seeing them), then their rows zeroed. Pointers are unchanged.
-    /// Already-deleted samples are left as they are.
-    ///
-    /// # Errors
-    /// [`Error::IndexOutOfRange`] when an index is not below the physical sample
-    /// count (nothing is deleted then); [`Error::Zarr`] or [`Error::Io`] when
-    /// writing fails.
-    pub fn delete(&mut self, physical: &[usize]) -> Result<()> {
-        // Zeroed rows may lie in kept tail chunks.
-        self.tails.clear();
-        let root = format::read_root(&self.path)?;
-        let n = root.num_samples;
-        Error::check_indices(|| self.path.display().to_string(), physical, n)?;
-        let atoms = self.pointers(format::ATOMS_PTR, n)?;
-        let edges = self.pointers(format::EDGES_PTR, n)?;
-        let mut idx: Vec<usize> = physical.to_vec();
-        idx.sort_unstable();
-        idx.dedup();
-        let ranges = |level: Level| -> Vec<Range<u64>> {
-            let mut out: Vec<Range<u64>> = Vec::new();
-            for &p in &idx {
-                let r = Pointers { atoms: &atoms, edges: &edges }.rows(level, p);
-                match out.last_mut() {
-                    Some(last) if last.end == r.start => last.end = r.end,
-                    _ if r.is_empty() => {}
-                    _ => out.push(r),
-                }
-            }
-            out
-        };
-        // Two transactions: the masks (readers stop seeing the samples as
-        // soon as they land), then the zeroed rows. A crash between them
-        // leaves deleted samples whose rows still hold data, which nothing
-        // reads; a crash inside one leaves its files all old or all new.
-        let txn = self.store.transaction();
-        for (rel, level) in [
-            (format::SAMPLES_MASK, Level::System),
-            (format::ATOMS_MASK, Level::Atom),
-            (format::EDGES_MASK, Level::Edge),
-        ] {
-            for r in ranges(level) {
-                self.zero_rows(rel, r)?;
-            }
-        }
-        txn.commit().map_err(|e| Error::io(&self.path, e))?;
-        let txn = self.store.transaction();
-        for (name, info) in &root.fields {
-            let rel = format::field_path(info.group, name);
-            for r in ranges(info.level) {
-                self.zero_rows(&rel, r)?;
-            }
-        }
-        txn.commit().map_err(|e| Error::io(&self.path, e))
-    }
-
-    fn zero_rows(&self, rel: &str, rows: Range<u64>) -> Result<()> {
-        let a = self.open_rows_array(rel)?;
-        let dtype = arrays::array_dtype(&self.location(), rel, &a)?;
-        let row: u64 = a.shape()[1..].iter().product();
-        let bytes = vec![0u8; ((rows.end - rows.start) * row) as usize * dtype.size()];
-        let mut subset = vec![rows];
-        subset.extend(a.shape()[1..].iter().map(|&d| 0..d));
-        let options = CodecOptions::default().with_store_empty_chunks(self.write_empty_chunks(rel));
-        a.store_array_subset_opt(&subset, ArrayBytes::new_flen(bytes), &options).map_err(arr_err(&self.path, rel))
     }
 
     /// Rewrites rows `rows` of the existing array `rel` with `bytes` (used by

@@ -17,7 +17,9 @@
 //! | this one | the writer, `create`, and the row writes every operation shares |
 //! | `recover` | `open`: finishing or undoing interrupted operations |
 //! | `append` | `write`, `append`: sample checks, the append transaction |
-//! | `edit` | `add_custom`, `delete`, the row rewrite of `atomzarr repair` |
+//! | `edit` | `add_custom`, `add_filled`, the row rewrite of `atomzarr repair` |
+//! | `delete` | `delete`: masks committed in one exchange of `meta/`, then rows zeroed |
+//! | `zero` | rows set to zero, each touched chunk rewritten once |
 //! | `defragment` | `defragment` |
 //! | `tail` | tail chunks that small appends extend without compressing them again |
 //! | `strings` | string labels: checks, rows in the append, `add_strings` |
@@ -43,10 +45,12 @@ use tail::{ChunkWrite, TailCodec, Tails};
 
 mod append;
 mod defragment;
+mod delete;
 mod edit;
 mod recover;
 mod strings;
 mod tail;
+mod zero;
 
 /// Writes atomic-structure stores in the toolkit's layout.
 ///

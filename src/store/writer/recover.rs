@@ -1,8 +1,8 @@
 //! [`AtomicDataZarrWriter::open`]: opens a store for writing, after finishing
 //! or undoing what an interrupted writer left behind (a defragment stopped
 //! between its renames, an add_custom stopped after listing its field, a
-//! first write stopped before its commit, temporaries of unfinished file
-//! replacements).
+//! first write stopped before its commit, a delete's copy of `meta/`,
+//! temporaries of unfinished file replacements).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -48,6 +48,12 @@ impl AtomicDataZarrWriter {
         let tmp = format::sibling(&path, format::DEFRAG_TMP);
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        }
+        // A delete's copy of `meta/`: left by a crash, before its exchange
+        // (the new masks, never committed) or after it (the old ones).
+        let deleting = format::sibling(&path, format::DELETING);
+        if deleting.exists() {
+            std::fs::remove_dir_all(&deleting).map_err(|e| Error::io(&deleting, e))?;
         }
         // A create's build folder: left by a crash when its lock is free;
         // left alone when a create (started before the store appeared) is

@@ -82,19 +82,19 @@ pub(super) struct TailCodec {
     /// The chain ends in `crc32c`.
     crc32c: bool,
     /// The fill value: one byte, repeated.
-    fill: u8,
+    pub(super) fill: u8,
     /// Set for sharded arrays.
-    shard: Option<ShardSpec>,
+    pub(super) shard: Option<ShardSpec>,
 }
 
 /// The shards of a sharded array: split along the rows only, index at the
 /// end, in `bytes` (+ `crc32c`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ShardSpec {
+pub(super) struct ShardSpec {
     /// Rows per inner chunk.
-    inner_rows: u64,
+    pub(super) inner_rows: u64,
     /// The index ends in a crc32c.
-    index_crc32c: bool,
+    pub(super) index_crc32c: bool,
 }
 
 impl TailCodec {
@@ -125,7 +125,7 @@ impl TailCodec {
     }
 
     /// One full (inner) chunk, compressed as one frame.
-    fn encode_whole(&self, decoded: &[u8]) -> std::io::Result<Vec<u8>> {
+    pub(super) fn encode_whole(&self, decoded: &[u8]) -> std::io::Result<Vec<u8>> {
         let mut out = chunk_bytes::zstd_encode(decoded, self.level, decoded.len(), true)?;
         if self.crc32c {
             chunk_bytes::push_crc32c(&mut out, 0);
@@ -135,7 +135,7 @@ impl TailCodec {
 
     /// Decodes one encoded (inner) chunk of `size` bytes, checking its
     /// crc32c first.
-    fn decode(&self, encoded: &[u8], size: usize) -> std::result::Result<Vec<u8>, Fault> {
+    pub(super) fn decode(&self, encoded: &[u8], size: usize) -> std::result::Result<Vec<u8>, Fault> {
         let body = if self.crc32c { chunk_bytes::strip_crc32c(encoded)? } else { encoded };
         let out = chunk_bytes::zstd_decode(body, size).map_err(|e| Fault::Malformed(format!("zstd: {e}")))?;
         if out.len() != size {
@@ -455,7 +455,7 @@ impl AtomicDataZarrWriter {
 /// absent) or else the `stored` one, then the index (with its crc32c when
 /// `index_crc32c`). `None` when every inner chunk is absent. `capacity` is
 /// the expected size, less the index.
-fn shard_file<'a>(
+pub(super) fn shard_file<'a>(
     per_shard: u64,
     fresh: &'a BTreeMap<u64, Option<Vec<u8>>>,
     stored: impl Fn(u64) -> Option<&'a [u8]>,
@@ -494,7 +494,7 @@ fn shard_file<'a>(
 
 /// A shard file's index (at its end): `(offset, size)` per inner chunk,
 /// checked against its crc32c and the file's data bytes.
-fn parse_index(file: &[u8], per_shard: u64, crc: bool) -> std::result::Result<Vec<(u64, u64)>, Fault> {
+pub(super) fn parse_index(file: &[u8], per_shard: u64, crc: bool) -> std::result::Result<Vec<(u64, u64)>, Fault> {
     let len = chunk_bytes::shard_index_len(per_shard, crc);
     let Some(data_end) = (file.len() as u64).checked_sub(len) else {
         return Err(Fault::Malformed(format!("shard file of {} bytes, shorter than its {len}-byte index", file.len())));
