@@ -261,6 +261,7 @@ pub use pipeline::plan::LoaderState;
 pub use pipeline::prefetch::Prefetcher;
 pub use source::memory::{InMemoryOptions, InMemoryReader};
 pub use source::multi::{MultiReader, MultiReaderOptions};
+pub use source::ReadPlan;
 pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};
 pub use store::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use store::reader::cache::{CacheStats, DEFAULT_CACHE_BYTES};

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use burn::backend::Flex;
 
 use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, RandomSampler, Shard};
+use atomzarr::data::CollateOptions;
 use atomzarr::source::ChunkedReader;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, MultiReader, Reader, ReaderExt,
@@ -141,7 +142,7 @@ fn a_window_decodes_each_chunk_once_and_counts_its_bytes() {
 }
 
 #[test]
-fn the_announced_next_window_survives_a_window_that_overflows_the_cache() {
+fn a_window_planned_ahead_survives_a_window_that_overflows_the_cache() {
     let dir = common::tmpdir();
     let path = dir.path().join("p.zarr");
     let samples = write_store(&path, 2000);
@@ -155,20 +156,22 @@ fn the_announced_next_window_survives_a_window_that_overflows_the_cache() {
     assert!(w2_bytes > 2 * budget && w3_bytes < budget / 2);
     assert!(w2_set.is_disjoint(&w3_set) && w3_set.is_subset(&w1_set));
     let w3_decodes = decodes_for(&samples, &w3_set);
-    for announce in [false, true] {
+    for ahead in [false, true] {
         let r = open(&path, budget);
         let mut out = Vec::new();
         r.read_collated(&w1, &mut out).unwrap();
-        if announce {
-            r.announce_next(&logical(&w3));
-        }
+        // Window 3 planned before window 2 is read, or only when it is read.
+        let planned = ahead.then(|| r.plan(logical(&w3), CollateOptions::default()).unwrap());
         r.read_collated(&w2, &mut out).unwrap();
         let before = r.cache_stats().misses;
-        r.read_collated(&w3, &mut out).unwrap();
+        match planned {
+            Some(plan) => r.read_plan(plan, &mut out).unwrap(),
+            None => r.read_collated(&w3, &mut out).unwrap(),
+        }
         let misses = r.cache_stats().misses - before;
-        // Plain LRU: window 2 pushed every chunk of window 1 out. Announced:
+        // Plain LRU: window 2 pushed every chunk of window 1 out. Planned ahead:
         // none of window 3's was evicted.
-        assert_eq!(misses, if announce { 0 } else { w3_decodes }, "announce {announce}");
+        assert_eq!(misses, if ahead { 0 } else { w3_decodes }, "planned ahead {ahead}");
     }
 }
 
@@ -379,7 +382,7 @@ fn a_loader_over_a_multi_dataset_of_two_stores_decodes_and_caches_as_the_stores_
 }
 
 #[test]
-fn a_multi_dataset_passes_the_announced_window_to_the_child_that_owns_it() {
+fn a_multi_dataset_plans_each_window_with_the_child_that_owns_it() {
     let dir = common::tmpdir();
     let (small, path) = (dir.path().join("s.zarr"), dir.path().join("p.zarr"));
     write_store_seeded(&small, 100, 3);
@@ -389,7 +392,7 @@ fn a_multi_dataset_passes_the_announced_window_to_the_child_that_owns_it() {
     let (w1, w2, w3) = (shift(0..100), shift(1000..1600), shift(0..50));
     let (w3_set, _) = chunks_of(&samples, &(0..50).collect::<Vec<_>>());
     let w3_decodes = decodes_for(&samples, &w3_set);
-    for announce in [false, true] {
+    for ahead in [false, true] {
         let big = Arc::new(open(&path, 64 << 10));
         let multi = MultiReader::new(vec![Arc::new(open(&small, 64 << 10)), big.clone()]).unwrap();
         // The big store's cache as the single-store test has it (the
@@ -397,13 +400,14 @@ fn a_multi_dataset_passes_the_announced_window_to_the_child_that_owns_it() {
         big.chunked().unwrap().set_cache_bytes(64 << 10);
         let mut out = Vec::new();
         multi.read_collated(&w1, &mut out).unwrap();
-        if announce {
-            multi.chunked().unwrap().announce_next(&logical(&w3));
-        }
+        let planned = ahead.then(|| multi.plan(logical(&w3), CollateOptions::default()).unwrap());
         multi.read_collated(&w2, &mut out).unwrap();
         let before = big.cache_stats().misses;
-        multi.read_collated(&w3, &mut out).unwrap();
+        match planned {
+            Some(plan) => multi.read_plan(plan, &mut out).unwrap(),
+            None => multi.read_collated(&w3, &mut out).unwrap(),
+        }
         let misses = big.cache_stats().misses - before;
-        assert_eq!(misses, if announce { 0 } else { w3_decodes }, "announce {announce}");
+        assert_eq!(misses, if ahead { 0 } else { w3_decodes }, "planned ahead {ahead}");
     }
 }

@@ -444,7 +444,7 @@ fn num_workers_after_the_pool_started_takes_effect() {
         let handles: Vec<_> = (0..want)
             .map(|i| {
                 let (running, peak, names) = (running.clone(), peak.clone(), names.clone());
-                d.spawn_then(&ds, vec![vec![i % 6]], move |b| {
+                d.spawn_then(&ds, ds.plan(vec![vec![i % 6]]).unwrap(), move |b| {
                     let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                     peak.fetch_max(now, Ordering::SeqCst);
                     let t = std::time::Instant::now();

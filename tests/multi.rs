@@ -16,7 +16,7 @@ use atomzarr::sampler::{
 };
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DataLoader, Dataset, Error,
-    InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, Reader, ReaderExt, ZarrArrayConfig,
+    InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, ReadPlan, Reader, ReaderExt, ZarrArrayConfig,
     ZarrWriteConfig,
 };
 
@@ -67,14 +67,12 @@ impl<R: Reader> Reader for Counting<R> {
     fn get_metadata(&self, index: usize) -> atomzarr::Result<(usize, usize)> {
         self.inner.get_metadata(index)
     }
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> atomzarr::Result<()> {
+    fn plan(&self, batches: Vec<Vec<usize>>, opts: CollateOptions) -> atomzarr::Result<ReadPlan> {
+        self.inner.plan(batches, opts)
+    }
+    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> atomzarr::Result<()> {
         self.collated.fetch_add(1, Ordering::SeqCst);
-        self.inner.load_collated_opt(batches, opts, out)
+        self.inner.read_plan(plan, out)
     }
 }
 

@@ -13,7 +13,7 @@ use atomzarr::data::CollateOptions;
 
 use atomzarr::bench::{ReadOrder, read_order};
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level, Reader,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level,
     ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 

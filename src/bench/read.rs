@@ -205,13 +205,16 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<CollatedBatch>)>>(0);
         let windows = &windows;
         scope.spawn(move || {
-            for (wi, w) in windows.iter().enumerate() {
-                if let Some(next) = windows.get(wi + 1) {
-                    reader.announce_next(&lists(next));
-                }
+            // Each window is planned while the one before is read (as the
+            // DataLoader does): its chunks stay cached until its own read.
+            let mut planned = windows.first().map(|w| reader.plan(lists(w), collate));
+            for wi in 0..windows.len() {
+                let this = planned.take();
+                planned = windows.get(wi + 1).map(|next| reader.plan(lists(next), collate));
                 let mut out = Vec::new();
-                let r = reader
-                    .load_collated_opt(&lists(w), collate, &mut out)
+                let r = this
+                    .unwrap_or_else(|| Err(Error::Internal("a window without a plan".into())))
+                    .and_then(|plan| reader.read_plan(plan, &mut out))
                     .and_then(|()| with_cutoff(&mut out, opts))
                     .map(|()| (wi, out));
                 let failed = r.is_err();

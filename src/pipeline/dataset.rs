@@ -33,7 +33,8 @@ use crate::data::neighbors;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::prep::transforms::{CollatedTransform, SharedTransform};
-use crate::source::{ChunkedReader, Reader, ReaderExt, range_error};
+use crate::data::BatchBuffers;
+use crate::source::{ChunkedReader, ReadPlan, Reader, ReaderExt, reread_neighbor_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
 /// with a sample whose *content* is bad: an out-of-range neighbor index
@@ -86,6 +87,9 @@ struct ReadCtx<R: Reader> {
     epoch: u64,
     policy: ErrorPolicy,
     skipped: Arc<AtomicU64>,
+    /// Memory of the batches collated here from validated samples (the
+    /// reader's own batch path recycles into the reader's).
+    buffers: Arc<BatchBuffers>,
 }
 
 impl<R: Reader> ReadCtx<R> {
@@ -105,7 +109,7 @@ impl<R: Reader> ReadCtx<R> {
             // An index outside the sample is the batch paths' typed error
             // (with the append-bug diagnosis), whichever check meets it.
             return Err(match s.neighbor_report() {
-                Some(r) => range_error(&*self.reader, index, r),
+                Some(r) => reread_neighbor_error(&*self.reader, index, r),
                 None => Error::Validation { source_name: self.reader.name().to_string(), index, reason },
             });
         }
@@ -120,16 +124,39 @@ impl<R: Reader> ReadCtx<R> {
         let s = self.sample(index, self.reader.load_sample(index)?)?;
         let s = self.collated_samples(&[index], vec![s])?.pop().ok_or_else(|| Error::Internal("no sample".into()))?;
         match s.neighbor_report() {
-            Some(r) => Err(range_error(&*self.reader, index, r)),
+            Some(r) => Err(reread_neighbor_error(&*self.reader, index, r)),
             None => Ok(s),
         }
     }
 
+    /// Whether batches come straight from the reader's collated path (no
+    /// sample is validated or transformed one by one).
+    fn collated_path(&self) -> bool {
+        self.skip_validation && self.transforms.is_empty()
+    }
+
+    /// The plan of `lists` laid out as `collate`: the reader's own plan on
+    /// the collated path (stored edges left out when lists are built at a
+    /// cutoff), else a plan of the samples to validate.
+    fn plan(&self, lists: Vec<Vec<usize>>, collate: CollateOptions) -> Result<ReadPlan> {
+        self.check(&lists)?;
+        if self.collated_path() {
+            // Lists built at a cutoff replace the stored edges: not decoded.
+            return self.reader.plan(lists, collate.with_skip_edges(self.cutoff.is_some()));
+        }
+        Ok(ReadPlan::new(lists, collate))
+    }
+
     fn load_batches(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
-        self.check(lists)?;
-        match self.load_strict(lists, collate) {
-            Err(e) if self.policy == ErrorPolicy::Skip && e.is_sample_error() => self.load_skipping(lists, e, collate),
-            r => r,
+        self.read(self.plan(lists.to_vec(), collate)?)
+    }
+
+    /// Reads a plan of [`ReadCtx::plan`], under the error policy.
+    fn read(&self, plan: ReadPlan) -> Result<Vec<CollatedBatch>> {
+        let retry = (self.policy == ErrorPolicy::Skip).then(|| (plan.batches().to_vec(), plan.options()));
+        match (self.read_strict(plan), retry) {
+            (Err(e), Some((lists, collate))) if e.is_sample_error() => self.load_skipping(&lists, e, collate),
+            (r, _) => r,
         }
     }
 
@@ -211,30 +238,36 @@ impl<R: Reader> ReadCtx<R> {
     }
 
     fn load_strict(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
-        let mut out = self.load_untransformed(lists, collate)?;
-        self.build_lists(&mut out, collate.narrow_int64())?;
+        self.read_strict(self.plan(lists.to_vec(), collate)?)
+    }
+
+    fn read_strict(&self, plan: ReadPlan) -> Result<Vec<CollatedBatch>> {
+        let int32 = plan.options().narrow_int64();
+        let mut out = self.read_untransformed(plan)?;
+        self.build_lists(&mut out, int32)?;
         // Transforms see the batches one after another, in order.
         out.iter_mut().try_for_each(|b| self.transform(b))?;
         Ok(out)
     }
 
-    fn load_untransformed(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
-        let mut out = Vec::with_capacity(lists.len());
-        if self.skip_validation && self.transforms.is_empty() {
-            // Lists built at a cutoff replace the stored edges: not decoded.
-            let opts = collate.with_skip_edges(self.cutoff.is_some());
-            self.reader.load_collated_opt(lists, opts, &mut out)?;
+    fn read_untransformed(&self, plan: ReadPlan) -> Result<Vec<CollatedBatch>> {
+        let mut out = Vec::with_capacity(plan.batches().len());
+        if self.collated_path() {
+            self.reader.read_plan(plan, &mut out)?;
             return Ok(out);
         }
+        let (lists, collate, _) = plan.into_parts::<()>();
         let flat: Vec<usize> = lists.iter().flatten().copied().collect();
         let samples = self.reader.load_many(&flat)?;
         let samples: Vec<AtomicData> =
             samples.into_iter().zip(&flat).map(|(s, &i)| self.sample(i, s)).collect::<Result<_>>()?;
         let mut start = 0;
-        for b in lists {
+        for b in &lists {
             // Transforms may rewrite neighbor lists: collating checks them again.
-            let mut c = CollatedBatch { buffers: self.reader.batch_home(), ..CollatedBatch::default() };
-            c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| range_error(&*self.reader, b[k], r))?;
+            let mut c = CollatedBatch { buffers: crate::data::BufferHome::of(&self.buffers), ..CollatedBatch::default() };
+            c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| {
+                reread_neighbor_error(&*self.reader, b[k], r)
+            })?;
             if collate.narrow_int64() {
                 c.narrow_int64();
             }
@@ -256,6 +289,7 @@ impl<R: Reader> Clone for ReadCtx<R> {
             epoch: self.epoch,
             policy: self.policy,
             skipped: self.skipped.clone(),
+            buffers: self.buffers.clone(),
         }
     }
 }
@@ -306,6 +340,7 @@ impl<R: Reader + 'static> Dataset<R> {
                 epoch: 0,
                 policy: ErrorPolicy::Fail,
                 skipped: Arc::new(AtomicU64::new(0)),
+                buffers: BatchBuffers::new(crate::data::DEFAULT_BATCH_BUFFER_BYTES),
             },
             collate: CollateOptions::default(),
             transformed_levels: Arc::new(OnceLock::new()),
@@ -519,6 +554,37 @@ impl<R: Reader + 'static> Dataset<R> {
     pub fn load_batches(&self, lists: &[Vec<usize>]) -> Result<Vec<CollatedBatch>> {
         self.read.load_batches(lists, self.collate)
     }
+
+    /// The plan of reading `lists` as [`Dataset::load_batches`] would
+    /// (indices checked; on the reader's collated path, the reader's own
+    /// plan, see [`Reader::plan`]). The [`DataLoader`](crate::DataLoader)
+    /// plans each window on its own thread and hands the plan to a read
+    /// thread ([`Dataset::read_planned`]).
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{Dataset, InMemoryReader};
+    /// let ds = Dataset::new(InMemoryReader::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?);
+    /// let plan = ds.plan(vec![vec![3, 1], vec![0]])?;
+    /// assert_eq!(ds.read_planned(plan)?[0].indices, [3, 1]);
+    /// assert!(ds.plan(vec![vec![4]]).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] naming the reader; the reader's planning error.
+    pub fn plan(&self, lists: Vec<Vec<usize>>) -> Result<ReadPlan> {
+        self.read.plan(lists, self.collate)
+    }
+
+    /// Reads a plan of [`Dataset::plan`] (of this dataset or a clone):
+    /// the batches [`Dataset::load_batches`] returns for its lists.
+    ///
+    /// # Errors
+    /// As [`Dataset::load_batches`].
+    pub fn read_planned(&self, plan: ReadPlan) -> Result<Vec<CollatedBatch>> {
+        self.read.read(plan)
+    }
 }
 
 impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R> {
@@ -563,8 +629,9 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 /// A Dataset is itself a [`Reader`], so Datasets compose: as a
 /// [`MultiReader`](crate::MultiReader) child, under an
 /// [`InMemoryReader`](crate::InMemoryReader), or wrapped again. Loads return
-/// validated (unless skipped) and transformed samples; `load_collated_opt`
-/// is [`Dataset::load_batches`] laid out as its options say; sizes, metadata
+/// validated (unless skipped) and transformed samples; `plan` and
+/// `read_plan` are [`Dataset::plan`] and [`Dataset::read_planned`] laid out
+/// as their options say; sizes, metadata
 /// and refresh go to the reader.
 /// Every method is forwarded (the reader's chunk capability included), so
 /// wrapping a reader in a Dataset loses none of its hooks.
@@ -636,13 +703,12 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.read.reader.refresh()
     }
 
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
-        *out = self.read.load_batches(batches, opts)?;
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
+        self.read.plan(batches, options)
+    }
+
+    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        *out = self.read.read(plan)?;
         Ok(())
     }
 
@@ -650,15 +716,7 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.read.reader.metadata_for(i)
     }
 
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        self.read.reader.neighbor_index_error(index, value, num_atoms, span)
-    }
-
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         self.read.reader.chunked()
-    }
-
-    fn batch_home(&self) -> crate::data::BufferHome {
-        self.read.reader.batch_home()
     }
 }

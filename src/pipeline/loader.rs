@@ -409,17 +409,19 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
         }
         while self.inflight.len() < 2 {
             let Some(w) = self.next_window() else { break };
-            // This window is read after the one in progress: let the reader
-            // keep its chunks cached rather than evict them first.
-            if let Some(c) = self.dataset.reader().chunked() {
-                c.announce_next(&w);
-            }
             let asked = asked_for(&w);
-            // Handed to the upload threads (if any) as soon as the window is read.
-            let up = self.uploader.clone();
-            let h = self
-                .prefetch
-                .spawn_then(&self.dataset, w, move |batches| Ok(items(mark_emptied(batches, &asked), up.as_deref())));
+            // Planned here, while the window before is read: the reader
+            // keeps this window's chunks cached until its read.
+            let h = match self.dataset.plan(w) {
+                Ok(plan) => {
+                    // Handed to the upload threads (if any) as soon as the window is read.
+                    let up = self.uploader.clone();
+                    self.prefetch.spawn_then(&self.dataset, plan, move |batches| {
+                        Ok(items(mark_emptied(batches, &asked), up.as_deref()))
+                    })
+                }
+                Err(e) => Pending::failed(e),
+            };
             self.inflight.push_back(h);
         }
     }

@@ -32,7 +32,7 @@ use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::Dataset;
 use crate::pool::{Job, WorkerPool};
-use crate::source::Reader;
+use crate::source::{ReadPlan, Reader};
 
 /// Background work in flight on a [`Prefetcher`]'s pool. Dropping it cancels
 /// the work if it has not started; started work finishes and its result is
@@ -54,6 +54,13 @@ impl<T> Pending<T> {
     /// [`Dataset::load_batches`]).
     pub fn wait(self) -> Result<T> {
         self.rx.recv().map_err(|_| Error::Background("prefetch read was cancelled or its thread died".into()))?
+    }
+
+    /// Work that failed before it started: `wait` returns `e`.
+    pub(crate) fn failed(e: Error) -> Pending<T> {
+        let (tx, rx) = channel();
+        let _ = tx.send(Err(e));
+        Pending { rx, cancel: Arc::new(AtomicBool::new(false)) }
     }
 }
 
@@ -127,19 +134,24 @@ impl Prefetcher {
         Prefetcher::new(self.num_workers)
     }
 
-    /// Starts one background read of all `lists` from `dataset`; the handle
-    /// yields them split back into batches.
+    /// Starts one background read of all `lists` from `dataset`, planned
+    /// here ([`Dataset::plan`]); the handle yields them split back into
+    /// batches.
     pub fn spawn<R: Reader + 'static>(&self, dataset: &Dataset<R>, lists: Vec<Vec<usize>>) -> FusedHandle {
-        self.spawn_then(dataset, lists, Ok)
+        match dataset.plan(lists) {
+            Ok(plan) => self.spawn_then(dataset, plan, Ok),
+            Err(e) => Pending::failed(e),
+        }
     }
 
-    /// As [`spawn`](Self::spawn), then `then` runs on the same background
-    /// thread with the batches (the DataLoader builds device tensors there,
-    /// so a window costs one hand-off instead of one per batch).
+    /// Starts the background read of `plan` (a plan of `dataset` or a
+    /// clone), then `then` runs on the same background thread with the
+    /// batches (the DataLoader builds device tensors there, so a window
+    /// costs one hand-off instead of one per batch).
     pub fn spawn_then<R: Reader + 'static, T: Send + 'static>(
         &self,
         dataset: &Dataset<R>,
-        lists: Vec<Vec<usize>>,
+        plan: ReadPlan,
         then: impl FnOnce(Vec<CollatedBatch>) -> Result<T> + Send + 'static,
     ) -> Pending<T> {
         let (tx, rx) = channel();
@@ -152,13 +164,11 @@ impl Prefetcher {
             if flag.load(Ordering::Relaxed) {
                 return;
             }
-            let _ = tx.send(dataset.load_batches(&lists).and_then(then));
+            let _ = tx.send(dataset.read_planned(plan).and_then(then));
         });
         let pool = self.pool.get_or_init(|| WorkerPool::new("atomzarr-prefetch", self.num_workers));
         if pool.submit(job).is_err() {
-            let (etx, erx) = channel();
-            let _ = etx.send(Err(Error::Background("could not start prefetch threads".into())));
-            return Pending { rx: erx, cancel };
+            return Pending::failed(Error::Background("could not start prefetch threads".into()));
         }
         Pending { rx, cancel }
     }

@@ -18,8 +18,7 @@ use crate::data::{AtomicData, IndexRange, IndexReport, Level};
 use crate::data::{CollateOptions, CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::source::reader::plain_neighbor_index_error;
-use crate::source::{ChunkedReader, Reader, ReaderExt, SampleMetadata};
+use crate::source::{ChunkedReader, ReadPlan, Reader, ReaderExt, SampleMetadata};
 
 type Layout = Vec<FieldLayout>;
 
@@ -331,7 +330,7 @@ impl InMemoryReader {
         };
         // Checked once here (whatever the reader's batch path checked), so
         // batches copied from the resident data need no check.
-        verify_neighbors(&data, |k, r| crate::source::range_error(reader, k, r))?;
+        verify_neighbors(&data, |k, r| crate::source::reread_neighbor_error(reader, k, r))?;
         let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
         let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
         Ok(InMemoryReader { data, levels, source: format!("{} (in memory)", reader.name()), physical })
@@ -436,14 +435,18 @@ impl Reader for InMemoryReader {
         Ok(())
     }
 
-    /// Gathers rows from the resident buffers, then applies `opts`.
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
-        for b in batches {
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
+        for b in &batches {
+            self.check(b)?;
+        }
+        Ok(ReadPlan::new(batches, options))
+    }
+
+    /// Gathers rows from the resident buffers, then lays them out as the
+    /// plan says.
+    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let (batches, opts, _) = plan.into_parts::<()>();
+        for b in &batches {
             self.check(b)?;
         }
         out.resize_with(batches.len(), CollatedBatch::default);
@@ -460,18 +463,8 @@ impl Reader for InMemoryReader {
         })
     }
 
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        let _ = span;
-        plain_neighbor_index_error(self, index, value, num_atoms)
-    }
-
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         // Resident buffers: no chunks, no decode.
         None
-    }
-
-    fn batch_home(&self) -> crate::data::BufferHome {
-        // Batches are collated from resident samples: no pool of its own.
-        crate::data::BufferHome::default()
     }
 }

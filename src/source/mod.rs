@@ -4,6 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
+//! | `plan` | [`ReadPlan`]: a window's collated read, planned before it is read |
 //! | `memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
 //! | `budget` | one decoded-chunk budget split among a mixture's children ([`split_cache_budget`]) |
@@ -17,6 +18,7 @@ mod budget;
 pub mod dump;
 pub(crate) mod memory;
 pub(crate) mod multi;
+mod plan;
 pub(crate) mod reader;
 
 pub(crate) use memory::gather;
@@ -24,6 +26,7 @@ pub use multi::DATASET_INDEX;
 // The types also at the crate root are public there only.
 pub use budget::split_cache_budget;
 pub(crate) use multi::MultiReader;
-pub(crate) use reader::range_error;
+pub use plan::ReadPlan;
+pub(crate) use reader::{neighbor_index_error, reread_neighbor_error};
 pub use reader::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
 pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};

@@ -18,7 +18,9 @@ use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData}
 use crate::error::{Error, Result};
 use crate::source::gather;
 use crate::source::split_cache_budget;
-use crate::source::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, Reader, ReaderExt, SampleMetadata};
+use crate::source::{
+    CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, ReadPlan, Reader, ReaderExt, SampleMetadata,
+};
 
 /// Options of [`MultiReader::with_options`].
 ///
@@ -206,8 +208,17 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
     Ok(())
 }
 
+/// A [`MultiReader`]'s preparation of a window (in its [`ReadPlan`]): the
+/// offsets it was split against, each child's plan of its share, and where
+/// each output batch's samples come from.
+struct MixedWindow {
+    offsets: Arc<Vec<usize>>,
+    children: Vec<Option<ReadPlan>>,
+    sources: Vec<Source>,
+}
+
 /// Where one output batch's samples come from.
-enum Plan {
+enum Source {
     /// Every sample from one child sub-batch `(child, j)`, in order.
     Single(usize, usize),
     /// Per sample: `(source slot, graph)` into the list of sub-batches used.
@@ -428,21 +439,16 @@ impl Reader for MultiReader {
         Ok(())
     }
 
-    /// One read per child, children in parallel; batches that mix children
-    /// are gathered from the children's batches. Children collate with
-    /// default options, and `opts` is applied to the result.
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
+    /// Splits the window among the children (one sub-batch per output
+    /// batch a child has samples in, in its local indices) and plans each
+    /// child's share with the child, children laid out as stored (`options`
+    /// is applied to the gathered batches).
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
         let offsets = self.snapshot();
         let n = self.children.len();
-        // Per child: the sub-batches it serves (one per output batch it has samples in).
         let mut child_lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
-        let mut plans = Vec::with_capacity(batches.len());
-        for b in batches {
+        let mut sources = Vec::with_capacity(batches.len());
+        for b in &batches {
             let mut slot_of: Vec<Option<usize>> = vec![None; n];
             let mut slots: Vec<(usize, usize)> = Vec::new();
             let mut picks = Vec::with_capacity(b.len());
@@ -457,49 +463,74 @@ impl Reader for MultiReader {
                 picks.push((slot, child_lists[d][j].len()));
                 child_lists[d][j].push(l);
             }
-            plans.push(if slots.len() == 1 { Plan::Single(slots[0].0, slots[0].1) } else { Plan::Mixed(slots, picks) });
+            sources.push(if slots.len() == 1 { Source::Single(slots[0].0, slots[0].1) } else { Source::Mixed(slots, picks) });
         }
+        let children = child_lists
+            .into_iter()
+            .zip(&self.children)
+            .map(|(lists, c)| (!lists.is_empty()).then(|| c.plan(lists, CollateOptions::default())).transpose())
+            .collect::<Result<_>>()?;
+        Ok(ReadPlan::new(batches, options).with_prepared(MixedWindow { offsets, children, sources }))
+    }
+
+    /// One read per child, children in parallel; batches that mix children
+    /// are gathered from the children's batches.
+    fn read_plan(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let window = match plan.take_prepared::<MixedWindow>() {
+            Some(w) if Arc::ptr_eq(&w.offsets, &self.snapshot()) => w,
+            _ => {
+                let (batches, options, _) = plan.into_parts::<()>();
+                return self.read_plan(self.plan(batches, options)?, out);
+            }
+        };
+        let (batches, opts, _) = plan.into_parts::<()>();
+        let MixedWindow { offsets, children, sources } = window;
+        let n = self.children.len();
+        let asked: Vec<Vec<usize>> =
+            children.iter().map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default()).collect();
         // One read per child, children in parallel.
-        let mut child_out: Vec<Vec<CollatedBatch>> = (0..n)
+        let mut child_out: Vec<Vec<CollatedBatch>> = children
             .into_par_iter()
-            .map(|d| {
+            .enumerate()
+            .map(|(d, p)| {
                 let mut o = Vec::new();
-                if !child_lists[d].is_empty() {
-                    self.children[d].load_collated_opt(&child_lists[d], CollateOptions::default(), &mut o)?;
-                    let ok = o.len() == child_lists[d].len()
-                        && o.iter().zip(&child_lists[d]).all(|(c, l)| c.num_graphs() == l.len());
+                if let Some(p) = p {
+                    self.children[d].read_plan(p, &mut o)?;
+                    let ok = o.len() == asked[d].len() && o.iter().zip(&asked[d]).all(|(c, &l)| c.num_graphs() == l);
                     if !ok {
                         return Err(Error::InvalidInput {
                             context: self.children[d].name().to_string(),
-                            reason: "load_collated returned batches that do not match the request".into(),
+                            reason: "read_plan returned batches that do not match the request".into(),
                         });
                     }
                 }
                 Ok(o)
             })
             .collect::<Result<_>>()?;
+        debug_assert_eq!(child_out.len(), n);
         out.resize_with(batches.len(), CollatedBatch::default);
         let home = BufferHome::of(&self.batch_buffers);
         // Batches served whole by one child are moved, not copied.
-        for (dst, plan) in out.iter_mut().zip(&plans) {
-            if let Plan::Single(d, j) = *plan {
+        for (dst, source) in out.iter_mut().zip(&sources) {
+            if let Source::Single(d, j) = *source {
                 *dst = std::mem::take(&mut child_out[d][j]);
             }
         }
-        out.par_iter_mut().zip(plans.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, plan), b)| {
-            if let Plan::Mixed(slots, picks) = plan {
+        out.par_iter_mut().zip(sources.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, source), b)| {
+            if let Source::Mixed(slots, picks) = source {
                 if dst.buffers.pool().is_none() {
                     dst.buffers = home.clone();
                 }
-                let sources: Vec<&CollatedBatch> = slots.iter().map(|&(d, j)| &child_out[d][j]).collect();
-                // Children checked their own batches; this names the child's sample should a child have let one through.
+                let from: Vec<&CollatedBatch> = slots.iter().map(|&(d, j)| &child_out[d][j]).collect();
+                // Children checked their own batches; this names the child's
+                // sample should a child have let one through.
                 let range_error = |pos: usize, r: IndexReport| {
                     let (slot, graph) = picks[pos];
                     let d = slots[slot].0;
-                    let local = sources[slot].indices.get(graph).copied().unwrap_or(graph);
-                    crate::source::range_error(&*self.children[d], local, r)
+                    let local = from[slot].indices.get(graph).copied().unwrap_or(graph);
+                    crate::source::neighbor_index_error(&*self.children[d], local, r)
                 };
-                gather(dst, &sources, picks, Some(&range_error))?;
+                gather(dst, &from, picks, Some(&range_error))?;
             }
             // Global indices, in request order.
             dst.indices.clear();
@@ -515,7 +546,7 @@ impl Reader for MultiReader {
             b.recycle();
         }
         if self.dataset_index {
-            for (dst, b) in out.iter_mut().zip(batches) {
+            for (dst, b) in out.iter_mut().zip(&batches) {
                 let children =
                     b.iter().map(|&g| self.locate(&offsets, g).map(|(d, _)| d as i64)).collect::<Result<_>>()?;
                 let data = HostData::Int64(children);
@@ -524,21 +555,6 @@ impl Reader for MultiReader {
             }
         }
         Ok(())
-    }
-
-    /// The child's error, naming the child's store and its own index.
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        match self.to_local_index(index) {
-            Ok((d, l)) => self.children[d].neighbor_index_error(l, value, num_atoms, span),
-            Err(_) => Error::NeighborIndex {
-                source_name: self.source.clone(),
-                index,
-                physical_index: index,
-                value,
-                num_atoms,
-                append_shift: None,
-            },
-        }
     }
 
     /// The child's metadata, under the global index.
@@ -553,12 +569,6 @@ impl Reader for MultiReader {
     /// `MultiReader`) when at least one child has stored chunks.
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader)
-    }
-
-    /// The pool of the batches gathered from several children (a batch
-    /// served whole by one child goes back to that child's).
-    fn batch_home(&self) -> BufferHome {
-        BufferHome::of(&self.batch_buffers)
     }
 }
 
@@ -600,30 +610,5 @@ impl ChunkedReader for MultiReader {
     /// The sum over the children.
     fn decode_counters(&self) -> DecodeCounters {
         self.children.iter().filter_map(|c| c.chunked()).map(|c| c.decode_counters()).sum()
-    }
-
-    /// Each child is told its own share of `batches`, in its local indices
-    /// (indices out of range are left out; the read itself reports them).
-    fn announce_next(&self, batches: &[Vec<usize>]) {
-        let offsets = self.snapshot();
-        let mut per_child: Vec<Vec<Vec<usize>>> = vec![Vec::new(); self.children.len()];
-        for b in batches {
-            let mut split: Vec<Vec<usize>> = vec![Vec::new(); self.children.len()];
-            for &g in b {
-                if let Ok((d, l)) = self.locate(&offsets, g) {
-                    split[d].push(l);
-                }
-            }
-            for (d, part) in split.into_iter().enumerate() {
-                if !part.is_empty() {
-                    per_child[d].push(part);
-                }
-            }
-        }
-        for (c, lists) in self.children.iter().zip(per_child) {
-            if let (Some(ch), false) = (c.chunked(), lists.is_empty()) {
-                ch.announce_next(&lists);
-            }
-        }
     }
 }

@@ -5,12 +5,14 @@
 //!
 //! - [`Reader`], the core a backend implements: [`Reader::len`],
 //!   [`Reader::name`], [`Reader::field_levels`] and [`Reader::load_many`],
-//!   plus hooks with defaults it overrides when it can do better;
+//!   plus methods with defaults it overrides when it can do better (sizes
+//!   from pointers, a collated read planned ahead: [`Reader::plan`] and
+//!   [`Reader::read_plan`], see [`ReadPlan`]);
 //! - [`ReaderExt`], the conveniences every reader gets for free:
 //!   [`ReaderExt::read`] and [`ReaderExt::read_many`] (negative indices,
 //!   bounds checks, [`SampleMetadata`]), [`ReaderExt::read_collated`];
 //! - [`ChunkedReader`], the optional capability of a reader over stored
-//!   chunks (chunk blocks, the cache hint, decode counters), reached through
+//!   chunks (chunk blocks, the cache's fit and budget, decode counters), reached through
 //!   [`Reader::chunked`].
 //!
 //! ```
@@ -42,7 +44,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::data::{AtomicData, Level};
-use crate::data::{BufferHome, CollateOptions, CollatedBatch};
+use crate::data::{CollateOptions, CollatedBatch, IndexReport};
+use crate::source::ReadPlan;
 use crate::error::{Error, Result};
 
 /// Where a sample came from.
@@ -126,10 +129,13 @@ impl std::iter::Sum for DecodeCounters {
 ///
 /// Four methods are required: [`Reader::len`], [`Reader::name`],
 /// [`Reader::field_levels`] and [`Reader::load_many`]. The provided methods
-/// are hooks a backend overrides when it can do better than the default
-/// (answer sizes from pointers, copy rows straight into batch buffers, name
-/// physical indices, diagnose a bad neighbor index). Hook indices are
-/// logical and already in `0..len()`.
+/// have defaults built on those, which a backend overrides when it can do
+/// better: answer sizes from pointers ([`Reader::get_metadata`]), name
+/// physical indices, pick up new data ([`Reader::refresh`]), and read
+/// collated batches without materialising samples ([`Reader::plan`] and
+/// [`Reader::read_plan`]). Indices given to them are logical and, past
+/// [`Reader::plan`], already in `0..len()`. Each method builds its own
+/// errors, naming the reader and the sample.
 ///
 /// Callers use [`ReaderExt`] (implemented for every `Reader`): `read`,
 /// `read_many` and `read_collated` normalise negative indices, check bounds
@@ -137,8 +143,8 @@ impl std::iter::Sum for DecodeCounters {
 /// [`ChunkedReader`] through [`Reader::chunked`].
 ///
 /// A reader that wraps another (as [`Arc`], [`Dataset`](crate::Dataset) and
-/// [`MultiReader`](crate::MultiReader) do) must forward every method,
-/// hooks included, or the wrapped reader's overrides are lost; put
+/// [`MultiReader`](crate::MultiReader) do) must forward every method, or
+/// the wrapped reader's overrides are lost; put
 /// `#[deny(clippy::missing_trait_methods)]` on such an impl.
 // `is_empty` is a convenience, so it lives in ReaderExt with the others.
 #[allow(clippy::len_without_is_empty)]
@@ -197,24 +203,33 @@ pub trait Reader: Send + Sync {
         Ok(())
     }
 
-    /// The collated batch path: one backend read for all `batches`, written
-    /// into `out` (resized to `batches.len()`, buffers reused), laid out as
-    /// `opts` says. Indices are logical and already checked. Default:
-    /// [`Reader::load_many`], host collation, then a host pass that applies
-    /// `opts`; the Zarr reader copies rows from decoded chunks and applies
-    /// `opts` while it copies.
+    /// Plans the collated read of `batches` laid out as `options`: checks
+    /// every index against [`Reader::len`] and prepares what the read needs.
+    /// Default: nothing to prepare ([`ReadPlan::new`]). The Zarr reader finds
+    /// each sample's rows and the chunks every array must decode, and keeps
+    /// those chunks in its cache until the read (so a window planned while
+    /// another is read is not evicted first).
     ///
     /// # Errors
-    /// The error of [`Reader::load_many`]; the batch error of
-    /// [`Reader::neighbor_index_error`] for a sample whose neighbor list
-    /// points outside it; [`Error::InvalidInput`] naming the reader when `load_many` returns
+    /// [`Error::IndexOutOfRange`] naming the reader for an index not below `len()`.
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
+        Error::check_indices(|| self.name().to_string(), batches.iter().flatten(), self.len())?;
+        Ok(ReadPlan::new(batches, options))
+    }
+
+    /// Reads a plan of this reader's [`Reader::plan`] into `out` (resized to
+    /// its batches, buffers reused), one backend read for all its batches.
+    /// Default: [`Reader::load_many`], host collation, then the plan's
+    /// layout applied; the Zarr reader copies rows from decoded chunks and
+    /// lays them out while it copies.
+    ///
+    /// # Errors
+    /// The error of [`Reader::load_many`]; [`Error::NeighborIndex`] naming
+    /// the sample whose neighbor list points outside it;
+    /// [`Error::InvalidInput`] naming the reader when `load_many` returns
     /// another number of samples than asked for.
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
+    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let (batches, options, _) = plan.into_parts::<()>();
         let flat: Vec<usize> = batches.iter().flatten().copied().collect();
         let samples = self.load_many(&flat)?;
         if samples.len() != flat.len() {
@@ -227,34 +242,14 @@ pub trait Reader: Send + Sync {
         let mut start = 0;
         for (b, dst) in batches.iter().zip(out.iter_mut()) {
             dst.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, report| {
-                range_error(self, b[k], report)
+                neighbor_index_error(self, b[k], report)
             })?;
             start += b.len();
         }
-        if opts.narrow_int64() {
+        if options.narrow_int64() {
             out.iter_mut().for_each(CollatedBatch::narrow_int64);
         }
         Ok(())
-    }
-
-    /// The error a batch path returns for logical sample `index` whose
-    /// neighbor list holds `value` outside `[0, num_atoms)`; `span` is the
-    /// sample's smallest and largest (sample-local) index. Default: an
-    /// [`Error::NeighborIndex`] naming [`Reader::name`] and the physical
-    /// index. A reader that knows the store's atom offsets (the Zarr reader)
-    /// adds the diagnosis of nvalchemi-toolkit's append bug; wrappers
-    /// delegate to the reader that owns the sample.
-    ///
-    /// ```
-    /// use atomzarr::{Error, InMemoryReader, Reader};
-    /// let mem = InMemoryReader::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 0).unwrap(), "mem").unwrap();
-    /// let e = mem.neighbor_index_error(1, -3, 4, (-3, 2));
-    /// assert!(matches!(e, Error::NeighborIndex { index: 1, value: -3, num_atoms: 4, .. }));
-    /// assert!(e.to_string().starts_with("mem, sample 1 (physical 1): neighbor_list index -3"));
-    /// ```
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        let _ = span;
-        plain_neighbor_index_error(self, index, value, num_atoms)
     }
 
     /// The reader's chunked-store capability: chunk blocks, the cache hint
@@ -274,14 +269,6 @@ pub trait Reader: Send + Sync {
     /// ```
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         None
-    }
-
-    /// Where this reader's collated batches give their buffers back when
-    /// they are dropped, and where a [`Dataset`](crate::Dataset) that
-    /// collates validated samples takes its batch buffers: the Zarr
-    /// reader's batch buffer pool. None by default (buffers are freed).
-    fn batch_home(&self) -> BufferHome {
-        BufferHome::default()
     }
 }
 
@@ -312,11 +299,6 @@ pub trait ChunkedReader: Send + Sync {
 
     /// Decode counters since the reader was opened (or its counters reset).
     fn decode_counters(&self) -> DecodeCounters;
-
-    /// A hint: `batches` (logical, checked by the caller) is the read that
-    /// follows the one in progress. A reader with a cache keeps what that
-    /// read needs rather than evict it first.
-    fn announce_next(&self, batches: &[Vec<usize>]);
 
     /// The store's decoded size against the reader's chunk cache: what the
     /// [`DataLoader`](crate::DataLoader)'s default shuffle decides by.
@@ -412,10 +394,19 @@ pub trait ReaderExt: Reader {
         }
     }
 
-    /// [`Reader::load_collated_opt`] with default options.
+    /// A read that was not planned ahead: [`Reader::plan`], then
+    /// [`Reader::read_plan`] (indices logical, in `0..len()`).
     ///
     /// # Errors
-    /// As [`Reader::load_collated_opt`].
+    /// As [`Reader::plan`] and [`Reader::read_plan`].
+    fn load_collated_opt(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        self.read_plan(self.plan(batches.to_vec(), opts)?, out)
+    }
+
+    /// [`ReaderExt::load_collated_opt`] with default options.
+    ///
+    /// # Errors
+    /// As [`ReaderExt::load_collated_opt`].
     fn load_collated(&self, batches: &[Vec<usize>], out: &mut Vec<CollatedBatch>) -> Result<()> {
         self.load_collated_opt(batches, CollateOptions::default(), out)
     }
@@ -455,7 +446,7 @@ pub trait ReaderExt: Reader {
     }
 
     /// Collated batches for logical (possibly negative) indices; see
-    /// [`Reader::load_collated_opt`].
+    /// [`Reader::read_plan`].
     ///
     /// # Errors
     /// As [`ReaderExt::read_collated_opt`].
@@ -483,7 +474,7 @@ pub trait ReaderExt: Reader {
     ///
     /// # Errors
     /// [`Error::IndexOutOfRange`] for any index, or the error of
-    /// [`Reader::load_collated_opt`].
+    /// [`Reader::read_plan`].
     fn read_collated_opt(
         &self,
         batches: &[Vec<i64>],
@@ -492,34 +483,37 @@ pub trait ReaderExt: Reader {
     ) -> Result<()> {
         let len = self.len();
         let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
-        self.load_collated_opt(&checked, opts, out)
+        self.read_plan(self.plan(checked, opts)?, out)
     }
 }
 
 impl<R: Reader + ?Sized> ReaderExt for R {}
 
-/// [`Reader::neighbor_index_error`] without a diagnosis: the reader's
-/// source and the sample's physical index.
-pub(crate) fn plain_neighbor_index_error<R: Reader + ?Sized>(
-    reader: &R,
-    index: usize,
-    value: i64,
-    num_atoms: usize,
-) -> Error {
+/// The error of logical sample `index` of `reader` whose neighbor list
+/// holds `report.value` outside its atoms, found in samples the reader
+/// returned: the reader's source and the sample's physical index.
+pub(crate) fn neighbor_index_error<R: Reader + ?Sized>(reader: &R, index: usize, report: IndexReport) -> Error {
+    let meta = reader.metadata_for(index);
     Error::NeighborIndex {
-        source_name: reader.name().to_string(),
+        source_name: meta.source.to_string(),
         index,
-        physical_index: reader.physical_index(index),
-        value,
-        num_atoms,
+        physical_index: meta.physical_index,
+        value: report.value,
+        num_atoms: report.num_atoms,
         append_shift: None,
     }
 }
 
-/// The batch-path error for `report`, a range violation of logical sample
-/// `index` of `reader`.
-pub(crate) fn range_error<R: Reader + ?Sized>(reader: &R, index: usize, report: crate::data::IndexReport) -> Error {
-    reader.neighbor_index_error(index, report.value, report.num_atoms, (report.min, report.max))
+/// As [`neighbor_index_error`] for a wrapper that collated samples `reader`
+/// gave it: when the reader's own batch path refuses the sample, its error
+/// (built where the fault is, with what only the reader knows, such as the
+/// diagnosis of the toolkit's append bug); otherwise the plain error (the
+/// fault came after the read, from a transform).
+pub(crate) fn reread_neighbor_error<R: Reader + ?Sized>(reader: &R, index: usize, report: IndexReport) -> Error {
+    match reader.load_collated(&[vec![index]], &mut Vec::new()) {
+        Err(e @ Error::NeighborIndex { .. }) => e,
+        _ => neighbor_index_error(reader, index, report),
+    }
 }
 
 /// `indices` normalised to `0..len` (`len` taken once by the caller: per
@@ -562,22 +556,14 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn refresh(&self) -> Result<()> {
         (**self).refresh()
     }
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
-        (**self).load_collated_opt(batches, opts, out)
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
+        (**self).plan(batches, options)
     }
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        (**self).neighbor_index_error(index, value, num_atoms, span)
+    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        (**self).read_plan(plan, out)
     }
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         (**self).chunked()
-    }
-    fn batch_home(&self) -> BufferHome {
-        (**self).batch_home()
     }
 }
 

@@ -7,12 +7,12 @@
 //! Keying by inner chunk keeps the decode granularity and the cache granularity
 //! equal. The LRU bookkeeping is the `lru` crate's (zarrs uses it too).
 //!
-//! Eviction is least-recently-used with one exception: the chunks the reader
-//! was told the next read needs ([`ChunkCache::protect`], fed by
-//! `Reader::announce_next`) are evicted only when nothing else is left. So a
-//! read whose chunks do not fit next to the cached ones evicts chunks no
-//! upcoming read is known to need first, and the next window finds its
-//! chunks still there. Within one read every needed chunk is decoded at most
+//! Eviction is least-recently-used with one exception: the chunks of windows
+//! planned and not yet read ([`ChunkCache::protect`], held by the plan that
+//! `Reader::plan` returns until its read starts or it is dropped) are
+//! evicted only when nothing else is left. So a read whose chunks do not fit
+//! next to the cached ones evicts chunks no upcoming read is known to need
+//! first, and the next window finds its chunks still there. Within one read every needed chunk is decoded at most
 //! once whatever the budget (the read holds what it decoded until it has
 //! copied the rows).
 //!
@@ -21,7 +21,7 @@
 //! - Whole store fits (decoded size below the budget): every chunk is decoded
 //!   once per reader, whatever the read order.
 //! - Sequential reads of a larger store: the budget needs the chunks of two
-//!   read windows (the one being copied and the one announced next) plus the
+//!   read windows (the one being copied and the one planned next) plus the
 //!   arrays small enough to stay resident (per-system arrays).
 //! - The block-pool shuffle ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler),
 //!   what `with_shuffle(true)` reads on a store larger than the cache): the
@@ -49,9 +49,32 @@ use super::pool::ChunkPool;
 
 pub use crate::source::DEFAULT_CACHE_BYTES;
 
-/// Cache keys of an array's chunks narrowed to int32 (the array's own id
-/// with this bit set; ids count arrays opened by one reader, far below it).
-pub(crate) const NARROWED: u32 = 1 << 31;
+/// The form a read takes an array's chunks in: as stored, or int64 values
+/// narrowed to int32 (half the bytes; see
+/// [`CollateOptions::narrow_int64`](crate::data::CollateOptions::narrow_int64)).
+/// The two forms of one chunk are cached apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Width {
+    /// The stored dtype.
+    Stored,
+    /// Int64 narrowed to int32.
+    Int32,
+}
+
+/// What the cache keeps chunks of: an array (its id in the reader) in one
+/// [`Width`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ArrayKey {
+    pub(crate) array: u32,
+    pub(crate) width: Width,
+}
+
+impl From<u32> for ArrayKey {
+    /// The array as stored.
+    fn from(array: u32) -> ArrayKey {
+        ArrayKey { array, width: Width::Stored }
+    }
+}
 
 /// Hit / miss / size counters of a reader's decoded-chunk cache ([`AtomicDataZarrReader::cache_stats`](crate::AtomicDataZarrReader::cache_stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -69,20 +92,62 @@ pub struct CacheStats {
 }
 
 struct Inner {
-    lru: lru::LruCache<(u32, u64), ChunkBytes, rustc_hash::FxBuildHasher>,
+    lru: lru::LruCache<(ArrayKey, u64), ChunkBytes, rustc_hash::FxBuildHasher>,
     bytes: u64,
-    /// Chunks (array id without the [`NARROWED`] bit, chunk) an upcoming
-    /// read needs: evicted last.
-    protected: std::collections::HashSet<(u32, u64), rustc_hash::FxBuildHasher>,
 }
 
 impl Inner {
-    /// The least recently used entry that no upcoming read needs, else the
+    /// The least recently used entry that no planned read needs, else the
     /// least recently used one.
-    fn victim(&self) -> Option<(u32, u64)> {
-        let free = self.lru.iter().rev().map(|(k, _)| *k).find(|&(a, c)| !self.protected.contains(&(a & !NARROWED, c)));
+    fn victim(&self, planned: &Planned) -> Option<(ArrayKey, u64)> {
+        let free = self.lru.iter().rev().map(|(k, _)| *k).find(|&(a, c)| !planned.contains_key(&(a.array, c)));
         free.or_else(|| self.lru.peek_lru().map(|(k, _)| *k))
     }
+
+    /// Evicts down to `budget` bytes.
+    fn evict_to(&mut self, budget: u64, planned: &Mutex<Planned>) {
+        if self.bytes <= budget {
+            return;
+        }
+        let planned = lock_planned(planned);
+        while self.bytes > budget {
+            let Some(key) = self.victim(&planned) else { break };
+            if let Some(v) = self.lru.pop(&key) {
+                self.bytes -= v.len() as u64;
+            }
+        }
+    }
+}
+
+/// Chunks `(array id, chunk)` of the windows planned and not yet read, in
+/// either width, with the number of such windows needing each.
+type Planned = std::collections::HashMap<(u32, u64), u32, rustc_hash::FxBuildHasher>;
+
+/// The protection of one planned window's chunks ([`ChunkCache::protect`]):
+/// dropping it (when the window's read starts, or the plan is abandoned)
+/// takes them back.
+pub(crate) struct Protection {
+    planned: Arc<Mutex<Planned>>,
+    keys: Vec<(u32, u64)>,
+}
+
+impl Drop for Protection {
+    fn drop(&mut self) {
+        let mut p = lock_planned(&self.planned);
+        for k in &self.keys {
+            if let Some(n) = p.get_mut(k) {
+                *n -= 1;
+                if *n == 0 {
+                    p.remove(k);
+                }
+            }
+        }
+    }
+}
+
+fn lock_planned(planned: &Mutex<Planned>) -> std::sync::MutexGuard<'_, Planned> {
+    // Plain counts: a panic elsewhere cannot leave them half-written.
+    planned.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A byte-budgeted LRU of decoded chunks. A budget of 0 disables it.
@@ -93,6 +158,8 @@ pub struct ChunkCache {
     /// Memory for decoded chunks, cached or not (see `pool`).
     pool: Arc<ChunkPool>,
     inner: Mutex<Inner>,
+    /// Chunks of planned windows, evicted last (see [`ChunkCache::protect`]).
+    planned: Arc<Mutex<Planned>>,
     hits: AtomicU64,
     misses: AtomicU64,
     decoded_bytes: AtomicU64,
@@ -128,8 +195,8 @@ impl ChunkCache {
                 // of chunks; SipHash was a fifth of its read.
                 lru: lru::LruCache::unbounded_with_hasher(rustc_hash::FxBuildHasher),
                 bytes: 0,
-                protected: std::collections::HashSet::default(),
             }),
+            planned: Arc::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             decoded_bytes: AtomicU64::new(0),
@@ -154,22 +221,16 @@ impl ChunkCache {
     pub(crate) fn set_budget(&self, budget: u64, pool_limit: u64) {
         self.pool.set_limit(pool_limit);
         self.budget.store(budget, Ordering::Relaxed);
-        let mut g = self.lock();
-        while g.bytes > budget {
-            let Some(key) = g.victim() else { break };
-            if let Some(v) = g.lru.pop(&key) {
-                g.bytes -= v.len() as u64;
-            }
-        }
+        self.lock().evict_to(budget, &self.planned);
     }
 
     /// Looks up a chunk, counting a hit or a miss.
-    pub fn get(&self, array: u32, chunk: u64) -> Option<ChunkBytes> {
+    pub fn get(&self, array: impl Into<ArrayKey>, chunk: u64) -> Option<ChunkBytes> {
         if self.budget() == 0 {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let found = self.lock().lru.get(&(array, chunk)).cloned();
+        let found = self.lock().lru.get(&(array.into(), chunk)).cloned();
         let counter = if found.is_some() { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
         found
@@ -178,23 +239,18 @@ impl ChunkCache {
     /// Inserts a chunk, evicting least-recently-used ones past the budget
     /// (protected ones last, see [`ChunkCache::protect`]). Chunks larger than
     /// the whole budget are not kept.
-    pub fn insert(&self, array: u32, chunk: u64, bytes: ChunkBytes) {
+    pub fn insert(&self, array: impl Into<ArrayKey>, chunk: u64, bytes: ChunkBytes) {
         let size = bytes.len() as u64;
         let budget = self.budget();
         if size > budget {
             return;
         }
         let mut g = self.lock();
-        if let Some(old) = g.lru.put((array, chunk), bytes) {
+        if let Some(old) = g.lru.put((array.into(), chunk), bytes) {
             g.bytes -= old.len() as u64;
         }
         g.bytes += size;
-        while g.bytes > budget {
-            let Some(key) = g.victim() else { break };
-            if let Some(v) = g.lru.pop(&key) {
-                g.bytes -= v.len() as u64;
-            }
-        }
+        g.evict_to(budget, &self.planned);
     }
 
     /// Bytes the cache can take before it evicts anything.
@@ -206,13 +262,15 @@ impl ChunkCache {
         budget.saturating_sub(self.lock().bytes)
     }
 
-    /// Replaces the set of protected chunks, `(array id, chunk)`: those the
-    /// next read needs, evicted only when nothing unprotected is left. The
-    /// int32-narrowed copy of a chunk is protected with it.
-    pub fn protect(&self, chunks: impl IntoIterator<Item = (u32, u64)>) {
-        let mut g = self.lock();
-        g.protected.clear();
-        g.protected.extend(chunks.into_iter().map(|(a, c)| (a & !NARROWED, c)));
+    /// Protects `chunks`, `(array id, chunk)` in both widths, for as long
+    /// as the returned value lives: those a planned read needs, evicted
+    /// only when nothing unprotected is left.
+    pub(crate) fn protect(&self, chunks: Vec<(u32, u64)>) -> Protection {
+        let mut p = lock_planned(&self.planned);
+        for &k in &chunks {
+            *p.entry(k).or_insert(0) += 1;
+        }
+        Protection { planned: self.planned.clone(), keys: chunks }
     }
 
     /// A buffer of `len` bytes for a decoded chunk, its contents unspecified
@@ -247,7 +305,6 @@ impl ChunkCache {
         let mut g = self.lock();
         g.lru.clear();
         g.bytes = 0;
-        g.protected.clear();
     }
 
     /// Current counters.
@@ -295,24 +352,30 @@ mod tests {
         for k in 0..3 {
             c.insert(0, k, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
         }
-        // The next read needs chunk 0 (the least recent) and the narrowed
-        // copy of chunk 1: plain LRU would evict 0 then 1.
-        c.protect([(0, 0), (NARROWED, 1)]);
+        // The next read needs chunk 0 (the least recent) and chunk 1: plain
+        // LRU would evict 0 then 1.
+        let first = c.protect(vec![(0, 0), (0, 1)]);
         c.insert(0, 3, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30])))); // evicts 2, the LRU unprotected
         assert!(c.get(0, 2).is_none());
         c.insert(0, 4, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30])))); // evicts 3 (0 and 1 protected)
         assert!(c.get(0, 3).is_none());
         assert!(c.get(0, 0).is_some() && c.get(0, 1).is_some() && c.get(0, 4).is_some());
         // Only the newest is unprotected: it goes (its reader holds it).
-        c.protect([(0, 0), (0, 1), (0, 4)]);
+        let second = c.protect(vec![(0, 4)]);
         c.insert(0, 5, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
         assert!(c.get(0, 5).is_none());
         // Everything protected: the least recent goes first.
-        c.protect([(0, 0), (0, 1), (0, 4), (0, 6)]);
+        let third = c.protect(vec![(0, 6)]);
         c.insert(0, 6, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
         assert_eq!(c.stats().entries, 3);
         assert!(c.get(0, 0).is_none()); // looked up before 1 and 4 above
         assert!(c.get(0, 1).is_some() && c.get(0, 6).is_some());
+        // The first plan read (dropped): its chunk 1 goes before 4 and 6.
+        drop(first);
+        c.insert(0, 7, Arc::new(Chunk::plain(ChunkBuf::from(vec![0; 30]))));
+        assert!(c.get(0, 1).is_none() && c.get(0, 4).is_some() && c.get(0, 6).is_some());
+        drop((second, third));
+        assert!(lock_planned(&c.planned).is_empty());
     }
 
     #[test]

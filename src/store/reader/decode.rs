@@ -8,59 +8,60 @@ use rayon::prelude::*;
 use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 
 use super::AtomicDataZarrReader;
-use super::cache::{Chunk, ChunkBuf, ChunkBytes, NARROWED};
+use super::cache::{ArrayKey, Chunk, ChunkBuf, ChunkBytes, Width};
 use super::compact::{self, Form};
-use super::plan::{BatchRows, needed_chunks_per_field};
+use super::plan::BatchRows;
 use super::{FieldArray, State};
 use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
-use crate::error::{Error, Result};
+use crate::error::Error;
+use crate::error::Result;
 
 impl AtomicDataZarrReader {
     /// One inner chunk of `f` from the cache, if held (a zero-width row
     /// needs no chunk at all).
-    fn cached(&self, f: &FieldArray, chunk: u64, narrowed: bool) -> Option<ChunkBytes> {
+    fn cached(&self, f: &FieldArray, chunk: u64, width: Width) -> Option<ChunkBytes> {
         if f.row_bytes == 0 {
             // A zero-width trailing dimension ([n, 0]): rows hold no bytes,
             // though the stored chunk shape is at least 1 wide.
             return Some(Arc::new(Chunk::plain(ChunkBuf::from(Vec::new()))));
         }
-        self.cache.get(cache_key(f, narrowed), chunk)
+        self.cache.get(ArrayKey { array: f.id, width }, chunk)
     }
 
-    /// Decodes one inner chunk of `f`, narrowed to int32 when `narrowed`,
-    /// and offers it to the cache. `Ok(None)`: a value did not fit int32 (the
-    /// array is then marked wide-only; the caller plans again).
+    /// Decodes one inner chunk of `f` in `width` and offers it to the cache.
+    /// `Ok(None)`: a value did not fit int32 (the array is then marked
+    /// wide-only; the read takes it as stored from then on).
     ///
     /// Why narrow the cached chunk rather than each batch: narrowing costs
     /// several instructions per value at the baseline x86-64 target, and done
     /// per batch it slowed a warm epoch by ~15%; done here it runs once per
     /// chunk, and the cached chunk is half the size.
-    fn decode_chunk_as(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool) -> Result<Option<ChunkBytes>> {
+    fn decode_chunk_as(&self, st: &State, f: &FieldArray, chunk: u64, width: Width) -> Result<Option<ChunkBytes>> {
         let raw = self.decode_raw(f, chunk)?;
-        self.keep_decoded(st, f, chunk, narrowed, raw)
+        self.keep_decoded(st, f, chunk, width, raw)
     }
 
-    /// A freshly decoded chunk of `f`, its neighbor indices checked,
-    /// narrowed to int32 when `narrowed` and offered to the cache (see
+    /// A freshly decoded chunk of `f`, its neighbor indices checked, in
+    /// `width` and offered to the cache (see
     /// [`Self::decode_chunk_as`]).
     pub(super) fn keep_decoded(
         &self,
         st: &State,
         f: &FieldArray,
         chunk: u64,
-        narrowed: bool,
+        width: Width,
         raw: ChunkBuf,
     ) -> Result<Option<ChunkBytes>> {
         // Counted here, on the read path (local or fetched), not in
         // `decode_raw`, which the decode floor also calls.
         self.cache.count_decode(raw.len() as u64);
         self.verify_neighbors(st, f, chunk, &raw);
-        if let Some(c) = self.compact(st, f, chunk, narrowed, &raw) {
+        if let Some(c) = self.compact(st, f, chunk, width, &raw) {
             let c = Arc::new(c);
-            self.cache.insert(cache_key(f, narrowed), chunk, c.clone());
+            self.cache.insert(ArrayKey { array: f.id, width }, chunk, c.clone());
             return Ok(Some(c));
         }
-        if !narrowed {
+        if width == Width::Stored {
             let raw = Arc::new(Chunk::plain(raw));
             self.cache.insert(f.id, chunk, raw.clone());
             return Ok(Some(raw));
@@ -70,7 +71,7 @@ impl AtomicDataZarrReader {
         match HostData::narrow_i64_into(&raw, &mut narrow) {
             true => {
                 let narrow = Arc::new(Chunk::plain(narrow));
-                self.cache.insert(f.id | NARROWED, chunk, narrow.clone());
+                self.cache.insert(ArrayKey { array: f.id, width: Width::Int32 }, chunk, narrow.clone());
                 Ok(Some(narrow))
             }
             false => {
@@ -92,7 +93,8 @@ impl AtomicDataZarrReader {
     /// sample-local int16 receivers and sender runs, else as sample-local
     /// int16 pairs, other fields as a dictionary of at most 2,048
     /// distinct rows (its table narrowed to int32 for a narrowed request).
-    fn compact(&self, st: &State, f: &FieldArray, chunk: u64, narrowed: bool, raw: &[u8]) -> Option<Chunk> {
+    fn compact(&self, st: &State, f: &FieldArray, chunk: u64, width: Width, raw: &[u8]) -> Option<Chunk> {
+        let narrowed = width == Width::Int32;
         if f.name == NEIGHBOR_LIST {
             if f.dtype != DType::Int64 {
                 return None;
@@ -201,62 +203,61 @@ impl AtomicDataZarrReader {
     }
 
     /// Decodes every chunk the samples of `rows` need, once each, in
-    /// parallel over (array, chunk). Returns, per field, its sorted chunk
-    /// ids and bytes.
+    /// parallel over (array, chunk), for a read laid out as `opts` with no
+    /// bound on what it holds. Returns, per field, its sorted chunk ids and
+    /// bytes.
     pub(super) fn decode_needed(&self, st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Result<Vec<Decoded>> {
-        let plans = needed_chunks_per_field(st, rows, |f| f.wanted(opts));
-        self.decode_planned(st, rows, plans, opts, u64::MAX)?
-            .ok_or_else(|| Error::Internal("a read without a decode bound refused its decode".into()))
+        loop {
+            let need = Needed::of(st, rows, opts);
+            match self.decode(st, &need, u64::MAX, rows.sample_bytes(st))? {
+                Decode::Done(dec) => return Ok(dec),
+                Decode::Widened => continue,
+                Decode::OverBound => {
+                    return Err(Error::Internal("a read without a decode bound refused its decode".into()));
+                }
+            }
+        }
     }
 
-    /// As [`decode_needed`](Self::decode_needed), with the chunk plan of
-    /// `rows` already made (`needed_chunks_per_field` over the fields `opts`
-    /// wants). `Ok(None)` when the chunks the cache does not hold would
-    /// decode to more than `limit` bytes beyond the cache's free room:
-    /// cached chunks cost nothing more to hold, and neither do those the
-    /// cache has room to keep (the first window of a shuffled epoch over a
-    /// store that fits the cache decodes the whole store; read in groups it
-    /// would copy one batch at a time while the other cores wait). The
-    /// rest are held beside the cache until the read ends.
-    pub(super) fn decode_planned(
-        &self,
-        st: &State,
-        rows: &BatchRows<'_>,
-        plans: Vec<Vec<u64>>,
-        opts: CollateOptions,
-        limit: u64,
-    ) -> Result<Option<Vec<Decoded>>> {
-        let narrowed: Vec<bool> = st.fields.iter().map(|f| f.narrowed(opts)).collect();
+    /// Decodes the chunks of `need`, through the cache. Cached chunks cost
+    /// nothing more to hold, and neither do those the cache has room to
+    /// keep; when the rest would decode to more than `bound` bytes the read
+    /// is [`Decode::OverBound`] and nothing is decoded (the caller reads
+    /// fewer batches at a time). The first window of a shuffled epoch over
+    /// a store that fits the cache decodes the whole store at once: read in
+    /// groups it would copy one batch at a time while the other cores wait.
+    /// `sample_bytes`: the request's bytes of samples, for the decode
+    /// counters.
+    pub(super) fn decode(&self, st: &State, need: &Needed, bound: u64, sample_bytes: u64) -> Result<Decode> {
         let tasks: Vec<(usize, u64)> =
-            plans.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
+            need.chunks.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
         // Cache lookups first, on this thread: only decodes are worth rayon's
         // hand-off, and a request whose chunks are all cached (a warm epoch,
         // or `read(i)` one sample at a time) then wakes no worker at all.
         let mut found: Vec<Option<ChunkBytes>> =
-            tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, narrowed[fi])).collect();
+            tasks.iter().map(|&(fi, c)| self.cached(&st.fields[fi], c, need.widths[fi])).collect();
         let missing: Vec<usize> = (0..tasks.len()).filter(|&i| found[i].is_none()).collect();
         let missing_bytes: u64 =
             missing.iter().map(|&i| st.fields[tasks[i].0].chunk_bytes()).fold(0, u64::saturating_add);
         // The cache's room only matters past the bound (reading it takes the
         // cache's lock, which a warm window need not).
-        if missing_bytes > limit && missing_bytes - limit > self.cache.room() {
-            return Ok(None);
+        if missing_bytes > bound && missing_bytes - bound > self.cache.room() {
+            return Ok(Decode::OverBound);
         }
-        let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, narrowed[tasks[i].0]);
+        let decode = |&i: &usize| self.decode_chunk_as(st, &st.fields[tasks[i].0], tasks[i].1, need.widths[tasks[i].0]);
         let decoded: Vec<Option<ChunkBytes>> = if self.bytes.is_remote() && !missing.is_empty() {
             // Round trips, not decoding, bound a remote read: see `fetch`.
             let wanted: Vec<(usize, u64)> = missing.iter().map(|&i| tasks[i]).collect();
-            self.fetch_and_decode(st, &wanted, &narrowed)?
+            self.fetch_and_decode(st, &wanted, &need.widths)?
         } else if missing.len() > 1 {
             missing.par_iter().map(decode).collect::<Result<_>>()?
         } else {
             missing.iter().map(decode).collect::<Result<_>>()?
         };
         if decoded.iter().any(Option::is_none) {
-            // An array turned out not to fit int32 and is now wide-only: plan
-            // again (it is read wide; everything decoded so far is cached).
-            drop(found);
-            return self.decode_needed(st, rows, opts).map(Some);
+            // An array turned out not to fit int32 and is now wide-only
+            // (everything decoded so far is cached).
+            return Ok(Decode::Widened);
         }
         for (i, b) in missing.into_iter().zip(decoded) {
             found[i] = b;
@@ -267,21 +268,49 @@ impl AtomicDataZarrReader {
             .into_iter()
             .map(|b| b.ok_or_else(|| Error::Internal("read plan left a chunk undecoded".into())))
             .collect::<Result<_>>()?;
-        let mut out = Vec::with_capacity(plans.len());
-        for (ids, &narrowed) in plans.into_iter().zip(&narrowed).rev() {
+        let mut out = Vec::with_capacity(need.chunks.len());
+        for (ids, &width) in need.chunks.iter().zip(&need.widths).rev() {
             let bytes = results.split_off(results.len() - ids.len());
-            out.push(Decoded::new(ids, bytes, narrowed));
+            out.push(Decoded::new(ids.clone(), bytes, width));
         }
         out.reverse();
-        self.cache.count_request(rows.sample_bytes(st));
-        Ok(Some(out))
+        self.cache.count_request(sample_bytes);
+        Ok(Decode::Done(out))
     }
 }
 
-/// The cache key of `f`'s chunks as a request reads them (narrowed to int32
-/// or not).
-fn cache_key(f: &FieldArray, narrowed: bool) -> u32 {
-    if narrowed { f.id | NARROWED } else { f.id }
+/// The chunks a request needs: per field, its sorted chunk ids (empty for
+/// a field the request does not read) and the width it reads them in.
+pub(super) struct Needed {
+    pub(super) chunks: Vec<Vec<u64>>,
+    pub(super) widths: Vec<Width>,
+}
+
+impl Needed {
+    /// The chunks of the samples of `rows`, laid out as `opts` says.
+    pub(super) fn of(st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Needed {
+        Needed {
+            chunks: super::plan::needed_chunks_per_field(st, rows, |f| f.wanted(opts)),
+            widths: widths(st, opts),
+        }
+    }
+}
+
+/// The width each field of `st` is read in for a request laid out as `opts`.
+pub(super) fn widths(st: &State, opts: CollateOptions) -> Vec<Width> {
+    st.fields.iter().map(|f| if f.narrowed(opts) { Width::Int32 } else { Width::Stored }).collect()
+}
+
+/// What [`AtomicDataZarrReader::decode`] did.
+pub(super) enum Decode {
+    /// Every chunk decoded (or found cached): per field, its chunk ids and bytes.
+    Done(Vec<Decoded>),
+    /// The chunks the cache does not hold are over the bound and over the
+    /// cache's room: nothing decoded.
+    OverBound,
+    /// An array asked for as int32 holds a value outside int32 and is read
+    /// as stored from now on: the request's widths must be made again.
+    Widened,
 }
 
 /// The decoded chunks of one array for one request.
@@ -294,15 +323,15 @@ pub(super) struct Decoded {
     /// an array and looks one up twice per sample: a binary search there
     /// cost more than the copy.
     table: (u64, Vec<u32>),
-    /// The chunks of an int64 array, narrowed to int32.
-    pub(super) narrowed: bool,
+    /// The width the chunks were read in.
+    pub(super) width: Width,
 }
 
 /// Chunks a request holds below which a binary search is as fast as a table.
 const TABLE_FROM: usize = 8;
 
 impl Decoded {
-    fn new(ids: Vec<u64>, bytes: Vec<ChunkBytes>, narrowed: bool) -> Decoded {
+    fn new(ids: Vec<u64>, bytes: Vec<ChunkBytes>, width: Width) -> Decoded {
         let mut table = (0, Vec::new());
         if let (Some(&lo), Some(&hi)) = (ids.first(), ids.last()) {
             let span = (hi - lo) as usize + 1;
@@ -315,7 +344,7 @@ impl Decoded {
                 table = (lo, slots);
             }
         }
-        Decoded { ids, bytes, table, narrowed }
+        Decoded { ids, bytes, table, width }
     }
 
     #[inline]

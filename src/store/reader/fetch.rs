@@ -93,7 +93,7 @@ struct Fetch<'a> {
     reader: &'a AtomicDataZarrReader,
     st: &'a State,
     wanted: &'a [(usize, u64)],
-    narrowed: &'a [bool],
+    widths: &'a [super::cache::Width],
     located: Vec<Located>,
     results: Vec<Slot>,
 }
@@ -111,7 +111,7 @@ impl Fetch<'_> {
         let r = self
             .reader
             .decode_raw(f, c)
-            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.narrowed[fi], raw));
+            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.widths[fi], raw));
         self.set(slot, r);
     }
 
@@ -124,7 +124,7 @@ impl Fetch<'_> {
             .reader
             .decode_encoded(f, c, &encoded, expected)
             .and_then(|raw| self.reader.check_len(f, c, raw))
-            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.narrowed[fi], raw));
+            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.widths[fi], raw));
         self.set(slot, r);
     }
 
@@ -188,7 +188,7 @@ impl AtomicDataZarrReader {
         &self,
         st: &State,
         wanted: &[(usize, u64)],
-        narrowed: &[bool],
+        widths: &[super::cache::Width],
     ) -> Result<Vec<Option<ChunkBytes>>> {
         self.read_shard_indexes(st, wanted)?;
         // Every index is cached now: locating makes no request.
@@ -198,7 +198,7 @@ impl AtomicDataZarrReader {
             reader: self,
             st,
             wanted,
-            narrowed,
+            widths,
             located,
             results: wanted.iter().map(|_| Slot::new()).collect(),
         };

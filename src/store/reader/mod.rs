@@ -191,8 +191,6 @@ pub struct AtomicDataZarrReader {
     /// Decoded bytes a batched read holds at once
     /// ([`ReaderOptions::with_window_decode_bytes`]).
     window_decode_bytes: u64,
-    /// Windows announced for the next reads, with their plans.
-    announced: plan::Announced,
     /// Memory of delivered batches, back for the next ones.
     buffers: Arc<crate::data::BatchBuffers>,
 }
@@ -313,7 +311,6 @@ impl AtomicDataZarrReader {
             codec_options,
             next_id: std::sync::atomic::AtomicU32::new(0),
             window_decode_bytes: options.window_decode_bytes,
-            announced: plan::Announced::default(),
             buffers: crate::data::BatchBuffers::new(usize::try_from(options.batch_buffer_bytes).unwrap_or(usize::MAX)),
         };
         reader.refresh()?;

@@ -5,9 +5,8 @@
 //! samples on the array's own axis (atoms, edges or samples), so that every
 //! needed chunk is decoded exactly once per call however many samples share it.
 
-use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::data::{Level, chunks_of};
 
@@ -146,87 +145,91 @@ fn chunks_of_rows(rows: impl ExactSizeIterator<Item = Range<u64>>, chunk_rows: u
     ids
 }
 
-/// Plans of the windows announced with `Reader::announce_next`, kept for
-/// their reads: the DataLoader announces a window on its own thread just
-/// before a read thread takes it, and that read then neither reads the
-/// pointer arrays nor plans again.
-#[derive(Default)]
-pub(super) struct Announced(Mutex<VecDeque<AnnouncedWindow>>);
-
-/// One announced window: its logical samples, their rows and the chunk
-/// plan of every field, against the snapshot `state`.
-pub(super) struct AnnouncedWindow {
+/// The Zarr reader's preparation of a window, carried in its
+/// [`ReadPlan`](crate::ReadPlan) from `plan` to `read_plan`: the snapshot
+/// it was planned against, the rows of its samples, its batches as ranges
+/// of those rows, the chunks each array must decode and in which width, and
+/// how many decoded bytes beyond the cache the read may hold at once.
+pub(super) struct WindowPlan {
     pub(super) state: Arc<super::State>,
-    pub(super) logical: Vec<usize>,
     pub(super) rows: WindowRows,
-    pub(super) plans: Vec<Vec<u64>>,
+    pub(super) bounds: Vec<Range<usize>>,
+    pub(super) need: super::decode::Needed,
+    /// Past this (and the cache's free room) the window is decoded and
+    /// copied a group of batches at a time
+    /// ([`ReaderOptions::with_window_decode_bytes`](crate::ReaderOptions::with_window_decode_bytes));
+    /// no bound for a window of one batch.
+    pub(super) decode_bound: u64,
+    /// Keeps the window's chunks in the cache until its read starts.
+    pub(super) kept: Option<super::cache::Protection>,
 }
 
-/// Announced windows kept: the loader has two reads in flight.
-const ANNOUNCED_KEPT: usize = 4;
-
-impl Announced {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AnnouncedWindow>> {
-        // Plain data: a panic elsewhere cannot leave it half-written.
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(super) fn put(&self, w: AnnouncedWindow) {
-        let mut q = self.lock();
-        q.push_back(w);
-        while q.len() > ANNOUNCED_KEPT {
-            q.pop_front();
+impl WindowPlan {
+    /// The plan of `batches` (logical indices, checked against `state`),
+    /// laid out as `opts`.
+    pub(super) fn new(
+        state: Arc<super::State>,
+        batches: &[Vec<usize>],
+        opts: crate::data::CollateOptions,
+        window_decode_bytes: u64,
+    ) -> WindowPlan {
+        let rows = WindowRows::new(&state, batches.iter().flatten().map(|&i| state.physical(i)).collect());
+        let need = super::decode::Needed::of(&state, &rows.all(), opts);
+        let mut bounds = Vec::with_capacity(batches.len());
+        let mut at = 0;
+        for b in batches {
+            bounds.push(at..at + b.len());
+            at += b.len();
         }
+        let decode_bound = if batches.len() <= 1 { u64::MAX } else { window_decode_bytes };
+        WindowPlan { state, rows, bounds, need, decode_bound, kept: None }
     }
 
-    /// The announced window holding exactly `batches` (flattened) against
-    /// the snapshot `st`, taken out.
-    pub(super) fn take(&self, st: &Arc<super::State>, batches: &[Vec<usize>]) -> Option<AnnouncedWindow> {
-        let n: usize = batches.iter().map(Vec::len).sum();
-        let mut q = self.lock();
-        let at = q.iter().position(|w| {
-            Arc::ptr_eq(&w.state, st) && w.logical.len() == n && w.logical.iter().eq(batches.iter().flatten())
-        })?;
-        q.remove(at)
+    /// `(array id, chunk)` of every chunk the window needs.
+    pub(super) fn chunk_keys(&self) -> Vec<(u32, u64)> {
+        let mut keys = Vec::new();
+        for (f, ids) in self.state.fields.iter().zip(&self.need.chunks) {
+            keys.extend(ids.iter().map(|&c| (f.id, c)));
+        }
+        keys
     }
 
-    pub(super) fn clear(&self) {
-        self.lock().clear();
+    /// Consecutive groups of the window's batches whose chunks each decode
+    /// to at most the decode bound (a single batch over it is a group of
+    /// its own): a window whose chunks are over the bound is decoded and
+    /// copied one group at a time, so what it holds decoded at once stays
+    /// bounded however scattered its samples are.
+    pub(super) fn groups(&self) -> Vec<Range<usize>> {
+        let st = &self.state;
+        let mut groups = Vec::new();
+        let (mut start, mut bytes) = (0, 0u64);
+        for (k, b) in self.bounds.iter().enumerate() {
+            // Per batch, so a chunk two batches share counts twice: the groups
+            // come out smaller than the bound, never larger.
+            let own = plan_bytes(st, &needed_chunks_per_field(st, &self.rows.part(b.clone()), |_| true));
+            if k > start && bytes + own > self.decode_bound {
+                groups.push(start..k);
+                (start, bytes) = (k, 0);
+            }
+            bytes += own;
+        }
+        groups.push(start..self.bounds.len());
+        groups
+    }
+
+    /// The samples of batches `group`, as rows of the window.
+    pub(super) fn rows_of(&self, group: &Range<usize>) -> BatchRows<'_> {
+        match (self.bounds.get(group.start), group.end.checked_sub(1).and_then(|e| self.bounds.get(e))) {
+            (Some(first), Some(last)) => self.rows.part(first.start..last.end),
+            _ => self.rows.part(0..0),
+        }
     }
 }
 
 /// Decoded bytes of the chunks of `plans` (per field, as
 /// [`needed_chunks_per_field`] gives them).
-pub(super) fn plan_bytes(st: &super::State, plans: &[Vec<u64>]) -> u64 {
+fn plan_bytes(st: &super::State, plans: &[Vec<u64>]) -> u64 {
     st.fields.iter().zip(plans).map(|(f, ids)| ids.len() as u64 * f.chunk_bytes()).sum()
-}
-
-/// Consecutive groups of `batches` whose chunks each decode to at most
-/// `limit` bytes (a single batch over it is a group of its own): a window
-/// whose whole plan is over the limit is decoded and copied one group at a
-/// time, so what it holds decoded at once stays bounded however scattered
-/// its samples are.
-/// `batches` are the window's batches as ranges of `rows`.
-pub(super) fn decode_groups(
-    st: &super::State,
-    rows: &WindowRows,
-    batches: &[Range<usize>],
-    limit: u64,
-) -> Vec<Range<usize>> {
-    let mut groups = Vec::new();
-    let (mut start, mut bytes) = (0, 0u64);
-    for (k, b) in batches.iter().enumerate() {
-        // Per batch, so a chunk two batches share counts twice: the groups
-        // come out smaller than the limit, never larger.
-        let own = plan_bytes(st, &needed_chunks_per_field(st, &rows.part(b.clone()), |_| true));
-        if k > start && bytes + own > limit {
-            groups.push(start..k);
-            (start, bytes) = (k, 0);
-        }
-        bytes += own;
-    }
-    groups.push(start..batches.len());
-    groups
 }
 
 #[cfg(test)]

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
-use super::plan::{AnnouncedWindow, WindowRows, decode_groups, needed_chunks_per_field};
-use crate::data::{AtomicData, CollateOptions, CollatedBatch, IndexReport, Level};
+use super::decode::{Decode, Decoded, widths};
+use super::plan::{WindowPlan, WindowRows};
+use crate::data::{AtomicData, CollateOptions, CollatedBatch, Level};
 use crate::error::{Error, Result};
-use crate::source::{ChunkedReader, DecodeCounters, Reader, SampleMetadata};
+use crate::source::{ChunkedReader, DecodeCounters, ReadPlan, Reader, SampleMetadata};
 
 impl Reader for AtomicDataZarrReader {
     fn len(&self) -> usize {
@@ -70,50 +71,61 @@ impl Reader for AtomicDataZarrReader {
         let new = self.load_state()?;
         // Appends rewrite the last partial chunk, so cached chunks may be stale.
         self.cache.clear();
-        self.announced.clear();
         *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
         Ok(())
     }
 
-    fn load_collated_opt(
-        &self,
-        batches: &[Vec<usize>],
-        opts: CollateOptions,
-        out: &mut Vec<CollatedBatch>,
-    ) -> Result<()> {
+    /// Finds each sample's rows and the chunks every array needs
+    /// ([`WindowPlan`]), and keeps those chunks in the cache until the read
+    /// starts (or the plan is dropped):
+    /// the DataLoader plans a window on its own thread while a read thread
+    /// is busy with the one before, which must not evict them first.
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
         let st = self.snapshot();
-        let len = st.len();
-        Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), len)?;
+        Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
+        let mut window = WindowPlan::new(st, &batches, options, self.window_decode_bytes);
+        window.kept = Some(self.cache.protect(window.chunk_keys()));
+        Ok(ReadPlan::new(batches, options).with_prepared(window))
+    }
+
+    /// Decodes the plan's chunks (those the cache does not hold), then
+    /// copies every batch's rows from them, batches in parallel. A plan made
+    /// elsewhere, or against a snapshot `refresh` has since replaced, is
+    /// made again here. When the chunks to decode are over the plan's
+    /// decode bound and the cache's room, a group of batches at a time.
+    fn read_plan(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let st = self.snapshot();
+        let prepared = plan.take_prepared::<WindowPlan>().filter(|w| Arc::ptr_eq(&w.state, &st));
+        let (batches, opts, _) = plan.into_parts::<()>();
+        let mut window = match prepared {
+            Some(w) => w,
+            None => {
+                Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
+                WindowPlan::new(st.clone(), &batches, opts, self.window_decode_bytes)
+            }
+        };
+        // The read holds the chunks it finds or decodes until it has copied
+        // them: other windows planned meanwhile need the protection now.
+        drop(window.kept.take());
         out.resize_with(batches.len(), CollatedBatch::default);
         if batches.is_empty() {
             return Ok(());
         }
-        // The window's rows and plan, made once (by `announce_next` when the
-        // loader announced it): they drive the decode and every batch's copy.
-        let (rows, plans) = match self.announced.take(&st, batches) {
-            Some(AnnouncedWindow { rows, mut plans, .. }) => {
-                for (f, p) in st.fields.iter().zip(&mut plans) {
-                    if !f.wanted(opts) {
-                        p.clear();
-                    }
-                }
-                (rows, plans)
-            }
-            None => {
-                let rows = WindowRows::new(&st, batches.iter().flatten().map(|&i| st.physical(i)).collect());
-                let plans = needed_chunks_per_field(&st, &rows.all(), |f| f.wanted(opts));
-                (rows, plans)
+        // The whole window at once, unless its chunks to decode are over the
+        // bound (then a group of batches at a time, below).
+        let whole = loop {
+            let sample_bytes = window.rows.all().sample_bytes(&st);
+            match self.decode(&st, &window.need, window.decode_bound, sample_bytes)? {
+                Decode::Done(dec) => break Some(dec),
+                Decode::OverBound => break None,
+                // An array turned out not to fit int32: read it as stored.
+                Decode::Widened => window.need.widths = widths(&st, opts),
             }
         };
-        let mut bounds = Vec::with_capacity(batches.len());
-        let mut at = 0;
-        for b in batches {
-            bounds.push(at..at + b.len());
-            at += b.len();
-        }
-        let collate = |dec: &[super::decode::Decoded], group: std::ops::Range<usize>, out: &mut [CollatedBatch]| {
+        let w = &window;
+        let collate = |dec: &[Decoded], group: std::ops::Range<usize>, out: &mut [CollatedBatch]| {
             out.par_iter_mut().zip(group.into_par_iter()).try_for_each(|(dst, b)| -> Result<()> {
-                let part = rows.part(bounds[b].clone());
+                let part = w.rows.part(w.bounds[b].clone());
                 self.collate_into(&st, dec, &batches[b], part, opts, dst)?;
                 if !st.strings.is_empty() {
                     self.fill_strings(&st.strings, st.ptrs(), part.physical, &mut dst.strings)?;
@@ -121,19 +133,11 @@ impl Reader for AtomicDataZarrReader {
                 Ok(())
             })
         };
-        // Nearly always the whole window at once; when the chunks it must
-        // decode (those the cache does not hold) are over the window bound,
-        // a group of batches at a time.
-        let limit = if batches.len() <= 1 { u64::MAX } else { self.window_decode_bytes };
-        if let Some(dec) = self.decode_planned(&st, &rows.all(), plans, opts, limit)? {
+        if let Some(dec) = whole {
             return collate(&dec, 0..batches.len(), out);
         }
-        for g in decode_groups(&st, &rows, &bounds, self.window_decode_bytes) {
-            let (Some(first), Some(last)) = (bounds.get(g.start), g.end.checked_sub(1).and_then(|e| bounds.get(e)))
-            else {
-                continue; // an empty group reads nothing
-            };
-            let dec = self.decode_needed(&st, &rows.part(first.start..last.end), opts)?;
+        for g in w.groups() {
+            let dec = self.decode_needed(&st, &w.rows_of(&g), opts)?;
             collate(&dec, g.clone(), &mut out[g])?;
         }
         Ok(())
@@ -145,17 +149,6 @@ impl Reader for AtomicDataZarrReader {
 
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
         Some(self)
-    }
-
-    fn batch_home(&self) -> crate::data::BufferHome {
-        crate::data::BufferHome::of(&self.buffers)
-    }
-
-    /// Adds the diagnosis of nvalchemi-toolkit's append bug when it fits
-    /// (see [`Error::NeighborIndex`]).
-    fn neighbor_index_error(&self, index: usize, value: i64, num_atoms: usize, span: (i64, i64)) -> Error {
-        let r = IndexReport { value, num_atoms, min: span.0, max: span.1 };
-        self.range_error_in(&self.snapshot(), index, r)
     }
 }
 
@@ -246,26 +239,5 @@ impl ChunkedReader for AtomicDataZarrReader {
     /// as at open.
     fn set_cache_bytes(&self, bytes: u64) {
         self.cache.set_budget(bytes, bytes.saturating_add(self.window_decode_bytes.saturating_mul(2)));
-    }
-
-    /// Protects the chunks of `batches` in the cache (see
-    /// `ChunkCache::protect`); indices out
-    /// of range are ignored (the read itself reports them).
-    fn announce_next(&self, batches: &[Vec<usize>]) {
-        let st = self.snapshot();
-        let len = st.len();
-        let logical: Vec<usize> = batches.iter().flatten().copied().collect();
-        let in_range = logical.iter().all(|&i| i < len);
-        let physical: Vec<usize> = logical.iter().filter(|&&i| i < len).map(|&i| st.physical(i)).collect();
-        let rows = WindowRows::new(&st, physical);
-        let plans = needed_chunks_per_field(&st, &rows.all(), |_| true);
-        let mut keys = Vec::new();
-        for (f, ids) in st.fields.iter().zip(&plans) {
-            keys.extend(ids.iter().map(|&c| (f.id, c)));
-        }
-        self.cache.protect(keys);
-        if in_range {
-            self.announced.put(AnnouncedWindow { state: st, logical, rows, plans });
-        }
     }
 }

@@ -23,7 +23,7 @@ impl AtomicDataZarrReader {
         mut sink: impl FnMut(Rows<'_>) -> Result<()>,
     ) -> Result<()> {
         let c_rows = f.chunk_rows;
-        let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
+        let row_bytes = if dec.width == super::cache::Width::Int32 { f.row_bytes / 2 } else { f.row_bytes };
         for c in chunks_of(&rows, c_rows) {
             let chunk = dec.get(c).ok_or_else(|| self.chunk_error(f, c, "chunk missing from the read plan"))?;
             let lo = rows.start.max(c * c_rows) - c * c_rows;
@@ -43,7 +43,7 @@ impl AtomicDataZarrReader {
     /// cache miss (and the copies of a shuffled epoch were latency-bound).
     #[inline]
     pub(super) fn prefetch_rows(&self, f: &FieldArray, dec: &Decoded, rows: std::ops::Range<u64>) {
-        let row_bytes = if dec.narrowed { f.row_bytes / 2 } else { f.row_bytes };
+        let row_bytes = if dec.width == super::cache::Width::Int32 { f.row_bytes / 2 } else { f.row_bytes };
         let c = rows.start / f.chunk_rows.max(1);
         let Some(chunk) = dec.get(c) else { return };
         let lo = (rows.start - c * f.chunk_rows) as usize;
@@ -147,7 +147,7 @@ impl AtomicDataZarrReader {
             .map(|(f, d)| FieldLayout {
                 name: f.name.clone(),
                 level: f.level,
-                dtype: if d.narrowed { DType::Int32 } else { f.dtype },
+                dtype: if d.width == super::cache::Width::Int32 { DType::Int32 } else { f.dtype },
                 trailing: f.trailing.clone(),
             })
             .collect();
