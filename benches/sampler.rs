@@ -18,7 +18,7 @@ fn orders(c: &mut Criterion) {
     g.sample_size(10);
     let random = RandomSampler::new(LEN, 1);
     g.bench_function("full_permutation", |b| b.iter(|| black_box(random.indices(black_box(3)))));
-    let pool = ChunkShuffleSampler::new(LEN, BLOCK, 64).with_buffer_blocks(MIN_POOL_BLOCKS).with_seed(1);
+    let pool = ChunkShuffleSampler::new(LEN, BLOCK, 64).with_pool_blocks(MIN_POOL_BLOCKS).with_seed(1);
     g.bench_function("block_pool", |b| b.iter(|| black_box(pool.global_order(black_box(3), 1))));
     g.bench_function("block_pool_rank_of_8", |b| b.iter(|| black_box(pool.rank_order(black_box(3), 5, 8))));
     g.finish();

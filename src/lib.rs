@@ -49,7 +49,7 @@
 //! ├── location.rs      Location: a store's path or URL, parsed once where it enters
 //! ├── error.rs         Error, Result (imports only Location)
 //! ├── progress.rs      progress of long calls: a bar (feature `progress`) or log lines
-//! ├── pool.rs          WorkerPool: the threads for work that blocks (prefetch, fsync)
+//! ├── threads.rs       Workers: the threads for work that blocks (prefetch, fsync)
 //! ├── data/            the host data model
 //! │   ├── dtype.rs       DType, Level
 //! │   ├── elements.rs    chemical symbols and atomic numbers
@@ -93,7 +93,7 @@
 //! │   │                  (string labels), defragment, tail (tail chunks
 //! │   │                  small appends extend)
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), plan, cache,
-//! │   │                  compact (cached chunks' compact forms), pool
+//! │   │                  compact (cached chunks' compact forms), memory
 //! │   │                  (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
 //! │   │                  ranges in flight), neighbors, rows (row copy, collate),
@@ -158,7 +158,7 @@
 //! without a cycle (`tests/architecture.rs` fails on either):
 //!
 //! ```text
-//! location ◄─ error, progress, pool ◄─ data ◄─ source ◄─ store, sampler ◄─ formats, prep ◄─ pipeline ◄─ bench
+//! location ◄─ error, progress, threads ◄─ data ◄─ source ◄─ store, sampler ◄─ formats, prep ◄─ pipeline ◄─ bench
 //! ```
 //!
 //! ## Configuration
@@ -233,7 +233,6 @@ mod error;
 pub mod formats;
 mod location;
 pub mod pipeline;
-mod pool;
 pub mod prep;
 mod progress;
 pub mod sampler;
@@ -242,6 +241,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
+mod threads;
 
 // The crate root is the one public path of these types: their own modules
 // are private, and the layer modules re-export them to the crate only.
@@ -259,9 +259,9 @@ pub use pipeline::dataset::{Dataset, ErrorPolicy};
 pub use pipeline::loader::{DataLoader, LoaderStats};
 pub use pipeline::plan::LoaderState;
 pub use pipeline::prefetch::Prefetcher;
+pub use source::ReadPlan;
 pub use source::memory::{InMemoryOptions, InMemoryReader};
 pub use source::multi::{MultiReader, MultiReaderOptions};
-pub use source::ReadPlan;
 pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};
 pub use store::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
 pub use store::reader::cache::{CacheStats, DEFAULT_CACHE_BYTES};

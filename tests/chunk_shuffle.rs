@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use burn::backend::Flex;
 
-use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, RandomSampler, Shard};
 use atomzarr::data::CollateOptions;
+use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, RandomSampler, Shard};
 use atomzarr::source::ChunkedReader;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, MultiReader, Reader, ReaderExt,
@@ -245,7 +245,7 @@ fn chunk_shuffle_decodes_far_less_than_a_shuffle_on_a_store_larger_than_the_cach
         assert_eq!(loader.stats().decode, reader.decode_counters());
         (c, seen)
     };
-    let chunky = ChunkShuffleSampler::for_reader(&*reader, 32).unwrap().with_buffer_blocks(8).with_seed(1);
+    let chunky = ChunkShuffleSampler::for_reader(&*reader, 32).unwrap().with_pool_blocks(8).with_seed(1);
     let (c, seen) = amp(Arc::new(chunky.clone()));
     let mut sorted = seen.clone();
     sorted.sort_unstable();
@@ -268,7 +268,7 @@ fn chunk_shuffle_shards_read_whole_blocks_per_rank() {
     write_store(&path, 1500);
     let r = open(&path, 64 << 10);
     let blocks = r.chunk_blocks();
-    let base = ChunkShuffleSampler::for_reader(&r, 16).unwrap().with_seed(3).with_buffer_blocks(4);
+    let base = ChunkShuffleSampler::for_reader(&r, 16).unwrap().with_seed(3).with_pool_blocks(4);
     let mut all = Vec::new();
     for rank in 0..3 {
         let s = base.clone().with_shard(Shard::new(rank, 3).unwrap());

@@ -297,7 +297,7 @@ fn a_shuffled_list_is_drawn_in_its_samples_blocks() {
     assert_eq!(got, split);
     // The pool order over the list is the sampler's own, over the same blocks.
     let k = l.state().pool_blocks().unwrap();
-    let want = ChunkShuffleSampler::for_reader_indices(&*r, &split, 32).unwrap().with_buffer_blocks(k).with_seed(3);
+    let want = ChunkShuffleSampler::for_reader_indices(&*r, &split, 32).unwrap().with_pool_blocks(k).with_seed(3);
     l.set_epoch(0);
     assert_eq!(epoch(&l).concat(), Sampler::indices(&want, 0));
 }
@@ -318,7 +318,7 @@ fn the_pool_mixes_at_least_32_windows_per_batch_of_64() {
     // get the smallest pool, MIN_POOL_BLOCKS.
     let len = 2_000_000;
     for (name, block) in [("10M store", 5_825), ("1M store", 3_178)] {
-        let s = ChunkShuffleSampler::new(len, block, 64).with_buffer_blocks(atomzarr::sampler::MIN_POOL_BLOCKS);
+        let s = ChunkShuffleSampler::new(len, block, 64).with_pool_blocks(atomzarr::sampler::MIN_POOL_BLOCKS);
         for w in [1, 8] {
             for r in [0, w - 1] {
                 let order = s.rank_order(0, r, w);

@@ -16,8 +16,8 @@ use atomzarr::sampler::{
 };
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DataLoader, Dataset, Error,
-    InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, ReadPlan, Reader, ReaderExt, ZarrArrayConfig,
-    ZarrWriteConfig,
+    InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, ReadPlan, Reader, ReaderExt,
+    ZarrArrayConfig, ZarrWriteConfig,
 };
 
 type B = Flex;

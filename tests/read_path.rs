@@ -13,8 +13,8 @@ use atomzarr::data::CollateOptions;
 
 use atomzarr::bench::{ReadOrder, read_order};
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level,
-    ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, Error, Field, Level, ReaderExt,
+    ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 /// Structures whose `tag` custom field (one int32 per atom) is all zeros for

@@ -639,7 +639,7 @@ fn size_aware_batches_on_a_store_larger_than_the_cache_stay_in_the_block_pool() 
     let small = open(1 << 20);
     let s = SizeAwareSampler::from_reader(&small, o).unwrap();
     let pool = s.block_pool().expect("a block pool on a store larger than the cache");
-    let k = pool.buffer_blocks();
+    let k = pool.pool_blocks();
     let starts = atomzarr::source::ChunkedReader::chunk_blocks(&small);
     let block_of = |i: usize| starts.partition_point(|&b| b <= i);
     for (name, sampler) in [("full epoch", &whole), ("block pool", &s)] {

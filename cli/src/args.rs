@@ -299,7 +299,7 @@ pub(crate) enum OrderArg {
     Shuffle,
     BlockShuffle,
     /// Chunk-aware shuffle: the store's chunk blocks permuted,
-    /// --buffer-blocks of them in the pool the samples are drawn from.
+    /// --pool-blocks of them in the pool the samples are drawn from.
     ChunkShuffle,
     /// What a DataLoader with shuffle on reads: a full permutation when the
     /// store fits the cache, else the block pool sized from the cache.
@@ -389,10 +389,11 @@ pub(crate) struct ReadArgs {
     /// Contiguous block size of block-shuffle.
     #[arg(long, default_value_t = 8192)]
     pub(crate) read_order_block_size: usize,
-    /// Blocks in chunk-shuffle's pool (K): more mixes more blocks into each
-    /// batch and needs more cache (default-shuffle sizes K from the cache).
-    #[arg(long, default_value_t = atomzarr::sampler::DEFAULT_BUFFER_BLOCKS)]
-    pub(crate) buffer_blocks: usize,
+    /// Blocks in chunk-shuffle's pool: more mixes more blocks into each
+    /// batch and needs more cache (default-shuffle sizes the pool from the
+    /// cache).
+    #[arg(long, alias = "buffer-blocks", default_value_t = atomzarr::sampler::DEFAULT_POOL_BLOCKS)]
+    pub(crate) pool_blocks: usize,
     /// Also time the decode floor (every inner chunk decoded once on all
     /// cores) and report each pass against it.
     #[arg(long)]
@@ -509,7 +510,7 @@ impl ReadArgs {
             },
             seed: self.read_seed,
             block_size: self.read_order_block_size,
-            buffer_blocks: self.buffer_blocks,
+            pool_blocks: self.pool_blocks,
             decode_floor: self.decode_floor,
             max_samples: self.max_samples,
             rank: self.rank,

@@ -83,7 +83,7 @@ fn stores_table(rows: &[ReportRow]) -> comfy_table::Table {
                 per_batch,
                 fmt_bytes(c.decoded_bytes),
                 c.mixing.map_or("-".into(), |x| format!("{x:.3}")),
-                c.pool_blocks.map_or("-".into(), |k| format!("K={k}")),
+                c.pool_blocks.map_or("-".into(), |k| format!("pool_blocks={k}")),
                 (if !promised {
                     "-"
                 } else if ok {
@@ -142,8 +142,8 @@ fn table(rows: &[ReportRow]) -> comfy_table::Table {
         if let Some(b) = r.read_order_block_size {
             order.push_str(&format!(" (blk={b})"));
         }
-        if let Some(k) = r.buffer_blocks {
-            order.push_str(&format!(" (K={k})"));
+        if let Some(k) = r.pool_blocks {
+            order.push_str(&format!(" (pool_blocks={k})"));
         }
         if let Some(m) = &r.mixture {
             order.push_str(&format!(" ({})", m.sampler));

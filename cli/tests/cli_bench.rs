@@ -634,7 +634,7 @@ fn default_shuffle_reads_the_block_pool_per_rank_on_a_store_larger_than_the_cach
             assert_eq!(u(r, "samples_read"), 1500, "{ctx}");
             assert_eq!(u(r, "unique_samples"), 1500, "{ctx}");
             assert_eq!(r["order_ok"], true, "{ctx}");
-            assert!(u(r, "buffer_blocks") >= 64, "{ctx}: the pool size is reported: {r}");
+            assert!(u(r, "pool_blocks") >= 64, "{ctx}: the pool size is reported: {r}");
             assert!(r["first_batch_s"].as_f64().is_some_and(|t| t > 0.0 && t <= r["read_time"].as_f64().unwrap()));
             // Its region's chunks, about half of the store's (blocks of a
             // few samples here: chunks straddling them add up to 1x).
@@ -648,7 +648,7 @@ fn default_shuffle_reads_the_block_pool_per_rank_on_a_store_larger_than_the_cach
     // A cache holding the store: a full permutation, no pool.
     let r = &rows(&["read", store, "--json", "--read-order", "default-shuffle"])[0];
     check_complete(r, 3000, "default-shuffle, store in the cache");
-    assert!(r["buffer_blocks"].is_null());
+    assert!(r["pool_blocks"].is_null());
 }
 
 /// `read --json` counts the minor page faults of each pass and per GB

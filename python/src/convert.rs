@@ -65,7 +65,7 @@ pub fn pooled_array<'py>(
     shape: &[usize],
     home: &BufferHome,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if matches!(data, HostData::BFloat16(_)) || home.pool().is_none() {
+    if matches!(data, HostData::BFloat16(_)) || home.get().is_none() {
         return array(py, data, shape);
     }
     let owner = Bound::new(py, PooledBuffer { data: Some(data), home: home.clone() })?;

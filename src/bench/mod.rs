@@ -23,7 +23,7 @@
 //! [`decode_floor`]) and each pass's fraction of it. Orders: `sequential`,
 //! `shuffle`, the toolkit's `block-shuffle` and `chunk-shuffle`
 //! ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler) over the
-//! store's chunk blocks, `--buffer-blocks K`).
+//! store's chunk blocks, `--pool-blocks N`).
 //!
 //! Every row also says how many samples were delivered, how many distinct
 //! ones, whether they came back in the requested order, and how many bytes of

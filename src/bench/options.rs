@@ -19,7 +19,7 @@ pub enum ReadOrder {
     BlockShuffle,
     /// [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler): the
     /// store's chunk-aligned blocks permuted, their samples
-    /// drawn through a pool of `buffer_blocks`.
+    /// drawn through a pool of `pool_blocks`.
     ChunkShuffle,
     /// What a [`DataLoader`](crate::DataLoader) with `with_shuffle(true)`
     /// reads: a full permutation when the store fits the cache, else the
@@ -112,7 +112,7 @@ pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> R
 pub fn chunk_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOptions) -> Result<Vec<usize>> {
     use crate::sampler::{ChunkShuffleSampler, Sampler};
     Ok(ChunkShuffleSampler::for_reader(reader, opts.batch_size)?
-        .with_buffer_blocks(opts.buffer_blocks)
+        .with_pool_blocks(opts.pool_blocks)
         .with_seed(opts.seed)
         .indices(0))
 }
@@ -154,8 +154,8 @@ pub struct ReadOptions {
     pub seed: u64,
     /// Block size of `block-shuffle`.
     pub block_size: usize,
-    /// Blocks in the pool of `chunk-shuffle` (its `K`).
-    pub buffer_blocks: usize,
+    /// Blocks in the pool of `chunk-shuffle` (its `pool_blocks`).
+    pub pool_blocks: usize,
     /// Read only the first this many samples of the order (a timed prefix
     /// of the epoch, for orders too slow to run whole); `None`: all.
     pub max_samples: Option<usize>,
@@ -202,7 +202,7 @@ impl Default for ReadOptions {
             order: ReadOrder::Sequential,
             seed: 0,
             block_size: 8192,
-            buffer_blocks: crate::sampler::DEFAULT_BUFFER_BLOCKS,
+            pool_blocks: crate::sampler::DEFAULT_POOL_BLOCKS,
             decode_floor: false,
             max_samples: None,
             rank: 0,
@@ -226,7 +226,7 @@ impl ReadOptions {
     ///
     /// # Errors
     /// [`Error::Config`] naming the option when `batch_size`, `block_size`,
-    /// `buffer_blocks` or `epochs` is 0, `prefetch_factor` is negative, or no
+    /// `pool_blocks` or `epochs` is 0, `prefetch_factor` is negative, or no
     /// read path is given.
     pub fn validate(&self) -> Result<()> {
         if self.batch_size == 0 {
@@ -238,8 +238,8 @@ impl ReadOptions {
         if self.block_size == 0 {
             return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
         }
-        if self.buffer_blocks == 0 {
-            return Err(Error::Config("buffer_blocks must be >= 1, got 0".into()));
+        if self.pool_blocks == 0 {
+            return Err(Error::Config("pool_blocks must be >= 1, got 0".into()));
         }
         if self.epochs == 0 {
             return Err(Error::Config("epochs must be >= 1, got 0".into()));

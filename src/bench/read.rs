@@ -100,7 +100,7 @@ pub fn time_reads(
     }
     let t_order = Instant::now();
     let (order, pool_blocks) = match opts.order {
-        ReadOrder::ChunkShuffle => (chunk_shuffle_order(&*reader, opts)?, Some(opts.buffer_blocks)),
+        ReadOrder::ChunkShuffle => (chunk_shuffle_order(&*reader, opts)?, Some(opts.pool_blocks)),
         ReadOrder::DefaultShuffle => default_shuffle_order(&*reader, opts),
         o => (read_order(n, o, opts.seed, opts.block_size)?, None),
     };

@@ -68,7 +68,7 @@ pub struct ReportRow {
     pub read_order_block_size: Option<usize>,
     /// Blocks in the pool (chunk-shuffle, and default-shuffle on a store
     /// larger than the cache).
-    pub buffer_blocks: Option<usize>,
+    pub pool_blocks: Option<usize>,
     /// Samples per emitted batch (1 for single).
     pub batch: usize,
     /// Prefetch factor (0 for single).
@@ -179,7 +179,7 @@ pub(super) fn rows_for(
                 read_path: path,
                 read_order: opts.order,
                 read_order_block_size: (opts.order == ReadOrder::BlockShuffle).then_some(opts.block_size),
-                buffer_blocks: r.pool_blocks,
+                pool_blocks: r.pool_blocks,
                 batch: if single { 1 } else { opts.batch_size },
                 prefetch: if single { 0 } else { opts.prefetch() },
                 read_window: if single { 1 } else { opts.read_window() },

@@ -1,44 +1,44 @@
 //! Recycled batch memory: the buffers of delivered batches come back to a
-//! bounded pool when their consumer is done with them, and later batches
-//! are written into them.
+//! bounded store of free buffers when their consumer is done with them, and
+//! later batches are written into them.
 //!
 //! Why: a read window of a bulk store is ~200 MB of output (neighbor lists
 //! and shifts of 64 cells of ~7,000 edges, 16 batches). Written into fresh
 //! allocations, each window's every page is a minor fault that the kernel
 //! zero-fills (glibc serves such sizes with `mmap` and unmaps them on free),
 //! ~135,000 faults per epoch of the 4,000-cell bulk store: most of a warm
-//! epoch's time. A buffer taken from the pool was touched before.
+//! epoch's time. A buffer taken from it was touched before.
 //!
 //! A buffer goes back when the device tensor made from it is dropped (the
-//! tensor's bytes hold it lent, see `pipeline/stage.rs`), so the pool never
-//! hands out memory a consumer still holds: a batch kept alive keeps its
-//! buffers out of the pool.
+//! tensor's bytes hold it lent, see `pipeline/stage.rs`), so free buffers
+//! never hold memory a consumer still holds: a batch kept alive keeps its
+//! buffers to itself.
 
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{DType, HostData};
 
-/// A bounded pool of empty [`HostData`] buffers, by dtype and capacity.
+/// A bounded store of empty [`HostData`] buffers, by dtype and capacity.
 ///
 /// ```
 /// use atomzarr::DType;
 /// use atomzarr::data::BatchBuffers;
-/// let pool = BatchBuffers::new(64 << 20);
-/// let a = pool.take(DType::Float32, 100_000);
+/// let free = BatchBuffers::new(64 << 20);
+/// let a = free.take(DType::Float32, 100_000);
 /// assert!(a.is_empty() && a.capacity() >= 100_000);
-/// pool.give(a);
-/// assert_eq!(pool.held_bytes(), 400_000);
+/// free.give(a);
+/// assert_eq!(free.held_bytes(), 400_000);
 /// // The next request of that dtype that fits gets that buffer back.
-/// let b = pool.take(DType::Float32, 50_000);
+/// let b = free.take(DType::Float32, 50_000);
 /// assert!(b.is_empty() && b.capacity() >= 100_000);
-/// assert_eq!(pool.held_bytes(), 0);
+/// assert_eq!(free.held_bytes(), 0);
 /// // Another dtype: a new buffer; more than any free one holds: the
 /// // largest, grown.
-/// pool.give(b);
-/// assert!(pool.take(DType::Int64, 10).capacity() >= 10);
-/// assert_eq!(pool.held_bytes(), 400_000);
-/// assert!(pool.take(DType::Float32, 200_000).capacity() >= 200_000);
-/// assert_eq!(pool.held_bytes(), 0);
+/// free.give(b);
+/// assert!(free.take(DType::Int64, 10).capacity() >= 10);
+/// assert_eq!(free.held_bytes(), 400_000);
+/// assert!(free.take(DType::Float32, 200_000).capacity() >= 200_000);
+/// assert_eq!(free.held_bytes(), 0);
 /// ```
 #[derive(Debug)]
 pub struct BatchBuffers {
@@ -52,15 +52,15 @@ struct Free {
     bytes: usize,
 }
 
-/// Bytes of the pool of each reader: about three read windows of a bulk
+/// Bytes of free batch buffers each reader keeps: about three read windows of a bulk
 /// store (two in flight, one being consumed).
 pub const DEFAULT_BATCH_BUFFER_BYTES: usize = 512 << 20;
 
-/// Buffers smaller than this are not pooled: the heap recycles them well.
+/// Buffers smaller than this are not kept: the heap recycles them well.
 const MIN_POOLED_BYTES: usize = 64 << 10;
 
 impl BatchBuffers {
-    /// A pool holding at most `limit` bytes of free buffers (0: none).
+    /// Free buffers holding at most `limit` bytes of free buffers (0: none).
     pub fn new(limit: usize) -> Arc<BatchBuffers> {
         Arc::new(BatchBuffers { limit, free: Mutex::new(Free::default()) })
     }
@@ -105,7 +105,7 @@ impl BatchBuffers {
         HostData::with_capacity(dtype, n)
     }
 
-    /// Takes `data` back, emptied, if it is worth pooling and the pool has
+    /// Takes `data` back, emptied, if it is worth keeping and there is
     /// room (else it is freed).
     pub fn give(&self, mut data: HostData) {
         let bytes = capacity_bytes(&data);
@@ -135,7 +135,7 @@ fn capacity_bytes(d: &HostData) -> usize {
     d.capacity() * d.dtype().size()
 }
 
-/// Where a batch's buffers go back to: the pool of the reader that wrote
+/// Where a batch's buffers go back to: the free buffers of the reader that wrote
 /// them (`None`: nowhere, they are freed). Compares equal to any other, so
 /// two batches with the same contents are equal wherever their memory came
 /// from.
@@ -149,29 +149,29 @@ impl PartialEq for BufferHome {
 }
 
 impl BufferHome {
-    /// The pool `pool`.
-    pub fn of(pool: &Arc<BatchBuffers>) -> BufferHome {
-        BufferHome(Some(Arc::downgrade(pool)))
+    /// The home `free`.
+    pub fn of(free: &Arc<BatchBuffers>) -> BufferHome {
+        BufferHome(Some(Arc::downgrade(free)))
     }
 
-    /// Gives `data` back to the pool, if there is one and it still exists.
+    /// Gives `data` back to the home's free buffers, if there is one and it still exists.
     pub fn give(&self, data: HostData) {
-        if let Some(pool) = self.pool() {
-            pool.give(data);
+        if let Some(free) = self.get() {
+            free.give(data);
         }
     }
 
-    /// An empty buffer of `dtype` with room for `n` elements: from the pool
+    /// An empty buffer of `dtype` with room for `n` elements: from the home's free buffers
     /// when there is one (see [`BatchBuffers::take`]), else new.
     pub fn take(&self, dtype: DType, n: usize) -> HostData {
-        match self.pool() {
-            Some(pool) => pool.take(dtype, n),
+        match self.get() {
+            Some(free) => free.take(dtype, n),
             None => HostData::with_capacity(dtype, n),
         }
     }
 
-    /// The pool, if there is one and it still exists.
-    pub fn pool(&self) -> Option<Arc<BatchBuffers>> {
+    /// The home's free buffers, if there is one and they still exist.
+    pub fn get(&self) -> Option<Arc<BatchBuffers>> {
         self.0.as_ref().and_then(Weak::upgrade)
     }
 }

@@ -121,14 +121,14 @@ pub struct CollatedBatch {
     /// order (one value per graph for system labels, one per atom for atom
     /// labels).
     pub strings: BTreeMap<String, StringField>,
-    /// The pool the field buffers came from, which takes them back when the
+    /// The [`BatchBuffers`](super::BatchBuffers) the field buffers came from, which take them back when the
     /// device tensors made from them are dropped
     /// ([`AtomicBatch::from_collated`](crate::AtomicBatch::from_collated)).
     pub buffers: super::BufferHome,
 }
 
 impl CollatedBatch {
-    /// Gives the field buffers back to the pool they came from (see
+    /// Gives the field buffers back to the free buffers they came from (see
     /// [`buffers`](Self::buffers)), for later batches to be written into, and
     /// drops the rest. A consumer of host batches done with one calls this
     /// rather than dropping it, which frees the memory instead.
@@ -143,10 +143,10 @@ impl CollatedBatch {
     /// let reader = AtomicDataZarrReader::open(&path)?;
     /// let mut out = Vec::new();
     /// reader.read_collated(&[vec![0, 1, 2, 3]], &mut out)?;
-    /// let pool = reader.batch_buffers();
-    /// assert_eq!(pool.held_bytes(), 0);
+    /// let free = reader.batch_buffers();
+    /// assert_eq!(free.held_bytes(), 0);
     /// out.pop().unwrap().recycle();
-    /// assert!(pool.held_bytes() > 0, "positions, forces, ... are back");
+    /// assert!(free.held_bytes() > 0, "positions, forces, ... are back");
     /// # Ok(()) }
     /// ```
     pub fn recycle(self) {
@@ -249,13 +249,13 @@ impl CollatedBatch {
     }
 
     /// Gives each new field buffer of `layout` room for `samples` from
-    /// the batch's pool: memory a delivered batch gave back.
-    fn take_pooled(&mut self, layout: &[FieldLayout], samples: &[AtomicData]) {
-        let Some(pool) = self.buffers.pool() else { return };
+    /// the batch's home: memory a delivered batch gave back.
+    fn take_recycled(&mut self, layout: &[FieldLayout], samples: &[AtomicData]) {
+        let Some(free) = self.buffers.get() else { return };
         for l in layout {
             let need = samples.iter().filter_map(|s| s.fields.get(&l.name)).map(|f| f.data.len()).sum();
             if let Some(dst) = self.fields.get_mut(&l.name).filter(|d| d.data.capacity() == 0) {
-                dst.data = pool.take(l.dtype, need);
+                dst.data = free.take(l.dtype, need);
             }
         }
     }
@@ -283,7 +283,7 @@ impl CollatedBatch {
             })
             .unwrap_or_default();
         self.reset(&layout);
-        self.take_pooled(&layout, samples);
+        self.take_recycled(&layout, samples);
         for (k, s) in samples.iter().enumerate() {
             let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
             if s.fields.len() != layout.len() {

@@ -78,9 +78,9 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// - the decoded store fits the cache (or the reader has no chunks): a
     ///   full permutation, every epoch;
     /// - it does not: the block pool of [`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler).
-    ///   The epoch permutes the store's chunk blocks, a pool of `K` blocks
+    ///   The epoch permutes the store's chunk blocks, a pool of `pool_blocks` blocks
     ///   is resident, and each draw picks one of them uniformly, then one of
-    ///   the samples left in it; a used-up block is replaced by the next. `K` is
+    ///   the samples left in it; a used-up block is replaced by the next. `pool_blocks` is
     ///   the number of blocks whose decoded chunks fill half of the cache the
     ///   resident (per-system) arrays leave, at least
     ///   [`MIN_POOL_BLOCKS`](crate::sampler::MIN_POOL_BLOCKS); a cache of 0
@@ -90,7 +90,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     ///
     /// Either way every sample is read once per epoch, the order is
     /// reproducible per `(seed, epoch)`, and a [`LoaderState`](crate::LoaderState)
-    /// records what the order depends on (the kind, `K`, the ranks the epoch
+    /// records what the order depends on (the kind, `pool_blocks`, the ranks the epoch
     /// was cut for): [`DataLoader::load_state`] makes the loader follow it,
     /// whatever its own cache. Every rank must use the same cache size.
     /// For a full permutation on any store, pass

@@ -29,11 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::data::AtomicData;
+use crate::data::BatchBuffers;
 use crate::data::neighbors;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::prep::transforms::{CollatedTransform, SharedTransform};
-use crate::data::BatchBuffers;
 use crate::source::{ChunkedReader, ReadPlan, Reader, ReaderExt, reread_neighbor_error};
 
 /// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
@@ -264,7 +264,8 @@ impl<R: Reader> ReadCtx<R> {
         let mut start = 0;
         for b in &lists {
             // Transforms may rewrite neighbor lists: collating checks them again.
-            let mut c = CollatedBatch { buffers: crate::data::BufferHome::of(&self.buffers), ..CollatedBatch::default() };
+            let mut c =
+                CollatedBatch { buffers: crate::data::BufferHome::of(&self.buffers), ..CollatedBatch::default() };
             c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| {
                 reread_neighbor_error(&*self.reader, b[k], r)
             })?;

@@ -193,7 +193,7 @@ impl<M: Mixing> FittedMix<M> {
                         return false;
                     }
                     let seed = self.mix.seed() ^ (d as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
-                    ChildOrder::Pool(s.with_buffer_blocks(*k).with_seed(seed))
+                    ChildOrder::Pool(s.with_pool_blocks(*k).with_seed(seed))
                 }
             });
         }

@@ -1,4 +1,4 @@
-//! [`Prefetcher`]: background reads of a [`Dataset`]'s batches on a pool of
+//! [`Prefetcher`]: background reads of a [`Dataset`]'s batches on a set of
 //! worker threads, one fused read of many batch lists at a time.
 //!
 //! The [`DataLoader`](crate::DataLoader) keeps one per device copy and
@@ -31,10 +31,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::Dataset;
-use crate::pool::{Job, WorkerPool};
 use crate::source::{ReadPlan, Reader};
+use crate::threads::{Job, Workers};
 
-/// Background work in flight on a [`Prefetcher`]'s pool. Dropping it cancels
+/// Background work in flight on a [`Prefetcher`]'s threads. Dropping it cancels
 /// the work if it has not started; started work finishes and its result is
 /// discarded.
 pub struct Pending<T> {
@@ -70,13 +70,13 @@ impl<T> Drop for Pending<T> {
     }
 }
 
-/// Background fused reads of a [`Dataset`]'s batches: a pool of worker
+/// Background fused reads of a [`Dataset`]'s batches: a set of worker
 /// threads (started at the first read) and a queue of reads in flight.
 /// Cloning is cheap and shares both.
 #[derive(Clone)]
 pub struct Prefetcher {
     num_workers: usize,
-    pool: Arc<OnceLock<WorkerPool>>,
+    workers: Arc<OnceLock<Workers>>,
     queue: Arc<Mutex<VecDeque<FusedHandle>>>,
 }
 
@@ -102,21 +102,21 @@ impl Prefetcher {
     pub fn new(num_workers: usize) -> Self {
         Prefetcher {
             num_workers: num_workers.max(1),
-            pool: Arc::new(OnceLock::new()),
+            workers: Arc::new(OnceLock::new()),
             queue: Arc::new(Mutex::new(VecDeque::new())),
         }
     }
 
-    /// The same with `n` threads. Called after the pool started with a
-    /// different count, this handle gets a new pool of `n` threads, started
-    /// at its next read; clones made before keep the old pool (it ends with
+    /// The same with `n` threads. Called after the threads started with a
+    /// different count, this handle gets `n` new threads, started
+    /// at its next read; clones made before keep the old threads (they end with
     /// its last user, once its queued reads are done).
     pub fn with_num_workers(mut self, n: usize) -> Self {
         let n = n.max(1);
-        if self.pool.get().is_some_and(|p| p.len() != n) {
-            // Resizing a running pool would race with its queued jobs; a
-            // fresh lazy pool for this handle is simpler and just as cheap.
-            self.pool = Arc::new(OnceLock::new());
+        if self.workers.get().is_some_and(|p| p.len() != n) {
+            // Resizing running threads would race with its queued jobs; a
+            // fresh lazy set for this handle is simpler and just as cheap.
+            self.workers = Arc::new(OnceLock::new());
         }
         self.num_workers = n;
         self
@@ -127,7 +127,7 @@ impl Prefetcher {
         self.num_workers
     }
 
-    /// A prefetcher of as many threads with a pool and queue of its own:
+    /// A prefetcher of as many threads with threads and a queue of its own:
     /// the DataLoader gives one to each device copy and slice, so devices
     /// do not wait on each other's reads.
     pub(crate) fn fresh(&self) -> Self {
@@ -157,8 +157,8 @@ impl Prefetcher {
         let (tx, rx) = channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
-        // A clone shares the reader and transforms, not this pool: a job
-        // never keeps its own pool alive.
+        // A clone shares the reader and transforms, not these threads: a job
+        // never keeps its own threads alive.
         let dataset = dataset.clone();
         let job: Job = Box::new(move || {
             if flag.load(Ordering::Relaxed) {
@@ -166,8 +166,8 @@ impl Prefetcher {
             }
             let _ = tx.send(dataset.read_planned(plan).and_then(then));
         });
-        let pool = self.pool.get_or_init(|| WorkerPool::new("atomzarr-prefetch", self.num_workers));
-        if pool.submit(job).is_err() {
+        let workers = self.workers.get_or_init(|| Workers::new("atomzarr-prefetch", self.num_workers));
+        if workers.submit(job).is_err() {
             return Pending::failed(Error::Background("could not start prefetch threads".into()));
         }
         Pending { rx, cancel }

@@ -132,9 +132,9 @@ impl DefaultShuffle {
             (Some(s), _) => Some(
                 ChunkShuffleSampler::grouped(&self.block_starts, &s.indices(epoch), self.batch_size)
                     .with_seed(self.seed)
-                    .with_buffer_blocks(k),
+                    .with_pool_blocks(k),
             ),
-            (None, Some(w)) => Some(w.clone().with_buffer_blocks(k)),
+            (None, Some(w)) => Some(w.clone().with_pool_blocks(k)),
             // A pool is only chosen (or adopted) with blocks to draw from.
             (None, None) => None,
         }

@@ -212,7 +212,7 @@ fn moved(data: HostData) -> Bytes {
 }
 
 /// `data` as tensor data of `dtype` in a plain host buffer: moved when its
-/// bytes already are `dtype`'s (lent, when it came from a pool `home`: it
+/// bytes already are `dtype`'s (lent, when it came from a home's free buffers: it
 /// goes back there when the tensor drops it), else converted into a new
 /// buffer (and `data` goes back to `home` at once).
 pub(crate) fn host_tensor_data(name: &str, data: HostData, dtype: DType, home: &BufferHome) -> Result<TensorData> {
@@ -228,10 +228,10 @@ pub(crate) fn host_tensor_data(name: &str, data: HostData, dtype: DType, home: &
     Ok(TensorData::from_bytes(bytes, [n], dtype))
 }
 
-/// `data`'s bytes as they are: lent from its pool `home` when it has one,
+/// `data`'s bytes as they are: lent from its `home` when it has one,
 /// else moved (see [`Lent`]).
 fn lent(data: HostData, home: &BufferHome) -> Bytes {
-    if home.pool().is_none() || matches!(data, HostData::Bool(_)) {
+    if home.get().is_none() || matches!(data, HostData::Bool(_)) {
         return moved(data);
     }
     let len = data.as_bytes().len();
@@ -240,9 +240,9 @@ fn lent(data: HostData, home: &BufferHome) -> Bytes {
     unsafe { Bytes::from_controller(controller, len) }
 }
 
-/// A batch buffer from a reader's pool, lent to a tensor: the tensor reads
-/// and writes its bytes in place, and the buffer goes back to the pool when
-/// the tensor (every clone of it) is dropped, so the pool never hands out
+/// A batch buffer from a reader's free buffers, lent to a tensor: the tensor reads
+/// and writes its bytes in place, and the buffer goes back when
+/// the tensor (every clone of it) is dropped, so free buffers never hand out
 /// memory a tensor still holds.
 struct Lent {
     data: Option<HostData>,
@@ -256,7 +256,7 @@ impl AllocationController for Lent {
 
     fn property(&self) -> AllocationProperty {
         // Not `Native`: the bytes are not to be detached into a `Vec` (that
-        // would take them from the pool); a backend that needs its own copy
+        // would take them from the free buffers); a backend that needs its own copy
         // makes one.
         AllocationProperty::Other
     }
@@ -292,7 +292,7 @@ impl Drop for Lent {
 /// host bytes cover the length it claims.
 struct Converting {
     src: HostData,
-    /// The pool `src` goes back to once the backend is done with it.
+    /// Where `src` goes back to once the backend is done with it.
     home: BufferHome,
     dtype: DType,
     /// The first unfit element met by `copy_into` (it cannot return one).

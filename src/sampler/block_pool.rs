@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use super::{EpochRng, below, shuffle};
 
-/// Default pool size `K`, in blocks, of a sampler built by hand. The
+/// Default pool size `pool_blocks`, in blocks, of a sampler built by hand. The
 /// [`DataLoader`](crate::DataLoader)'s default shuffle sizes its pool from
 /// the reader's cache instead (see
 /// [`DataLoaderBuilder::with_shuffle`](crate::DataLoaderBuilder::with_shuffle)).
-pub const DEFAULT_BUFFER_BLOCKS: usize = 16;
+pub const DEFAULT_POOL_BLOCKS: usize = 16;
 
 /// Blocks in the pool at the start of an epoch; it then grows by one block
-/// per batch drawn until it holds `K`. The first read window then decodes
+/// per batch drawn until it holds `pool_blocks`. The first read window then decodes
 /// a few blocks rather than the whole pool.
 pub const POOL_RAMP_BLOCKS: usize = 4;
 
@@ -82,8 +82,8 @@ pub fn pool_blocks_at_least(fit: CacheFit, blocks: usize, min: usize) -> Option<
 pub(crate) struct PoolDraws {
     /// The items the runs' positions stand for (`None`: the positions).
     items: Option<Arc<[usize]>>,
-    /// `K`, and the draws per block the pool grows by.
-    buffer_blocks: usize,
+    /// `pool_blocks`, and the draws per block the pool grows by.
+    pool_blocks: usize,
     batch_size: usize,
     /// The stretch's runs of blocks, permuted.
     runs: Vec<(usize, usize)>,
@@ -98,18 +98,18 @@ pub(crate) struct PoolDraws {
 }
 
 impl PoolDraws {
-    /// The draws of a pool of `buffer_blocks` blocks (growing by one per
+    /// The draws of a pool of `pool_blocks` blocks (growing by one per
     /// `batch_size` draws) over `runs` (permuted runs of blocks, positions
     /// of `items`) from `rng`.
     pub(crate) fn new(
         items: Option<Arc<[usize]>>,
-        (buffer_blocks, batch_size): (usize, usize),
+        (pool_blocks, batch_size): (usize, usize),
         runs: Vec<(usize, usize)>,
         rng: EpochRng,
     ) -> PoolDraws {
         let total = runs.iter().map(|&(s, e)| e - s).sum();
         let batch_size = batch_size.max(1);
-        PoolDraws { items, buffer_blocks, batch_size, runs, rng, pool: Vec::new(), next: 0, t: 0, total }
+        PoolDraws { items, pool_blocks, batch_size, runs, rng, pool: Vec::new(), next: 0, t: 0, total }
     }
 }
 
@@ -118,7 +118,7 @@ impl Iterator for PoolDraws {
 
     fn next(&mut self) -> Option<usize> {
         while self.t < self.total {
-            let cap = self.buffer_blocks.min(POOL_RAMP_BLOCKS.max(1) + self.t / self.batch_size);
+            let cap = self.pool_blocks.min(POOL_RAMP_BLOCKS.max(1) + self.t / self.batch_size);
             while self.pool.len() < cap && self.next < self.runs.len() {
                 let (a, b) = self.runs[self.next];
                 // Shuffled on entry, then taken from the end: the same as

@@ -5,7 +5,7 @@
 //! decoded store fits its share of the cache is walked in a permutation; a
 //! larger one through a block pool ([`ChunkShuffleSampler`]), as a single
 //! store larger than its cache is: each pass permutes the child's chunk
-//! blocks and draws from `K` resident blocks, so each chunk is decoded about
+//! blocks and draws from `pool_blocks` resident blocks, so each chunk is decoded about
 //! once per pass. With ranks, each rank draws from its own region of each
 //! child (see [`regions`]).
 
@@ -22,7 +22,7 @@ pub enum ChildOrder {
     #[default]
     Permutation,
     /// The block pool over the child's chunk blocks (local indices): every
-    /// pass permutes the blocks and draws through `buffer_blocks()` of
+    /// pass permutes the blocks and draws through `pool_blocks()` of
     /// them, the pool growing from [`POOL_RAMP_BLOCKS`](super::POOL_RAMP_BLOCKS)
     /// by one block per `batch_size()` draws of this child.
     Pool(ChunkShuffleSampler),
@@ -33,7 +33,7 @@ impl ChildOrder {
     pub fn pool_blocks(&self) -> Option<usize> {
         match self {
             ChildOrder::Permutation => None,
-            ChildOrder::Pool(s) => Some(s.buffer_blocks()),
+            ChildOrder::Pool(s) => Some(s.pool_blocks()),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::source::Reader;
 
-use super::block_pool::{DEFAULT_BUFFER_BLOCKS, PoolDraws};
+use super::block_pool::{DEFAULT_POOL_BLOCKS, PoolDraws};
 use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 
 /// Block-pool shuffle: reads a store larger than its chunk cache in random
@@ -20,18 +20,18 @@ use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 /// 1. the blocks (runs of samples that share a storage chunk, see
 ///    [`ChunkedReader::chunk_blocks`](crate::source::ChunkedReader::chunk_blocks))
 ///    are permuted, seeded per `(seed, epoch)`;
-/// 2. a pool of `K` blocks is resident: each draw picks one of the pool's
+/// 2. a pool of `pool_blocks` blocks is resident: each draw picks one of the pool's
 ///    blocks uniformly at random, then one of the samples left in it, and a
 ///    block that is used up is replaced by the next block of the
 ///    permutation. The pool starts an
 ///    epoch with [`POOL_RAMP_BLOCKS`](super::POOL_RAMP_BLOCKS) blocks and grows by one block per batch
-///    until it holds `K`, so the first batch waits for a few blocks only.
+///    until it holds `pool_blocks`, so the first batch waits for a few blocks only.
 ///
-/// A read window then needs the chunks of the `K` pool blocks, which stay in
+/// A read window then needs the chunks of the `pool_blocks` pool blocks, which stay in
 /// the cache while the pool draws from them, so each chunk is decoded about
-/// once per epoch. `K` trades randomness for memory: the pool holds `K`
+/// once per epoch. `pool_blocks` trades randomness for memory: the pool holds `pool_blocks`
 /// blocks' decoded chunks, and a batch of `b` draws from about
-/// `K * (1 - exp(-b / K))` distinct blocks once the pool is full (every
+/// `pool_blocks * (1 - exp(-b / pool_blocks))` distinct blocks once the pool is full (every
 /// resident block is drawn at the same rate, so blocks enter and leave the
 /// pool one at a time, staggered by the ramp).
 ///
@@ -50,7 +50,7 @@ use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 /// ```
 /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, Sampler};
 /// // 10 000 samples in blocks of 100, batches of 64, 32 blocks in the pool.
-/// let s = ChunkShuffleSampler::new(10_000, 100, 64).with_buffer_blocks(32).with_seed(3);
+/// let s = ChunkShuffleSampler::new(10_000, 100, 64).with_pool_blocks(32).with_seed(3);
 /// let batches = s.batches(0);
 /// assert_eq!(batches.len(), 157); // 156 full batches and one of 16
 /// // Once the pool is full, a batch draws from many blocks.
@@ -71,7 +71,7 @@ pub struct ChunkShuffleSampler {
     /// The items, block after block; `None` for the identity (`0..len`).
     items: Option<Arc<[usize]>>,
     batch_size: usize,
-    buffer_blocks: usize,
+    pool_blocks: usize,
     seed: u64,
     shard: Shard,
     drop_last: bool,
@@ -130,7 +130,7 @@ impl ChunkShuffleSampler {
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
     /// let reader = AtomicDataZarrReader::open(&path)?;
     /// let sampler = ChunkShuffleSampler::for_reader(&reader, 16)?
-    ///     .with_buffer_blocks(8)
+    ///     .with_pool_blocks(8)
     ///     .with_seed(1)
     ///     .with_shard(Shard::new(0, 2)?); // rank 0 of 2
     /// let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader))
@@ -217,21 +217,21 @@ impl ChunkShuffleSampler {
             bounds: bounds.into(),
             items,
             batch_size: batch_size.max(1),
-            buffer_blocks: DEFAULT_BUFFER_BLOCKS,
+            pool_blocks: DEFAULT_POOL_BLOCKS,
             seed: 0,
             shard: Shard::default(),
             drop_last: false,
         }
     }
 
-    /// Blocks in the pool, `K` (default [`DEFAULT_BUFFER_BLOCKS`]; 0 counts
-    /// as 1). A read window needs the decoded chunks of about `K` blocks,
-    /// and a batch of `b` draws from about `K * (1 - exp(-b / K))` distinct
-    /// blocks once the pool is full. `K = 1` reads block after block, each
-    /// one's samples shuffled; a `K` as large as the block count is a full
+    /// Blocks in the pool (default [`DEFAULT_POOL_BLOCKS`]; 0 counts
+    /// as 1). A read window needs the decoded chunks of about `pool_blocks` blocks,
+    /// and a batch of `b` draws from about `pool_blocks * (1 - exp(-b / pool_blocks))` distinct
+    /// blocks once the pool is full. `pool_blocks = 1` reads block after block, each
+    /// one's samples shuffled; a `pool_blocks` as large as the block count is a full
     /// shuffle.
-    pub fn with_buffer_blocks(mut self, k: usize) -> Self {
-        self.buffer_blocks = k.max(1);
+    pub fn with_pool_blocks(mut self, k: usize) -> Self {
+        self.pool_blocks = k.max(1);
         self
     }
 
@@ -244,7 +244,7 @@ impl ChunkShuffleSampler {
 
     /// This rank's share (default: the whole epoch), as a batch sampler or
     /// sampler of one rank. Every rank must use the same blocks, seed and
-    /// `K`: the store is cut into one region of `ceil(n / world_size)`
+    /// `pool_blocks`: the store is cut into one region of `ceil(n / world_size)`
     /// samples per rank (the last one padded with samples from the start, or
     /// cut with `drop_last`), regions are dealt to the ranks per epoch, and
     /// each rank draws its region through its own pool. As with
@@ -266,9 +266,9 @@ impl ChunkShuffleSampler {
         self.batch_size
     }
 
-    /// `K`, the blocks in the pool.
-    pub fn buffer_blocks(&self) -> usize {
-        self.buffer_blocks
+    /// `pool_blocks`, the blocks in the pool.
+    pub fn pool_blocks(&self) -> usize {
+        self.pool_blocks
     }
 
     /// The seed.
@@ -407,7 +407,7 @@ impl ChunkShuffleSampler {
         // A rank-specific stream for the draws: ranks hold different blocks
         // and need not draw them alike.
         let rank_seed = self.seed ^ (rank as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
-        PoolDraws::new(self.items.clone(), (self.buffer_blocks, self.batch_size), runs, epoch_rng(rank_seed, epoch))
+        PoolDraws::new(self.items.clone(), (self.pool_blocks, self.batch_size), runs, epoch_rng(rank_seed, epoch))
     }
 
     /// Rank `rank` of `world_size`'s order in `epoch`, as
@@ -494,7 +494,7 @@ mod tests {
     fn every_epoch_holds_every_sample_once() {
         let (starts, len) = irregular();
         for (k, bs) in [(8, 64), (16, 64), (4, 8), (32, 64), (1, 16), (300, 32)] {
-            let s = ChunkShuffleSampler::from_block_starts(starts.clone(), len, bs).unwrap().with_buffer_blocks(k);
+            let s = ChunkShuffleSampler::from_block_starts(starts.clone(), len, bs).unwrap().with_pool_blocks(k);
             for epoch in 0..3 {
                 let batches = BatchSampler::batches(&s, epoch);
                 assert_eq!(batches.len(), BatchSampler::len(&s));
@@ -508,8 +508,8 @@ mod tests {
 
     #[test]
     fn a_full_pool_mixes_and_a_window_stays_in_it() {
-        // 96 blocks of 100, K = 32, batches of 64.
-        let s = ChunkShuffleSampler::new(9_600, 100, 64).with_buffer_blocks(32).with_seed(5);
+        // 96 blocks of 100, 32 in the pool, batches of 64.
+        let s = ChunkShuffleSampler::new(9_600, 100, 64).with_pool_blocks(32).with_seed(5);
         let starts: Vec<usize> = (0..96).map(|b| b * 100).collect();
         let batches = BatchSampler::batches(&s, 0);
         // The ramp: the first batch draws from the first few blocks only.
@@ -530,7 +530,7 @@ mod tests {
     #[test]
     fn rank_orders_split_the_epoch_and_the_global_order_interleaves_them() {
         let (starts, len) = irregular();
-        let s = ChunkShuffleSampler::from_block_starts(starts, len, 16).unwrap().with_seed(4).with_buffer_blocks(8);
+        let s = ChunkShuffleSampler::from_block_starts(starts, len, 16).unwrap().with_seed(4).with_pool_blocks(8);
         for w in [1, 2, 3, 8] {
             let ranks: Vec<Vec<usize>> = (0..w).map(|r| s.rank_order(1, r, w)).collect();
             let mut all = ranks.concat();
@@ -554,7 +554,7 @@ mod tests {
     #[test]
     fn shards_are_disjoint_equal_and_cover() {
         for (n, r, drop) in [(1000, 3, false), (1000, 3, true), (10, 4, false), (7, 8, false)] {
-            let base = ChunkShuffleSampler::new(n, 13, 16).with_seed(9).with_buffer_blocks(4);
+            let base = ChunkShuffleSampler::new(n, 13, 16).with_seed(9).with_pool_blocks(4);
             let per: Vec<Vec<usize>> = (0..r)
                 .map(|k| Sampler::indices(&base.clone().with_shard(Shard::new(k, r).unwrap().with_drop_last(drop)), 2))
                 .collect();
@@ -577,7 +577,7 @@ mod tests {
     fn a_list_is_drawn_in_the_blocks_of_its_samples() {
         let starts: Vec<usize> = (0..50).map(|b| b * 20).collect();
         let list: Vec<usize> = (0..1000).rev().filter(|i| i % 7 != 0).collect();
-        let s = ChunkShuffleSampler::grouped(&starts, &list, 32).with_buffer_blocks(4);
+        let s = ChunkShuffleSampler::grouped(&starts, &list, 32).with_pool_blocks(4);
         assert_eq!(s.num_blocks(), 50);
         let order = Sampler::indices(&s, 0);
         let mut sorted = order.clone();
@@ -585,7 +585,7 @@ mod tests {
         let mut want = list.clone();
         want.sort_unstable();
         assert_eq!(sorted, want);
-        // K = 4: any 32 consecutive draws touch few blocks.
+        // A pool of 4: any 32 consecutive draws touch few blocks.
         for w in order.chunks(32) {
             assert!(blocks_in(w, &starts) <= 4 + 4);
         }

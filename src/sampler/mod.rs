@@ -23,7 +23,7 @@
 //! | [`DistributedSampler`], [`DistributedBatchSampler`] ([`Shard`]) | both | this rank's share of any sampler |
 //! | [`MultiDatasetSampler`] | [`Sampler`] | per-sample mixing of [`MultiReader`](crate::MultiReader) children by rates |
 //! | [`MultiDatasetBatchSampler`] | [`BatchSampler`] | exact per-dataset counts in every batch |
-//! | [`ChunkShuffleSampler`] | both | block-pool shuffle: chunk blocks permuted, batches drawn from `K` resident blocks, a region of the store per rank (the default shuffle of stores larger than the cache) |
+//! | [`ChunkShuffleSampler`] | both | block-pool shuffle: chunk blocks permuted, batches drawn from `pool_blocks` resident blocks, a region of the store per rank (the default shuffle of stores larger than the cache) |
 //!
 //! ```
 //! use atomzarr::sampler::{BatchSampler, RandomSampler, Sampler, SamplerBatches};
@@ -44,7 +44,7 @@ mod distributed;
 mod mixing;
 mod size_aware;
 
-pub use block_pool::{DEFAULT_BUFFER_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks, pool_blocks_at_least};
+pub use block_pool::{DEFAULT_POOL_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks, pool_blocks_at_least};
 pub use child_order::ChildOrder;
 pub use chunk_shuffle::ChunkShuffleSampler;
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};

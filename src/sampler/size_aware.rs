@@ -196,7 +196,7 @@ impl SizeAwareSampler {
     /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, SizeAwareOptions, SizeAwareSampler};
     /// let sizes: Vec<(usize, usize)> = (0..1000).map(|i| (2 + i % 7, 0)).collect();
     /// let o = SizeAwareOptions::default().with_max_atoms(64).with_pool_size(128);
-    /// let pool = ChunkShuffleSampler::new(1000, 50, 16).with_buffer_blocks(4);
+    /// let pool = ChunkShuffleSampler::new(1000, 50, 16).with_pool_blocks(4);
     /// let s = SizeAwareSampler::new(sizes, o).unwrap().with_block_pool(pool).unwrap();
     /// // 4 blocks resident: any batch holds samples of at most a few blocks.
     /// for b in s.batches(0) {
@@ -250,7 +250,7 @@ impl SizeAwareSampler {
                     blocks.num_blocks(),
                     reader.name()
                 );
-                s.with_block_pool(blocks.with_buffer_blocks(k))
+                s.with_block_pool(blocks.with_pool_blocks(k))
             }
             None => Ok(s),
         }

@@ -66,10 +66,10 @@ pub(crate) fn gather(
     let first = picks.first().map_or(0, |p| p.0);
     let layout = sources.get(first).map(|s| layout_of(s)).unwrap_or_default();
     dst.reset(&layout);
-    // Fields new to `dst` get room for every pick's rows from its pool
+    // Fields new to `dst` get room for every pick's rows from its home's free buffers
     // (memory a delivered batch gave back: touched before, so no page
     // faults), when it has one.
-    if let Some(pool) = dst.buffers.pool() {
+    if let Some(free) = dst.buffers.get() {
         let rows = |level: Level| -> usize {
             picks
                 .iter()
@@ -85,7 +85,7 @@ pub(crate) fn gather(
                 Level::System => picks.len(),
             } * l.trailing.iter().product::<usize>();
             if let Some(f) = dst.fields.get_mut(&l.name).filter(|f| f.data.capacity() < n) {
-                pool.give(std::mem::replace(&mut f.data, pool.take(l.dtype, n)));
+                free.give(std::mem::replace(&mut f.data, free.take(l.dtype, n)));
             }
         }
     }

@@ -27,6 +27,6 @@ pub use multi::DATASET_INDEX;
 pub use budget::split_cache_budget;
 pub(crate) use multi::MultiReader;
 pub use plan::ReadPlan;
-pub(crate) use reader::{neighbor_index_error, reread_neighbor_error};
 pub use reader::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
 pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};
+pub(crate) use reader::{neighbor_index_error, reread_neighbor_error};

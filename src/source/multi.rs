@@ -463,7 +463,11 @@ impl Reader for MultiReader {
                 picks.push((slot, child_lists[d][j].len()));
                 child_lists[d][j].push(l);
             }
-            sources.push(if slots.len() == 1 { Source::Single(slots[0].0, slots[0].1) } else { Source::Mixed(slots, picks) });
+            sources.push(if slots.len() == 1 {
+                Source::Single(slots[0].0, slots[0].1)
+            } else {
+                Source::Mixed(slots, picks)
+            });
         }
         let children = child_lists
             .into_iter()
@@ -486,8 +490,10 @@ impl Reader for MultiReader {
         let (batches, opts, _) = plan.into_parts::<()>();
         let MixedWindow { offsets, children, sources } = window;
         let n = self.children.len();
-        let asked: Vec<Vec<usize>> =
-            children.iter().map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default()).collect();
+        let asked: Vec<Vec<usize>> = children
+            .iter()
+            .map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default())
+            .collect();
         // One read per child, children in parallel.
         let mut child_out: Vec<Vec<CollatedBatch>> = children
             .into_par_iter()
@@ -518,7 +524,7 @@ impl Reader for MultiReader {
         }
         out.par_iter_mut().zip(sources.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, source), b)| {
             if let Source::Mixed(slots, picks) = source {
-                if dst.buffers.pool().is_none() {
+                if dst.buffers.get().is_none() {
                     dst.buffers = home.clone();
                 }
                 let from: Vec<&CollatedBatch> = slots.iter().map(|&(d, j)| &child_out[d][j]).collect();
@@ -541,7 +547,7 @@ impl Reader for MultiReader {
             Ok(())
         })?;
         // The children's batches that were gathered from go back to their
-        // pools (moved ones were taken above).
+        // homes (moved ones were taken above).
         for b in child_out.into_iter().flatten() {
             b.recycle();
         }

@@ -45,8 +45,8 @@ use std::sync::Arc;
 
 use crate::data::{AtomicData, Level};
 use crate::data::{CollateOptions, CollatedBatch, IndexReport};
-use crate::source::ReadPlan;
 use crate::error::{Error, Result};
+use crate::source::ReadPlan;
 
 /// Where a sample came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,7 +399,12 @@ pub trait ReaderExt: Reader {
     ///
     /// # Errors
     /// As [`Reader::plan`] and [`Reader::read_plan`].
-    fn load_collated_opt(&self, batches: &[Vec<usize>], opts: CollateOptions, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn load_collated_opt(
+        &self,
+        batches: &[Vec<usize>],
+        opts: CollateOptions,
+        out: &mut Vec<CollatedBatch>,
+    ) -> Result<()> {
         self.read_plan(self.plan(batches.to_vec(), opts)?, out)
     }
 

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::pool::WorkerPool;
+use crate::threads::Workers;
 
 /// Marker in the name of every temporary file this module writes.
 pub const TEMP_MARK: &str = ".atomzarr-tmp";
@@ -258,9 +258,9 @@ pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
 /// Threads kept for fsyncs across commits (spawning them anew for each
 /// round of a commit cost ~1 ms of system time per round on the reference
 /// VM).
-fn sync_threads() -> &'static WorkerPool {
-    static POOL: std::sync::OnceLock<WorkerPool> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| WorkerPool::new("atomzarr-sync", SYNC_THREADS))
+fn sync_threads() -> &'static Workers {
+    static POOL: std::sync::OnceLock<Workers> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| Workers::new("atomzarr-sync", SYNC_THREADS))
 }
 
 /// `fsync` of every path (files or directories), many at a time; the first

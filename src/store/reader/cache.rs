@@ -25,10 +25,10 @@
 //!   arrays small enough to stay resident (per-system arrays).
 //! - The block-pool shuffle ([`ChunkShuffleSampler`](crate::sampler::ChunkShuffleSampler),
 //!   what `with_shuffle(true)` reads on a store larger than the cache): the
-//!   pool's `K` blocks of decoded chunks plus the resident arrays; the
-//!   loader sizes `K` so that the pool takes half of what the resident
+//!   pool's `pool_blocks` blocks of decoded chunks plus the resident arrays; the
+//!   loader sizes `pool_blocks` so that the pool takes half of what the resident
 //!   arrays leave ([`pool_blocks`](crate::sampler::pool_blocks)).
-//! - Memory: cached chunks live in the reader's chunk pool (huge-page
+//! - Memory: cached chunks live in the reader's chunk memory (huge-page
 //!   advised blocks recycled by size); a block the cache evicts is reused by
 //!   the next decode rather than returned, so the process keeps what the
 //!   cache and the windows in flight needed at their peak.
@@ -44,8 +44,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) type ChunkBytes = Arc<Chunk>;
 
 pub(crate) use super::compact::Chunk;
-pub use super::pool::ChunkBuf;
-use super::pool::ChunkPool;
+pub use super::memory::ChunkBuf;
+use super::memory::ChunkMemory;
 
 pub use crate::source::DEFAULT_CACHE_BYTES;
 
@@ -155,8 +155,8 @@ pub struct ChunkCache {
     /// The byte budget; a mixture's shared budget moves it (see
     /// [`ChunkCache::set_budget`]).
     budget: AtomicU64,
-    /// Memory for decoded chunks, cached or not (see `pool`).
-    pool: Arc<ChunkPool>,
+    /// Memory for decoded chunks, cached or not (see `memory`).
+    memory: Arc<ChunkMemory>,
     inner: Mutex<Inner>,
     /// Chunks of planned windows, evicted last (see [`ChunkCache::protect`]).
     planned: Arc<Mutex<Planned>>,
@@ -175,21 +175,21 @@ impl std::fmt::Debug for ChunkCache {
 
 impl ChunkCache {
     /// A cache holding at most `budget` bytes of decoded data. Its buffers
-    /// come from a pool that maps at most the budget plus two read windows'
+    /// come from a chunk memory that maps at most the budget plus two read windows'
     /// chunks at the reader's default window bound
     /// ([`DEFAULT_WINDOW_DECODE_BYTES`](super::DEFAULT_WINDOW_DECODE_BYTES)),
     /// decoded beside the cached ones.
     #[cfg(test)]
     pub fn new(budget: u64) -> ChunkCache {
-        Self::with_pool_limit(budget, budget.saturating_add(2 * super::DEFAULT_WINDOW_DECODE_BYTES))
+        Self::with_memory_limit(budget, budget.saturating_add(2 * super::DEFAULT_WINDOW_DECODE_BYTES))
     }
 
-    /// A cache of `budget` bytes whose chunk buffers come from a pool
-    /// mapping at most `pool_limit` bytes.
-    pub(crate) fn with_pool_limit(budget: u64, pool_limit: u64) -> ChunkCache {
+    /// A cache of `budget` bytes whose chunk buffers come from a chunk memory
+    /// mapping at most `memory_limit` bytes.
+    pub(crate) fn with_memory_limit(budget: u64, memory_limit: u64) -> ChunkCache {
         ChunkCache {
             budget: AtomicU64::new(budget),
-            pool: ChunkPool::new(pool_limit),
+            memory: ChunkMemory::new(memory_limit),
             inner: Mutex::new(Inner {
                 // A shuffled window of a small-chunk store looks up thousands
                 // of chunks; SipHash was a fifth of its read.
@@ -218,8 +218,8 @@ impl ChunkCache {
 
     /// Sets the byte budget (evicting down to it at once) and the bytes the
     /// chunk memory may map.
-    pub(crate) fn set_budget(&self, budget: u64, pool_limit: u64) {
-        self.pool.set_limit(pool_limit);
+    pub(crate) fn set_budget(&self, budget: u64, memory_limit: u64) {
+        self.memory.set_limit(memory_limit);
         self.budget.store(budget, Ordering::Relaxed);
         self.lock().evict_to(budget, &self.planned);
     }
@@ -276,7 +276,7 @@ impl ChunkCache {
     /// A buffer of `len` bytes for a decoded chunk, its contents unspecified
     /// (the caller overwrites all of it).
     pub(crate) fn alloc(&self, len: usize) -> ChunkBuf {
-        self.pool.alloc(len)
+        self.memory.alloc(len)
     }
 
     /// Counts one chunk decode of `bytes` decoded bytes.
@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn evicted_chunks_memory_is_reused_by_later_decodes() {
         // Room for two 100 KB chunks: every insert past the second evicts one.
-        let c = ChunkCache::with_pool_limit(200_000, 64 << 20);
+        let c = ChunkCache::with_memory_limit(200_000, 64 << 20);
         let mut blocks = std::collections::HashSet::new();
         for k in 0..200u64 {
             let mut b = c.alloc(100_000);
@@ -391,7 +391,7 @@ mod tests {
         }
         // Two cached, one being filled: three blocks serve 200 decodes, one map holds them.
         assert_eq!(blocks.len(), 3, "an evicted chunk's block is reused");
-        assert_eq!(c.pool.mapped(), 2 << 20);
+        assert_eq!(c.memory.mapped(), 2 << 20);
         let last = c.get(0, 199).unwrap();
         assert!(last.plain_bytes().unwrap().iter().all(|&x| x == 199));
         assert!(

@@ -66,7 +66,7 @@ impl AtomicDataZarrReader {
             self.cache.insert(f.id, chunk, raw.clone());
             return Ok(Some(raw));
         }
-        // The wide chunk's block goes back to the pool for the next decode.
+        // The wide chunk's block goes back to the chunk memory for the next decode.
         let mut narrow = self.cache.alloc(raw.len() / 2);
         match HostData::narrow_i64_into(&raw, &mut narrow) {
             true => {
@@ -151,7 +151,7 @@ impl AtomicDataZarrReader {
     }
 
     /// Decodes every inner chunk that holds rows of the store's samples,
-    /// once each, in parallel over (array, chunk) on rayon's pool, through
+    /// once each, in parallel over (array, chunk) on rayon's threads, through
     /// the same decode path as reads but without the cache, and drops the
     /// result. This is the decode floor: no epoch can decode less (with a
     /// cold cache) or decode it faster. Returns what it decoded.
@@ -289,10 +289,7 @@ pub(super) struct Needed {
 impl Needed {
     /// The chunks of the samples of `rows`, laid out as `opts` says.
     pub(super) fn of(st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Needed {
-        Needed {
-            chunks: super::plan::needed_chunks_per_field(st, rows, |f| f.wanted(opts)),
-            widths: widths(st, opts),
-        }
+        Needed { chunks: super::plan::needed_chunks_per_field(st, rows, |f| f.wanted(opts)), widths: widths(st, opts) }
     }
 }
 

@@ -108,10 +108,8 @@ impl Fetch<'_> {
     fn decode_through_zarrs(&self, slot: usize) {
         let (fi, c) = self.wanted[slot];
         let f = &self.st.fields[fi];
-        let r = self
-            .reader
-            .decode_raw(f, c)
-            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.widths[fi], raw));
+        let r =
+            self.reader.decode_raw(f, c).and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.widths[fi], raw));
         self.set(slot, r);
     }
 
@@ -194,14 +192,8 @@ impl AtomicDataZarrReader {
         // Every index is cached now: locating makes no request.
         let located: Vec<Located> =
             wanted.iter().map(|&(fi, c)| self.locate(&st.fields[fi], c)).collect::<Result<_>>()?;
-        let job = Fetch {
-            reader: self,
-            st,
-            wanted,
-            widths,
-            located,
-            results: wanted.iter().map(|_| Slot::new()).collect(),
-        };
+        let job =
+            Fetch { reader: self, st, wanted, widths, located, results: wanted.iter().map(|_| Slot::new()).collect() };
         // Chunks the source's disk cache holds are decoded without a request.
         let mut held: Vec<(usize, Bytes)> = Vec::new();
         let mut slots: Vec<(usize, &Located)> = Vec::with_capacity(job.located.len());

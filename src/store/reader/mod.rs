@@ -13,7 +13,7 @@
 //! | `state` | open-time checks; the [`State`] snapshot of pointers, mask and field arrays |
 //! | `plan` | read planning: which inner chunks a request touches |
 //! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
-//! | `pool` | memory for decoded chunks: recycled, huge-page-advised blocks |
+//! | `memory` | memory for decoded chunks: recycled, huge-page-advised blocks |
 //! | `decode` | decoding each needed chunk once, through the cache |
 //! | `direct` | the direct shard-index, crc32c and zstd decode |
 //! | `fetch` | remote stores: a request's chunks fetched many at a time, merged, decoded as they arrive |
@@ -45,9 +45,9 @@ mod compact;
 mod decode;
 mod direct;
 mod fetch;
+mod memory;
 mod neighbors;
 mod plan;
-mod pool;
 mod reader_impl;
 mod rows;
 mod state;
@@ -304,7 +304,7 @@ impl AtomicDataZarrReader {
                 fields: vec![],
                 strings: vec![],
             })),
-            cache: ChunkCache::with_pool_limit(
+            cache: ChunkCache::with_memory_limit(
                 options.cache_bytes,
                 options.cache_bytes.saturating_add(options.window_decode_bytes.saturating_mul(2)),
             ),
@@ -349,7 +349,7 @@ impl AtomicDataZarrReader {
         self.snapshot().num_samples
     }
 
-    /// The pool the buffers of this reader's batches come from and go back
+    /// The free buffers this reader's batches are written into and go back
     /// to (when the device tensors made from them are dropped), bounded by
     /// [`ReaderOptions::with_batch_buffer_bytes`] of free buffers.
     pub fn batch_buffers(&self) -> &Arc<crate::data::BatchBuffers> {

@@ -186,7 +186,7 @@ impl AtomicDataZarrReader {
 
 /// The smallest arrays holding together at most `1 / RESIDENT_SHARE` of a
 /// store's decoded bytes count as resident: a cache that holds the store's
-/// pool of blocks holds them too, so their chunking costs nothing.
+/// block pool holds them too, so their chunking costs nothing.
 const RESIDENT_SHARE: u64 = 8;
 
 impl ChunkedReader for AtomicDataZarrReader {

@@ -1,5 +1,5 @@
-//! [`WorkerPool`]: a fixed set of named threads taking boxed jobs from one
-//! queue, the crate's one worker pool for work that blocks (prefetch reads
+//! [`Workers`]: a fixed set of named threads taking boxed jobs from one
+//! queue, the crate's one set of threads for work that blocks (prefetch reads
 //! of a `Dataset`, the writer's `fsync`s), where rayon's workers, one per
 //! core, must not sit waiting on I/O.
 //!
@@ -10,21 +10,21 @@ use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-/// A job for a [`WorkerPool`].
+/// A job for a [`Workers`].
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// A fixed set of threads running submitted jobs in submission order, each
-/// job on whichever thread is free. Dropping the pool lets queued jobs run,
+/// job on whichever thread is free. Dropping it lets queued jobs run,
 /// then joins the threads.
-pub(crate) struct WorkerPool {
+pub(crate) struct Workers {
     tx: Mutex<Option<Sender<Job>>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl WorkerPool {
+impl Workers {
     /// Starts `n` threads (at least one) named `{name}-{i}`. Threads the
     /// system refuses are left out; [`len`](Self::len) says how many run.
-    pub(crate) fn new(name: &str, n: usize) -> WorkerPool {
+    pub(crate) fn new(name: &str, n: usize) -> Workers {
         let (tx, rx) = channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..n.max(1))
@@ -37,14 +37,14 @@ impl WorkerPool {
                         let job = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
                         match job {
                             Ok(job) => job(),
-                            Err(_) => return, // the pool was dropped
+                            Err(_) => return, // the Workers were dropped
                         }
                     }
                 });
                 spawned.ok()
             })
             .collect();
-        WorkerPool { tx: Mutex::new(Some(tx)), threads }
+        Workers { tx: Mutex::new(Some(tx)), threads }
     }
 
     /// How many threads run.
@@ -62,7 +62,7 @@ impl WorkerPool {
     }
 }
 
-impl Drop for WorkerPool {
+impl Drop for Workers {
     fn drop(&mut self) {
         self.tx.lock().unwrap_or_else(PoisonError::into_inner).take();
         for t in self.threads.drain(..) {
@@ -76,23 +76,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jobs_run_on_the_pool_and_a_dropped_pool_finishes_its_queue() {
-        let pool = WorkerPool::new("test-pool", 3);
-        assert_eq!(pool.len(), 3);
+    fn jobs_run_on_the_threads_and_dropped_workers_finish_their_queue() {
+        let workers = Workers::new("test-workers", 3);
+        assert_eq!(workers.len(), 3);
         let (tx, rx) = channel();
         for i in 0..20 {
             let tx = tx.clone();
-            let queued = pool.submit(Box::new(move || {
+            let queued = workers.submit(Box::new(move || {
                 let name = std::thread::current().name().map(str::to_string);
                 tx.send((i, name)).unwrap();
             }));
             assert!(queued.is_ok());
         }
         drop(tx);
-        drop(pool);
+        drop(workers);
         let mut got: Vec<(i32, Option<String>)> = rx.iter().collect();
         got.sort();
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), (0..20).collect::<Vec<_>>());
-        assert!(got.iter().all(|(_, n)| n.as_deref().is_some_and(|n| n.starts_with("test-pool-"))));
+        assert!(got.iter().all(|(_, n)| n.as_deref().is_some_and(|n| n.starts_with("test-workers-"))));
     }
 }

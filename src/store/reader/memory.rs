@@ -13,19 +13,19 @@
 //! `Vec` allocators are unstable; mimalloc's large-page option is process-wide
 //! and needs its own global allocator), so this module carves them itself.
 //!
-//! Bounds: a pool maps at most its limit (the cache budget plus two read
+//! Bounds: a chunk memory maps at most its limit (the cache budget plus two read
 //! windows, see the reader); past it, a request reuses a free block up to
 //! twice its size or falls back to the heap. Maps grow from one huge page
 //! to 32 MiB, so a reader of a small store holds ~2 MiB. Blocks are page multiples of
 //! 64 KiB and up (smaller chunks go to the heap, where glibc recycles them
-//! well); maps are returned to the system when the pool and every buffer
+//! well); maps are returned to the system when the chunk memory and every buffer
 //! from it are gone.
 
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
-/// Bytes of the largest map the pool carves blocks from (the first is one
+/// Bytes of the largest map the chunk memory carves blocks from (the first is one
 /// huge page, each next one as large as all before it, up to this), so a
 /// reader that decodes little keeps little.
 const REGION_BYTES: usize = 32 << 20;
@@ -34,20 +34,20 @@ const HUGE_PAGE: usize = 2 << 20;
 /// Block sizes are multiples of this.
 const PAGE: usize = 4096;
 /// Smaller buffers come from the heap.
-const MIN_POOLED: usize = 64 << 10;
+const MIN_CARVED: usize = 64 << 10;
 
-/// A decoded chunk's bytes: a pooled block or a heap vector. Derefs to the
-/// bytes; a pooled block goes back to its pool when dropped.
+/// A decoded chunk's bytes: a carved block or a heap vector. Derefs to the
+/// bytes; a carved block goes back to its chunk memory when dropped.
 pub struct ChunkBuf(Repr);
 
 enum Repr {
     Heap(Vec<u8>),
-    Pooled { ptr: NonNull<u8>, len: usize, class: usize, pool: Arc<ChunkPool> },
+    Carved { ptr: NonNull<u8>, len: usize, class: usize, memory: Arc<ChunkMemory> },
 }
 
-// SAFETY: a pooled block is owned by exactly one `ChunkBuf` (the pool hands
+// SAFETY: a carved block is owned by exactly one `ChunkBuf` (the chunk memory hands
 // it out once and takes it back on drop), like a `Box<[u8]>`; the map it
-// lies in lives as long as the `Arc<ChunkPool>` the buffer holds.
+// lies in lives as long as the `Arc<ChunkMemory>` the buffer holds.
 unsafe impl Send for ChunkBuf {}
 // SAFETY: shared access only reads the bytes (see `Send`).
 unsafe impl Sync for ChunkBuf {}
@@ -60,7 +60,7 @@ impl std::ops::Deref for ChunkBuf {
             // SAFETY: `ptr..ptr + len` lies in a live map (see `Send`), is
             // initialized (maps are zero-filled, blocks only ever hold bytes)
             // and is this buffer's alone.
-            Repr::Pooled { ptr, len, .. } => unsafe { std::slice::from_raw_parts(ptr.as_ptr(), *len) },
+            Repr::Carved { ptr, len, .. } => unsafe { std::slice::from_raw_parts(ptr.as_ptr(), *len) },
         }
     }
 }
@@ -70,15 +70,15 @@ impl std::ops::DerefMut for ChunkBuf {
         match &mut self.0 {
             Repr::Heap(v) => v,
             // SAFETY: as in `Deref`, and `&mut self` makes the access unique.
-            Repr::Pooled { ptr, len, .. } => unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), *len) },
+            Repr::Carved { ptr, len, .. } => unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), *len) },
         }
     }
 }
 
 impl Drop for ChunkBuf {
     fn drop(&mut self) {
-        if let Repr::Pooled { ptr, class, pool, .. } = &self.0 {
-            pool.release(*ptr, *class);
+        if let Repr::Carved { ptr, class, memory, .. } = &self.0 {
+            memory.release(*ptr, *class);
         }
     }
 }
@@ -91,7 +91,7 @@ impl From<Vec<u8>> for ChunkBuf {
 
 impl std::fmt::Debug for ChunkBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = if matches!(self.0, Repr::Heap(_)) { "heap" } else { "pooled" };
+        let kind = if matches!(self.0, Repr::Heap(_)) { "heap" } else { "carved" };
         write!(f, "ChunkBuf({kind}, {} bytes)", self.len())
     }
 }
@@ -101,28 +101,28 @@ impl ChunkBuf {
     pub(crate) fn truncate(&mut self, new_len: usize) {
         match &mut self.0 {
             Repr::Heap(v) => v.truncate(new_len),
-            Repr::Pooled { len, .. } => *len = new_len.min(*len),
+            Repr::Carved { len, .. } => *len = new_len.min(*len),
         }
     }
 
-    /// Whether the bytes lie in a pool's block (else on the heap).
+    /// Whether the bytes lie in a chunk memory's block (else on the heap).
     #[cfg(test)]
-    pub(crate) fn is_pooled(&self) -> bool {
-        matches!(self.0, Repr::Pooled { .. })
+    pub(crate) fn is_carved(&self) -> bool {
+        matches!(self.0, Repr::Carved { .. })
     }
 }
 
 /// Recycled, huge-page-advised blocks for decoded chunks (module docs).
-pub(crate) struct ChunkPool {
-    /// Bytes the pool may map; a mixture's shared budget moves it (see
-    /// [`ChunkPool::set_limit`]).
+pub(crate) struct ChunkMemory {
+    /// Bytes the chunk memory may map; a mixture's shared budget moves it (see
+    /// [`ChunkMemory::set_limit`]).
     limit: std::sync::atomic::AtomicUsize,
     state: Mutex<PoolState>,
 }
 
 #[derive(Default)]
 struct PoolState {
-    /// Every map, kept until the pool drops (blocks point into them).
+    /// Every map, kept until the chunk memory drops (blocks point into them).
     maps: Vec<memmap2::MmapMut>,
     /// Uncarved bytes of the newest map: start address and length.
     tail: Option<(usize, usize)>,
@@ -132,26 +132,26 @@ struct PoolState {
     mapped: usize,
 }
 
-impl std::fmt::Debug for ChunkPool {
+impl std::fmt::Debug for ChunkMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChunkPool").field("limit", &self.limit()).field("mapped", &self.mapped()).finish()
+        f.debug_struct("ChunkMemory").field("limit", &self.limit()).field("mapped", &self.mapped()).finish()
     }
 }
 
-impl ChunkPool {
-    /// A pool that maps at most `limit` bytes (rounded down to whole maps).
-    pub(crate) fn new(limit: u64) -> Arc<ChunkPool> {
+impl ChunkMemory {
+    /// A memory that maps at most `limit` bytes (rounded down to whole maps).
+    pub(crate) fn new(limit: u64) -> Arc<ChunkMemory> {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        Arc::new(ChunkPool { limit: limit.into(), state: Mutex::new(PoolState::default()) })
+        Arc::new(ChunkMemory { limit: limit.into(), state: Mutex::new(PoolState::default()) })
     }
 
-    /// Bytes the pool may map.
+    /// Bytes the chunk memory may map.
     pub(crate) fn limit(&self) -> usize {
         self.limit.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Changes the bytes the pool may map from now on (maps already made
-    /// stay until the pool drops; their blocks keep being reused).
+    /// Changes the bytes the chunk memory may map from now on (maps already made
+    /// stay until the chunk memory drops; their blocks keep being reused).
     pub(crate) fn set_limit(&self, limit: u64) {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         self.limit.store(limit, std::sync::atomic::Ordering::Relaxed);
@@ -172,14 +172,14 @@ impl ChunkPool {
     /// bytes of an earlier chunk): the caller overwrites all of it.
     pub(crate) fn alloc(self: &Arc<Self>, len: usize) -> ChunkBuf {
         let class = len.div_ceil(PAGE) * PAGE;
-        if len < MIN_POOLED || class > REGION_BYTES {
+        if len < MIN_CARVED || class > REGION_BYTES {
             return ChunkBuf::from(vec![0u8; len]);
         }
         match self.take(class) {
             Some((addr, class)) => {
                 // `take` only returns addresses inside a map, never 0.
                 let Some(ptr) = NonNull::new(addr as *mut u8) else { return ChunkBuf::from(vec![0u8; len]) };
-                ChunkBuf(Repr::Pooled { ptr, len, class, pool: self.clone() })
+                ChunkBuf(Repr::Carved { ptr, len, class, memory: self.clone() })
             }
             None => ChunkBuf::from(vec![0u8; len]),
         }
@@ -219,7 +219,7 @@ impl ChunkPool {
         let mut map = match memmap2::MmapMut::map_anon(size + HUGE_PAGE) {
             Ok(m) => m,
             Err(e) => {
-                log::debug!("chunk pool: mapping {size} bytes failed ({e}); using the heap");
+                log::debug!("chunk memory: mapping {size} bytes failed ({e}); using the heap");
                 return None;
             }
         };
@@ -228,7 +228,7 @@ impl ChunkPool {
         #[cfg(target_os = "linux")]
         if let Err(e) = map.advise_range(memmap2::Advice::HugePage, start - base, size) {
             // Only slower: the region is then backed by small pages.
-            log::debug!("chunk pool: MADV_HUGEPAGE refused ({e})");
+            log::debug!("chunk memory: MADV_HUGEPAGE refused ({e})");
         }
         st.maps.push(map);
         st.mapped += size;
@@ -246,44 +246,44 @@ mod tests {
 
     #[test]
     fn blocks_are_recycled_by_size_and_keep_their_bytes() {
-        let pool = ChunkPool::new(1 << 30);
-        let mut a = pool.alloc(100_000);
-        assert!(a.is_pooled() && a.len() == 100_000);
+        let memory = ChunkMemory::new(1 << 30);
+        let mut a = memory.alloc(100_000);
+        assert!(a.is_carved() && a.len() == 100_000);
         a.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
-        let mut b = pool.alloc(100_000);
+        let mut b = memory.alloc(100_000);
         b.fill(7);
         assert!(a.iter().enumerate().all(|(i, &x)| x == i as u8), "a second block must not overlap the first");
         let addr = a.as_ptr();
         drop(a);
-        let c = pool.alloc(99_000); // same 4 KiB class (100 KB rounds to 25 pages)
+        let c = memory.alloc(99_000); // same 4 KiB class (100 KB rounds to 25 pages)
         assert_eq!(c.as_ptr(), addr, "a freed block is reused by the next request of its size");
-        assert_eq!(pool.mapped(), HUGE_PAGE, "the first map is one huge page");
+        assert_eq!(memory.mapped(), HUGE_PAGE, "the first map is one huge page");
         assert!(b.iter().all(|&x| x == 7));
     }
 
     #[test]
     fn small_huge_and_over_limit_requests_use_the_heap() {
-        let pool = ChunkPool::new(REGION_BYTES as u64);
-        assert!(!pool.alloc(1000).is_pooled());
-        assert!(!pool.alloc(REGION_BYTES + 1).is_pooled());
+        let memory = ChunkMemory::new(REGION_BYTES as u64);
+        assert!(!memory.alloc(1000).is_carved());
+        assert!(!memory.alloc(REGION_BYTES + 1).is_carved());
         // Fill the maps the limit allows (2 + 2 + 4 + 8 + 16 MiB), then ask for more.
-        let held: Vec<ChunkBuf> = (0..REGION_BYTES / (1 << 20)).map(|_| pool.alloc(1 << 20)).collect();
-        assert!(held.iter().all(ChunkBuf::is_pooled));
-        let over = pool.alloc(1 << 20);
-        assert!(!over.is_pooled() && over.len() == 1 << 20 && over.iter().all(|&b| b == 0));
-        assert_eq!(pool.mapped(), REGION_BYTES, "the limit holds");
+        let held: Vec<ChunkBuf> = (0..REGION_BYTES / (1 << 20)).map(|_| memory.alloc(1 << 20)).collect();
+        assert!(held.iter().all(ChunkBuf::is_carved));
+        let over = memory.alloc(1 << 20);
+        assert!(!over.is_carved() && over.len() == 1 << 20 && over.iter().all(|&b| b == 0));
+        assert_eq!(memory.mapped(), REGION_BYTES, "the limit holds");
         // At the limit, a free block up to twice the size serves a smaller request.
         drop(held);
-        let smaller = pool.alloc(600 << 10);
-        assert!(smaller.is_pooled() && smaller.len() == 600 << 10);
-        assert!(!pool.alloc(300 << 10).is_pooled(), "no free block within twice the size: the heap");
+        let smaller = memory.alloc(600 << 10);
+        assert!(smaller.is_carved() && smaller.len() == 600 << 10);
+        assert!(!memory.alloc(300 << 10).is_carved(), "no free block within twice the size: the heap");
     }
 
     #[test]
-    fn a_buffer_outlives_its_pool_handle() {
-        let pool = ChunkPool::new(1 << 30);
-        let mut buf = pool.alloc(1 << 20);
-        drop(pool);
+    fn a_buffer_outlives_its_chunk_memory_handle() {
+        let memory = ChunkMemory::new(1 << 30);
+        let mut buf = memory.alloc(1 << 20);
+        drop(memory);
         buf.fill(3);
         buf.truncate(10);
         assert_eq!(&buf[..], &[3u8; 10]);
