@@ -376,6 +376,36 @@ pub enum AppendStep {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// [`Error::Config`] naming `name` unless `value` is at least 1: the
+    /// one check of every count that must not be 0 (batch size, workers,
+    /// streams, pool blocks, ...).
+    ///
+    /// ```
+    /// let e = atomzarr::Error::check_at_least_one("batch_size", 0).unwrap_err();
+    /// assert_eq!(e.to_string(), "invalid configuration: batch_size must be >= 1, got 0");
+    /// assert!(atomzarr::Error::check_at_least_one("batch_size", 3).is_ok());
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `value` is 0.
+    pub fn check_at_least_one(name: &str, value: usize) -> Result<()> {
+        if value == 0 {
+            return Err(Error::Config(format!("{name} must be >= 1, got 0")));
+        }
+        Ok(())
+    }
+
+    /// [`Error::Config`] unless `rank` is one of `world_size` ranks.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when `rank >= world_size` (so also for `world_size == 0`).
+    pub(crate) fn check_rank(rank: usize, world_size: usize) -> Result<()> {
+        if rank >= world_size {
+            return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
+        }
+        Ok(())
+    }
+
     /// Whether the error is about one sample's content (an out-of-range
     /// neighbor index or a failed validation), which
     /// [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip) skips.

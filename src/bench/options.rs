@@ -83,9 +83,7 @@ impl std::fmt::Display for ReadPath {
 /// # Errors
 /// [`Error::Config`] when `block_size` is 0.
 pub fn read_order(n: usize, order: ReadOrder, seed: u64, block_size: usize) -> Result<Vec<usize>> {
-    if block_size == 0 {
-        return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
-    }
+    Error::check_at_least_one("read_order_block_size", block_size)?;
     let mut idx: Vec<usize> = (0..n).collect();
     let mut rng = crate::sampler::epoch_rng(seed, 0);
     match order {
@@ -229,24 +227,14 @@ impl ReadOptions {
     /// `pool_blocks` or `epochs` is 0, `prefetch_factor` is negative, or no
     /// read path is given.
     pub fn validate(&self) -> Result<()> {
-        if self.batch_size == 0 {
-            return Err(Error::Config("batch_size must be >= 1, got 0".into()));
-        }
+        Error::check_at_least_one("batch_size", self.batch_size)?;
         if self.prefetch_factor < 0 {
             return Err(Error::Config(format!("prefetch_factor must be >= 0, got {}", self.prefetch_factor)));
         }
-        if self.block_size == 0 {
-            return Err(Error::Config("read_order_block_size must be >= 1, got 0".into()));
-        }
-        if self.pool_blocks == 0 {
-            return Err(Error::Config("pool_blocks must be >= 1, got 0".into()));
-        }
-        if self.epochs == 0 {
-            return Err(Error::Config("epochs must be >= 1, got 0".into()));
-        }
-        if self.world_size == 0 || self.rank >= self.world_size {
-            return Err(Error::Config(format!("rank {} out of range for world_size {}", self.rank, self.world_size)));
-        }
+        Error::check_at_least_one("read_order_block_size", self.block_size)?;
+        Error::check_at_least_one("pool_blocks", self.pool_blocks)?;
+        Error::check_at_least_one("epochs", self.epochs)?;
+        Error::check_rank(self.rank, self.world_size)?;
         if self.paths.is_empty() {
             return Err(Error::Config("at least one read mode is needed".into()));
         }
@@ -323,10 +311,8 @@ impl ReadOptions {
         {
             return Err(Error::Config(format!("{name} sizes a samples_per_dataset epoch; give samples_per_dataset")));
         }
-        if m.num_samples == Some(0) || m.num_batches == Some(0) {
-            let name = if m.num_samples == Some(0) { "num_samples" } else { "num_batches" };
-            return Err(Error::Config(format!("{name} must be >= 1, got 0")));
-        }
+        Error::check_at_least_one("num_samples", m.num_samples.unwrap_or(1))?;
+        Error::check_at_least_one("num_batches", m.num_batches.unwrap_or(1))?;
         if !matches!(self.order, ReadOrder::Sequential | ReadOrder::Shuffle | ReadOrder::DefaultShuffle) {
             return Err(Error::Config(format!(
                 "read order {} reads one store; a mixture reads sequential (its sampler with shuffle off), \

@@ -162,9 +162,7 @@ pub enum Phase {
 /// folder; the errors of writing and reading the stores.
 pub fn roundtrip(w: &WriteOptions, opts: &ReadOptions, on_phase: &mut dyn FnMut(Phase)) -> Result<Vec<ReportRow>> {
     opts.validate_for(1)?;
-    if w.write_batch == 0 {
-        return Err(Error::Config("write_batch must be at least 1".into()));
-    }
+    Error::check_at_least_one("write_batch", w.write_batch)?;
     let config = w.write_config()?;
     let mut counts = w.num_systems.clone();
     counts.sort_unstable();

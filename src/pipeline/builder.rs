@@ -9,6 +9,7 @@ use burn::tensor::backend::Backend;
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
 use crate::pipeline::mixture::{ChildPools, FittedMix};
+use crate::pipeline::order::OrderKind;
 use crate::pipeline::plan::{Batching, Clock, Cursor, View};
 use crate::pipeline::ranked::RankedSamples;
 use crate::pipeline::shuffle::DefaultShuffle;
@@ -294,8 +295,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// `rank >= world_size`, or a batch sampler with a sampler, `shuffle`,
     /// `batch_size` or `drop_last`.
     pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
+        Error::check_at_least_one("num_streams", self.num_streams.unwrap_or(1))?;
         let num_streams = match (self.num_streams, self.use_streams) {
-            (Some(0), _) => return Err(Error::Config("num_streams must be at least 1".into())),
             (Some(n), false) => {
                 return Err(Error::Config(format!(
                     "with_num_streams({n}) needs with_use_streams(true): without it device batches are built on the consumer thread"
@@ -309,15 +310,10 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         let int32 = !self.int64 && crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
         let dataset =
             self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
-        if self.num_workers == Some(0) {
-            return Err(Error::Config("num_workers must be at least 1".into()));
-        }
+        Error::check_at_least_one("num_workers", self.num_workers.unwrap_or(1))?;
         let prefetch = crate::pipeline::Prefetcher::new(self.num_workers.unwrap_or(1));
         let (rank, world_size) = self.world;
-        if world_size == 0 || rank >= world_size {
-            return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
-        }
-        let mut shuffle = None;
+        Error::check_rank(rank, world_size)?;
         let mut mixture: Option<Arc<dyn ChildPools>> = None;
         let reader = &**dataset.reader();
         let (batching, kind) = match self.batch_sampler {
@@ -330,33 +326,30 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
                 match self.mixture.map(|m| m.fit_batches(reader)) {
                     Some(Some(f)) => {
                         mixture = Some(f.clone());
-                        (Batching::Lists(f.clone(), Some(f)), "batch_sampler")
+                        (Batching::Lists(f.clone(), Some(f)), OrderKind::BatchSampler)
                     }
-                    _ => (Batching::Lists(bs, None), "batch_sampler"),
+                    _ => (Batching::Lists(bs, None), OrderKind::BatchSampler),
                 }
             }
             None => {
                 let bsz = self.batch_size.unwrap_or(1);
-                if bsz == 0 {
-                    return Err(Error::Config("batch_size must be at least 1".into()));
-                }
+                Error::check_at_least_one("batch_size", bsz)?;
                 let mut ranked: Option<Arc<dyn RankedSamples>> = None;
                 let (sampler, kind): (Arc<dyn Sampler>, _) = match (self.sampler, self.shuffle) {
                     (Some(s), false) => match self.mixture.map(|m| m.fit_samples(reader, bsz)) {
                         Some(Some(f)) => {
                             mixture = Some(f.clone());
                             ranked = Some(f.clone());
-                            (f, "sampler")
+                            (f, OrderKind::Sampler)
                         }
-                        _ => (s, "sampler"),
+                        _ => (s, OrderKind::Sampler),
                     },
                     (inner, true) => {
                         let d = Arc::new(DefaultShuffle::new(reader, inner, bsz, self.seed, world_size));
-                        shuffle = Some(d.clone());
                         ranked = Some(d.clone());
-                        (d, "")
+                        (d.clone(), OrderKind::Shuffle(d))
                     }
-                    (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), "sequential"),
+                    (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), OrderKind::Sequential),
                 };
                 (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last, ranked }, kind)
             }
@@ -366,8 +359,8 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
             prefetch,
             batching,
             view: View { world_size, rank, slice: None },
-            order: (kind, self.shuffle.then_some(self.seed)),
-            shuffle,
+            order: kind,
+            seed: self.shuffle.then_some(self.seed),
             mixture,
             resume: Arc::new(Mutex::new(None)),
             prefetch_factor: self.prefetch_factor,

@@ -47,9 +47,9 @@ use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
 use crate::pipeline::mixture::ChildPools;
+use crate::pipeline::order::OrderKind;
 use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
 use crate::pipeline::ranked::{Items, Resume};
-use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::upload::{self, Item, Uploader, items, to_device};
 use crate::pipeline::{BatchTransform, Dataset, Pending, Prefetcher};
 use crate::source::Reader;
@@ -85,11 +85,11 @@ pub struct DataLoader<B: Backend, R: Reader> {
     pub(super) prefetch: Prefetcher,
     pub(super) batching: Batching,
     pub(super) view: View,
-    /// What orders the epoch and its shuffle seed (for [`LoaderState`]);
-    /// the name is the default shuffle's when there is one.
-    pub(super) order: (&'static str, Option<u64>),
-    /// The order of `with_shuffle(true)`, which a loaded state steers.
-    pub(super) shuffle: Option<Arc<DefaultShuffle>>,
+    /// What orders the epochs (for [`LoaderState`]); the default shuffle,
+    /// which a loaded state steers, is one.
+    pub(super) order: OrderKind,
+    /// The shuffle's seed (`with_shuffle(true)`).
+    pub(super) seed: Option<u64>,
     /// A mixing sampler's per-child pools, which a loaded state steers.
     pub(super) mixture: Option<Arc<dyn ChildPools>>,
     /// Resumes with other numbers of ranks in the current epoch (a ranked
@@ -116,8 +116,8 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
             prefetch: self.prefetch.clone(),
             batching: self.batching.clone(),
             view: self.view,
-            order: self.order,
-            shuffle: self.shuffle.clone(),
+            order: self.order.clone(),
+            seed: self.seed,
             mixture: self.mixture.clone(),
             resume: self.resume.clone(),
             prefetch_factor: self.prefetch_factor,
@@ -260,7 +260,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// reads that have not started; a read already running finishes in the
     /// background and its result is dropped.
     pub fn iter(&self) -> LoaderIter<B, R> {
-        self.start(true)
+        self.start(Destination::Device)
     }
 
     /// Iterates one epoch of host batches: the same batches as
@@ -291,16 +291,15 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// run on device batches only: with any, the first item is an
     /// [`Error::Config`].
     pub fn iter_host(&self) -> HostIter<B, R> {
-        let mut inner = self.start(false);
-        if !inner.transforms.is_empty() {
+        let mut inner = self.start(Destination::Host);
+        if !inner.to_device.transforms.is_empty() {
             inner.failed = Some(Error::Config("device-batch transforms cannot run on host batches".into()));
         }
         HostIter { inner }
     }
 
-    /// One epoch's iterator; `upload`: hand batches to the upload threads
-    /// (when the loader has them).
-    fn start(&self, upload: bool) -> LoaderIter<B, R> {
+    /// One epoch's iterator, its batches bound for `dest`.
+    fn start(&self, dest: Destination) -> LoaderIter<B, R> {
         let clock = *lock(&self.clock);
         let (batches, total, id, epoch) = {
             let mut c = lock(&self.cursor);
@@ -313,7 +312,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             c.next_position = 0;
             (batches, total, c.iters, epoch)
         };
-        let (uploader, failed) = match self.uploader().filter(|_| upload) {
+        // Device batches go to the upload threads, when the loader has them.
+        let (uploader, failed) = match self.uploader().filter(|_| dest == Destination::Device) {
             Some(Ok(u)) => (Some(u), None),
             Some(Err(e)) => (None, Some(e)),
             None => (None, None),
@@ -326,11 +326,13 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             windows_taken: 0,
             inflight: VecDeque::new(),
             ready: VecDeque::new(),
-            device: self.device.clone(),
-            pin_memory: self.pin_memory,
-            transforms: self.batch_transforms.clone(),
+            to_device: ToDevice {
+                device: self.device.clone(),
+                pin_memory: self.pin_memory,
+                transforms: self.batch_transforms.clone(),
+                uploader,
+            },
             prefetch_factor: self.prefetch_factor,
-            uploader,
             failed,
             done: false,
             yielded: 0,
@@ -360,6 +362,26 @@ fn mark_emptied(batches: Vec<CollatedBatch>, asked: &[bool]) -> Vec<Option<Colla
         .collect()
 }
 
+/// Where an epoch's batches go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Destination {
+    /// To the device ([`DataLoader::iter`]): through the upload threads
+    /// when the loader has them.
+    Device,
+    /// Left on the host ([`DataLoader::iter_host`]).
+    Host,
+}
+
+/// How an epoch's host batches become device batches.
+struct ToDevice<B: Backend> {
+    device: B::Device,
+    pin_memory: bool,
+    transforms: Vec<BatchTransform<B>>,
+    /// The loader's upload threads (`None`: device batches are built on
+    /// the consumer thread, or the epoch stays on the host).
+    uploader: Option<Arc<Uploader<B>>>,
+}
+
 /// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch<B>>`.
 pub struct LoaderIter<B: Backend, R: Reader> {
     dataset: Dataset<R>,
@@ -370,14 +392,10 @@ pub struct LoaderIter<B: Backend, R: Reader> {
     windows_taken: usize,
     inflight: VecDeque<Pending<Vec<Item<B>>>>,
     ready: VecDeque<Item<B>>,
-    device: B::Device,
-    pin_memory: bool,
-    transforms: Vec<BatchTransform<B>>,
+    /// How a host batch becomes a device batch.
+    to_device: ToDevice<B>,
     /// Batches fused into one read (0: one synchronous read per batch).
     prefetch_factor: usize,
-    /// The loader's upload threads (`None`: build device batches on the
-    /// consumer thread).
-    uploader: Option<Arc<Uploader<B>>>,
     /// The upload threads could not start: yielded once as the first item.
     failed: Option<Error>,
     done: bool,
@@ -415,7 +433,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             let h = match self.dataset.plan(w) {
                 Ok(plan) => {
                     // Handed to the upload threads (if any) as soon as the window is read.
-                    let up = self.uploader.clone();
+                    let up = self.to_device.uploader.clone();
                     self.prefetch.spawn_then(&self.dataset, plan, move |batches| {
                         Ok(items(mark_emptied(batches, &asked), up.as_deref()))
                     })
@@ -446,7 +464,8 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
             } else {
                 let w = self.next_window()?;
                 let asked = asked_for(&w);
-                self.dataset.load_batches(&w).map(|b| items(mark_emptied(b, &asked), self.uploader.as_deref()))
+                let up = self.to_device.uploader.as_deref();
+                self.dataset.load_batches(&w).map(|b| items(mark_emptied(b, &asked), up))
             };
             match result {
                 Ok(items) => self.ready.extend(items),
@@ -526,7 +545,10 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
     fn next(&mut self) -> Option<Self::Item> {
         self.advance_with(|it, i| match i {
             Item::Uploading(rx) => upload::wait(rx),
-            Item::Host(c) => to_device(c, &it.device, it.pin_memory, &it.transforms),
+            Item::Host(c) => {
+                let d = &it.to_device;
+                to_device(c, &d.device, d.pin_memory, &d.transforms)
+            }
             Item::Emptied => Err(Error::Internal("an emptied batch reached the consumer".into())),
         })
     }

@@ -13,6 +13,7 @@
 //! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
+//! | `order` | what orders the epochs ([`OrderKind`](order::OrderKind), the default shuffle's kind) |
 //! | `plan` | epoch plans per rank and device slice, [`LoaderState`] (resume) |
 //! | `ranked` | orders planned rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
 //! | `resume` | [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
@@ -25,6 +26,7 @@ pub(crate) mod dataset;
 pub mod labels;
 pub(crate) mod loader;
 pub(crate) mod mixture;
+mod order;
 pub(crate) mod plan;
 pub(crate) mod prefetch;
 pub(crate) mod ranked;

@@ -5,6 +5,7 @@
 use burn::tensor::backend::Backend;
 
 use crate::error::{Error, Result};
+use crate::pipeline::order::ShuffleKind;
 use crate::pipeline::plan::{Batching, Clock, lock};
 use crate::pipeline::ranked::Resume;
 use crate::pipeline::{DataLoader, LoaderState};
@@ -36,9 +37,9 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             epoch,
             position,
             step,
-            seed: self.order.1,
-            sampler: self.shuffle.as_ref().map_or(self.order.0, |s| s.kind()).to_string(),
-            pool_blocks: self.shuffle.as_ref().and_then(|s| s.pool()),
+            seed: self.seed,
+            sampler: self.order.name().to_string(),
+            pool_blocks: self.order.shuffle().and_then(|s| s.pool()),
             child_pool_blocks: self.mixture.as_ref().map(|m| m.pools()),
             order_world_size: self
                 .batching
@@ -95,8 +96,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
             ..here.clone()
         };
         if state.check_same_order(&followed).is_ok() {
-            if let Some(s) = &self.shuffle
-                && !s.adopt(&state.sampler, state.pool_blocks)
+            if let Some(s) = self.order.shuffle()
+                && !ShuffleKind::from_name(&state.sampler).is_some_and(|k| s.adopt(k, state.pool_blocks))
             {
                 return Err(Error::StateMismatch {
                     what: "sampler".into(),

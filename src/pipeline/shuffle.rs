@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, pool_blocks, shuffle};
 use crate::source::Reader;
 
+use super::order::ShuffleKind;
 use super::plan::lock;
 use super::ranked::{Items, RankedSamples};
 
@@ -98,11 +99,11 @@ impl DefaultShuffle {
     }
 
     /// The name [`LoaderState`](crate::LoaderState) records.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> ShuffleKind {
         match (lock(&self.cfg).pool, &self.inner) {
-            (Some(_), _) => "block-pool",
-            (None, Some(_)) => "sampler",
-            (None, None) => "random",
+            (Some(_), _) => ShuffleKind::BlockPool,
+            (None, Some(_)) => ShuffleKind::SamplerPermutation,
+            (None, None) => ShuffleKind::Permutation,
         }
     }
 
@@ -114,11 +115,11 @@ impl DefaultShuffle {
     /// Follows a saved state: its kind and pool size from now on. `false`
     /// when the saved kind is not one this shuffle can read (a block pool
     /// over a reader without chunks).
-    pub(crate) fn adopt(&self, kind: &str, pool: Option<usize>) -> bool {
-        let full = if self.inner.is_some() { "sampler" } else { "random" };
+    pub(crate) fn adopt(&self, kind: ShuffleKind, pool: Option<usize>) -> bool {
+        let full = if self.inner.is_some() { ShuffleKind::SamplerPermutation } else { ShuffleKind::Permutation };
         let pool = match (kind, pool) {
             (k, _) if k == full => None,
-            ("block-pool", Some(k)) if !self.block_starts.is_empty() => Some(k.max(1)),
+            (ShuffleKind::BlockPool, Some(k)) if !self.block_starts.is_empty() => Some(k.max(1)),
             _ => return false,
         };
         lock(&self.cfg).pool = pool;

@@ -41,12 +41,8 @@ impl Shard {
     /// # Errors
     /// [`Error::Config`] for `world_size == 0` or `rank >= world_size`.
     pub fn new(rank: usize, world_size: usize) -> Result<Shard> {
-        if world_size == 0 {
-            return Err(Error::Config("world_size must be at least 1".into()));
-        }
-        if rank >= world_size {
-            return Err(Error::Config(format!("rank {rank} out of range for world_size {world_size}")));
-        }
+        Error::check_at_least_one("world_size", world_size)?;
+        Error::check_rank(rank, world_size)?;
         Ok(Shard { world_size, rank, drop_last: false })
     }
 

@@ -254,9 +254,7 @@ impl MultiDatasetSamplerBuilder {
         let shard = mix.shard()?;
         let weights = normalise_weights(mix.weights.as_deref(), &mix.lengths, "MultiDatasetSampler weights")?;
         let num_samples = num_samples.unwrap_or_else(|| mix.lengths.iter().sum());
-        if num_samples == 0 {
-            return Err(Error::Config("MultiDatasetSampler: num_samples must be at least 1".into()));
-        }
+        Error::check_at_least_one("MultiDatasetSampler: num_samples", num_samples)?;
         let counts = counts_from_weights(&weights, num_samples);
         if !mix.replacement
             && let Some(d) = (0..counts.len()).find(|&d| counts[d] > mix.lengths[d])
@@ -470,9 +468,7 @@ impl MultiDatasetBatchSamplerBuilder {
     /// more batches than the datasets hold.
     pub fn build(self) -> Result<MultiDatasetBatchSampler> {
         let shard = self.mix.shard()?;
-        if self.batch_size == 0 {
-            return Err(Error::Config("MultiDatasetBatchSampler: batch_size must be at least 1".into()));
-        }
+        Error::check_at_least_one("MultiDatasetBatchSampler: batch_size", self.batch_size)?;
         let counts = self.counts()?;
         let quotients: Vec<usize> = counts
             .iter()

@@ -172,13 +172,9 @@ impl SizeAwareSampler {
         }
         for (name, v) in [("max_atoms", o.max_atoms), ("max_edges", o.max_edges), ("max_batch_size", o.max_batch_size)]
         {
-            if v == Some(0) {
-                return Err(Error::Config(format!("SizeAwareSampler: {name} must be at least 1")));
-            }
+            Error::check_at_least_one(&format!("SizeAwareSampler: {name}"), v.unwrap_or(1))?;
         }
-        if o.pool_size == 0 {
-            return Err(Error::Config("SizeAwareSampler: pool_size must be at least 1".into()));
-        }
+        Error::check_at_least_one("SizeAwareSampler: pool_size", o.pool_size)?;
         let mut s = SizeAwareSampler { sizes, options, epoch0_len: 0, blocks: None };
         s.epoch0_len = s.batches(0).len();
         Ok(s)

@@ -287,9 +287,7 @@ impl InMemoryReader {
     /// [`Error::NeighborIndex`] naming the reader's sample whose neighbor list
     /// points outside it.
     pub fn from_reader_opt<R: Reader + ?Sized>(reader: &R, options: InMemoryOptions) -> Result<Self> {
-        if options.chunk_size == 0 {
-            return Err(Error::Config("InMemoryReader: chunk_size must be at least 1".into()));
-        }
+        Error::check_at_least_one("InMemoryReader: chunk_size", options.chunk_size)?;
         let n = reader.len();
         let bar = Progress::new(options.progress, n as u64, "in memory");
         let mut data = CollatedBatch::default();
