@@ -69,6 +69,7 @@
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          readers: random access to samples
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
+//! │   ├── plan.rs        ReadPlan: a window's read, planned before it is read
 //! │   ├── memory.rs      InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space
 //! │   ├── budget.rs      one chunk-cache budget split among a mixture's children
@@ -128,9 +129,10 @@
 //! │   ├── saved.rs       splits and statistics saved in the store, staleness
 //! │   ├── save.rs        saving them (AtomicDataZarrWriter::save_split, save_stats)
 //! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
-//! ├── pipeline/        dataset.rs (Dataset) and prefetch.rs (Prefetcher) → builder.rs
-//! │                    (shuffle.rs: what with_shuffle(true) reads; mixture.rs: mixing
-//! │                    samplers fitted to the reader) → loader.rs (DataLoader; plan.rs:
+//! ├── pipeline/        dataset.rs (Dataset; reads.rs: validation, transforms, ErrorPolicy)
+//! │                    and prefetch.rs (Prefetcher) → builder.rs (order.rs: what orders
+//! │                    the epochs; shuffle.rs: what with_shuffle(true) reads; mixture.rs:
+//! │                    mixing samplers fitted to the reader) → loader.rs (DataLoader; plan.rs:
 //! │                    epoch plans, LoaderState; ranked.rs: orders planned per rank;
 //! │                    resume.rs: state saved and loaded; upload.rs: upload threads) →
 //! │                    batch.rs (AtomicBatch; stage.rs: fields in device dtypes, pinned

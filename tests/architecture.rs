@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 /// (not its own layer's). A new top-level module must be added here.
 const LAYERS: &[&[&str]] = &[
     &["location"],
-    &["error", "progress", "pool"],
+    &["error", "progress", "threads"],
     &["data"],
     &["source"],
     &["store", "sampler"],

@@ -5,7 +5,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `dataset` | [`Dataset`]: validation, transforms; Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
+//! | `dataset` | [`Dataset`]: Burn's `Dataset`; itself a [`Reader`](crate::Reader) |
+//! | `reads` | the reads a dataset makes: validation, transforms, neighbor lists at a cutoff, the [`ErrorPolicy`](crate::ErrorPolicy) |
 //! | `prefetch` | [`Prefetcher`]: fused reads of a dataset's batches on background threads |
 //! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`](crate::AtomicBatcher), Burn's `Batcher` |
 //! | `builder` | [`DataLoaderBuilder`](crate::DataLoaderBuilder): the loader's knobs, checked once |
@@ -30,6 +31,7 @@ mod order;
 pub(crate) mod plan;
 pub(crate) mod prefetch;
 pub(crate) mod ranked;
+mod reads;
 mod resume;
 pub(crate) mod shuffle;
 mod stage;

@@ -6,6 +6,8 @@
 use std::sync::Arc;
 
 use super::shuffle::DefaultShuffle;
+#[cfg(test)]
+use super::shuffle::ShuffleKind;
 
 /// What orders a loader's epochs.
 #[derive(Clone)]
@@ -38,35 +40,6 @@ impl OrderKind {
             OrderKind::Shuffle(s) => Some(s),
             _ => None,
         }
-    }
-}
-
-/// What the default shuffle reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ShuffleKind {
-    /// A full permutation of the dataset.
-    Permutation,
-    /// A full permutation of the list the user's sampler gives.
-    SamplerPermutation,
-    /// The block pool (a region of the store per rank).
-    BlockPool,
-}
-
-impl ShuffleKind {
-    /// The name a saved state gives it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ShuffleKind::Permutation => "random",
-            ShuffleKind::SamplerPermutation => "sampler",
-            ShuffleKind::BlockPool => "block-pool",
-        }
-    }
-
-    /// The kind a saved state names.
-    pub(crate) fn from_name(name: &str) -> Option<ShuffleKind> {
-        [ShuffleKind::Permutation, ShuffleKind::SamplerPermutation, ShuffleKind::BlockPool]
-            .into_iter()
-            .find(|k| k.name() == name)
     }
 }
 

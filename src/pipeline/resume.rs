@@ -5,9 +5,9 @@
 use burn::tensor::backend::Backend;
 
 use crate::error::{Error, Result};
-use crate::pipeline::order::ShuffleKind;
 use crate::pipeline::plan::{Batching, Clock, lock};
 use crate::pipeline::ranked::Resume;
+use crate::pipeline::shuffle::ShuffleKind;
 use crate::pipeline::{DataLoader, LoaderState};
 use crate::source::Reader;
 

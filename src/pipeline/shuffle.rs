@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, pool_blocks, shuffle};
 use crate::source::Reader;
 
-use super::order::ShuffleKind;
 use super::plan::lock;
 use super::ranked::{Items, RankedSamples};
 
@@ -139,6 +138,35 @@ impl DefaultShuffle {
             // A pool is only chosen (or adopted) with blocks to draw from.
             (None, None) => None,
         }
+    }
+}
+
+/// What the default shuffle reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShuffleKind {
+    /// A full permutation of the dataset.
+    Permutation,
+    /// A full permutation of the list the user's sampler gives.
+    SamplerPermutation,
+    /// The block pool (a region of the store per rank).
+    BlockPool,
+}
+
+impl ShuffleKind {
+    /// The name a saved state gives it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ShuffleKind::Permutation => "random",
+            ShuffleKind::SamplerPermutation => "sampler",
+            ShuffleKind::BlockPool => "block-pool",
+        }
+    }
+
+    /// The kind a saved state names.
+    pub(crate) fn from_name(name: &str) -> Option<ShuffleKind> {
+        [ShuffleKind::Permutation, ShuffleKind::SamplerPermutation, ShuffleKind::BlockPool]
+            .into_iter()
+            .find(|k| k.name() == name)
     }
 }
 

@@ -10,7 +10,7 @@ use zarrs::array::{ArrayBytes, ArrayError, ArrayShardedReadableExt};
 use super::AtomicDataZarrReader;
 use super::cache::{ArrayKey, Chunk, ChunkBuf, ChunkBytes, Width};
 use super::compact::{self, Form};
-use super::plan::BatchRows;
+use super::plan::{BatchRows, Needed};
 use super::{FieldArray, State};
 use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
 use crate::error::Error;
@@ -277,25 +277,6 @@ impl AtomicDataZarrReader {
         self.cache.count_request(sample_bytes);
         Ok(Decode::Done(out))
     }
-}
-
-/// The chunks a request needs: per field, its sorted chunk ids (empty for
-/// a field the request does not read) and the width it reads them in.
-pub(super) struct Needed {
-    pub(super) chunks: Vec<Vec<u64>>,
-    pub(super) widths: Vec<Width>,
-}
-
-impl Needed {
-    /// The chunks of the samples of `rows`, laid out as `opts` says.
-    pub(super) fn of(st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Needed {
-        Needed { chunks: super::plan::needed_chunks_per_field(st, rows, |f| f.wanted(opts)), widths: widths(st, opts) }
-    }
-}
-
-/// The width each field of `st` is read in for a request laid out as `opts`.
-pub(super) fn widths(st: &State, opts: CollateOptions) -> Vec<Width> {
-    st.fields.iter().map(|f| if f.narrowed(opts) { Width::Int32 } else { Width::Stored }).collect()
 }
 
 /// What [`AtomicDataZarrReader::decode`] did.

@@ -8,6 +8,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::cache::Width;
 use crate::data::{Level, chunks_of};
 
 /// The rows a window's samples own on the atom and edge axes, read from
@@ -145,6 +146,25 @@ fn chunks_of_rows(rows: impl ExactSizeIterator<Item = Range<u64>>, chunk_rows: u
     ids
 }
 
+/// The chunks a request needs: per field, its sorted chunk ids (empty for
+/// a field the request does not read) and the width it reads them in.
+pub(super) struct Needed {
+    pub(super) chunks: Vec<Vec<u64>>,
+    pub(super) widths: Vec<Width>,
+}
+
+impl Needed {
+    /// The chunks of the samples of `rows`, laid out as `opts` says.
+    pub(super) fn of(st: &super::State, rows: &BatchRows<'_>, opts: crate::data::CollateOptions) -> Needed {
+        Needed { chunks: needed_chunks_per_field(st, rows, |f| f.wanted(opts)), widths: widths(st, opts) }
+    }
+}
+
+/// The width each field of `st` is read in for a request laid out as `opts`.
+pub(super) fn widths(st: &super::State, opts: crate::data::CollateOptions) -> Vec<Width> {
+    st.fields.iter().map(|f| if f.narrowed(opts) { Width::Int32 } else { Width::Stored }).collect()
+}
+
 /// The Zarr reader's preparation of a window, carried in its
 /// [`ReadPlan`](crate::ReadPlan) from `plan` to `read_plan`: the snapshot
 /// it was planned against, the rows of its samples, its batches as ranges
@@ -154,7 +174,7 @@ pub(super) struct WindowPlan {
     pub(super) state: Arc<super::State>,
     pub(super) rows: WindowRows,
     pub(super) bounds: Vec<Range<usize>>,
-    pub(super) need: super::decode::Needed,
+    pub(super) need: Needed,
     /// Past this (and the cache's free room) the window is decoded and
     /// copied a group of batches at a time
     /// ([`ReaderOptions::with_window_decode_bytes`](crate::ReaderOptions::with_window_decode_bytes));
@@ -174,7 +194,7 @@ impl WindowPlan {
         window_decode_bytes: u64,
     ) -> WindowPlan {
         let rows = WindowRows::new(&state, batches.iter().flatten().map(|&i| state.physical(i)).collect());
-        let need = super::decode::Needed::of(&state, &rows.all(), opts);
+        let need = Needed::of(&state, &rows.all(), opts);
         let mut bounds = Vec::with_capacity(batches.len());
         let mut at = 0;
         for b in batches {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
-use super::decode::{Decode, Decoded, widths};
-use super::plan::{WindowPlan, WindowRows};
+use super::decode::{Decode, Decoded};
+use super::plan::{WindowPlan, WindowRows, widths};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, Level};
 use crate::error::{Error, Result};
 use crate::source::{ChunkedReader, DecodeCounters, ReadPlan, Reader, SampleMetadata};
