@@ -41,6 +41,8 @@
 //! | prefetch | background reads of a dataset's batches | [`Prefetcher`] |
 //! | batch | collated samples: on the host ([`CollatedBatch`]) or on a device ([`AtomicBatch`]) | |
 //! | window | the batches one fused read brings (`prefetch_factor` of them) | |
+//! | read plan | a window's read, planned (indices checked, rows and chunks found) before a read thread reads it | [`ReadPlan`] |
+//! | block pool | the shuffle of stores larger than the cache: `pool_blocks` chunk blocks resident, samples drawn from them | [`sampler::ChunkShuffleSampler`] |
 //!
 //! ## The tree: one folder per layer, bottom first
 //!

@@ -292,19 +292,7 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
     let mut io = io_of();
     let mut out = Vec::with_capacity(opts.epochs);
     for epoch in 0..opts.epochs {
-        let pb = Progress::new(
-            opts.progress,
-            plan.len as u64,
-            format!(
-                "read mixture {}{}",
-                opts.order,
-                if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }
-            ),
-        );
-        if epoch > 0 {
-            reset_peak_rss();
-            faults = minor_faults();
-        }
+        let pb = super::read::start_epoch(opts, epoch, plan.len as u64, "mixture", &mut faults);
         let cache_before = cache_of();
         let decode_before = child_decodes(&multi);
         let t = Instant::now();

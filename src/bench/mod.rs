@@ -5,11 +5,11 @@
 //! Three read paths are timed:
 //! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
-//! - `raw`: the reader's fused read ([`Reader::load_collated_opt`](crate::Reader::load_collated_opt))
+//! - `raw`: the reader's fused read ([`Reader::plan`](crate::Reader::plan), [`Reader::read_plan`](crate::Reader::read_plan))
 //!   in windows of `batch_size * prefetch_factor` samples with what the
 //!   DataLoader asks of it on the CPU device (int64 fields narrowed to
 //!   int32), no loader, pipelined as the loader is (a background thread
-//!   reads the next window, announced to the reader, while this one is
+//!   reads the next window, planned before, while this one is
 //!   consumed), consumed batches given back to the reader's batch pool
 //!   ([`CollatedBatch::recycle`](crate::CollatedBatch::recycle)) as the
 //!   loader's tensors give theirs: the reader's own ceiling, so that the

@@ -118,19 +118,7 @@ pub fn time_reads(
     let open_time = t0.elapsed().saturating_sub(untimed);
     let mut out = Vec::with_capacity(opts.epochs);
     for epoch in 0..opts.epochs {
-        let pb = Progress::new(
-            opts.progress,
-            n as u64,
-            format!(
-                "read {path_kind} {}{}",
-                opts.order,
-                if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() }
-            ),
-        );
-        if epoch > 0 {
-            reset_peak_rss();
-            faults = minor_faults();
-        }
+        let pb = start_epoch(opts, epoch, n as u64, &path_kind.to_string(), &mut faults);
         let before = reader.cache_stats();
         let decode_before = reader.decode_counters();
         let t = Instant::now();
@@ -244,6 +232,17 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         Ok(())
     })?;
     Ok(tally)
+}
+
+/// The progress bar of epoch `epoch` (of `total` samples, reading `what`);
+/// past the first, the peak memory and the fault count start anew.
+pub(super) fn start_epoch(opts: &ReadOptions, epoch: usize, total: u64, what: &str, faults: &mut Option<u64>) -> Progress {
+    if epoch > 0 {
+        reset_peak_rss();
+        *faults = minor_faults();
+    }
+    let nth = if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() };
+    Progress::new(opts.progress, total, format!("read {what} {}{nth}", opts.order))
 }
 
 /// `b` with its int32-narrowed fields back in the store's int64 (as

@@ -11,7 +11,7 @@ use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level, S
 use crate::error::{Error, Result};
 
 /// How a reader lays out collated batches (see
-/// [`Reader::load_collated_opt`](crate::Reader::load_collated_opt)).
+/// [`Reader::plan`](crate::Reader::plan)).
 ///
 /// ```
 /// use atomzarr::data::CollateOptions;

@@ -87,9 +87,9 @@ impl AtomicDataZarrReader {
         Ok(())
     }
 
-    /// [`Reader::neighbor_index_error`] against the snapshot `st`: the
-    /// diagnosis of nvalchemi-toolkit's append bug needs the store's atom
-    /// offsets.
+    /// The error of logical sample `index` whose neighbor list points
+    /// outside it, against the snapshot `st`, with the diagnosis of
+    /// nvalchemi-toolkit's append bug (it needs the store's atom offsets).
     pub(super) fn range_error_in(&self, st: &State, index: usize, r: IndexReport) -> Error {
         let physical_index = if index < st.len() { st.physical(index) } else { index };
         let append_shift = (physical_index < st.num_samples)
