@@ -25,8 +25,7 @@ fn defines(src: &str, name: &str) -> bool {
                 .any(|(i, m)| !src[i + m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))
         })
     } else {
-        src.match_indices(&format!("fn {name}"))
-            .any(|(i, m)| src[i + m.len()..].starts_with(['(', '<']))
+        src.match_indices(&format!("fn {name}")).any(|(i, m)| src[i + m.len()..].starts_with(['(', '<']))
     }
 }
 

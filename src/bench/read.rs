@@ -236,7 +236,13 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
 
 /// The progress bar of epoch `epoch` (of `total` samples, reading `what`);
 /// past the first, the peak memory and the fault count start anew.
-pub(super) fn start_epoch(opts: &ReadOptions, epoch: usize, total: u64, what: &str, faults: &mut Option<u64>) -> Progress {
+pub(super) fn start_epoch(
+    opts: &ReadOptions,
+    epoch: usize,
+    total: u64,
+    what: &str,
+    faults: &mut Option<u64>,
+) -> Progress {
     if epoch > 0 {
         reset_peak_rss();
         *faults = minor_faults();
