@@ -411,3 +411,36 @@ fn a_multi_dataset_plans_each_window_with_the_child_that_owns_it() {
         assert_eq!(misses, if ahead { 0 } else { w3_decodes }, "planned ahead {ahead}");
     }
 }
+
+#[test]
+fn the_cache_reports_the_bytes_it_holds_within_its_budget() {
+    let dir = common::tmpdir();
+    let path = dir.path().join("h.zarr");
+    let samples = write_store(&path, 600);
+    let idx: Vec<usize> = (0..600).step_by(5).collect();
+    let batches: Vec<Vec<i64>> = idx.chunks(32).map(|b| b.iter().map(|&i| i as i64).collect()).collect();
+    // What the window's chunks decode to, from the samples alone: the cache
+    // keeps them as decoded or in compact forms, never more.
+    let (_, decoded) = chunks_of(&samples, &idx);
+    for (cache, bound) in [(0u64, 0u64), (4096, 4096), (1 << 30, decoded)] {
+        let r = open(&path, cache);
+        assert_eq!(r.cache_bytes_held(), 0, "cache {cache}: nothing read yet");
+        r.read_collated(&batches, &mut Vec::new()).unwrap();
+        let held = r.cache_bytes_held();
+        assert!(held <= bound, "cache {cache}: holds {held}, more than {bound}");
+        if cache == 1 << 30 {
+            assert!(held > 0, "a cache larger than the store keeps what was read");
+            r.refresh().unwrap();
+            assert_eq!(r.cache_bytes_held(), 0, "refresh empties the cache");
+        }
+    }
+    // A mixture's caches: the sum of its children's.
+    let other = dir.path().join("h2.zarr");
+    write_store_seeded(&other, 300, 7);
+    let a = Arc::new(open(&path, 1 << 30));
+    let b = Arc::new(open(&other, 1 << 30));
+    let multi = MultiReader::new(vec![a.clone(), b.clone()]).unwrap();
+    multi.read_collated(&[vec![0, 1, 650, 899]], &mut Vec::new()).unwrap();
+    assert!(a.cache_bytes_held() > 0 && b.cache_bytes_held() > 0);
+    assert_eq!(multi.chunked().unwrap().cache_bytes_held(), a.cache_bytes_held() + b.cache_bytes_held());
+}

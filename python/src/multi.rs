@@ -183,6 +183,12 @@ impl MultiDataset {
         (c.decoded_bytes, c.sample_bytes, c.chunks_decoded)
     }
 
+    /// Bytes the children's chunk caches hold now, summed (at most the
+    /// mixture's one budget).
+    fn cache_bytes_held(&self) -> u64 {
+        ChunkedReader::cache_bytes_held(&*self.multi)
+    }
+
     /// Re-reads every child's metadata and the offsets (after appends).
     /// Samplers built before keep the lengths they were built with.
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {

@@ -93,6 +93,13 @@ impl Reader {
         (c.decoded_bytes, c.sample_bytes, c.chunks_decoded)
     }
 
+    /// Bytes the reader's chunk cache holds now (cached chunks as kept,
+    /// compact forms included; at most its budget): what a process holds
+    /// beyond it is the reader's own memory.
+    fn cache_bytes_held(&self) -> u64 {
+        atomzarr::source::ChunkedReader::cache_bytes_held(&*self.reader)
+    }
+
     /// Bytes of free batch buffers the reader's pool holds: buffers of
     /// batches whose arrays Python has freed, ready for later batches.
     fn batch_buffer_bytes(&self) -> usize {

@@ -144,3 +144,26 @@ def test_batch_buffers_come_back_when_python_frees_them_and_held_ones_stay(tmp_p
         for k in keys:
             np.testing.assert_array_equal(b[k], c[k], err_msg=f"{k} of a held batch changed")
             np.testing.assert_array_equal(b[k], ref[k], err_msg=f"{k} differs from read_many")
+
+
+def test_the_cache_reports_what_it_holds_within_its_budget(tmp_path):
+    from conftest import write_store
+
+    write_store(tmp_path / "held.zarr", n=600, chunk_size=64)
+    path = str(tmp_path / "held.zarr")
+    for budget in (0, 4096, 1 << 30):
+        r = atomzarr.open(path, cache_bytes=budget)
+        assert r.cache_bytes_held() == 0, "nothing read yet"
+        for _b in atomzarr.DataLoader(r, batch_size=64, shuffle=True, seed=1):
+            pass
+        held = r.cache_bytes_held()
+        assert held <= budget
+        if budget == 1 << 30:
+            assert held > 0, "a cache larger than the store keeps what was read"
+    # A mixture's caches: the sum of its children's.
+    a, b = atomzarr.open(path), atomzarr.open(path)
+    ds = atomzarr.MultiDataset(a, b)
+    for _b in atomzarr.DataLoader(ds, batch_size=64, shuffle=True, seed=1):
+        pass
+    assert a.cache_bytes_held() > 0 and b.cache_bytes_held() > 0
+    assert ds.cache_bytes_held() == a.cache_bytes_held() + b.cache_bytes_held()

@@ -617,4 +617,9 @@ impl ChunkedReader for MultiReader {
     fn decode_counters(&self) -> DecodeCounters {
         self.children.iter().filter_map(|c| c.chunked()).map(|c| c.decode_counters()).sum()
     }
+
+    /// The sum over the children (their caches share the mixture's budget).
+    fn cache_bytes_held(&self) -> u64 {
+        self.children.iter().filter_map(|c| c.chunked()).map(|c| c.cache_bytes_held()).sum()
+    }
 }

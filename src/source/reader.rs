@@ -300,6 +300,11 @@ pub trait ChunkedReader: Send + Sync {
     /// Decode counters since the reader was opened (or its counters reset).
     fn decode_counters(&self) -> DecodeCounters;
 
+    /// Bytes the chunk cache holds now (cached chunks as they are kept,
+    /// compact forms included; at most the cache's budget): with it the
+    /// memory a reader holds beyond its cache can be told.
+    fn cache_bytes_held(&self) -> u64;
+
     /// The store's decoded size against the reader's chunk cache: what the
     /// [`DataLoader`](crate::DataLoader)'s default shuffle decides by.
     fn cache_fit(&self) -> CacheFit;

@@ -100,7 +100,7 @@ impl Inner {
     /// The least recently used entry that no planned read needs, else the
     /// least recently used one.
     fn victim(&self, planned: &Planned) -> Option<(ArrayKey, u64)> {
-        let free = self.lru.iter().rev().map(|(k, _)| *k).find(|&(a, c)| !planned.contains_key(&(a.array, c)));
+        let free = self.lru.iter().rev().map(|(k, _)| *k).find(|&(a, c)| !is_planned(planned, a.array, c));
         free.or_else(|| self.lru.peek_lru().map(|(k, _)| *k))
     }
 
@@ -119,29 +119,26 @@ impl Inner {
     }
 }
 
-/// Chunks `(array id, chunk)` of the windows planned and not yet read, in
-/// either width, with the number of such windows needing each.
-type Planned = std::collections::HashMap<(u32, u64), u32, rustc_hash::FxBuildHasher>;
+/// The chunks `(array id, chunk)` of each window planned and not yet read
+/// (sorted), in either width.
+type Planned = Vec<Arc<[(u32, u64)]>>;
+
+/// Whether a planned window needs chunk `c` of array `a`.
+fn is_planned(planned: &Planned, a: u32, c: u64) -> bool {
+    planned.iter().any(|p| p.binary_search(&(a, c)).is_ok())
+}
 
 /// The protection of one planned window's chunks ([`ChunkCache::protect`]):
 /// dropping it (when the window's read starts, or the plan is abandoned)
 /// takes them back.
 pub(crate) struct Protection {
     planned: Arc<Mutex<Planned>>,
-    keys: Vec<(u32, u64)>,
+    keys: Arc<[(u32, u64)]>,
 }
 
 impl Drop for Protection {
     fn drop(&mut self) {
-        let mut p = lock_planned(&self.planned);
-        for k in &self.keys {
-            if let Some(n) = p.get_mut(k) {
-                *n -= 1;
-                if *n == 0 {
-                    p.remove(k);
-                }
-            }
-        }
+        lock_planned(&self.planned).retain(|p| !Arc::ptr_eq(p, &self.keys));
     }
 }
 
@@ -265,12 +262,18 @@ impl ChunkCache {
     /// Protects `chunks`, `(array id, chunk)` in both widths, for as long
     /// as the returned value lives: those a planned read needs, evicted
     /// only when nothing unprotected is left.
-    pub(crate) fn protect(&self, chunks: Vec<(u32, u64)>) -> Protection {
-        let mut p = lock_planned(&self.planned);
-        for &k in &chunks {
-            *p.entry(k).or_insert(0) += 1;
+    pub(crate) fn protect(&self, chunks: impl IntoIterator<Item = (u32, u64)>) -> Protection {
+        let mut keys: Arc<[(u32, u64)]> = chunks.into_iter().collect();
+        if !keys.is_sorted()
+            && let Some(k) = Arc::get_mut(&mut keys)
+        {
+            k.sort_unstable();
         }
-        Protection { planned: self.planned.clone(), keys: chunks }
+        // Nothing to keep when nothing is cached.
+        if self.budget() > 0 {
+            lock_planned(&self.planned).push(keys.clone());
+        }
+        Protection { planned: self.planned.clone(), keys }
     }
 
     /// A buffer of `len` bytes for a decoded chunk, its contents unspecified

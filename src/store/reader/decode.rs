@@ -208,8 +208,8 @@ impl AtomicDataZarrReader {
     /// bytes.
     pub(super) fn decode_needed(&self, st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Result<Vec<Decoded>> {
         loop {
-            let need = Needed::of(st, rows, opts);
-            match self.decode(st, &need, u64::MAX, rows.sample_bytes(st))? {
+            let mut need = Needed::of(st, rows, opts);
+            match self.decode(st, &mut need, u64::MAX, rows.sample_bytes(st))? {
                 Decode::Done(dec) => return Ok(dec),
                 Decode::Widened => continue,
                 Decode::OverBound => {
@@ -228,7 +228,9 @@ impl AtomicDataZarrReader {
     /// groups it would copy one batch at a time while the other cores wait.
     /// `sample_bytes`: the request's bytes of samples, for the decode
     /// counters.
-    pub(super) fn decode(&self, st: &State, need: &Needed, bound: u64, sample_bytes: u64) -> Result<Decode> {
+    /// On [`Decode::Done`] the chunk ids are moved out of `need` into the
+    /// result.
+    pub(super) fn decode(&self, st: &State, need: &mut Needed, bound: u64, sample_bytes: u64) -> Result<Decode> {
         let tasks: Vec<(usize, u64)> =
             need.chunks.iter().enumerate().flat_map(|(fi, ids)| ids.iter().map(move |&c| (fi, c))).collect();
         // Cache lookups first, on this thread: only decodes are worth rayon's
@@ -269,9 +271,9 @@ impl AtomicDataZarrReader {
             .map(|b| b.ok_or_else(|| Error::Internal("read plan left a chunk undecoded".into())))
             .collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(need.chunks.len());
-        for (ids, &width) in need.chunks.iter().zip(&need.widths).rev() {
+        for (ids, &width) in need.chunks.iter_mut().zip(&need.widths).rev() {
             let bytes = results.split_off(results.len() - ids.len());
-            out.push(Decoded::new(ids.clone(), bytes, width));
+            out.push(Decoded::new(std::mem::take(ids), bytes, width));
         }
         out.reverse();
         self.cache.count_request(sample_bytes);

@@ -206,12 +206,8 @@ impl WindowPlan {
     }
 
     /// `(array id, chunk)` of every chunk the window needs.
-    pub(super) fn chunk_keys(&self) -> Vec<(u32, u64)> {
-        let mut keys = Vec::new();
-        for (f, ids) in self.state.fields.iter().zip(&self.need.chunks) {
-            keys.extend(ids.iter().map(|&c| (f.id, c)));
-        }
-        keys
+    pub(super) fn chunk_keys(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.state.fields.iter().zip(&self.need.chunks).flat_map(|(f, ids)| ids.iter().map(move |&c| (f.id, c)))
     }
 
     /// Consecutive groups of the window's batches whose chunks each decode

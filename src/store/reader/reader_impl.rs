@@ -115,7 +115,7 @@ impl Reader for AtomicDataZarrReader {
         // bound (then a group of batches at a time, below).
         let whole = loop {
             let sample_bytes = window.rows.all().sample_bytes(&st);
-            match self.decode(&st, &window.need, window.decode_bound, sample_bytes)? {
+            match self.decode(&st, &mut window.need, window.decode_bound, sample_bytes)? {
                 Decode::Done(dec) => break Some(dec),
                 Decode::OverBound => break None,
                 // An array turned out not to fit int32: read it as stored.
@@ -223,6 +223,10 @@ impl ChunkedReader for AtomicDataZarrReader {
 
     fn decode_counters(&self) -> DecodeCounters {
         self.cache.decode_counters()
+    }
+
+    fn cache_bytes_held(&self) -> u64 {
+        self.cache.stats().bytes
     }
 
     fn cache_fit(&self) -> crate::source::CacheFit {
