@@ -36,7 +36,11 @@ pub fn open(py: Python<'_>, path_or_url: &str, cache_bytes: Option<u64>, skip_va
     let location = Location::parse(path_or_url);
     let reader = py.detach(|| AtomicDataZarrReader::open_opt(location, options)).map_err(to_py)?;
     let reader = Arc::new(reader);
-    let ds = Dataset::new(Arc::clone(&reader)).with_skip_validation(skip_validation);
+    // Batches of both paths (validated or not) recycle into the reader's
+    // free buffers, which `batch_buffer_bytes` reports.
+    let ds = Dataset::new(Arc::clone(&reader))
+        .with_skip_validation(skip_validation)
+        .with_batch_buffers(reader.batch_buffers().clone());
     Ok(Reader { ds, reader })
 }
 

@@ -98,6 +98,32 @@ impl<R: Reader + 'static> Dataset<R> {
         self
     }
 
+    /// The free buffers that batches collated here from validated samples
+    /// are written into and go back to (default: the Dataset's own, up to
+    /// [`DEFAULT_BATCH_BUFFER_BYTES`](crate::data::DEFAULT_BATCH_BUFFER_BYTES)).
+    /// Give it a reader's
+    /// ([`AtomicDataZarrReader::batch_buffers`](crate::AtomicDataZarrReader::batch_buffers))
+    /// to recycle every batch of both paths in one place.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("v.zarr");
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(8, 20, 40, 0)?)?;
+    /// let reader = std::sync::Arc::new(AtomicDataZarrReader::open(&path)?);
+    /// let ds = Dataset::from_arc(reader.clone()).with_batch_buffers(reader.batch_buffers().clone());
+    /// for b in ds.load_batches(&[vec![0, 1, 2, 3], vec![4, 5, 6, 7]])? {
+    ///     b.recycle();
+    /// }
+    /// assert!(reader.batch_buffers().held_bytes() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_batch_buffers(mut self, buffers: Arc<crate::data::BatchBuffers>) -> Self {
+        self.read.buffers = buffers;
+        self
+    }
+
     /// Builds `neighbor_list` and `shifts` of every structure at `cutoff` Å
     /// while loading, replacing any stored edges: inside the fused read
     /// path, in parallel over the structures of each batch, from the
