@@ -57,7 +57,7 @@ struct Free {
 pub const DEFAULT_BATCH_BUFFER_BYTES: usize = 512 << 20;
 
 /// Buffers smaller than this are not kept: the heap recycles them well.
-const MIN_POOLED_BYTES: usize = 64 << 10;
+const MIN_KEPT_BYTES: usize = 64 << 10;
 
 impl BatchBuffers {
     /// Free buffers holding at most `limit` bytes of free buffers (0: none).
@@ -74,7 +74,7 @@ impl BatchBuffers {
     /// smallest free one of that dtype that holds `n`, else the largest free
     /// one of that dtype grown to `n`, else a new one.
     pub fn take(&self, dtype: DType, n: usize) -> HostData {
-        if n * dtype.size() >= MIN_POOLED_BYTES {
+        if n * dtype.size() >= MIN_KEPT_BYTES {
             let mut free = self.lock();
             let best = free
                 .bufs
@@ -109,7 +109,7 @@ impl BatchBuffers {
     /// room (else it is freed).
     pub fn give(&self, mut data: HostData) {
         let bytes = capacity_bytes(&data);
-        if bytes < MIN_POOLED_BYTES || matches!(data, HostData::Bool(_)) {
+        if bytes < MIN_KEPT_BYTES || matches!(data, HostData::Bool(_)) {
             return;
         }
         data.clear();

@@ -110,10 +110,11 @@ impl<R: Reader + 'static> Dataset<R> {
     /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Dataset, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("v.zarr");
-    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(8, 20, 40, 0)?)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(2000, 20, 40, 0)?)?;
     /// let reader = std::sync::Arc::new(AtomicDataZarrReader::open(&path)?);
     /// let ds = Dataset::from_arc(reader.clone()).with_batch_buffers(reader.batch_buffers().clone());
-    /// for b in ds.load_batches(&[vec![0, 1, 2, 3], vec![4, 5, 6, 7]])? {
+    /// // Batches large enough for their buffers to be worth keeping.
+    /// for b in ds.load_batches(&[(0..1000).collect(), (1000..2000).collect()])? {
     ///     b.recycle();
     /// }
     /// assert!(reader.batch_buffers().held_bytes() > 0);
