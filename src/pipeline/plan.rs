@@ -131,19 +131,24 @@ impl Batching {
                 (n, Box::new(Chunks { items, b }.chain(std::iter::repeat_with(Vec::new)).take(n)))
             }
             (Batching::Fixed { sampler, batch_size: b, drop_last, .. }, None) => {
-                let order = sampler.indices(epoch);
-                let mut out = Vec::new();
-                let mut start = pos.min(order.len());
-                while start < order.len() {
-                    let len = (w * b).min(order.len() - start);
-                    if len < w * b && *drop_last {
-                        break;
+                // Rounds of `w * b` items from `pos`, each split among the
+                // ranks; this rank's part of each is cut as it is taken. An
+                // in-order sampler's epoch is the range itself, never held.
+                let n = sampler.len();
+                let order: Option<Vec<usize>> = (!sampler.in_order()).then(|| sampler.indices(epoch));
+                let n = order.as_ref().map_or(n, Vec::len);
+                let (round, rank, first) = ((w * b).max(1), view.rank, pos.min(n));
+                let left = n - first;
+                let count = left / round + usize::from(!left.is_multiple_of(round) && !*drop_last);
+                let batches = (0..count).map(move |k| {
+                    let start = first + k * round;
+                    let (lo, hi) = part(round.min(n - start), w, rank);
+                    match &order {
+                        Some(o) => o[start + lo..start + hi].to_vec(),
+                        None => (start + lo..start + hi).collect(),
                     }
-                    let (lo, hi) = part(len, w, view.rank);
-                    out.push(order[start + lo..start + hi].to_vec());
-                    start += len;
-                }
-                (out.len(), Box::new(out.into_iter()))
+                });
+                (count, Box::new(batches))
             }
             (Batching::Lists(_, Some(r)), _) => {
                 let r2 = r.clone();
@@ -473,6 +478,18 @@ mod tests {
                             let p = f.plan(view, 0, pos, None);
                             let items = p.iter().map(Vec::len).sum();
                             assert_eq!(f.counts(view, pos, None), Some((p.len(), items)), "n {n} w {w} pos {pos}");
+                            // A sampler that holds its order: the same cuts of
+                            // its list (the in-order one cuts the range).
+                            let rev: Vec<usize> = (0..n).rev().collect();
+                            let held = Batching::Fixed {
+                                sampler: Arc::new(crate::sampler::ListSampler::new(rev)),
+                                batch_size: 3,
+                                drop_last,
+                                ranked: None,
+                            };
+                            let mapped: Vec<Vec<usize>> =
+                                p.iter().map(|b| b.iter().map(|&i| n - 1 - i).collect()).collect();
+                            assert_eq!(held.plan(view, 0, pos, None), mapped, "n {n} w {w} pos {pos}");
                             let sl = View { slice: Some((1, 4)), ..view };
                             let ps = f.plan(sl, 0, pos, None);
                             assert_eq!(f.counts(sl, pos, None), Some((ps.len(), ps.iter().map(Vec::len).sum())));

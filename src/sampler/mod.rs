@@ -64,6 +64,12 @@ pub trait Sampler: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Whether every epoch is `0..len()` in order: the
+    /// [`DataLoader`](crate::DataLoader) then cuts batches from the range as
+    /// they are taken instead of holding the epoch's indices. Default: false.
+    fn in_order(&self) -> bool {
+        false
+    }
 }
 
 /// Yields the batches of one epoch.
@@ -78,6 +84,7 @@ pub trait BatchSampler: Send + Sync {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
     fn indices(&self, epoch: u64) -> Vec<usize> {
         (**self).indices(epoch)
@@ -85,14 +92,27 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     fn len(&self) -> usize {
         (**self).len()
     }
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
+    }
+    fn in_order(&self) -> bool {
+        (**self).in_order()
+    }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<S: Sampler + ?Sized> Sampler for std::sync::Arc<S> {
     fn indices(&self, epoch: u64) -> Vec<usize> {
         (**self).indices(epoch)
     }
     fn len(&self) -> usize {
         (**self).len()
+    }
+    fn is_empty(&self) -> bool {
+        (**self).is_empty()
+    }
+    fn in_order(&self) -> bool {
+        (**self).in_order()
     }
 }
 
@@ -194,6 +214,9 @@ impl Sampler for SequentialSampler {
     }
     fn len(&self) -> usize {
         self.len
+    }
+    fn in_order(&self) -> bool {
+        true
     }
 }
 
