@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::prep::transforms::SharedTransform;
 use crate::source::{ReadPlan, Reader, ReaderExt, reread_neighbor_error};
 
-/// What a [`Dataset`] (and a [`DataLoader`](crate::DataLoader) over it) does
+/// What a [`Dataset`](crate::Dataset) (and a [`DataLoader`](crate::DataLoader) over it) does
 /// with a sample whose *content* is bad: an out-of-range neighbor index
 /// ([`Error::NeighborIndex`]) or a failed validation ([`Error::Validation`]),
 /// see [`Error::is_sample_error`]. Any other error (I/O, a corrupt chunk, a
@@ -22,13 +22,13 @@ use crate::source::{ReadPlan, Reader, ReaderExt, reread_neighbor_error};
 /// Burn's traits cannot carry an error, so the policy also decides what they
 /// do, never a silent `None` that would end Burn's epoch early:
 ///
-/// | | batch paths ([`Dataset::load_batches`], the DataLoader) | Burn's `Dataset::get(i)` |
+/// | | batch paths ([`Dataset::load_batches`](crate::Dataset::load_batches), the DataLoader) | Burn's `Dataset::get(i)` |
 /// |---|---|---|
 /// | `Fail` (default) | `Err` with the typed error (the loader's Burn iterator panics with its message) | panics with the typed error's message |
-/// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`], [`DataLoader::stats`](crate::DataLoader::stats)) | returns the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
+/// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`](crate::Dataset::skipped_samples), [`DataLoader::stats`](crate::DataLoader::stats)) | returns the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
 ///
 /// `get(i)` with `i >= len()` is `None` under both (the end of the data).
-/// [`Dataset::get_sample`] and the Dataset's [`Reader`] sample reads
+/// [`Dataset::get_sample`](crate::Dataset::get_sample) and the Dataset's [`Reader`] sample reads
 /// (`read`, `read_many`) return the error under both. Set `Skip` on the
 /// Dataset the loader reads: a `Skip` Dataset used as a
 /// [`MultiReader`](crate::MultiReader) child or loaded into an
@@ -51,7 +51,7 @@ pub enum ErrorPolicy {
 /// A per-sample transform, applied after validation.
 pub type Transform = Arc<dyn Fn(AtomicData) -> Result<AtomicData> + Send + Sync>;
 
-/// The settings of a [`Dataset`] that its reads use. The dataset holds one
+/// The settings of a [`Dataset`](crate::Dataset) that its reads use. The dataset holds one
 /// and every read borrows it; the batch layout comes with each read
 /// (`collate`), since the loader asks for its device's.
 pub(super) struct ReadCtx<R: Reader> {

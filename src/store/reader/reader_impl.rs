@@ -76,7 +76,7 @@ impl Reader for AtomicDataZarrReader {
     }
 
     /// Finds each sample's rows and the chunks every array needs
-    /// ([`WindowPlan`]), and keeps those chunks in the cache until the read
+    /// (a `WindowPlan`), and keeps those chunks in the cache until the read
     /// starts (or the plan is dropped):
     /// the DataLoader plans a window on its own thread while a read thread
     /// is busy with the one before, which must not evict them first.
