@@ -333,3 +333,62 @@ fn the_pool_mixes_at_least_32_windows_per_batch_of_64() {
         assert!(mixing(&batches, len) > 60.0);
     }
 }
+
+/// A state saved on `from` ranks after `steps` batches each, loaded on `to`
+/// ranks: every sample of the epoch read once, and each new rank decodes
+/// about the old regions it takes over, not the store (the old ranks' rests
+/// interleaved would decode nearly all of it on every new rank).
+fn resume_reads_the_regions_it_takes_over(from: usize, to: usize, steps: usize) {
+    let dir = common::tmpdir();
+    let path = dir.path().join("r.zarr");
+    let n = N;
+    let samples = write_store(&path, n);
+    let whole = store_bytes(&samples) as f64;
+    let (batch, seed) = (32, 11);
+    let mut seen = Vec::new();
+    let mut state = None;
+    for rank in 0..from {
+        let l = loader(&open(&path, SMALL_CACHE), batch, seed, rank, from);
+        l.set_epoch(2);
+        seen.extend(take(&mut l.iter(), steps).concat());
+        state = Some(l.state());
+    }
+    let json = serde_json::to_string(&state.unwrap()).unwrap();
+    for rank in 0..to {
+        let r = open(&path, SMALL_CACHE);
+        let l = loader(&r, batch, seed, rank, to);
+        l.load_state(&serde_json::from_str(&json).unwrap()).unwrap();
+        let before = r.decode_counters().decoded_bytes;
+        let rest = epoch(&l).concat();
+        let decoded = (r.decode_counters().decoded_bytes - before) as f64;
+        // The old regions this rank reads from: each old rank's region is a
+        // contiguous `1 / from` of the store, up to a block at its ends, so
+        // a region counts when it holds more of the rank's samples than a
+        // block straddling a boundary could.
+        let mut per_region = vec![0usize; from];
+        for &i in &rest {
+            per_region[i * from / n] += 1;
+        }
+        let regions: Vec<usize> = (0..from).filter(|&q| per_region[q] > 64.max(rest.len() / 50)).collect();
+        let most = from.div_ceil(to) + 1;
+        assert!(regions.len() <= most, "{from} -> {to}, rank {rank}: samples of {} old regions", regions.len());
+        let bound = 1.5 * regions.len() as f64 * whole / from as f64;
+        assert!(
+            decoded <= bound,
+            "{from} -> {to}, rank {rank}: decoded {decoded:.0} bytes, more than {bound:.0} for {} regions of {whole}",
+            regions.len()
+        );
+        seen.extend(rest);
+    }
+    assert_once(&seen, n, &format!("{from} ranks, then {to}"));
+}
+
+#[test]
+fn a_resume_from_8_ranks_onto_3_decodes_the_old_regions_it_takes_over() {
+    resume_reads_the_regions_it_takes_over(8, 3, 40);
+}
+
+#[test]
+fn a_resume_from_3_ranks_onto_8_decodes_the_old_regions_it_takes_over() {
+    resume_reads_the_regions_it_takes_over(3, 8, 100);
+}
