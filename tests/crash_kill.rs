@@ -425,9 +425,16 @@ fn crash_kills_leave_every_store_openable() {
 #[test]
 #[ignore = "soak: many more kills (ATOMZARR_CRASH_KILLS, default 400)"]
 fn crash_soak() {
-    let kills = std::env::var("ATOMZARR_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let (kills, seed) = soak(400);
     kill_loop(kills, seed);
+}
+
+/// The soak's kills and seed: `ATOMZARR_CRASH_KILLS` (default `kills`) and
+/// `ATOMZARR_CRASH_SEED` (default 7).
+fn soak(kills: usize) -> (usize, u64) {
+    let var = |name: &str| std::env::var(name).ok();
+    let kills = var("ATOMZARR_CRASH_KILLS").and_then(|s| s.parse().ok()).unwrap_or(kills);
+    (kills, var("ATOMZARR_CRASH_SEED").and_then(|s| s.parse().ok()).unwrap_or(7))
 }
 
 /// Samples in the store of the large-delete kills.
@@ -671,7 +678,6 @@ fn crash_during_large_deletes() {
 #[test]
 #[ignore = "soak: many more large-delete kills (ATOMZARR_CRASH_KILLS, default 100)"]
 fn crash_soak_large_deletes() {
-    let kills = std::env::var("ATOMZARR_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let seed = std::env::var("ATOMZARR_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7);
+    let (kills, seed) = soak(100);
     delete_kill_loop(kills, seed);
 }
