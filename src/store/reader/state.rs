@@ -3,6 +3,7 @@
 //! [`limits`]), every field array opened, all held in one [`State`]
 //! snapshot that `refresh` swaps whole.
 
+use rayon::prelude::*;
 use zarrs::array::{Array, ArrayShardedReadableExtCache};
 
 use super::direct::DirectDecode;
@@ -173,9 +174,19 @@ impl AtomicDataZarrReader {
         limits::check_rows(p, format::ATOMS_PTR, &format!("num_samples {n}"), n1, &geometries, &backing)?;
         let read_i64 = |rel: &str, o: Opened| -> Result<Vec<i64>> {
             // Through the checksummed decode path (see `read_rows`).
-            let raw = self.read_rows(o.array, rel, o.dtype, 0..n1)?;
-            let data = HostData::from_bytes(o.dtype, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
-            let v = data.to_i64_vec().unwrap_or_default();
+            let v = if o.dtype == DType::Int64 {
+                // The toolkit's dtype: decoded straight into the pointers
+                // (no copy of the whole array in between).
+                let len = usize::try_from(n1).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
+                let mut v = vec![0i64; len];
+                self.read_rows_into(o.array, rel, o.dtype, 0..n1, bytemuck::cast_slice_mut(&mut v))?;
+                v
+            } else {
+                let raw = self.read_rows(o.array, rel, o.dtype, 0..n1)?;
+                let data =
+                    HostData::from_bytes(o.dtype, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
+                data.to_i64_vec().unwrap_or_default()
+            };
             format::check_pointers(p, rel, &v, n)?;
             Ok(v)
         };
@@ -192,7 +203,12 @@ impl AtomicDataZarrReader {
                 (atoms.join().unwrap_or_else(|e| Err(died(e))), edges.join().unwrap_or_else(|e| Err(died(e))), mask)
             })
         } else {
-            (read_i64(format::ATOMS_PTR, atoms), read_i64(format::EDGES_PTR, edges), read_mask(mask))
+            // Each array's chunks are decoded in parallel, and the arrays too.
+            let ((atoms, edges), mask) = rayon::join(
+                || rayon::join(|| read_i64(format::ATOMS_PTR, atoms), || read_i64(format::EDGES_PTR, edges)),
+                || read_mask(mask),
+            );
+            (atoms, edges, mask)
         };
         let (atoms, edges, mask) = (atoms?, edges?, mask?);
         if mask.len() != n {
@@ -339,19 +355,49 @@ impl AtomicDataZarrReader {
     /// zarrs' `retrieve_array_subset` decodes a partly read chunk with
     /// partial decoders, and its crc32c partial decoder skips the check.
     fn read_rows(&self, array: Array<Store>, rel: &str, dtype: DType, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
+        let bytes = (rows.end - rows.start)
+            .checked_mul(dtype.size() as u64)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| Error::inconsistent(&self.location, rel, format!("{} rows do not fit memory", rows.end)))?;
+        let mut out = vec![0u8; bytes];
+        self.read_rows_into(array, rel, dtype, rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Self::read_rows`], into `out` (exactly the rows' bytes), the
+    /// chunks decoded in parallel, each into its own part of `out`.
+    fn read_rows_into(
+        &self,
+        array: Array<Store>,
+        rel: &str,
+        dtype: DType,
+        rows: std::ops::Range<u64>,
+        out: &mut [u8],
+    ) -> Result<()> {
         let chain = ChainSpec::of(&array);
         let geometry = limits::geometry(&self.location, rel, &array, dtype, &chain)?;
         let f = self.field_array(rel, rel, Level::System, Opened { array, dtype, geometry, chain });
-        let mut out = Vec::new();
-        for c in chunks_of(&rows, f.chunk_rows) {
-            let raw = self.decode_raw(&f, c)?;
-            let lo = rows.start.max(c * f.chunk_rows) - c * f.chunk_rows;
-            let hi = rows.end.min((c + 1) * f.chunk_rows) - c * f.chunk_rows;
-            let part = raw
-                .get(lo as usize * f.row_bytes..hi as usize * f.row_bytes)
-                .ok_or_else(|| self.chunk_error(&f, c, "decoded chunk shorter than its rows"))?;
-            out.extend_from_slice(part);
+        let cr = f.chunk_rows.max(1);
+        // Each chunk's rows, with the part of `out` they go to.
+        let mut parts = Vec::new();
+        let mut rest = out;
+        for c in chunks_of(&rows, cr) {
+            let (lo, hi) = (rows.start.max(c * cr) - c * cr, rows.end.min((c + 1) * cr) - c * cr);
+            let len = (hi - lo) as usize * f.row_bytes;
+            if len > rest.len() {
+                return Err(self.chunk_error(&f, c, "rows past the buffer for them"));
+            }
+            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            parts.push((c, lo as usize * f.row_bytes, dst));
         }
-        Ok(out)
+        parts.into_par_iter().try_for_each(|(c, at, dst)| {
+            let raw = self.decode_raw(&f, c)?;
+            let part = raw
+                .get(at..at + dst.len())
+                .ok_or_else(|| self.chunk_error(&f, c, "decoded chunk shorter than its rows"))?;
+            dst.copy_from_slice(part);
+            Ok(())
+        })
     }
 }
