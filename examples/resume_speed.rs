@@ -2,8 +2,9 @@
 //! `--from` ranks reads `--steps` batches of a shuffled epoch and saves its
 //! `LoaderState`; a fresh loader, rank `--rank` of `--to` ranks, loads it and
 //! reads the rest of the epoch; a third reads the same rank's unbroken epoch
-//! on `--to` ranks from its start. Prints both rates (samples/s) and their
-//! ratio, and checks that the resumed samples are distinct.
+//! on `--to` ranks from its start. Prints both rates (samples/s), both
+//! epochs' decode amplification and the ratio of the rates, and checks that
+//! the resumed samples are distinct.
 //!
 //! With one store the loader's default shuffle is read (`with_shuffle`);
 //! with several, a weighted mixture (`MultiDatasetSampler`, rates
@@ -67,20 +68,23 @@ fn loader(args: &Args, rank: usize, world: usize) -> atomzarr::Result<Loader> {
     b.build(&Default::default())
 }
 
-/// Reads the loader's (next) epoch: samples read, samples/s, distinct.
-fn read(l: &Loader) -> atomzarr::Result<(usize, f64, usize)> {
+/// Reads the loader's (next) epoch: samples read, samples/s, distinct,
+/// and the epoch's decode amplification.
+fn read(l: &Loader) -> atomzarr::Result<(usize, f64, usize, f64)> {
     let t = Instant::now();
     let mut seen = Vec::new();
-    for b in l.iter_host() {
+    let mut it = l.iter_host();
+    for b in it.by_ref() {
         let b = b?;
         seen.extend_from_slice(&b.indices);
         b.recycle();
     }
     let rate = seen.len() as f64 / t.elapsed().as_secs_f64();
+    let amp = it.decode_counters().and_then(|c| c.amplification()).unwrap_or(f64::NAN);
     let n = seen.len();
     seen.sort_unstable();
     seen.dedup();
-    Ok((n, rate, seen.len()))
+    Ok((n, rate, seen.len(), amp))
 }
 
 fn main() -> atomzarr::Result<()> {
@@ -97,13 +101,14 @@ fn main() -> atomzarr::Result<()> {
 
     let resumed = loader(&args, args.rank, args.to)?;
     resumed.load_state(&serde_json::from_str(&state).map_err(|e| atomzarr::Error::Config(e.to_string()))?)?;
-    let (n, rate, distinct) = read(&resumed)?;
+    let (n, rate, distinct, amp) = read(&resumed)?;
     drop(resumed);
     let unbroken = loader(&args, args.rank, args.to)?;
-    let (m, base, _) = read(&unbroken)?;
+    let (m, base, _, base_amp) = read(&unbroken)?;
     println!(
-        "resumed {} -> {} ranks, rank {}: {n} samples ({distinct} distinct) at {rate:.0} samples/s; \
-         unbroken epoch on {} ranks: {m} at {base:.0} samples/s; ratio {:.2}",
+        "resumed {} -> {} ranks, rank {}: {n} samples ({distinct} distinct) at {rate:.0} samples/s \
+         (decode amplification {amp:.2}); unbroken epoch on {} ranks: {m} at {base:.0} samples/s \
+         ({base_amp:.2}); ratio {:.2}",
         args.from,
         args.to,
         args.rank,
