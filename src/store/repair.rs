@@ -245,7 +245,7 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
     let Some(f) = neighbor_field(&st) else { return Ok((report, st)) };
     let mut logical: Vec<Option<usize>> = vec![None; st.num_samples];
     match &st.active {
-        Some(active) => active.iter().enumerate().for_each(|(k, &p)| logical[p] = Some(k)),
+        Some(active) => active.iter().enumerate().for_each(|(k, p)| logical[p] = Some(k)),
         None => logical.iter_mut().enumerate().for_each(|(k, l)| *l = Some(k)),
     }
     let seen = scan(reader.location(), &st, f, &logical, &mut report)?;

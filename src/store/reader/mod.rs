@@ -11,6 +11,7 @@
 //! |---|---|
 //! | this one | [`ReaderOptions`], the reader, opening |
 //! | `state` | open-time checks; the [`State`] snapshot of pointers, mask and field arrays |
+//! | `active` | the samples a soft delete left: a bitmap with a select index (logical to physical) |
 //! | `plan` | read planning: which inner chunks a request touches |
 //! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
 //! | `memory` | memory for decoded chunks: recycled, huge-page-advised blocks |
@@ -40,6 +41,7 @@ use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
 use direct::{DirectDecode, ShardIndex};
 use zarrs::array::{Array, ArrayShardedReadableExtCache};
 
+mod active;
 pub(crate) mod cache;
 mod compact;
 mod decode;
@@ -435,8 +437,8 @@ pub(crate) struct State {
     pub num_samples: usize,
     pub atoms_ptr: Vec<i64>,
     pub edges_ptr: Vec<i64>,
-    /// Physical index of each logical index; `None` when nothing is deleted.
-    pub active: Option<Vec<usize>>,
+    /// The active samples (logical to physical); `None` when nothing is deleted.
+    pub active: Option<active::Active>,
     pub fields: Vec<FieldArray>,
     /// The string labels (`strings/`), in name order.
     pub strings: Vec<strings::StringArray>,
@@ -474,11 +476,11 @@ impl State {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.active.as_ref().map_or(self.num_samples, Vec::len)
+        self.active.as_ref().map_or(self.num_samples, active::Active::len)
     }
 
     pub(super) fn physical(&self, logical: usize) -> usize {
-        self.active.as_ref().map_or(logical, |a| a[logical])
+        self.active.as_ref().map_or(logical, |a| a.physical(logical))
     }
 
     pub(super) fn ptrs(&self) -> Pointers<'_> {

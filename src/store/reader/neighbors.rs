@@ -30,7 +30,7 @@ impl AtomicDataZarrReader {
             }
         };
         let atoms = &st.atoms_ptr;
-        let active = |p: usize| st.active.as_ref().is_none_or(|a| a.binary_search(&p).is_ok());
+        let active = |p: usize| st.active.as_ref().is_none_or(|a| a.contains(p));
         let mut bad = Vec::new();
         for (p, rows) in st.edge_runs(f.chunk_rows, chunk) {
             if !rows.is_empty() && active(p) {

@@ -32,8 +32,8 @@ struct Opened {
 struct StoredPointers {
     atoms: Vec<i64>,
     edges: Vec<i64>,
-    /// Physical index of each logical index; `None` when nothing is deleted.
-    active: Option<Vec<usize>>,
+    /// The active samples; `None` when nothing is deleted.
+    active: Option<super::active::Active>,
 }
 
 /// A field array opened at `rel`, with the rows the pointers need of it.
@@ -218,11 +218,7 @@ impl AtomicDataZarrReader {
                 format!("{} flags decoded for {n} samples", mask.len()),
             ));
         }
-        let active = if mask.iter().all(|&b| b != 0) {
-            None
-        } else {
-            Some(mask.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, _)| i).collect())
-        };
+        let active = super::active::Active::from_mask(&mask);
         Ok(StoredPointers { atoms, edges, active })
     }
 

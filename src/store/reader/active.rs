@@ -1,0 +1,124 @@
+//! The samples a soft delete left ([`Active`]): a bitmap of the sample mask
+//! with a select index, so that a reader of a store with deleted samples
+//! holds about a quarter of a byte per structure for them, where a list of
+//! the active samples' indices held eight.
+
+/// Which physical samples are active, and the physical index of the `i`-th
+/// active one (its logical index `i`).
+///
+/// Held as one bit per physical sample and the physical index of every
+/// 64th active sample: `physical(i)` starts at the mark before `i` and
+/// counts set bits from there (a few words when deletes are rare, more
+/// when most samples are deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Active {
+    bits: Vec<u64>,
+    /// Physical index of active samples 0, 64, 128, ...
+    marks: Vec<usize>,
+    /// Active samples.
+    len: usize,
+    /// Physical samples.
+    num_physical: usize,
+}
+
+impl Active {
+    /// The active samples of `mask` (nonzero: active); `None` when every
+    /// sample is active.
+    pub(crate) fn from_mask(mask: &[u8]) -> Option<Active> {
+        if mask.iter().all(|&b| b != 0) {
+            return None;
+        }
+        let mut bits = vec![0u64; mask.len().div_ceil(64)];
+        let mut marks = Vec::new();
+        let mut len = 0;
+        for (p, _) in mask.iter().enumerate().filter(|(_, b)| **b != 0) {
+            bits[p / 64] |= 1 << (p % 64);
+            if len % 64 == 0 {
+                marks.push(p);
+            }
+            len += 1;
+        }
+        Some(Active { bits, marks, len, num_physical: mask.len() })
+    }
+
+    /// Active samples.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The physical indices of the active samples, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.bits.iter().enumerate().flat_map(|(w, &word)| {
+            let mut word = word;
+            std::iter::from_fn(move || {
+                (word != 0).then(|| {
+                    let p = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    p
+                })
+            })
+        })
+    }
+
+    /// Whether physical sample `p` is active.
+    pub(crate) fn contains(&self, p: usize) -> bool {
+        self.bits.get(p / 64).is_some_and(|w| w >> (p % 64) & 1 == 1)
+    }
+
+    /// The physical index of active sample `logical`; the physical count
+    /// (an index no sample has) for `logical >= len()`.
+    pub(crate) fn physical(&self, logical: usize) -> usize {
+        let Some(&start) = self.marks.get(logical / 64) else { return self.num_physical };
+        if logical >= self.len {
+            return self.num_physical;
+        }
+        // Set bits still to pass from `start` (the mark's own included).
+        let mut skip = logical % 64;
+        let mut w = start / 64;
+        let mut word = self.bits.get(w).map_or(0, |&x| x & (!0u64 << (start % 64)));
+        loop {
+            let ones = word.count_ones() as usize;
+            if skip < ones {
+                for _ in 0..skip {
+                    word &= word - 1;
+                }
+                return w * 64 + word.trailing_zeros() as usize;
+            }
+            skip -= ones;
+            w += 1;
+            match self.bits.get(w) {
+                Some(&x) => word = x,
+                None => return self.num_physical,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    #[test]
+    fn select_and_membership_equal_the_list_of_active_samples() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for (n, keep) in [(0usize, 0.5), (1, 0.0), (63, 0.5), (64, 0.99), (1000, 0.01), (5000, 0.5), (5000, 0.97)] {
+            let mask: Vec<u8> = (0..n).map(|_| u8::from(rng.random::<f64>() < keep)).collect();
+            let list: Vec<usize> = (0..n).filter(|&p| mask[p] != 0).collect();
+            let Some(a) = Active::from_mask(&mask) else {
+                assert_eq!(list.len(), n, "None only when every sample is active");
+                continue;
+            };
+            assert_eq!(a.len(), list.len());
+            for (i, &p) in list.iter().enumerate() {
+                assert_eq!(a.physical(i), p, "n {n} keep {keep}: active sample {i}");
+            }
+            assert_eq!(a.physical(list.len()), n, "past the end: the physical count");
+            assert_eq!(a.iter().collect::<Vec<_>>(), list);
+            for p in 0..n + 70 {
+                assert_eq!(a.contains(p), p < n && mask[p] != 0);
+            }
+        }
+    }
+}
