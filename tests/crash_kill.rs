@@ -52,12 +52,17 @@ const CHILD_ENV: &str = "ATOMZARR_CRASH_CHILD";
 /// Lines the child reports start with this (libtest prints its own lines).
 const TAG: &str = "@@";
 
+/// Zstd (level 1) arrays of `rows` rows a chunk.
+fn zstd(rows: u64) -> ZarrArrayConfig {
+    ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(rows)
+}
+
 /// Small chunks and shards, so every append rewrites existing chunks and
 /// shards of every array (the case that used to tear files).
 fn config() -> ZarrWriteConfig {
-    let small = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(4).with_shard_size(16);
+    let small = zstd(4).with_shard_size(16);
     ZarrWriteConfig::default()
-        .with_meta(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(8))
+        .with_meta(zstd(8))
         .with_core(small)
         .with_custom(small)
         .with_override("neighbor_list", ZarrArrayConfig::default().with_chunk_size(8).with_shard_size(32))
@@ -447,11 +452,8 @@ const LIFE_US: u64 = 2_000_000;
 /// tinier chunks of [`config`] make a 2,000-sample delete rewrite ~10,000
 /// files, seconds a call.)
 fn delete_config() -> ZarrWriteConfig {
-    let core = ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(16).with_shard_size(64);
-    ZarrWriteConfig::default()
-        .with_meta(ZarrArrayConfig::default().with_codec(Codec::Zstd { level: 1 }).with_chunk_size(64))
-        .with_core(core)
-        .with_custom(core)
+    let core = zstd(16).with_shard_size(64);
+    ZarrWriteConfig::default().with_meta(zstd(64)).with_core(core).with_custom(core)
 }
 
 /// The child of the large-delete kills: calls that each delete 1,000 to

@@ -195,13 +195,12 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         scope.spawn(move || {
             // Each window is planned while the one before is read (as the
             // DataLoader does): its chunks stay cached until its own read.
-            let mut planned = windows.first().map(|w| reader.plan(lists(w), collate));
-            for wi in 0..windows.len() {
-                let this = planned.take();
-                planned = windows.get(wi + 1).map(|next| reader.plan(lists(next), collate));
+            let mut plans = windows.iter().map(|w| reader.plan(lists(w), collate)).enumerate();
+            let mut next = plans.next();
+            while let Some((wi, this)) = next {
+                next = plans.next();
                 let mut out = Vec::new();
                 let r = this
-                    .unwrap_or_else(|| Err(Error::Internal("a window without a plan".into())))
                     .and_then(|plan| reader.read_plan(plan, &mut out))
                     .and_then(|()| with_cutoff(&mut out, opts))
                     .map(|()| (wi, out));

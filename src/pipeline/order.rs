@@ -6,8 +6,6 @@
 use std::sync::Arc;
 
 use super::shuffle::DefaultShuffle;
-#[cfg(test)]
-use super::shuffle::ShuffleKind;
 
 /// What orders a loader's epochs.
 #[derive(Clone)]
@@ -46,6 +44,7 @@ impl OrderKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::shuffle::ShuffleKind;
 
     #[test]
     fn saved_names_round_trip_and_stay_what_states_hold() {

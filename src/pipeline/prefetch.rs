@@ -114,7 +114,7 @@ impl Prefetcher {
     pub fn with_num_workers(mut self, n: usize) -> Self {
         let n = n.max(1);
         if self.workers.get().is_some_and(|p| p.len() != n) {
-            // Resizing running threads would race with its queued jobs; a
+            // Resizing running threads would race with their queued jobs; a
             // fresh lazy set for this handle is simpler and just as cheap.
             self.workers = Arc::new(OnceLock::new());
         }
@@ -127,7 +127,7 @@ impl Prefetcher {
         self.num_workers
     }
 
-    /// A prefetcher of as many threads with threads and a queue of its own:
+    /// A prefetcher of as many threads, with threads and a queue of its own:
     /// the DataLoader gives one to each device copy and slice, so devices
     /// do not wait on each other's reads.
     pub(crate) fn fresh(&self) -> Self {

@@ -489,7 +489,6 @@ impl Reader for MultiReader {
         };
         let (batches, opts, _) = plan.into_parts::<()>();
         let MixedWindow { offsets, children, sources } = window;
-        let n = self.children.len();
         let asked: Vec<Vec<usize>> = children
             .iter()
             .map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default())
@@ -513,7 +512,6 @@ impl Reader for MultiReader {
                 Ok(o)
             })
             .collect::<Result<_>>()?;
-        debug_assert_eq!(child_out.len(), n);
         out.resize_with(batches.len(), CollatedBatch::default);
         let home = BufferHome::of(&self.batch_buffers);
         // Batches served whole by one child are moved, not copied.

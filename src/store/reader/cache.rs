@@ -12,9 +12,9 @@
 //! `Reader::plan` returns until its read starts or it is dropped) are
 //! evicted only when nothing else is left. So a read whose chunks do not fit
 //! next to the cached ones evicts chunks no upcoming read is known to need
-//! first, and the next window finds its chunks still there. Within one read every needed chunk is decoded at most
-//! once whatever the budget (the read holds what it decoded until it has
-//! copied the rows).
+//! first, and the next window finds its chunks still there. Within one read
+//! every needed chunk is decoded at most once whatever the budget (the read
+//! holds what it decoded until it has copied the rows).
 //!
 //! ## Sizing the budget
 //!
@@ -143,7 +143,7 @@ impl Drop for Protection {
 }
 
 fn lock_planned(planned: &Mutex<Planned>) -> std::sync::MutexGuard<'_, Planned> {
-    // Plain counts: a panic elsewhere cannot leave them half-written.
+    // A list of shared key lists: a panic elsewhere cannot leave it half-written.
     planned.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 

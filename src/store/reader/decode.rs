@@ -13,8 +13,7 @@ use super::compact::{self, Form};
 use super::plan::{BatchRows, Needed};
 use super::{FieldArray, State};
 use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl AtomicDataZarrReader {
     /// One inner chunk of `f` from the cache, if held (a zero-width row
@@ -207,11 +206,12 @@ impl AtomicDataZarrReader {
     /// bound on what it holds. Returns, per field, its sorted chunk ids and
     /// bytes.
     pub(super) fn decode_needed(&self, st: &State, rows: &BatchRows<'_>, opts: CollateOptions) -> Result<Vec<Decoded>> {
+        let mut need = Needed::of(st, rows, opts);
         loop {
-            let mut need = Needed::of(st, rows, opts);
             match self.decode(st, &mut need, u64::MAX, rows.sample_bytes(st))? {
                 Decode::Done(dec) => return Ok(dec),
-                Decode::Widened => continue,
+                // An array turned out not to fit int32: read it as stored.
+                Decode::Widened => need.widths = super::plan::widths(st, opts),
                 Decode::OverBound => {
                     return Err(Error::Internal("a read without a decode bound refused its decode".into()));
                 }
