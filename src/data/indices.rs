@@ -312,7 +312,8 @@ fn extend_i32_checked(dst: &mut Vec<i32>, bytes: &[u8], r: IndexRange) -> bool {
 /// error message names and `store::repair` fixes): the atom offsets
 /// `K = atoms_ptr[q]`, `1 <= q <= p`, `K > 0`, that move
 /// every index of physical sample `p` (smallest `min`, largest `max`,
-/// sample-local) into `[0, n)`, ascending and distinct.
+/// sample-local) into `[0, n)`, ascending and distinct. `atoms_ptr` may be
+/// the pointers' entries up to the first one past `n` (the candidates).
 pub(crate) fn append_shifts(
     atoms_ptr: &[i64],
     p: usize,
@@ -322,7 +323,8 @@ pub(crate) fn append_shifts(
 ) -> impl Iterator<Item = i64> + '_ {
     let lo = min.saturating_neg().max(1);
     let hi = (n as i64).saturating_sub(1).saturating_sub(max);
-    let bounds = atoms_ptr.get(1..=p).unwrap_or(&[]);
+    // A prefix of the pointers will do: the candidates are the leading ones.
+    let bounds = atoms_ptr.get(1..).map_or(&[][..], |b| &b[..p.min(b.len())]);
     let first = bounds.partition_point(|&a| a < lo);
     let mut last = None;
     bounds[first..].iter().copied().take_while(move |&a| a <= hi).filter(move |&a| last.replace(a) != Some(a))

@@ -114,7 +114,7 @@ enum Seen {
 /// [`Error::Format`], [`Error::Inconsistent`] or [`Error::Chunk`].
 pub fn check(path: impl AsRef<Path>) -> Result<RepairReport> {
     let reader = AtomicDataZarrReader::open_opt(path.as_ref(), ReaderOptions::default().with_cache_bytes(0))?;
-    plan(&reader).map(|(report, _)| report)
+    plan(&reader).map(|(report, _, _)| report)
 }
 
 /// Rewrites the neighbor lists that [`check`] can fix (adding each run's
@@ -147,12 +147,12 @@ pub fn repair_with_lock_timeout(path: impl AsRef<Path>, timeout: std::time::Dura
     // interrupted operation.
     let writer = AtomicDataZarrWriter::open(path, ZarrWriteConfig::default().with_lock_timeout(timeout))?;
     let reader = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))?;
-    let (mut report, st) = plan(&reader)?;
+    let (mut report, st, whole) = plan(&reader)?;
     if report.fixed.is_empty() {
         return Ok(report);
     }
     let f = neighbor_field(&st).ok_or_else(|| Error::Internal("repair: neighbor_list vanished".into()))?;
-    let ptrs = st.edges_ptr.as_slice();
+    let ptrs = whole.edges.as_slice();
     let mut fixes: Vec<(usize, i64)> =
         report.fixed.iter().flat_map(|r| r.physical.iter().map(move |&p| (p, r.shift))).collect();
     fixes.sort_unstable();
@@ -232,8 +232,15 @@ fn to_dtype_bytes(store: &Location, rel: &str, dtype: DType, vals: &[i64]) -> Re
     })
 }
 
+/// The whole pointer arrays (a repair reads every sample).
+#[derive(Default)]
+struct WholePointers {
+    atoms: Vec<i64>,
+    edges: Vec<i64>,
+}
+
 /// Scans every active sample's neighbor list and plans the fixes.
-fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<State>)> {
+fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<State>, WholePointers)> {
     let st = reader.snapshot();
     let mut report = RepairReport {
         store: reader.location().clone(),
@@ -242,18 +249,22 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
         unfixed: vec![],
         written: false,
     };
-    let Some(f) = neighbor_field(&st) else { return Ok((report, st)) };
+    let Some(f) = neighbor_field(&st) else { return Ok((report, st, WholePointers::default())) };
+    let whole = WholePointers {
+        atoms: reader.pointer_values(&st, crate::data::Level::Atom)?,
+        edges: reader.pointer_values(&st, crate::data::Level::Edge)?,
+    };
     let mut logical: Vec<Option<usize>> = vec![None; st.num_samples];
     match &st.active {
         Some(active) => active.iter().enumerate().for_each(|(k, p)| logical[p] = Some(k)),
         None => logical.iter_mut().enumerate().for_each(|(k, l)| *l = Some(k)),
     }
-    let seen = scan(reader.location(), &st, f, &logical, &mut report)?;
-    let mut runs = Runs { atoms: &st.atoms_ptr, seen: &seen, logical: &logical, report, run: vec![], shared: vec![] };
+    let seen = scan(reader.location(), &st, &whole, f, &logical, &mut report)?;
+    let mut runs = Runs { atoms: &whole.atoms, seen: &seen, logical: &logical, report, run: vec![], shared: vec![] };
     runs.group();
     let mut report = runs.report;
     report.unfixed.sort_by_key(|u| u.physical_index);
-    Ok((report, st))
+    Ok((report, st, whole))
 }
 
 /// Pass 1: each physical sample's status, reading a window of edge rows
@@ -261,12 +272,13 @@ fn plan(reader: &AtomicDataZarrReader) -> Result<(RepairReport, std::sync::Arc<S
 fn scan(
     path: &Location,
     st: &State,
+    whole: &WholePointers,
     f: &crate::store::reader::FieldArray,
     logical: &[Option<usize>],
     report: &mut RepairReport,
 ) -> Result<Vec<Seen>> {
     let n = st.num_samples;
-    let (atoms, edges) = (&st.atoms_ptr, &st.edges_ptr);
+    let (atoms, edges) = (&whole.atoms, &whole.edges);
     let mut seen = Vec::with_capacity(n);
     let mut p = 0;
     while p < n {

@@ -60,6 +60,24 @@ impl Active {
         })
     }
 
+    /// For each of `positions` (physical, ascending), the active samples
+    /// before it: the logical index of the first active sample from there.
+    pub(crate) fn counts_before(&self, positions: impl Iterator<Item = usize>) -> Vec<usize> {
+        let (mut word, mut count) = (0usize, 0usize);
+        positions
+            .map(|p| {
+                while word < p / 64 && word < self.bits.len() {
+                    count += self.bits[word].count_ones() as usize;
+                    word += 1;
+                }
+                let partial = self.bits.get(p / 64).filter(|_| word == p / 64).map_or(0, |&w| {
+                    (w & ((1u64 << (p % 64)) - 1)).count_ones() as usize
+                });
+                count + partial
+            })
+            .collect()
+    }
+
     /// Whether physical sample `p` is active.
     pub(crate) fn contains(&self, p: usize) -> bool {
         self.bits.get(p / 64).is_some_and(|w| w >> (p % 64) & 1 == 1)
@@ -116,6 +134,9 @@ mod tests {
             }
             assert_eq!(a.physical(list.len()), n, "past the end: the physical count");
             assert_eq!(a.iter().collect::<Vec<_>>(), list);
+            let at: Vec<usize> = (0..n + 70).step_by(7).collect();
+            let want: Vec<usize> = at.iter().map(|&p| list.partition_point(|&q| q < p)).collect();
+            assert_eq!(a.counts_before(at.iter().copied()), want, "active samples before");
             for p in 0..n + 70 {
                 assert_eq!(a.contains(p), mask.get(p).is_some_and(|&b| b != 0));
             }

@@ -11,6 +11,7 @@ use super::AtomicDataZarrReader;
 use super::cache::{ArrayKey, Chunk, ChunkBuf, ChunkBytes, Width};
 use super::compact::{self, Form};
 use super::plan::{BatchRows, Needed};
+use super::pointers::EdgeRun;
 use super::{FieldArray, State};
 use crate::data::{CollateOptions, DType, HostData, NEIGHBOR_LIST};
 use crate::error::{Error, Result};
@@ -54,8 +55,10 @@ impl AtomicDataZarrReader {
         // Counted here, on the read path (local or fetched), not in
         // `decode_raw`, which the decode floor also calls.
         self.cache.count_decode(raw.len() as u64);
-        self.verify_neighbors(st, f, chunk, &raw);
-        if let Some(c) = self.compact(st, f, chunk, width, &raw) {
+        // The samples of a neighbor chunk, for its check and compact form.
+        let runs = if f.name == NEIGHBOR_LIST { self.edge_runs(st, f.chunk_rows, chunk)? } else { Vec::new() };
+        self.verify_neighbors(st, f, &runs, &raw);
+        if let Some(c) = self.compact(f, &runs, width, &raw) {
             let c = Arc::new(c);
             self.cache.insert(ArrayKey { array: f.id, width }, chunk, c.clone());
             return Ok(Some(c));
@@ -92,13 +95,13 @@ impl AtomicDataZarrReader {
     /// sample-local int16 receivers and sender runs, else as sample-local
     /// int16 pairs, other fields as a dictionary of at most 2,048
     /// distinct rows (its table narrowed to int32 for a narrowed request).
-    fn compact(&self, st: &State, f: &FieldArray, chunk: u64, width: Width, raw: &[u8]) -> Option<Chunk> {
+    fn compact(&self, f: &FieldArray, runs: &[EdgeRun], width: Width, raw: &[u8]) -> Option<Chunk> {
         let narrowed = width == Width::Int32;
         if f.name == NEIGHBOR_LIST {
             if f.dtype != DType::Int64 {
                 return None;
             }
-            let runs = || st.edge_runs(f.chunk_rows, chunk).map(|(p, rows)| (st.atoms_ptr[p], rows));
+            let runs = || runs.iter().map(|r| (r.atoms.start as i64, r.rows.clone()));
             if f.row_elems == 2
                 && let Some(c) = compact::pairs16(raw, runs(), self.cache.alloc(raw.len() / 8))
             {
@@ -175,18 +178,13 @@ impl AtomicDataZarrReader {
     /// bytes cannot be read.
     pub fn decode_every_chunk(&self) -> Result<crate::source::DecodeCounters> {
         let st = self.snapshot();
-        let n = st.num_samples;
         let tasks: Vec<(usize, u64)> = st
             .fields
             .iter()
             .enumerate()
             .filter(|(_, f)| f.row_bytes > 0)
             .flat_map(|(fi, f)| {
-                let rows = match f.level {
-                    crate::data::Level::Atom => st.atoms_ptr[n] as u64,
-                    crate::data::Level::Edge => st.edges_ptr[n] as u64,
-                    crate::data::Level::System => n as u64,
-                };
+                let rows = st.rows_of(f.level);
                 (0..rows.div_ceil(f.chunk_rows.max(1))).map(move |c| (fi, c))
             })
             .collect();

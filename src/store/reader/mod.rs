@@ -1,7 +1,8 @@
 //! [`AtomicDataZarrReader`]: the Zarr v3 backend and its batched read path.
 //!
-//! Opening reads only the root attributes, the pointer arrays and the sample
-//! mask, and checks that every array is long enough for them. A batched read
+//! Opening reads only the root attributes, the last page of each pointer
+//! array (the totals) and the sample mask, and checks that every array is
+//! long enough for them; the other pointer pages are read as reads need them. A batched read
 //! then (1) maps logical to physical indices, (2) plans the inner chunks each
 //! array needs (`plan`), (3) decodes each needed chunk once, in
 //! parallel over (array, chunk) with rayon, through the shared
@@ -11,6 +12,7 @@
 //! |---|---|
 //! | this one | [`ReaderOptions`], the reader, opening |
 //! | `state` | open-time checks; the [`State`] snapshot of pointers, mask and field arrays |
+//! | `pointers` | the pointer arrays paged: pages decoded as reads need them, checked, held compact |
 //! | `active` | the samples a soft delete left: a bitmap with a select index (logical to physical) |
 //! | `plan` | read planning: which inner chunks a request touches |
 //! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
@@ -29,7 +31,7 @@ use std::sync::{Arc, RwLock};
 
 use zarrs::array::CodecOptions;
 
-use crate::data::{CollateOptions, Pointers};
+use crate::data::CollateOptions;
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 use crate::location::Location;
@@ -50,6 +52,7 @@ mod fetch;
 mod memory;
 mod neighbors;
 mod plan;
+mod pointers;
 mod reader_impl;
 mod rows;
 mod state;
@@ -300,8 +303,7 @@ impl AtomicDataZarrReader {
             store,
             state: RwLock::new(Arc::new(State {
                 num_samples: 0,
-                atoms_ptr: vec![0],
-                edges_ptr: vec![0],
+                pointers: pointers::PointerPages::empty(),
                 active: None,
                 fields: vec![],
                 strings: vec![],
@@ -361,6 +363,28 @@ impl AtomicDataZarrReader {
     /// Cache counters.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    /// Bytes of pointer-array pages the reader holds now (outside the chunk
+    /// cache). Opening reads the last page of each pointer array; a read
+    /// decodes the pages of its samples and keeps them compact (1-2 bytes
+    /// per sample and array for small structures), at most
+    /// 32 MiB per array: a reader that reads a part of the store holds the
+    /// pointers of that part, not of the whole store.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("p.zarr");
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(50, 2, 5, 0)?)?;
+    /// let reader = AtomicDataZarrReader::open(&path)?;
+    /// let at_open = reader.pointer_bytes_held();
+    /// assert!(at_open > 0 && at_open < 4096);
+    /// # Ok(()) }
+    /// ```
+    pub fn pointer_bytes_held(&self) -> u64 {
+        self.snapshot().pointers.bytes_held() as u64
     }
 
     /// Empties the decoded-chunk cache and zeroes its counters.
@@ -435,8 +459,8 @@ impl FieldArray {
 /// A consistent snapshot of the store (swapped whole by `refresh`).
 pub(crate) struct State {
     pub num_samples: usize,
-    pub atoms_ptr: Vec<i64>,
-    pub edges_ptr: Vec<i64>,
+    /// The pointer arrays, paged (see `pointers`).
+    pub pointers: pointers::PointerPages,
     /// The active samples (logical to physical); `None` when nothing is deleted.
     pub active: Option<active::Active>,
     pub fields: Vec<FieldArray>,
@@ -447,32 +471,11 @@ pub(crate) struct State {
 impl State {
     /// Rows of every physical sample together on `level`'s axis.
     pub(crate) fn rows_of(&self, level: Level) -> u64 {
-        let n = self.num_samples;
         match level {
-            Level::Atom => self.atoms_ptr.get(n).map_or(0, |&r| r.max(0) as u64),
-            Level::Edge => self.edges_ptr.get(n).map_or(0, |&r| r.max(0) as u64),
-            Level::System => n as u64,
+            Level::Atom => self.pointers.atoms.total,
+            Level::Edge => self.pointers.edges.total,
+            Level::System => self.num_samples as u64,
         }
-    }
-
-    /// The physical samples with rows in inner chunk `chunk` of an edge
-    /// array chunked by `chunk_rows`, in order, each with its rows there
-    /// (chunk-relative; empty for a sample without edges).
-    pub(super) fn edge_runs(
-        &self,
-        chunk_rows: u64,
-        chunk: u64,
-    ) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + '_ {
-        let (n, edges) = (self.num_samples, &self.edges_ptr);
-        let c0 = chunk * chunk_rows;
-        let c1 = (c0 + chunk_rows).min(edges[n] as u64);
-        // The first sample whose edges end past the chunk's first row.
-        let first = edges[1..=n].partition_point(|&e| e as u64 <= c0);
-        (first..n).take_while(move |&p| (edges[p] as u64) < c1).map(move |p| {
-            let r0 = (edges[p] as u64).max(c0) - c0;
-            let r1 = (edges[p + 1] as u64).min(c1) - c0;
-            (p, r0 as usize..r1 as usize)
-        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -481,9 +484,5 @@ impl State {
 
     pub(super) fn physical(&self, logical: usize) -> usize {
         self.active.as_ref().map_or(logical, |a| a.physical(logical))
-    }
-
-    pub(super) fn ptrs(&self) -> Pointers<'_> {
-        Pointers { atoms: &self.atoms_ptr, edges: &self.edges_ptr }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::AtomicDataZarrReader;
 use super::decode::Decoded;
+use super::pointers::EdgeRun;
 use super::{FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{DType, HostData, IndexReport, bad_indices};
@@ -17,7 +18,7 @@ impl AtomicDataZarrReader {
     /// batch's row copy measured ~10% of a warm shuffled epoch on the
     /// reference layout (the neighbor list is a third of its bytes), this
     /// one well under 1% (a pass over a freshly decoded chunk, beside zstd).
-    pub(super) fn verify_neighbors(&self, st: &State, f: &FieldArray, chunk: u64, wide: &[u8]) {
+    pub(super) fn verify_neighbors(&self, st: &State, f: &FieldArray, runs: &[EdgeRun], wide: &[u8]) {
         if f.name != NEIGHBOR_LIST || f.row_elems == 0 {
             return;
         }
@@ -29,12 +30,11 @@ impl AtomicDataZarrReader {
                 &owned
             }
         };
-        let atoms = &st.atoms_ptr;
         let active = |p: usize| st.active.as_ref().is_none_or(|a| a.contains(p));
         let mut bad = Vec::new();
-        for (p, rows) in st.edge_runs(f.chunk_rows, chunk) {
+        for EdgeRun { sample: p, rows, atoms } in runs.iter().cloned() {
             if !rows.is_empty() && active(p) {
-                let (lo, last) = (atoms[p], atoms[p + 1] - atoms[p] - 1);
+                let (lo, last) = (atoms.start as i64, (atoms.end - atoms.start) as i64 - 1);
                 let (a, b) = (rows.start * f.row_elems, rows.end * f.row_elems);
                 let vals = vals.get(a..b).unwrap_or_default();
                 // A short chunk (corrupt) counts as bad rather than unchecked.
@@ -92,9 +92,12 @@ impl AtomicDataZarrReader {
     /// nvalchemi-toolkit's append bug (it needs the store's atom offsets).
     pub(super) fn range_error_in(&self, st: &State, index: usize, r: IndexReport) -> Error {
         let physical_index = if index < st.len() { st.physical(index) } else { index };
+        // The candidate offsets are at most the sample's atom count: the
+        // leading atom pointers (an error reading them leaves no diagnosis).
         let append_shift = (physical_index < st.num_samples)
-            .then(|| crate::data::append_shifts(&st.atoms_ptr, physical_index, r.min, r.max, r.num_atoms).next())
-            .flatten();
+            .then(|| self.leading_atom_pointers(st, physical_index, r.num_atoms as i64).ok())
+            .flatten()
+            .and_then(|lead| crate::data::append_shifts(&lead, physical_index, r.min, r.max, r.num_atoms).next());
         Error::NeighborIndex {
             source_name: self.name.to_string(),
             index,

@@ -22,16 +22,21 @@ pub(super) struct WindowRows {
 }
 
 impl WindowRows {
-    /// The rows of physical samples `physical` (in order).
-    pub(super) fn new(st: &super::State, physical: Vec<usize>) -> WindowRows {
-        let ptrs = st.ptrs();
+    /// The rows of physical samples `physical` (in order), from the
+    /// pointer pages `reader` holds or decodes.
+    pub(super) fn new(
+        reader: &super::AtomicDataZarrReader,
+        st: &super::State,
+        physical: Vec<usize>,
+    ) -> crate::error::Result<WindowRows> {
+        let (mut a, mut e) = (reader.cursor(st, Level::Atom), reader.cursor(st, Level::Edge));
         let mut atoms = Vec::with_capacity(physical.len());
         let mut edges = Vec::with_capacity(physical.len());
         for &p in &physical {
-            atoms.push(ptrs.rows(Level::Atom, p));
-            edges.push(ptrs.rows(Level::Edge, p));
+            atoms.push(a.rows(p)?);
+            edges.push(e.rows(p)?);
         }
-        WindowRows { physical, atoms, edges }
+        Ok(WindowRows { physical, atoms, edges })
     }
 
     /// All of the window's samples.
@@ -186,14 +191,15 @@ pub(super) struct WindowPlan {
 
 impl WindowPlan {
     /// The plan of `batches` (logical indices, checked against `state`),
-    /// laid out as `opts`.
+    /// laid out as `opts`, by `reader`.
     pub(super) fn new(
+        reader: &super::AtomicDataZarrReader,
         state: Arc<super::State>,
         batches: &[Vec<usize>],
         opts: crate::data::CollateOptions,
-        window_decode_bytes: u64,
-    ) -> WindowPlan {
-        let rows = WindowRows::new(&state, batches.iter().flatten().map(|&i| state.physical(i)).collect());
+    ) -> crate::error::Result<WindowPlan> {
+        let window_decode_bytes = reader.window_decode_bytes;
+        let rows = WindowRows::new(reader, &state, batches.iter().flatten().map(|&i| state.physical(i)).collect())?;
         let need = Needed::of(&state, &rows.all(), opts);
         let mut bounds = Vec::with_capacity(batches.len());
         let mut at = 0;
@@ -202,7 +208,7 @@ impl WindowPlan {
             at += b.len();
         }
         let decode_bound = if batches.len() <= 1 { u64::MAX } else { window_decode_bytes };
-        WindowPlan { state, rows, bounds, need, decode_bound, kept: None }
+        Ok(WindowPlan { state, rows, bounds, need, decode_bound, kept: None })
     }
 
     /// `(array id, chunk)` of every chunk the window needs.

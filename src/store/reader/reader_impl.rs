@@ -35,17 +35,18 @@ impl Reader for AtomicDataZarrReader {
                 Ok(st.physical(i))
             })
             .collect::<Result<_>>()?;
-        let rows = WindowRows::new(&st, physical.clone());
+        let rows = WindowRows::new(self, &st, physical)?;
         let dec = self.decode_needed(&st, &rows.all(), CollateOptions::default())?;
+        let one = |k: usize| rows.part(k..k + 1);
         // A few samples are copied faster than rayon hands them out.
-        let mut samples: Vec<AtomicData> = if physical.len() < 16 {
-            physical.iter().map(|&p| self.assemble(&st, &dec, p)).collect::<Result<_>>()?
+        let mut samples: Vec<AtomicData> = if rows.physical.len() < 16 {
+            (0..rows.physical.len()).map(|k| self.assemble(&st, &dec, one(k))).collect::<Result<_>>()?
         } else {
-            physical.par_iter().map(|&p| self.assemble(&st, &dec, p)).collect::<Result<_>>()?
+            (0..rows.physical.len()).into_par_iter().map(|k| self.assemble(&st, &dec, one(k))).collect::<Result<_>>()?
         };
         if !st.strings.is_empty() {
-            for (s, &p) in samples.iter_mut().zip(&physical) {
-                self.fill_strings(&st.strings, st.ptrs(), &[p], &mut s.strings)?;
+            for (k, s) in samples.iter_mut().enumerate() {
+                self.fill_strings(&st.strings, one(k), &mut s.strings)?;
             }
         }
         Ok(samples)
@@ -64,7 +65,8 @@ impl Reader for AtomicDataZarrReader {
         let st = self.snapshot();
         Error::check_indices(|| self.name.to_string(), [&index], st.len())?;
         let p = st.physical(index);
-        Ok(((st.atoms_ptr[p + 1] - st.atoms_ptr[p]) as usize, (st.edges_ptr[p + 1] - st.edges_ptr[p]) as usize))
+        let count = |r: std::ops::Range<u64>| (r.end - r.start) as usize;
+        Ok((count(self.cursor(&st, Level::Atom).rows(p)?), count(self.cursor(&st, Level::Edge).rows(p)?)))
     }
 
     fn refresh(&self) -> Result<()> {
@@ -83,7 +85,7 @@ impl Reader for AtomicDataZarrReader {
     fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
         let st = self.snapshot();
         Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
-        let mut window = WindowPlan::new(st, &batches, options, self.window_decode_bytes);
+        let mut window = WindowPlan::new(self, st, &batches, options)?;
         window.kept = Some(self.cache.protect(window.chunk_keys()));
         Ok(ReadPlan::new(batches, options).with_prepared(window))
     }
@@ -101,7 +103,7 @@ impl Reader for AtomicDataZarrReader {
             Some(w) => w,
             None => {
                 Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
-                WindowPlan::new(st.clone(), &batches, opts, self.window_decode_bytes)
+                WindowPlan::new(self, st.clone(), &batches, opts)?
             }
         };
         // The read holds the chunks it finds or decodes until it has copied
@@ -128,7 +130,7 @@ impl Reader for AtomicDataZarrReader {
                 let part = w.rows.part(w.bounds[b].clone());
                 self.collate_into(&st, dec, &batches[b], part, opts, dst)?;
                 if !st.strings.is_empty() {
-                    self.fill_strings(&st.strings, st.ptrs(), part.physical, &mut dst.strings)?;
+                    self.fill_strings(&st.strings, part, &mut dst.strings)?;
                 }
                 Ok(())
             })
@@ -208,17 +210,26 @@ impl ChunkedReader for AtomicDataZarrReader {
         let Some(&(coarsest, _)) = candidates.iter().max_by(|a, b| span(a.0).total_cmp(&span(b.0))) else {
             return (0..st.len()).collect();
         };
-        let ptrs = st.ptrs();
-        let mut starts = Vec::new();
-        let mut last = None;
-        for logical in 0..st.len() {
-            let id = ptrs.rows(coarsest.level, st.physical(logical)).start / coarsest.chunk_rows;
-            if last != Some(id) {
-                starts.push(logical);
-                last = Some(id);
+        let blocks = match coarsest.level {
+            Level::System => {
+                // Row p is sample p: the chunk boundaries, moved past deleted samples.
+                let cr = coarsest.chunk_rows.max(1) as usize;
+                let mut starts: Vec<usize> = match &st.active {
+                    None => (0..n).step_by(cr).collect(),
+                    Some(a) => a.counts_before((0..n).step_by(cr)),
+                };
+                starts.dedup();
+                starts.retain(|&s| s < st.len());
+                Ok(starts)
             }
-        }
-        starts
+            level => self.blocks_by_first_row(&st, level, coarsest.chunk_rows),
+        };
+        blocks.unwrap_or_else(|e| {
+            // The reads that meet the bad pointers will fail with this error;
+            // the order just loses its blocks.
+            log::warn!("{}: blocks of the chunks not found ({e}); one block for the store", self.name);
+            vec![0]
+        })
     }
 
     fn decode_counters(&self) -> DecodeCounters {

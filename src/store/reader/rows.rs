@@ -108,15 +108,16 @@ impl AtomicDataZarrReader {
         Ok(())
     }
 
-    pub(super) fn assemble(&self, st: &State, dec: &[Decoded], p: usize) -> Result<AtomicData> {
+    /// The sample of `one` (a single sample's rows) from the decoded chunks.
+    pub(super) fn assemble(&self, st: &State, dec: &[Decoded], one: BatchRows<'_>) -> Result<AtomicData> {
         let mut s = AtomicData::default();
         for (f, d) in st.fields.iter().zip(dec) {
-            let rows = st.ptrs().rows(f.level, p);
+            let rows = one.rows(f.level, 0);
             let n = (rows.end - rows.start) as usize;
             let mut data = HostData::with_capacity(f.dtype, n * f.row_elems);
             if f.name == NEIGHBOR_LIST {
                 // Store-global to sample-local in the copy.
-                self.copy_neighbors(f, d, rows, st.atoms_ptr[p], 0, &mut data)?;
+                self.copy_neighbors(f, d, rows, one.atoms[0].start as i64, 0, &mut data)?;
             } else {
                 self.copy_rows(f, d, rows, &mut data)?;
             }

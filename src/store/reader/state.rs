@@ -7,10 +7,11 @@ use rayon::prelude::*;
 use zarrs::array::{Array, ArrayShardedReadableExtCache};
 
 use super::direct::DirectDecode;
+use super::pointers::PointerPages;
 use super::{AtomicDataZarrReader, FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
 use crate::data::chunks_of;
-use crate::data::{DType, HostData, Level};
+use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::store::arrays;
@@ -28,10 +29,10 @@ struct Opened {
     chain: ChainSpec,
 }
 
-/// The pointers and the sample mask, read and checked.
+/// The pointer arrays (their last pages read, the totals known) and the
+/// sample mask, read and checked.
 struct StoredPointers {
-    atoms: Vec<i64>,
-    edges: Vec<i64>,
+    pointers: PointerPages,
     /// The active samples; `None` when nothing is deleted.
     active: Option<super::active::Active>,
 }
@@ -62,8 +63,7 @@ impl AtomicDataZarrReader {
         let (root, pending) = self.root_and_pending()?;
         let n = root.num_samples;
         let ptrs = self.read_pointers(n)?;
-        // Non-decreasing from 0, so the last pointer is the (non-negative) total.
-        let (total_atoms, total_edges) = (ptrs.atoms[n] as u64, ptrs.edges[n] as u64);
+        let (total_atoms, total_edges) = (ptrs.pointers.atoms.total, ptrs.pointers.edges.total);
         let mut axes = self.mask_axes(total_atoms, total_edges)?;
         let mut opened = Vec::with_capacity(root.fields.len());
         for (name, info) in &root.fields {
@@ -95,7 +95,7 @@ impl AtomicDataZarrReader {
             fields.push(self.field_array(f.name, &f.rel, f.level, f.opened));
         }
         let strings = self.open_strings(&root, n as u64, total_atoms)?;
-        Ok(State { num_samples: n, atoms_ptr: ptrs.atoms, edges_ptr: ptrs.edges, active: ptrs.active, fields, strings })
+        Ok(State { num_samples: n, pointers: ptrs.pointers, active: ptrs.active, fields, strings })
     }
 
     /// The root attributes (read anew: a refresh forgets what the byte
@@ -172,45 +172,31 @@ impl AtomicDataZarrReader {
             (format::SAMPLES_MASK, mask.geometry),
         ];
         limits::check_rows(p, format::ATOMS_PTR, &format!("num_samples {n}"), n1, &geometries, &backing)?;
-        let read_i64 = |rel: &str, o: Opened| -> Result<Vec<i64>> {
-            // Through the checksummed decode path (see `read_rows`).
-            let v = if o.dtype == DType::Int64 {
-                // The toolkit's dtype: decoded straight into the pointers
-                // (no copy of the whole array in between).
-                let len = usize::try_from(n1).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
-                let mut v = vec![0i64; len];
-                self.read_rows_into(o.array, rel, o.dtype, 0..n1, bytemuck::cast_slice_mut(&mut v))?;
-                v
-            } else {
-                let raw = self.read_rows(o.array, rel, o.dtype, 0..n1)?;
-                let data =
-                    HostData::from_bytes(o.dtype, &raw).map_err(|e| Error::inconsistent(p, rel, e.to_string()))?;
-                data.to_i64_vec().unwrap_or_default()
-            };
-            format::check_pointers(p, rel, &v, n)?;
-            Ok(v)
+        // The pointers stay in the store: their last pages give the totals,
+        // the others are read as reads need them (see `pointers`).
+        let entries = usize::try_from(n1).map_err(|e| Error::inconsistent(p, format::ATOMS_PTR, e.to_string()))?;
+        let pointer_array = |rel: &str, o: Opened| self.field_array(rel, rel, Level::System, o);
+        let mut st = State {
+            num_samples: n,
+            pointers: PointerPages::new(
+                pointer_array(format::ATOMS_PTR, atoms),
+                pointer_array(format::EDGES_PTR, edges),
+                entries,
+            ),
+            active: None,
+            fields: vec![],
+            strings: vec![],
         };
         let mask_dt = mask.dtype;
-        let read_mask = |o: Opened| self.read_rows(o.array, format::SAMPLES_MASK, mask_dt, 0..n as u64);
-        // Over a network, the three reads (each a shard index, then its
-        // chunks) go together: opening waits for one round trip, not three.
-        let (atoms, edges, mask) = if self.bytes.is_remote() {
-            std::thread::scope(|s| {
-                let atoms = s.spawn(|| read_i64(format::ATOMS_PTR, atoms));
-                let edges = s.spawn(|| read_i64(format::EDGES_PTR, edges));
-                let mask = read_mask(mask);
-                let died = |_| Error::Background("a pointer reader thread panicked".into());
-                (atoms.join().unwrap_or_else(|e| Err(died(e))), edges.join().unwrap_or_else(|e| Err(died(e))), mask)
-            })
-        } else {
-            // Each array's chunks are decoded in parallel, and the arrays too.
-            let ((atoms, edges), mask) = rayon::join(
-                || rayon::join(|| read_i64(format::ATOMS_PTR, atoms), || read_i64(format::EDGES_PTR, edges)),
-                || read_mask(mask),
-            );
-            (atoms, edges, mask)
-        };
-        let (atoms, edges, mask) = (atoms?, edges?, mask?);
+        // Over a network the mask and the last pages go together: opening
+        // waits for one round trip, not three.
+        let (mask, pages) = std::thread::scope(|s| {
+            let mask = s.spawn(|| self.read_rows(mask.array, format::SAMPLES_MASK, mask_dt, 0..n as u64));
+            let pages = self.read_last_pages(&mut st);
+            let died = |_| Error::Background("a mask reader thread panicked".into());
+            (mask.join().unwrap_or_else(|e| Err(died(e))), pages)
+        });
+        let (mask, ()) = (mask?, pages?);
         if mask.len() != n {
             return Err(Error::inconsistent(
                 p,
@@ -219,7 +205,7 @@ impl AtomicDataZarrReader {
             ));
         }
         let active = super::active::Active::from_mask(&mask);
-        Ok(StoredPointers { atoms, edges, active })
+        Ok(StoredPointers { pointers: st.pointers, active })
     }
 
     /// The atom and edge masks, where the store has them, each checked to

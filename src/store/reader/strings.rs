@@ -14,7 +14,8 @@ use zarrs::array::Array;
 
 use super::AtomicDataZarrReader;
 use crate::data::{Level, StringField};
-use crate::data::{Pointers, chunks_of};
+use super::plan::BatchRows;
+use crate::data::chunks_of;
 use crate::error::{Error, Result};
 use crate::store::bytes::ByteStorage as Store;
 use crate::store::format;
@@ -87,20 +88,19 @@ impl AtomicDataZarrReader {
         Ok(v)
     }
 
-    /// Appends the string rows of physical samples `physical` (in order) to
+    /// Appends the string rows of the samples of `samples` (in order) to
     /// `out`, one entry per label; `out` is cleared first.
     pub(super) fn fill_strings(
         &self,
         arrays: &[StringArray],
-        ptrs: Pointers<'_>,
-        physical: &[usize],
+        samples: BatchRows<'_>,
         out: &mut BTreeMap<String, StringField>,
     ) -> Result<()> {
         out.clear();
         for s in arrays {
             let mut values = Vec::new();
-            for &p in physical {
-                let rows = ptrs.rows(s.level, p);
+            for k in 0..samples.len() {
+                let rows = samples.rows(s.level, k);
                 for c in chunks_of(&rows, s.chunk_rows) {
                     let chunk = self.string_chunk(s, c)?;
                     let lo = (rows.start.max(c * s.chunk_rows) - c * s.chunk_rows) as usize;
