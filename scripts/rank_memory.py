@@ -1,12 +1,15 @@
 """Memory and time of one data-parallel rank reading a store from Python.
 
     python scripts/rank_memory.py STORE [--rank R] [--world-size W] [--order shuffle|sequential]
-                                        [--batches 200] [--batch-size 64] [--prefetch 16]
+                                        [--batches 200] [--batch-size 64] [--prefetch 16] [--epoch]
 
 Prints, for the points a rank passes (after `open`, after the first batch,
 after `--batches` more), the resident memory (VmRSS) above the bare
 interpreter's, what the reader's chunk cache holds (`cache_bytes_held()`)
-and the memory beyond it, and the seconds from `import atomzarr`. One JSON
+and the memory beyond it, the pointer pages held (`pointer_bytes_held()`,
+part of the memory beyond the cache), and the seconds from `import
+atomzarr`. `--epoch` then reads the rest of the rank's epoch and prints its
+rate (samples per second from the first batch on). One JSON
 line at the end holds the same figures. Run it in a fresh process per
 measurement: the figures are the process's.
 """
@@ -33,6 +36,7 @@ def main():
     p.add_argument("--batches", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--prefetch", type=int, default=16)
+    p.add_argument("--epoch", action="store_true", help="read the rest of the rank's epoch and report its rate")
     a = p.parse_args()
 
     base = rss_bytes()
@@ -53,10 +57,12 @@ def main():
                 "rss_above_interpreter_mb": round(rss / 1e6, 1),
                 "cache_held_mb": round(held / 1e6, 1),
                 "beyond_cache_mb": round((rss - held) / 1e6, 1),
+                "pointers_mb": round(r.pointer_bytes_held() / 1e6, 1),
             }
         )
         print("{point:>18}: {seconds:6.3f} s, {rss_above_interpreter_mb:8.1f} MB above the interpreter, "
-              "cache {cache_held_mb:7.1f} MB, beyond it {beyond_cache_mb:7.1f} MB".format(**points[-1]))
+              "cache {cache_held_mb:7.1f} MB, beyond it {beyond_cache_mb:7.1f} MB "
+              "(pointer pages {pointers_mb:5.1f} MB)".format(**points[-1]))
 
     point("open")
     loader = atomzarr.DataLoader(
@@ -70,13 +76,26 @@ def main():
     )
     it = iter(loader)
     next(it)
+    t_first = time.perf_counter()
     point("first batch")
+    read = 0
     for _ in range(a.batches):
         if next(it, None) is None:
             break
+        read += 1
     point(f"{a.batches} more batches")
+    epoch = None
+    if a.epoch:
+        for _ in it:
+            read += 1
+        seconds = time.perf_counter() - t_first
+        # Full batches (the rank's last may be short by less than one).
+        total = (read + 1) * a.batch_size
+        epoch = {"batches": read + 1, "seconds": round(seconds, 2), "samples_per_s": round(total / seconds)}
+        point("epoch end")
+        print("epoch: {batches} batches in {seconds} s, {samples_per_s} samples/s".format(**epoch))
     print(json.dumps({"store": a.store, "rank": a.rank, "world_size": a.world_size, "order": a.order,
-                      "import_s": round(t_import, 3), "points": points}))
+                      "import_s": round(t_import, 3), "points": points, "epoch": epoch}))
 
 
 if __name__ == "__main__":

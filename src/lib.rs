@@ -95,7 +95,8 @@
 //! │   │                  (rows zeroed, each touched chunk rewritten once), strings
 //! │   │                  (string labels), defragment, tail (tail chunks
 //! │   │                  small appends extend)
-//! │   ├── reader/        AtomicDataZarrReader: state (open checks), active (the
+//! │   ├── reader/        AtomicDataZarrReader: state (open checks), pointers (the
+//! │   │                  pointer arrays paged, compact), active (the
 //! │   │                  samples a delete left, as a bitmap), plan, cache,
 //! │   │                  compact (cached chunks' compact forms), memory
 //! │   │                  (decoded-chunk memory), decode, direct (shard

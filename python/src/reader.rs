@@ -104,6 +104,12 @@ impl Reader {
         atomzarr::source::ChunkedReader::cache_bytes_held(&*self.reader)
     }
 
+    /// Bytes of pointer-array pages the reader holds now (outside the
+    /// chunk cache): the pages of the samples read so far, compact.
+    fn pointer_bytes_held(&self) -> u64 {
+        self.reader.pointer_bytes_held()
+    }
+
     /// Bytes of free batch buffers the reader's pool holds: buffers of
     /// batches whose arrays Python has freed, ready for later batches.
     fn batch_buffer_bytes(&self) -> usize {
