@@ -159,7 +159,8 @@ fn a_rank_of_eight_holds_the_pointers_of_its_region() {
     let page_rows = 131_072usize;
     let whole = (2 * 8 * (n + 1)) as u64;
     // A cache far below the store's decoded size: the block pool.
-    let r = Arc::new(AtomicDataZarrReader::open_opt(&path, ReaderOptions::default().with_cache_bytes(4 << 20)).unwrap());
+    let r =
+        Arc::new(AtomicDataZarrReader::open_opt(&path, ReaderOptions::default().with_cache_bytes(4 << 20)).unwrap());
     let at_open = r.pointer_bytes_held();
     assert!(at_open <= held_bound(1, page_rows), "{at_open} bytes at open");
     let (rank, world, batch) = (3, 8, 64);
@@ -179,7 +180,13 @@ fn a_rank_of_eight_holds_the_pointers_of_its_region() {
     // reads ahead stay in it too).
     let q = seen.first().unwrap() * world / n;
     let region = n * q / world..n * (q + 1) / world;
-    assert!(seen.iter().all(|i| region.contains(i)), "drew outside {region:?}: {:?}..={:?} ({} samples)", seen.first(), seen.last(), seen.len());
+    assert!(
+        seen.iter().all(|i| region.contains(i)),
+        "drew outside {region:?}: {:?}..={:?} ({} samples)",
+        seen.first(),
+        seen.last(),
+        seen.len()
+    );
     let held = r.pointer_bytes_held();
     let bound = held_bound(pages_of(region.clone(), n, page_rows), page_rows);
     assert!(held <= bound, "{held} bytes held, bound {bound} (region {region:?})");

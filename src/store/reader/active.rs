@@ -70,9 +70,11 @@ impl Active {
                     count += self.bits[word].count_ones() as usize;
                     word += 1;
                 }
-                let partial = self.bits.get(p / 64).filter(|_| word == p / 64).map_or(0, |&w| {
-                    (w & ((1u64 << (p % 64)) - 1)).count_ones() as usize
-                });
+                let partial = self
+                    .bits
+                    .get(p / 64)
+                    .filter(|_| word == p / 64)
+                    .map_or(0, |&w| (w & ((1u64 << (p % 64)) - 1)).count_ones() as usize);
                 count + partial
             })
             .collect()

@@ -29,12 +29,13 @@ impl WindowRows {
         st: &super::State,
         physical: Vec<usize>,
     ) -> crate::error::Result<WindowRows> {
-        let (mut a, mut e) = (reader.cursor(st, Level::Atom), reader.cursor(st, Level::Edge));
+        let a = reader.page_set(st, Level::Atom, &physical)?;
+        let e = reader.page_set(st, Level::Edge, &physical)?;
         let mut atoms = Vec::with_capacity(physical.len());
         let mut edges = Vec::with_capacity(physical.len());
         for &p in &physical {
-            atoms.push(a.rows(p)?);
-            edges.push(e.rows(p)?);
+            atoms.push(a.rows(reader, st, p)?);
+            edges.push(e.rows(reader, st, p)?);
         }
         Ok(WindowRows { physical, atoms, edges })
     }

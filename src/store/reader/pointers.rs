@@ -7,8 +7,8 @@
 //! 1.6 GB of them and read them before its first batch, though it reads an
 //! eighth of the store. Paged, opening reads the last page of each (the
 //! totals), a read decodes the pages of its samples (a rank's region), and a
-//! page is held as one byte (two, four) per entry of increments plus the
-//! value at every 16th entry: 1.25-2.25 bytes per structure and array
+//! page is held as the value at every 16th entry and each entry's offset
+//! from it in one byte (two, four): 1.25-2.25 bytes per structure and array
 //! instead of 8, within [`PAGE_BYTES`] per array.
 //!
 //! Checks: a page is checked when decoded (entry 0 of the array is 0, the
@@ -33,27 +33,28 @@ use crate::store::format;
 /// holds ~16 MB of each.
 pub(crate) const PAGE_BYTES: usize = 32 << 20;
 
-/// Entries between two stored values of a page: a lookup adds at most
-/// this many increments less one.
+/// Entries per stored value (mark) of a page: the offsets from a mark of
+/// 16 small structures (2-4 atoms: at most 64 rows) fit a byte.
 const MARK_EVERY: usize = 16;
 
 /// Not known yet (a page's first or last value before it is decoded).
 const UNKNOWN: i64 = i64::MIN;
 
 /// One page of a pointer array in compact form: the value at every
-/// [`MARK_EVERY`]th entry and the increments in between.
+/// [`MARK_EVERY`]th entry (less the page's first) and each entry's offset
+/// from the mark before it, in the narrowest type that holds the page's
+/// largest such offset. A lookup is two loads and two adds.
 pub(super) struct Page {
     /// Value of entry 0.
     first: i64,
     /// Values at entries 0, 16, 32, ... of the page, less `first`.
     marks: Vec<u32>,
-    steps: Steps,
+    offsets: Offsets,
     len: usize,
 }
 
-/// Each entry minus the one before (entry 0 of a page: 0), in the narrowest
-/// type that holds the page's largest increment.
-enum Steps {
+/// Each entry's value less its mark's.
+enum Offsets {
     U8(Vec<u8>),
     U16(Vec<u16>),
     U32(Vec<u32>),
@@ -66,23 +67,23 @@ impl Page {
     fn of(values: &[i64]) -> Page {
         let first = values.first().copied().unwrap_or(0);
         let span = values.last().map_or(0, |&l| l.abs_diff(first));
-        let step = |j: usize| if j == 0 { 0 } else { values[j].abs_diff(values[j - 1]) };
-        let max = (0..values.len()).map(step).max().unwrap_or(0);
-        let steps = if span > u64::from(u32::MAX) {
-            Steps::Values(values.to_vec())
+        let off = |j: usize| values[j].abs_diff(values[j - j % MARK_EVERY]);
+        let max = (0..values.len()).map(off).max().unwrap_or(0);
+        let offsets = if span > u64::from(u32::MAX) {
+            Offsets::Values(values.to_vec())
         } else if max <= u64::from(u8::MAX) {
-            Steps::U8((0..values.len()).map(|j| step(j) as u8).collect())
+            Offsets::U8((0..values.len()).map(|j| off(j) as u8).collect())
         } else if max <= u64::from(u16::MAX) {
-            Steps::U16((0..values.len()).map(|j| step(j) as u16).collect())
+            Offsets::U16((0..values.len()).map(|j| off(j) as u16).collect())
         } else {
-            Steps::U32((0..values.len()).map(|j| step(j) as u32).collect())
+            Offsets::U32((0..values.len()).map(|j| off(j) as u32).collect())
         };
-        let marks = match steps {
-            Steps::Values(_) => Vec::new(),
+        let marks = match offsets {
+            Offsets::Values(_) => Vec::new(),
             // Within u32: the span is.
             _ => values.iter().step_by(MARK_EVERY).map(|&v| v.abs_diff(first) as u32).collect(),
         };
-        Page { first, marks, steps, len: values.len() }
+        Page { first, marks, offsets, len: values.len() }
     }
 
     /// Entries held.
@@ -93,39 +94,30 @@ impl Page {
     /// The value of entry `j` (`j < len()`).
     #[inline]
     pub(super) fn get(&self, j: usize) -> i64 {
-        let m = j / MARK_EVERY;
-        let from = m * MARK_EVERY + 1;
-        let add = |s: u64| self.first.wrapping_add(i64::from(self.marks[m])).wrapping_add(s as i64);
-        match &self.steps {
-            Steps::U8(s) => add(s[from.min(j + 1)..j + 1].iter().map(|&x| u64::from(x)).sum()),
-            Steps::U16(s) => add(s[from.min(j + 1)..j + 1].iter().map(|&x| u64::from(x)).sum()),
-            Steps::U32(s) => add(s[from.min(j + 1)..j + 1].iter().map(|&x| u64::from(x)).sum()),
-            Steps::Values(v) => v[j],
+        let base = || self.first.wrapping_add(i64::from(self.marks[j / MARK_EVERY]));
+        match &self.offsets {
+            Offsets::U8(o) => base().wrapping_add(i64::from(o[j])),
+            Offsets::U16(o) => base().wrapping_add(i64::from(o[j])),
+            Offsets::U32(o) => base().wrapping_add(i64::from(o[j])),
+            Offsets::Values(v) => v[j],
         }
     }
 
-    /// Entries `j` and `j + 1` (`j + 1 < len()`): one lookup, one step.
+    /// Entries `j` and `j + 1` (`j + 1 < len()`).
     #[inline]
     fn pair(&self, j: usize) -> (i64, i64) {
-        let a = self.get(j);
-        let b = match &self.steps {
-            Steps::U8(s) => a.wrapping_add(i64::from(s[j + 1])),
-            Steps::U16(s) => a.wrapping_add(i64::from(s[j + 1])),
-            Steps::U32(s) => a.wrapping_add(i64::from(s[j + 1])),
-            Steps::Values(v) => v[j + 1],
-        };
-        (a, b)
+        (self.get(j), self.get(j + 1))
     }
 
     /// Bytes held.
     fn bytes(&self) -> usize {
-        let steps = match &self.steps {
-            Steps::U8(s) => s.len(),
-            Steps::U16(s) => 2 * s.len(),
-            Steps::U32(s) => 4 * s.len(),
-            Steps::Values(v) => 8 * v.len(),
+        let offsets = match &self.offsets {
+            Offsets::U8(o) => o.len(),
+            Offsets::U16(o) => 2 * o.len(),
+            Offsets::U32(o) => 4 * o.len(),
+            Offsets::Values(v) => 8 * v.len(),
         };
-        4 * self.marks.len() + steps + std::mem::size_of::<Page>()
+        4 * self.marks.len() + offsets + std::mem::size_of::<Page>()
     }
 }
 
@@ -262,6 +254,49 @@ impl PointerPages {
     }
 }
 
+/// The pages a list of samples needs, each fetched once (with one lock),
+/// so that a window's rows are then looked up without locks.
+pub(super) struct PageSet {
+    level: Level,
+    /// Entries per page, and its log2 when a power of two (a shift, not a
+    /// division, per lookup).
+    rows: usize,
+    shift: Option<u32>,
+    /// Page id of `pages[0]`.
+    lo: usize,
+    pages: Vec<Option<Arc<Page>>>,
+}
+
+impl PageSet {
+    #[inline]
+    fn split(&self, j: usize) -> (usize, usize) {
+        match self.shift {
+            Some(s) => (j >> s, j & (self.rows - 1)),
+            None => (j / self.rows, j % self.rows),
+        }
+    }
+
+    #[inline]
+    fn get(&self, j: usize) -> Option<i64> {
+        let (c, r) = self.split(j);
+        let page = self.pages.get(c.checked_sub(self.lo)?)?.as_ref()?;
+        (r < page.len()).then(|| page.get(r))
+    }
+
+    /// The rows of physical sample `p` (one of the samples the set was made
+    /// for), checked to run forwards.
+    #[inline]
+    pub(super) fn rows(&self, reader: &AtomicDataZarrReader, st: &State, p: usize) -> Result<Range<u64>> {
+        let (Some(a), Some(b)) = (self.get(p), self.get(p + 1)) else {
+            return Err(Error::Internal(format!("pointer page of sample {p} not fetched")));
+        };
+        if b < a {
+            return Err(reader.pointers_decrease(st, self.level, p, a, b));
+        }
+        Ok(a as u64..b as u64)
+    }
+}
+
 /// Hands out entries of one pointer array in any order, keeping the page
 /// of the last one at hand (a window's lookups take the lock once per
 /// change of page, not per entry).
@@ -338,6 +373,25 @@ impl AtomicDataZarrReader {
     /// A cursor over the `level` pointer array of `st`.
     pub(super) fn cursor<'a>(&'a self, st: &'a State, level: Level) -> Cursor<'a> {
         Cursor { reader: self, st, level, page: None }
+    }
+
+    /// The pages of the `level` pointer array that physical samples
+    /// `physical` need (both of each sample's entries).
+    pub(super) fn page_set(&self, st: &State, level: Level, physical: &[usize]) -> Result<PageSet> {
+        let rows = st.pointers.of(level).page_rows;
+        let shift = rows.is_power_of_two().then(|| rows.trailing_zeros());
+        let mut set = PageSet { level, rows, shift, lo: 0, pages: Vec::new() };
+        let (Some(&min), Some(&max)) = (physical.iter().min(), physical.iter().max()) else { return Ok(set) };
+        set.lo = set.split(min).0;
+        set.pages = (set.lo..=set.split(max + 1).0).map(|_| None).collect();
+        for &p in physical {
+            for c in [set.split(p).0, set.split(p + 1).0] {
+                if set.pages[c - set.lo].is_none() {
+                    set.pages[c - set.lo] = Some(self.page(st, level, c)?);
+                }
+            }
+        }
+        Ok(set)
     }
 
     /// Page `c` of the `level` pointer array: held, or decoded, checked and kept.
@@ -457,8 +511,10 @@ impl AtomicDataZarrReader {
     /// Every entry of the `level` pointer array (for whole-store tools:
     /// repair), pages decoded in parallel and not kept.
     pub(crate) fn pointer_values(&self, st: &State, level: Level) -> Result<Vec<i64>> {
-        let pages: Vec<Vec<i64>> =
-            (0..st.pointers.of(level).pages()).into_par_iter().map(|c| self.page_values(st, level, c)).collect::<Result<_>>()?;
+        let pages: Vec<Vec<i64>> = (0..st.pointers.of(level).pages())
+            .into_par_iter()
+            .map(|c| self.page_values(st, level, c))
+            .collect::<Result<_>>()?;
         Ok(pages.concat())
     }
 
@@ -582,7 +638,12 @@ mod tests {
     #[test]
     fn a_page_returns_every_value_in_each_step_width() {
         let cases: Vec<Vec<i64>> = vec![
-            (0..1000).scan(0, |acc, i| { *acc += i % 7; Some(*acc) }).collect(),
+            (0..1000)
+                .scan(0, |acc, i| {
+                    *acc += i % 7;
+                    Some(*acc)
+                })
+                .collect(),
             (0..1000).map(|i| i * 300).collect(),
             (0..100).map(|i| i * 100_000).collect(),
             (0..40).map(|i| i * (1 << 40)).collect(),

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use zarrs::array::Array;
 
 use super::AtomicDataZarrReader;
-use crate::data::{Level, StringField};
 use super::plan::BatchRows;
 use crate::data::chunks_of;
+use crate::data::{Level, StringField};
 use crate::error::{Error, Result};
 use crate::store::bytes::ByteStorage as Store;
 use crate::store::format;
