@@ -119,12 +119,18 @@ impl Batching {
             (Batching::Fixed { batch_size: b, drop_last, .. }, Some(r)) => {
                 let b = *b;
                 let r2 = r.clone();
-                let (items, lens) = plan_iter(
-                    resume,
-                    (view.rank, w, pos, b),
-                    |q, w| r.rank_len(q, w).unwrap_or(0),
-                    move |q, w| r2.rank_iter(epoch, q, w).unwrap_or_else(|| Box::new(std::iter::empty())),
-                );
+                let own = resume
+                    .filter(|res| !res.cuts.is_empty())
+                    .and_then(|res| r.resumed_iter(epoch, res, (view.rank, w, pos, b)));
+                let (items, lens) = match own {
+                    Some(items) => (items, rest_lens(resume, (w, pos, b), |q, w| r.rank_len(q, w).unwrap_or(0))),
+                    None => plan_iter(
+                        resume,
+                        (view.rank, w, pos, b),
+                        |q, w| r.rank_len(q, w).unwrap_or(0),
+                        move |q, w| r2.rank_iter(epoch, q, w).unwrap_or_else(|| Box::new(std::iter::empty())),
+                    ),
+                };
                 // Every rank the same number of batches: short ones padded
                 // with empty batches, as the rounds below do.
                 let n = equal_batches(&lens, b, *drop_last);

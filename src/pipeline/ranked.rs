@@ -33,6 +33,20 @@ pub(crate) trait RankedSamples: Send + Sync {
     fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>>;
     /// The length of that order, `None` for a global order.
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize>;
+    /// Rank `rank` of `world`'s samples of `epoch` from global position
+    /// `pos` (`unit` samples a step) after `resume`'s cuts, for an order
+    /// that resumes on other numbers of ranks by a rule of its own (the
+    /// parts' lengths as [`rest_lens`] gives them); `None`: the old ranks'
+    /// orders laid end to end (the module's rule).
+    fn resumed_iter(
+        &self,
+        epoch: u64,
+        resume: &Resume,
+        (rank, world, pos, unit): (usize, usize, usize, usize),
+    ) -> Option<Items<usize>> {
+        let _ = (epoch, resume, rank, world, pos, unit);
+        None
+    }
 }
 
 /// A batch order planned per rank.

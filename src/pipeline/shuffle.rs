@@ -15,7 +15,7 @@ use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, poo
 use crate::source::Reader;
 
 use super::plan::lock;
-use super::ranked::{Items, RankedSamples};
+use super::ranked::{Items, RankedSamples, Resume};
 
 /// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
 /// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
@@ -176,6 +176,22 @@ impl RankedSamples for DefaultShuffle {
     fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
         let k = self.pool()?;
         self.pool_sampler(epoch, k).map(|s| Box::new(s.rank_draws(epoch, rank, world)) as Items<usize>)
+    }
+
+    /// The block pool resumes in storage order
+    /// ([`ChunkShuffleSampler::resumed_draws`]): each new rank takes the
+    /// samples the old ranks had left of a few regions, read through a pool
+    /// of its own.
+    fn resumed_iter(
+        &self,
+        epoch: u64,
+        resume: &Resume,
+        (rank, world, pos, unit): (usize, usize, usize, usize),
+    ) -> Option<Items<usize>> {
+        let k = self.pool()?;
+        debug_assert_eq!(resume.cuts.last().map(|c| c.1), Some(world));
+        let s = self.pool_sampler(epoch, k)?;
+        Some(s.resumed_draws(epoch, (resume.base_world, &resume.cuts), unit, (rank, pos)))
     }
 
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {

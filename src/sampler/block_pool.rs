@@ -82,6 +82,8 @@ pub fn pool_blocks_at_least(fit: CacheFit, blocks: usize, min: usize) -> Option<
 pub(crate) struct PoolDraws {
     /// The items the runs' positions stand for (`None`: the positions).
     items: Option<Arc<[usize]>>,
+    /// The positions of the runs drawn (`None`: all of them).
+    members: Option<Arc<super::regroup::PieceSet>>,
     /// `pool_blocks`, and the draws per block the pool grows by.
     pool_blocks: usize,
     batch_size: usize,
@@ -109,7 +111,21 @@ impl PoolDraws {
     ) -> PoolDraws {
         let total = runs.iter().map(|&(s, e)| e - s).sum();
         let batch_size = batch_size.max(1);
-        PoolDraws { items, pool_blocks, batch_size, runs, rng, pool: Vec::new(), next: 0, t: 0, total }
+        PoolDraws { items, members: None, pool_blocks, batch_size, runs, rng, pool: Vec::new(), next: 0, t: 0, total }
+    }
+
+    /// Draws only the positions of `members` (every run holds at least
+    /// one of them).
+    pub(crate) fn only(mut self, members: Arc<super::regroup::PieceSet>) -> PoolDraws {
+        self.total = self.runs.iter().map(|&(a, b)| members.count_in(a, b)).sum();
+        self.members = Some(members);
+        self
+    }
+
+    /// Yields the positions drawn rather than the items they stand for.
+    pub(crate) fn positions(mut self) -> PoolDraws {
+        self.items = None;
+        self
     }
 }
 
@@ -126,7 +142,10 @@ impl Iterator for PoolDraws {
                 // the random accesses inside one block at a time (popping
                 // from 64 blocks' lists at random places was bound by cache
                 // misses).
-                let mut block: Vec<usize> = (a..b).collect();
+                let mut block: Vec<usize> = match &self.members {
+                    Some(m) => m.members(a, b),
+                    None => (a..b).collect(),
+                };
                 shuffle(&mut block, &mut self.rng);
                 self.pool.push(block);
                 self.next += 1;

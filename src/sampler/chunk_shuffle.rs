@@ -67,12 +67,12 @@ use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};
 pub struct ChunkShuffleSampler {
     /// Block starts followed by the item count: `[0, s1, ..., len]`, in
     /// positions of `items`.
-    bounds: Arc<[usize]>,
+    pub(super) bounds: Arc<[usize]>,
     /// The items, block after block; `None` for the identity (`0..len`).
-    items: Option<Arc<[usize]>>,
+    pub(super) items: Option<Arc<[usize]>>,
     batch_size: usize,
-    pool_blocks: usize,
-    seed: u64,
+    pub(super) pool_blocks: usize,
+    pub(super) seed: u64,
     shard: Shard,
     drop_last: bool,
 }
@@ -374,7 +374,7 @@ impl ChunkShuffleSampler {
     /// The runs of blocks between storage positions `lo` and `hi` (cycling
     /// past the end for padding), in an order permuted per epoch:
     /// `(start, end)` ranges of `items` positions, each inside one block.
-    fn runs(&self, epoch: u64, lo: usize, hi: usize) -> Vec<(usize, usize)> {
+    pub(super) fn runs(&self, epoch: u64, lo: usize, hi: usize) -> Vec<(usize, usize)> {
         let n = self.num_samples();
         let mut runs = Vec::new();
         if n == 0 || lo >= hi {
@@ -413,13 +413,20 @@ impl ChunkShuffleSampler {
     /// Rank `rank` of `world_size`'s order in `epoch`, as
     /// [`rank_order`](Self::rank_order) gives it, one sample at a time.
     pub(crate) fn rank_draws(&self, epoch: u64, rank: usize, world_size: usize) -> PoolDraws {
+        let (lo, hi) = self.rank_region(epoch, rank, world_size);
+        self.draws(epoch, rank, lo, hi)
+    }
+
+    /// The positions `lo..hi` of the region rank `rank` of `world_size`
+    /// reads in `epoch`.
+    pub(super) fn rank_region(&self, epoch: u64, rank: usize, world_size: usize) -> (usize, usize) {
         let w = world_size.max(1);
         let n = self.num_samples();
         // u128: n * w fits whatever the sizes.
         let bound = |q: usize| (n as u128 * q as u128 / w as u128) as usize;
         let size = |q: usize| bound(q + 1) - bound(q);
         let q = self.region_of(epoch, rank.min(w - 1), w, size);
-        self.draws(epoch, rank, bound(q), bound(q + 1))
+        (bound(q), bound(q + 1))
     }
 }
 

@@ -42,6 +42,7 @@ mod child_order;
 mod chunk_shuffle;
 mod distributed;
 mod mixing;
+mod regroup;
 mod size_aware;
 
 pub use block_pool::{DEFAULT_POOL_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, pool_blocks, pool_blocks_at_least};
