@@ -6,6 +6,9 @@
 //! epochs' decode amplification and the ratio of the rates, and checks that
 //! the resumed samples are distinct.
 //!
+//! With `--only resumed` or `--only unbroken` one of the two is read (run
+//! each in fresh processes, alternating, and compare the medians).
+//!
 //! With one store the loader's default shuffle is read (`with_shuffle`);
 //! with several, a weighted mixture (`MultiDatasetSampler`, rates
 //! `--weights`, replacement on).
@@ -42,6 +45,11 @@ struct Args {
     /// Per-store rates of a mixture (default equal).
     #[arg(long, value_delimiter = ',')]
     weights: Option<Vec<f64>>,
+    /// Read only the resumed epoch (`resumed`) or only the unbroken one
+    /// (`unbroken`), each in a fresh process: the epoch read second in a
+    /// process starts with the first one's memory already faulted in.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 type Loader = DataLoader<Flex, MultiReader>;
@@ -89,6 +97,15 @@ fn read(l: &Loader) -> atomzarr::Result<(usize, f64, usize, f64)> {
 
 fn main() -> atomzarr::Result<()> {
     let args = Args::parse();
+    if args.only.as_deref() == Some("unbroken") {
+        let (m, base, distinct, amp) = read(&loader(&args, args.rank, args.to)?)?;
+        println!(
+            "unbroken epoch on {} ranks, rank {}: {m} samples ({distinct} distinct) at {base:.0} samples/s \
+             (decode amplification {amp:.2})",
+            args.to, args.rank
+        );
+        return Ok(());
+    }
     let first = loader(&args, 0, args.from)?;
     let mut it = first.iter_host();
     for _ in 0..args.steps {
@@ -103,6 +120,14 @@ fn main() -> atomzarr::Result<()> {
     resumed.load_state(&serde_json::from_str(&state).map_err(|e| atomzarr::Error::Config(e.to_string()))?)?;
     let (n, rate, distinct, amp) = read(&resumed)?;
     drop(resumed);
+    if args.only.as_deref() == Some("resumed") {
+        println!(
+            "resumed {} -> {} ranks, rank {}: {n} samples ({distinct} distinct) at {rate:.0} samples/s \
+             (decode amplification {amp:.2})",
+            args.from, args.to, args.rank
+        );
+        return Ok(());
+    }
     let unbroken = loader(&args, args.rank, args.to)?;
     let (m, base, _, base_amp) = read(&unbroken)?;
     println!(
