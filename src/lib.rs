@@ -107,7 +107,9 @@
 //! │   │                  bytes: RemoteBytes, disk_cache, copy)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
 //! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
-//! │                    chunk_shuffle, block_pool (the pool's size and draws), distributed
+//! │                    chunk_shuffle, block_pool (the pool's size and draws), regroup
+//! │                    (a block-pool epoch resumed on other ranks; piece_set: what each
+//! │                    rank had left), distributed
 //! │                    (rank shards), size_aware, mixing, child_order (how a mixture walks
 //! │                    each dataset, per rank)
 //! ├── formats/         files of other formats in and out of a store

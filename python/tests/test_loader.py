@@ -167,3 +167,19 @@ def test_the_cache_reports_what_it_holds_within_its_budget(tmp_path):
         pass
     assert a.cache_bytes_held() > 0 and b.cache_bytes_held() > 0
     assert ds.cache_bytes_held() == a.cache_bytes_held() + b.cache_bytes_held()
+
+
+def test_a_reader_holds_the_pointer_pages_it_read(tmp_path):
+    from conftest import write_store
+
+    # Pointer pages of 64 entries: ten of them for 600 samples.
+    write_store(tmp_path / "pages.zarr", n=600, chunk_size=64)
+    r = atomzarr.open(str(tmp_path / "pages.zarr"))
+    page = 64 * 4 + 256  # a page's entries at up to 4 bytes, and its own fields
+    at_open = r.pointer_bytes_held()
+    assert 0 < at_open <= 2 * page, "open reads the last page of each pointer array"
+    r.read_many(list(range(10)))
+    first = r.pointer_bytes_held()
+    assert at_open < first <= 2 * 2 * page, "the first page of each array joins the last"
+    r.read_many(list(range(600)))
+    assert first < r.pointer_bytes_held() <= 2 * 10 * page

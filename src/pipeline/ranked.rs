@@ -20,6 +20,11 @@
 //! A later resume in the same epoch cuts the current parts the same way
 //! (the cuts are kept in [`LoaderState`](crate::LoaderState)); the next
 //! epoch is planned for the new number of ranks.
+//!
+//! An order may resume by a rule of its own with the same part lengths
+//! ([`RankedSamples::resumed_iter`]): the default shuffle's block pool cuts
+//! the samples each old rank had left in storage order and draws each part
+//! through a fresh pool (`sampler/regroup.rs`).
 
 /// A lazily drawn sequence of plan items (samples or batches).
 pub(crate) type Items<T> = Box<dyn Iterator<Item = T> + Send>;

@@ -69,8 +69,12 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// rank order and cut into `W'` contiguous parts of equal length: each
     /// new rank reads whole stretches of a few old ranks' orders as they
     /// were drawn, so it decodes only those ranks' regions, and no sample is
-    /// read twice or skipped. The pool sizes in the state are followed,
-    /// whatever this loader's cache.
+    /// read twice or skipped. The default shuffle's block pool cuts the
+    /// samples each old rank had left, in storage order, and each new rank
+    /// draws its part through a pool of its own (a new rank then decodes
+    /// the rests it takes over about once, where continuing several old
+    /// pools decoded a pool per stretch). The pool sizes in the state are
+    /// followed, whatever this loader's cache.
     ///
     /// # Errors
     /// [`Error::Config`] naming what differs when `state` describes another

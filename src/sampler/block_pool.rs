@@ -83,7 +83,7 @@ pub(crate) struct PoolDraws {
     /// The items the runs' positions stand for (`None`: the positions).
     items: Option<Arc<[usize]>>,
     /// The positions of the runs drawn (`None`: all of them).
-    members: Option<Arc<super::regroup::PieceSet>>,
+    members: Option<Arc<super::piece_set::PieceSet>>,
     /// `pool_blocks`, and the draws per block the pool grows by.
     pool_blocks: usize,
     batch_size: usize,
@@ -116,7 +116,7 @@ impl PoolDraws {
 
     /// Draws only the positions of `members` (every run holds at least
     /// one of them).
-    pub(crate) fn only(mut self, members: Arc<super::regroup::PieceSet>) -> PoolDraws {
+    pub(crate) fn only(mut self, members: Arc<super::piece_set::PieceSet>) -> PoolDraws {
         self.total = self.runs.iter().map(|&(a, b)| members.count_in(a, b)).sum();
         self.members = Some(members);
         self

@@ -42,6 +42,7 @@ mod child_order;
 mod chunk_shuffle;
 mod distributed;
 mod mixing;
+mod piece_set;
 mod regroup;
 mod size_aware;
 

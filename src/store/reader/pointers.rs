@@ -323,7 +323,11 @@ impl Cursor<'_> {
     /// Entry `j` of the array.
     pub(super) fn get(&mut self, j: usize) -> Result<i64> {
         let rows = self.st.pointers.of(self.level).page_rows;
-        self.page_of(j / rows).map(|p| p.get(j % rows))
+        let page = self.page_of(j / rows)?;
+        if j % rows >= page.len() {
+            return Err(Error::Internal(format!("pointer {j} past the pointers in use")));
+        }
+        Ok(page.get(j % rows))
     }
 
     /// The rows of physical sample `p` (entries `p` and `p + 1`), checked to
