@@ -92,10 +92,11 @@ impl AtomicDataZarrReader {
     /// nvalchemi-toolkit's append bug (it needs the store's atom offsets).
     pub(super) fn range_error_in(&self, st: &State, index: usize, r: IndexReport) -> Error {
         let physical_index = if index < st.len() { st.physical(index) } else { index };
-        // The candidate offsets are at most the sample's atom count: the
+        // The candidate offsets are at most `num_atoms - 1 - max`: the
         // leading atom pointers (an error reading them leaves no diagnosis).
+        let most = (r.num_atoms as i64).saturating_sub(1).saturating_sub(r.max);
         let append_shift = (physical_index < st.num_samples)
-            .then(|| self.leading_atom_pointers(st, physical_index, r.num_atoms as i64).ok())
+            .then(|| self.leading_atom_pointers(st, physical_index, most).ok())
             .flatten()
             .and_then(|lead| crate::data::append_shifts(&lead, physical_index, r.min, r.max, r.num_atoms).next());
         Error::NeighborIndex {
