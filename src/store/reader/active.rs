@@ -24,21 +24,34 @@ pub(crate) struct Active {
 impl Active {
     /// The active samples of `mask` (nonzero: active); `None` when every
     /// sample is active.
+    #[cfg(test)]
     pub(crate) fn from_mask(mask: &[u8]) -> Option<Active> {
         if mask.iter().all(|&b| b != 0) {
             return None;
         }
-        let mut bits = vec![0u64; mask.len().div_ceil(64)];
+        Some(Active::from_bits(flag_bits(mask), mask.len()))
+    }
+
+    /// The active samples of `bits` (bit `p % 64` of word `p / 64` set:
+    /// sample `p` active) over `num_physical` samples (bits past it clear).
+    pub(crate) fn from_bits(bits: Vec<u64>, num_physical: usize) -> Active {
         let mut marks = Vec::new();
-        let mut len = 0;
-        for (p, _) in mask.iter().enumerate().filter(|(_, b)| **b != 0) {
-            bits[p / 64] |= 1 << (p % 64);
-            if len % 64 == 0 {
-                marks.push(p);
+        let mut len = 0usize;
+        for (w, &word) in bits.iter().enumerate() {
+            let ones = word.count_ones() as usize;
+            // Active samples 0, 64, 128, ... that fall in this word.
+            let mut next = len.div_ceil(64) * 64;
+            while next < len + ones {
+                let mut rest = word;
+                for _ in 0..next - len {
+                    rest &= rest - 1;
+                }
+                marks.push(w * 64 + rest.trailing_zeros() as usize);
+                next += 64;
             }
-            len += 1;
+            len += ones;
         }
-        Some(Active { bits, marks, len, num_physical: mask.len() })
+        Active { bits, marks, len, num_physical }
     }
 
     /// Active samples.
@@ -114,6 +127,44 @@ impl Active {
     }
 }
 
+/// One bit per flag of `flags` (nonzero: set).
+pub(crate) fn flag_bits(flags: &[u8]) -> Vec<u64> {
+    let mut bits = vec![0u64; flags.len().div_ceil(64)];
+    for (i, &b) in flags.iter().enumerate() {
+        bits[i / 64] |= u64::from(b != 0) << (i % 64);
+    }
+    bits
+}
+
+/// Sets bits `lo..hi` of `bits`, a word at a time.
+pub(crate) fn set_bits(bits: &mut [u64], lo: usize, hi: usize) {
+    let mut p = lo;
+    while p < hi {
+        let (w, b) = (p / 64, p % 64);
+        let n = (64 - b).min(hi - p);
+        let ones = if n == 64 { !0 } else { ((1u64 << n) - 1) << b };
+        if let Some(word) = bits.get_mut(w) {
+            *word |= ones;
+        }
+        p += n;
+    }
+}
+
+/// ORs `part` (bits of samples from `lo` on) into `bits`.
+pub(crate) fn or_bits_at(bits: &mut [u64], lo: usize, part: &[u64]) {
+    let (w0, s) = (lo / 64, lo % 64);
+    for (j, &word) in part.iter().enumerate() {
+        if let Some(x) = bits.get_mut(w0 + j) {
+            *x |= word << s;
+        }
+        if s > 0
+            && let Some(x) = bits.get_mut(w0 + j + 1)
+        {
+            *x |= word >> (64 - s);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +187,16 @@ mod tests {
             }
             assert_eq!(a.physical(list.len()), n, "past the end: the physical count");
             assert_eq!(a.iter().collect::<Vec<_>>(), list);
+            // The same, assembled from chunks of 61 flags (as open reads the mask).
+            let mut bits = vec![0u64; n.div_ceil(64)];
+            for (c, part) in mask.chunks(61).enumerate() {
+                if part.iter().all(|&b| b != 0) {
+                    set_bits(&mut bits, c * 61, c * 61 + part.len());
+                } else {
+                    or_bits_at(&mut bits, c * 61, &flag_bits(part));
+                }
+            }
+            assert_eq!(Active::from_bits(bits, n), a, "assembled from chunks");
             let at: Vec<usize> = (0..n + 70).step_by(7).collect();
             let want: Vec<usize> = at.iter().map(|&p| list.partition_point(|&q| q < p)).collect();
             assert_eq!(a.counts_before(at.iter().copied()), want, "active samples before");

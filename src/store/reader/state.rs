@@ -10,7 +10,6 @@ use super::direct::DirectDecode;
 use super::pointers::PointerPages;
 use super::{AtomicDataZarrReader, FieldArray, State};
 use crate::data::NEIGHBOR_LIST;
-use crate::data::chunks_of;
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 use crate::location::Location;
@@ -187,25 +186,52 @@ impl AtomicDataZarrReader {
             fields: vec![],
             strings: vec![],
         };
-        let mask_dt = mask.dtype;
         // Over a network the mask and the last pages go together: opening
         // waits for one round trip, not three.
-        let (mask, pages) = std::thread::scope(|s| {
-            let mask = s.spawn(|| self.read_rows(mask.array, format::SAMPLES_MASK, mask_dt, 0..n as u64));
+        let (active, pages) = std::thread::scope(|s| {
+            let active = s.spawn(|| self.read_active(mask, n));
             let pages = self.read_last_pages(&mut st);
             let died = |_| Error::Background("a mask reader thread panicked".into());
-            (mask.join().unwrap_or_else(|e| Err(died(e))), pages)
+            (active.join().unwrap_or_else(|e| Err(died(e))), pages)
         });
-        let (mask, ()) = (mask?, pages?);
-        if mask.len() != n {
-            return Err(Error::inconsistent(
-                p,
-                format::SAMPLES_MASK,
-                format!("{} flags decoded for {n} samples", mask.len()),
-            ));
-        }
-        let active = super::active::Active::from_mask(&mask);
+        let (active, ()) = (active?, pages?);
         Ok(StoredPointers { pointers: st.pointers, active })
+    }
+
+    /// The active samples from the sample mask `o` of `n` samples: its
+    /// chunks decoded in parallel, each chunk's flags turned into bits as
+    /// it is decoded (a whole-mask buffer would be a byte a structure at
+    /// open: a gigabyte at 1B structures); `None` when every sample is
+    /// active. Through the decode field chunks take, so checksums are
+    /// checked: zarrs' `retrieve_array_subset` decodes a partly read chunk
+    /// with partial decoders, and its crc32c partial decoder skips the check.
+    fn read_active(&self, o: Opened, n: usize) -> Result<Option<super::active::Active>> {
+        use super::active::{Active, flag_bits, or_bits_at, set_bits};
+        let f = self.field_array(format::SAMPLES_MASK, format::SAMPLES_MASK, Level::System, o);
+        let cr = usize::try_from(f.chunk_rows.max(1)).unwrap_or(usize::MAX);
+        // Per chunk: `None` when all its samples are active, else their bits.
+        let parts: Vec<Option<Vec<u64>>> = (0..n.div_ceil(cr))
+            .into_par_iter()
+            .map(|c| {
+                let raw = self.decode_raw(&f, c as u64)?;
+                let len = (n - c * cr).min(cr);
+                let flags = raw
+                    .get(..len)
+                    .ok_or_else(|| self.chunk_error(&f, c as u64, "decoded chunk shorter than its flags"))?;
+                Ok((!flags.iter().all(|&b| b != 0)).then(|| flag_bits(flags)))
+            })
+            .collect::<Result<_>>()?;
+        if parts.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let mut bits = vec![0u64; n.div_ceil(64)];
+        for (c, part) in parts.into_iter().enumerate() {
+            match part {
+                None => set_bits(&mut bits, c * cr, ((c + 1) * cr).min(n)),
+                Some(local) => or_bits_at(&mut bits, c * cr, &local),
+            }
+        }
+        Ok(Some(Active::from_bits(bits, n)))
     }
 
     /// The atom and edge masks, where the store has them, each checked to
@@ -330,56 +356,5 @@ impl AtomicDataZarrReader {
             }
         }
         Ok(total)
-    }
-
-    /// Rows `rows` of a 1-d array (pointers, mask), chunk by chunk through
-    /// the decode that field data takes, so their checksums are checked:
-    /// zarrs' `retrieve_array_subset` decodes a partly read chunk with
-    /// partial decoders, and its crc32c partial decoder skips the check.
-    fn read_rows(&self, array: Array<Store>, rel: &str, dtype: DType, rows: std::ops::Range<u64>) -> Result<Vec<u8>> {
-        let bytes = (rows.end - rows.start)
-            .checked_mul(dtype.size() as u64)
-            .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| Error::inconsistent(&self.location, rel, format!("{} rows do not fit memory", rows.end)))?;
-        let mut out = vec![0u8; bytes];
-        self.read_rows_into(array, rel, dtype, rows, &mut out)?;
-        Ok(out)
-    }
-
-    /// As [`Self::read_rows`], into `out` (exactly the rows' bytes), the
-    /// chunks decoded in parallel, each into its own part of `out`.
-    fn read_rows_into(
-        &self,
-        array: Array<Store>,
-        rel: &str,
-        dtype: DType,
-        rows: std::ops::Range<u64>,
-        out: &mut [u8],
-    ) -> Result<()> {
-        let chain = ChainSpec::of(&array);
-        let geometry = limits::geometry(&self.location, rel, &array, dtype, &chain)?;
-        let f = self.field_array(rel, rel, Level::System, Opened { array, dtype, geometry, chain });
-        let cr = f.chunk_rows.max(1);
-        // Each chunk's rows, with the part of `out` they go to.
-        let mut parts = Vec::new();
-        let mut rest = out;
-        for c in chunks_of(&rows, cr) {
-            let (lo, hi) = (rows.start.max(c * cr) - c * cr, rows.end.min((c + 1) * cr) - c * cr);
-            let len = (hi - lo) as usize * f.row_bytes;
-            if len > rest.len() {
-                return Err(self.chunk_error(&f, c, "rows past the buffer for them"));
-            }
-            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(len);
-            rest = tail;
-            parts.push((c, lo as usize * f.row_bytes, dst));
-        }
-        parts.into_par_iter().try_for_each(|(c, at, dst)| {
-            let raw = self.decode_raw(&f, c)?;
-            let part = raw
-                .get(at..at + dst.len())
-                .ok_or_else(|| self.chunk_error(&f, c, "decoded chunk shorter than its rows"))?;
-            dst.copy_from_slice(part);
-            Ok(())
-        })
     }
 }
