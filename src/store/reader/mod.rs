@@ -368,9 +368,10 @@ impl AtomicDataZarrReader {
     /// Bytes of pointer-array pages the reader holds now (outside the chunk
     /// cache). Opening reads the last page of each pointer array; a read
     /// decodes the pages of its samples and keeps them compact (1-2 bytes
-    /// per sample and array for small structures), at most
-    /// 32 MiB per array: a reader that reads a part of the store holds the
-    /// pointers of that part, not of the whole store.
+    /// per sample and array for small structures), at most 32 MiB per array
+    /// or an eighth of the chunk cache's budget if more: a reader that reads
+    /// a part of the store holds the pointers of that part, not of the whole
+    /// store.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {

@@ -28,9 +28,13 @@ use crate::data::{DType, HostData, Level};
 use crate::error::{Error, Result};
 use crate::store::format;
 
-/// Bytes of decoded pages one pointer array keeps (least recently used
-/// pages go first): a rank's region of a 100M-structure store on 8 ranks
-/// holds ~16 MB of each.
+/// Least bytes of decoded pages one pointer array keeps (least recently
+/// used pages go first): a rank's region of a 100M-structure store on 8
+/// ranks holds ~16 MB of each. A reader keeps up to an eighth of its chunk
+/// cache's budget per array if that is more: a full permutation (which the
+/// default shuffle reads only when the store fits the cache) touches every
+/// page in every window, and pages that do not stay would be decoded again
+/// window after window.
 pub(crate) const PAGE_BYTES: usize = 32 << 20;
 
 /// Entries per stored value (mark) of a page: the offsets from a mark of
@@ -137,6 +141,8 @@ pub(crate) struct PagedArray {
     /// First and last value of every page, once a decode has seen them.
     ends: Vec<[AtomicI64; 2]>,
     held: Mutex<Held>,
+    /// Bytes of pages kept (see [`PAGE_BYTES`]).
+    budget: usize,
 }
 
 /// The decoded pages an array keeps, by page id, with their last use.
@@ -178,11 +184,12 @@ impl PagedArray {
         held.tick += 1;
         let tick = held.tick;
         let bytes = page.bytes();
-        if let Some(old) = held.pages.get_mut(c).and_then(|s| s.replace((page, tick))) {
+        let Some(slot) = held.pages.get_mut(c) else { return };
+        if let Some(old) = slot.replace((page, tick)) {
             held.bytes -= old.0.bytes();
         }
         held.bytes += bytes;
-        while held.bytes > PAGE_BYTES {
+        while held.bytes > self.budget {
             let victim = held
                 .pages
                 .iter()
@@ -216,17 +223,19 @@ pub(crate) struct PointerPages {
 
 impl PointerPages {
     /// The arrays `atoms` and `edges`, `entries` used of each, pages not
-    /// read yet (see [`AtomicDataZarrReader::read_last_pages`]).
-    pub(super) fn new(atoms: FieldArray, edges: FieldArray, entries: usize) -> PointerPages {
-        Self::of_arrays(Some(atoms), Some(edges), entries)
+    /// read yet (see [`AtomicDataZarrReader::read_last_pages`]), for a
+    /// reader whose chunk cache's budget is `cache_bytes`.
+    pub(super) fn new(atoms: FieldArray, edges: FieldArray, entries: usize, cache_bytes: u64) -> PointerPages {
+        let budget = PAGE_BYTES.max(usize::try_from(cache_bytes / 8).unwrap_or(usize::MAX));
+        Self::of_arrays(Some(atoms), Some(edges), entries, budget)
     }
 
     /// No samples and no arrays (a reader's snapshot before it opens).
     pub(super) fn empty() -> PointerPages {
-        Self::of_arrays(None, None, 1)
+        Self::of_arrays(None, None, 1, PAGE_BYTES)
     }
 
-    fn of_arrays(atoms: Option<FieldArray>, edges: Option<FieldArray>, entries: usize) -> PointerPages {
+    fn of_arrays(atoms: Option<FieldArray>, edges: Option<FieldArray>, entries: usize, budget: usize) -> PointerPages {
         let paged = |rel: &'static str, array: Option<FieldArray>| {
             let page_rows = array.as_ref().map_or(1, |a| usize::try_from(a.chunk_rows.max(1)).unwrap_or(usize::MAX));
             let pages = entries.div_ceil(page_rows);
@@ -238,6 +247,7 @@ impl PointerPages {
                 total: 0,
                 ends: (0..pages).map(|_| [AtomicI64::new(UNKNOWN), AtomicI64::new(UNKNOWN)]).collect(),
                 held: Mutex::new(Held::default()),
+                budget,
             }
         };
         PointerPages { atoms: paged(format::ATOMS_PTR, atoms), edges: paged(format::EDGES_PTR, edges) }

@@ -181,6 +181,7 @@ impl AtomicDataZarrReader {
                 pointer_array(format::ATOMS_PTR, atoms),
                 pointer_array(format::EDGES_PTR, edges),
                 entries,
+                self.cache.budget(),
             ),
             active: None,
             fields: vec![],
