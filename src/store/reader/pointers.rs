@@ -107,12 +107,6 @@ impl Page {
         }
     }
 
-    /// Entries `j` and `j + 1` (`j + 1 < len()`).
-    #[inline]
-    fn pair(&self, j: usize) -> (i64, i64) {
-        (self.get(j), self.get(j + 1))
-    }
-
     /// Bytes held.
     fn bytes(&self) -> usize {
         let offsets = match &self.offsets {
@@ -343,15 +337,8 @@ impl Cursor<'_> {
     /// The rows of physical sample `p` (entries `p` and `p + 1`), checked to
     /// run forwards.
     pub(super) fn rows(&mut self, p: usize) -> Result<Range<u64>> {
-        let rows = self.st.pointers.of(self.level).page_rows;
-        let (c, j) = (p / rows, p % rows);
-        let (a, b) = if j + 1 < rows {
-            let page = self.page_of(c)?;
-            if j + 1 < page.len() { page.pair(j) } else { (page.get(j), self.get(p + 1)?) }
-        } else {
-            let a = self.page_of(c)?.get(j);
-            (a, self.get(p + 1)?)
-        };
+        // The page stays at hand: the second entry rarely needs another.
+        let (a, b) = (self.get(p)?, self.get(p + 1)?);
         if b < a {
             return Err(self.reader.pointers_decrease(self.st, self.level, p, a, b));
         }
@@ -669,9 +656,6 @@ mod tests {
             assert_eq!(page.len(), values.len());
             for (j, &v) in values.iter().enumerate() {
                 assert_eq!(page.get(j), v, "entry {j}");
-                if j + 1 < values.len() {
-                    assert_eq!(page.pair(j), (v, values[j + 1]));
-                }
             }
         }
     }
