@@ -201,7 +201,7 @@
 //! | `all-formats` | off | `sqlite`, `lmdb`, `hdf5` and `xz` together |
 //! | `progress` | off | progress bars on stderr for `with_progress(true)` (the writer, [`InMemoryOptions`]); without it those calls log (`log::info!`) |
 //! | `bench` | off | the I/O benchmark's runner (`atomzarr::bench`; Burn's Flex backend for its `batch` path, tempfile) |
-//! | `train` | off | burn-train and burn-collective, for the training example's `--learner` and `--num-nodes` |
+//! | `train` | off | burn-train, for the training example's `--learner` (one device or data parallel) |
 //! | `cuda` | off | Burn's CUDA backend |
 //! | `wgpu` | off | Burn's wgpu backend (any Vulkan device; Mesa's software lavapipe runs the device tests without a GPU) |
 //! | `testing` | off | store internals and test hooks for the crate's own tests (`AtomicDataZarrWriter::fail_after`, `Error::Injected`); not public API |

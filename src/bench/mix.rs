@@ -338,7 +338,7 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
 /// One pass: the loader's epoch 0 through [`DataLoader::iter_host`] (up to
 /// `plan.len` samples), tallied; with whether it delivered the plan.
 fn read_pass(
-    loader: &DataLoader<burn::backend::Flex, MultiReader>,
+    loader: &DataLoader<MultiReader>,
     multi: &MultiReader,
     plan: &Plan,
     opts: &ReadOptions,
@@ -393,7 +393,7 @@ fn order_step(h: u64, i: usize) -> u64 {
 }
 
 /// The plan of `loader`'s next epoch ([`DataLoader::planned_batches`]).
-fn planned_order(loader: &DataLoader<burn::backend::Flex, MultiReader>, max_samples: Option<usize>) -> Plan {
+fn planned_order(loader: &DataLoader<MultiReader>, max_samples: Option<usize>) -> Plan {
     let planned = loader.planned_batches();
     let total: usize = planned.iter().map(Vec::len).sum();
     let mut plan = Plan { len: 0, hash: ORDER_SEED, whole: false };
@@ -415,12 +415,12 @@ fn mixture_loader(
     multi: &Arc<MultiReader>,
     sampler: &MixSampler,
     opts: &ReadOptions,
-) -> Result<DataLoader<burn::backend::Flex, MultiReader>> {
+) -> Result<DataLoader<MultiReader>> {
     let mut ds = Dataset::from_arc(multi.clone()).with_skip_validation(true);
     if let Some(c) = opts.cutoff {
         ds = ds.with_cutoff(c)?;
     }
-    let builder = DataLoader::<burn::backend::Flex, _>::builder(ds)
+    let builder = DataLoader::builder(ds)
         .with_seed(opts.seed)
         .with_prefetch_factor(opts.prefetch())
         .with_pin_memory(opts.pin_memory)
@@ -429,7 +429,7 @@ fn mixture_loader(
         MixSampler::Samples(s) => builder.with_batch_size(opts.batch_size).with_sampler(s.clone()),
         MixSampler::Batches(s) => builder.with_batch_sampler(s.clone()),
     };
-    builder.build(&burn::backend::flex::FlexDevice)
+    builder.build(&burn::tensor::Device::flex())
 }
 
 /// What the sampler promises per store, and how the loader draws each.

@@ -332,7 +332,6 @@ fn read_loader(
     opts: &ReadOptions,
     pb: &Progress,
 ) -> Result<Tally> {
-    type B = burn::backend::Flex;
     // Delivered bytes are counted in the store's dtypes (element count times
     // the stored element size), so they compare with raw_bytes whatever
     // element types the backend's tensors use.
@@ -342,8 +341,8 @@ fn read_loader(
     if let Some(c) = opts.cutoff {
         ds = ds.with_cutoff(c)?;
     }
-    let device = burn::backend::flex::FlexDevice;
-    let mut builder = DataLoader::<B, _>::builder(ds)
+    let device = burn::tensor::Device::flex();
+    let mut builder = DataLoader::builder(ds)
         .with_batch_size(opts.batch_size)
         .with_prefetch_factor(opts.prefetch())
         .with_pin_memory(opts.pin_memory);
@@ -357,7 +356,7 @@ fn read_loader(
     let mut tally = Tally::new(reader.len(), opts.checksum);
     let mut k = 0;
     for batch in loader.iter() {
-        let batch: AtomicBatch<B> = batch?;
+        let batch: AtomicBatch = batch?;
         for &i in &batch.indices {
             tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
             k += 1;
@@ -378,8 +377,8 @@ fn read_loader(
 
 /// What a device batch holds, read back to the host in the store's dtypes
 /// (the batch may hold int64 fields as int32, half floats as float32).
-fn batch_to_host<B: burn::tensor::backend::Backend>(
-    batch: &AtomicBatch<B>,
+fn batch_to_host(
+    batch: &AtomicBatch,
     schema: &BTreeMap<String, (Level, DType, Vec<usize>)>,
 ) -> Result<CollatedBatch> {
     use crate::BatchData;
@@ -389,8 +388,8 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
         field: what.to_string(),
         reason: format!("reading back: {e:?}"),
     };
-    let ints = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>, what: &str| {
-        t.to_data().convert::<i64>().to_vec::<i64>().map_err(|e| bad(what, e))
+    let ints = |t: &burn::tensor::Tensor<1, burn::tensor::Int>, what: &str| {
+        t.to_data().try_into_vec_as::<i64>().map_err(|e| bad(what, e))
     };
     let mut out = CollatedBatch {
         indices: batch.indices.clone(),
@@ -406,7 +405,7 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
             reason: "not in the store".into(),
         })?;
         let data = match &f.data {
-            BatchData::Bool(t) => HostData::Bool(t.to_data().to_vec::<bool>().map_err(|e| bad(name, e))?),
+            BatchData::Bool(t) => HostData::Bool(t.to_data().try_into_vec_as::<bool>().map_err(|e| bad(name, e))?),
             BatchData::Int(t) => {
                 let v = ints(t, name)?;
                 // Each value came from `dtype`, so the casts give it back.
@@ -424,9 +423,9 @@ fn batch_to_host<B: burn::tensor::backend::Backend>(
             BatchData::Float(t) => {
                 let d = t.to_data();
                 match dtype {
-                    DType::Float64 => HostData::Float64(d.convert::<f64>().to_vec::<f64>().map_err(|e| bad(name, e))?),
+                    DType::Float64 => HostData::Float64(d.try_into_vec_as::<f64>().map_err(|e| bad(name, e))?),
                     other => {
-                        let v = d.convert::<f32>().to_vec::<f32>().map_err(|e| bad(name, e))?;
+                        let v = d.try_into_vec_as::<f32>().map_err(|e| bad(name, e))?;
                         match other {
                             DType::Float16 => HostData::Float16(v.iter().map(|&x| f16::from_f32(x)).collect()),
                             DType::BFloat16 => HostData::BFloat16(v.iter().map(|&x| bf16::from_f32(x)).collect()),

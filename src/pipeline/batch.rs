@@ -6,14 +6,14 @@
 //! graph of atom `v`; `atoms_ptr` / `edges_ptr` are the `[B+1]` CSR offsets.
 //!
 //! ```
-//! use burn::backend::Flex;
+//! use burn::tensor::Device;
 //! use burn::data::dataloader::batcher::Batcher;
 //! use atomzarr::{AtomicBatch, AtomicBatcher, AtomicData};
 //! let a = AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.7, 0.0, 0.0]]).unwrap()
 //!     .with_neighbor_list(vec![[0, 1], [1, 0]], None).unwrap().with_energy(-1.0);
 //! let b = AtomicData::new(vec![8], vec![[0.0; 3]]).unwrap()
 //!     .with_neighbor_list(vec![], None).unwrap().with_energy(-2.0);
-//! let batch: AtomicBatch<Flex> = AtomicBatcher::default().batch(vec![a, b.clone(), b], &Default::default());
+//! let batch: AtomicBatch = AtomicBatcher::default().batch(vec![a, b.clone(), b], &Device::flex());
 //! assert_eq!(batch.num_graphs, 3);
 //! assert_eq!(batch.graph_index.to_data().to_vec::<i32>().unwrap(), vec![0, 0, 1, 2]);
 //! assert_eq!(batch.energy().unwrap().dims(), [3, 1]);
@@ -22,8 +22,7 @@
 use std::collections::BTreeMap;
 
 use burn::data::dataloader::batcher::Batcher;
-use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, HostData, Level, StringField};
@@ -33,13 +32,13 @@ use crate::pipeline::stage::{self, Kind};
 
 /// A field's tensor, flat over all elements, by element kind.
 #[derive(Debug, Clone)]
-pub enum BatchData<B: Backend> {
+pub enum BatchData {
     /// Floating point fields (in the backend's float type).
-    Float(Tensor<B, 1>),
+    Float(Tensor<1>),
     /// Integer fields (in the backend's int type).
-    Int(Tensor<B, 1, Int>),
+    Int(Tensor<1, Int>),
     /// Boolean fields.
-    Bool(Tensor<B, 1, Bool>),
+    Bool(Tensor<1, Bool>),
 }
 
 /// Fields read back to the host by [`AtomicBatch::to_host_f64`]: by name,
@@ -48,18 +47,18 @@ pub type HostFields = BTreeMap<String, (Vec<usize>, Vec<f64>)>;
 
 /// One field of a device batch.
 #[derive(Debug, Clone)]
-pub struct BatchField<B: Backend> {
+pub struct BatchField {
     /// Atom, edge or system.
     pub level: Level,
     /// Full shape `[rows, trailing...]`.
     pub shape: Vec<usize>,
     /// The data, flat.
-    pub data: BatchData<B>,
+    pub data: BatchData,
 }
 
 /// A batch of atomic structures on a device, as one disjoint graph.
 #[derive(Debug, Clone)]
-pub struct AtomicBatch<B: Backend> {
+pub struct AtomicBatch {
     /// Graphs (samples) in the batch.
     pub num_graphs: usize,
     /// Total atoms `V`.
@@ -67,18 +66,18 @@ pub struct AtomicBatch<B: Backend> {
     /// Total edges `E`.
     pub num_edges: usize,
     /// `[V]` graph of each atom.
-    pub graph_index: Tensor<B, 1, Int>,
+    pub graph_index: Tensor<1, Int>,
     /// `[B+1]` atom offsets.
-    pub atoms_ptr: Tensor<B, 1, Int>,
+    pub atoms_ptr: Tensor<1, Int>,
     /// `[B+1]` edge offsets.
-    pub edges_ptr: Tensor<B, 1, Int>,
+    pub edges_ptr: Tensor<1, Int>,
     /// `atoms_ptr` on the host, for shaping work per graph without reading
     /// the device.
     pub host_atoms_ptr: Vec<i64>,
     /// `edges_ptr` on the host.
     pub host_edges_ptr: Vec<i64>,
     /// Every field by name.
-    pub fields: BTreeMap<String, BatchField<B>>,
+    pub fields: BTreeMap<String, BatchField>,
     /// Logical indices of the samples, in batch order (host side).
     pub indices: Vec<usize>,
     /// String labels (`config_type`, `mp_id`, ...), host side: one value per
@@ -87,8 +86,8 @@ pub struct AtomicBatch<B: Backend> {
 }
 
 /// The dtype `device` creates int tensors in.
-pub(crate) fn device_int_dtype<B: Backend>(device: &B::Device) -> burn::tensor::DType {
-    stage::device_dtype(&stage::settings::<B>(device), Kind::Int)
+pub(crate) fn device_int_dtype(device: &Device) -> burn::tensor::DType {
+    stage::device_dtype(&stage::settings(device), Kind::Int)
 }
 
 /// `graph_index` (the graph of each atom) from the atom offsets, in int32
@@ -163,9 +162,9 @@ fn split(batch: CollatedBatch, settings: &burn::tensor::DeviceSettings) -> (Layo
 impl Layout {
     /// Creates the tensors on `device` from their data (in [`HostParts`]
     /// order, each already in its device dtype).
-    fn upload<B: Backend>(self, tensors: Vec<TensorData>, device: &B::Device) -> Result<AtomicBatch<B>> {
+    fn upload(self, tensors: Vec<TensorData>, device: &Device) -> Result<AtomicBatch> {
         let mut it = tensors.into_iter();
-        let mut next_int = |name: &str| -> Result<Tensor<B, 1, Int>> {
+        let mut next_int = |name: &str| -> Result<Tensor<1, Int>> {
             let d = it.next().ok_or_else(|| Error::Device { field: name.into(), reason: "no tensor data".into() })?;
             Ok(Tensor::from_data(d, device))
         };
@@ -199,16 +198,16 @@ impl Layout {
 
 /// Reads a device tensor back to the host (an error, never empty data, when
 /// the device cannot).
-fn read_back<B: Backend, const D: usize, K: burn::tensor::BasicOps<B>>(
+fn read_back<const D: usize, K: burn::tensor::kind::Basic>(
     name: &str,
-    t: &Tensor<B, D, K>,
+    t: &Tensor<D, K>,
 ) -> Result<TensorData> {
     t.clone()
         .try_into_data()
         .map_err(|e| Error::Device { field: name.to_string(), reason: format!("read-back failed: {e:?}") })
 }
 
-impl<B: Backend> AtomicBatch<B> {
+impl AtomicBatch {
     /// Moves a host batch to `device`, every field in the device's dtype for
     /// its kind (float, int, bool), converted on the host so that
     /// `Tensor::from_data` converts nothing. With `pin`, the buffers go
@@ -219,11 +218,11 @@ impl<B: Backend> AtomicBatch<B> {
     /// # Errors
     /// [`Error::Device`] naming the field and element for a value the device
     /// dtype cannot hold (an int64 index beyond int32).
-    pub fn from_collated(batch: CollatedBatch, device: &B::Device, pin: bool) -> Result<AtomicBatch<B>> {
+    pub fn from_collated(batch: CollatedBatch, device: &Device, pin: bool) -> Result<AtomicBatch> {
         if pin {
-            return Self::from_collated_staged(batch, device, |datas| B::staging(datas.iter_mut(), device));
+            return Self::from_collated_staged(batch, device, |datas| device.staging(datas.iter_mut()));
         }
-        let (layout, parts, home) = split(batch, &stage::settings::<B>(device));
+        let (layout, parts, home) = split(batch, &stage::settings(device));
         let tensors = parts
             .into_iter()
             .map(|(name, data, dtype)| stage::host_tensor_data(&name, data, dtype, &home))
@@ -232,7 +231,7 @@ impl<B: Backend> AtomicBatch<B> {
     }
 
     /// As [`from_collated`](Self::from_collated) with pinning, `stage`
-    /// standing in for Burn's `Backend::staging`: it is handed every buffer
+    /// standing in for Burn's `Device::staging`: it is handed every buffer
     /// of the batch, each announcing the device's dtype, and may swap each
     /// for a buffer of its own after filling it with the buffer's
     /// `Bytes::copy_into` (which writes the converted values), as `staging`
@@ -241,12 +240,12 @@ impl<B: Backend> AtomicBatch<B> {
     /// allocate yourself, or to observe the buffers the device copies from.
     ///
     /// ```
-    /// use burn::backend::Flex;
+    /// use burn::tensor::Device;
     /// use atomzarr::{AtomicBatch, AtomicData, CollatedBatch};
     /// let s = AtomicData::new(vec![8, 1], vec![[0.0; 3]; 2]).unwrap().with_pbc([true, false, true]);
     /// let host = CollatedBatch::from_samples(&[0], &[s]).unwrap();
     /// let mut seen = Vec::new();
-    /// let batch = AtomicBatch::<Flex>::from_collated_staged(host, &Default::default(), |datas| {
+    /// let batch = AtomicBatch::from_collated_staged(host, &Device::flex(), |datas| {
     ///     seen = datas.iter().map(|d| d.dtype).collect();
     /// })
     /// .unwrap();
@@ -258,10 +257,10 @@ impl<B: Backend> AtomicBatch<B> {
     /// As [`from_collated`](Self::from_collated).
     pub fn from_collated_staged(
         batch: CollatedBatch,
-        device: &B::Device,
+        device: &Device,
         stage: impl FnOnce(&mut [TensorData]),
-    ) -> Result<AtomicBatch<B>> {
-        let (layout, parts, home) = split(batch, &stage::settings::<B>(device));
+    ) -> Result<AtomicBatch> {
+        let (layout, parts, home) = split(batch, &stage::settings(device));
         let (mut datas, rest): (Vec<TensorData>, Vec<stage::Staged>) = parts
             .into_iter()
             .map(|(name, data, dtype)| stage::prepare(&name, data, dtype, &home))
@@ -275,14 +274,14 @@ impl<B: Backend> AtomicBatch<B> {
 
     /// A field's data and its shape as a rank-`D` array (`None` if absent or
     /// of another rank).
-    fn shaped<const D: usize>(&self, name: &str) -> Option<(&BatchData<B>, [usize; D])> {
+    fn shaped<const D: usize>(&self, name: &str) -> Option<(&BatchData, [usize; D])> {
         let f = self.fields.get(name)?;
         Some((&f.data, f.shape.clone().try_into().ok()?))
     }
 
     /// A float field reshaped to its full shape of rank `D` (`None` if
     /// absent, not float, or of another rank).
-    pub fn float<const D: usize>(&self, name: &str) -> Option<Tensor<B, D>> {
+    pub fn float<const D: usize>(&self, name: &str) -> Option<Tensor<D>> {
         match self.shaped::<D>(name)? {
             (BatchData::Float(t), shape) => Some(t.clone().reshape(shape)),
             _ => None,
@@ -290,7 +289,7 @@ impl<B: Backend> AtomicBatch<B> {
     }
 
     /// An integer field reshaped to rank `D`.
-    pub fn int<const D: usize>(&self, name: &str) -> Option<Tensor<B, D, Int>> {
+    pub fn int<const D: usize>(&self, name: &str) -> Option<Tensor<D, Int>> {
         match self.shaped::<D>(name)? {
             (BatchData::Int(t), shape) => Some(t.clone().reshape(shape)),
             _ => None,
@@ -298,7 +297,7 @@ impl<B: Backend> AtomicBatch<B> {
     }
 
     /// A bool field reshaped to rank `D`.
-    pub fn bool<const D: usize>(&self, name: &str) -> Option<Tensor<B, D, Bool>> {
+    pub fn bool<const D: usize>(&self, name: &str) -> Option<Tensor<D, Bool>> {
         match self.shaped::<D>(name)? {
             (BatchData::Bool(t), shape) => Some(t.clone().reshape(shape)),
             _ => None,
@@ -319,8 +318,8 @@ impl<B: Backend> AtomicBatch<B> {
                     BatchData::Int(t) => read_back(name, t)?,
                     BatchData::Bool(t) => read_back(name, t)?,
                 };
-                let dtype = data.dtype;
-                let v = data.convert::<f64>().into_vec::<f64>().map_err(|e| Error::Device {
+                let dtype = data.dtype();
+                let v = data.try_into_vec_as::<f64>().map_err(|e| Error::Device {
                     field: name.clone(),
                     reason: format!("{dtype:?} data does not read back as f64: {e:?}"),
                 })?;
@@ -330,58 +329,58 @@ impl<B: Backend> AtomicBatch<B> {
     }
 
     /// `positions` `[V, 3]`.
-    pub fn positions(&self) -> Option<Tensor<B, 2>> {
+    pub fn positions(&self) -> Option<Tensor<2>> {
         self.float("positions")
     }
     /// `atomic_numbers` `[V]`.
-    pub fn atomic_numbers(&self) -> Option<Tensor<B, 1, Int>> {
+    pub fn atomic_numbers(&self) -> Option<Tensor<1, Int>> {
         self.int("atomic_numbers")
     }
     /// `neighbor_list` `[E, 2]`, batch-local atom indices.
-    pub fn neighbor_list(&self) -> Option<Tensor<B, 2, Int>> {
+    pub fn neighbor_list(&self) -> Option<Tensor<2, Int>> {
         self.int(NEIGHBOR_LIST)
     }
     /// `shifts` `[E, 3]`.
-    pub fn shifts(&self) -> Option<Tensor<B, 2>> {
+    pub fn shifts(&self) -> Option<Tensor<2>> {
         self.float("shifts")
     }
     /// `forces` `[V, 3]`.
-    pub fn forces(&self) -> Option<Tensor<B, 2>> {
+    pub fn forces(&self) -> Option<Tensor<2>> {
         self.float("forces")
     }
     /// `velocities` `[V, 3]`.
-    pub fn velocities(&self) -> Option<Tensor<B, 2>> {
+    pub fn velocities(&self) -> Option<Tensor<2>> {
         self.float("velocities")
     }
     /// `energy` `[B, 1]`.
-    pub fn energy(&self) -> Option<Tensor<B, 2>> {
+    pub fn energy(&self) -> Option<Tensor<2>> {
         self.float("energy")
     }
     /// `cell` `[B, 3, 3]`.
-    pub fn cell(&self) -> Option<Tensor<B, 3>> {
+    pub fn cell(&self) -> Option<Tensor<3>> {
         self.float("cell")
     }
     /// `pbc` `[B, 3]`.
-    pub fn pbc(&self) -> Option<Tensor<B, 2, Bool>> {
+    pub fn pbc(&self) -> Option<Tensor<2, Bool>> {
         self.bool("pbc")
     }
     /// `stress` `[B, 3, 3]`.
-    pub fn stress(&self) -> Option<Tensor<B, 3>> {
+    pub fn stress(&self) -> Option<Tensor<3>> {
         self.float("stress")
     }
     /// `charges` `[V]`.
-    pub fn charges(&self) -> Option<Tensor<B, 1>> {
+    pub fn charges(&self) -> Option<Tensor<1>> {
         self.float("charges")
     }
     /// A string label's values, one per graph (system labels) or per atom
     /// (atom labels): for per-config weights, splits and logging.
     ///
     /// ```
-    /// use burn::backend::Flex;
+    /// use burn::tensor::Device;
     /// use atomzarr::{AtomicBatch, AtomicBatcher, AtomicData};
     /// let a = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_string("config_type", "atom");
     /// let b = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2]).unwrap().with_string("config_type", "dimer");
-    /// let batch: AtomicBatch<Flex> = AtomicBatcher::default().try_batch(&[a, b], &Default::default()).unwrap();
+    /// let batch: AtomicBatch = AtomicBatcher::default().try_batch(&[a, b], &Device::flex()).unwrap();
     /// assert_eq!(batch.strings("config_type").unwrap(), ["atom", "dimer"]);
     /// ```
     pub fn strings(&self, name: &str) -> Option<&[String]> {
@@ -409,17 +408,17 @@ impl AtomicBatcher {
     /// [`Error::InvalidInput`] or [`Error::NeighborIndex`] as
     /// [`CollatedBatch::fill_from_samples`]; [`Error::Device`] as
     /// [`AtomicBatch::from_collated`].
-    pub fn try_batch<B: Backend>(&self, items: &[AtomicData], device: &B::Device) -> Result<AtomicBatch<B>> {
+    pub fn try_batch(&self, items: &[AtomicData], device: &Device) -> Result<AtomicBatch> {
         let idx: Vec<usize> = (0..items.len()).collect();
         AtomicBatch::from_collated(CollatedBatch::from_samples(&idx, items)?, device, self.pin_memory)
     }
 }
 
-impl<B: Backend> Batcher<B, AtomicData, AtomicBatch<B>> for AtomicBatcher {
+impl Batcher<AtomicData, AtomicBatch> for AtomicBatcher {
     /// Burn's trait cannot return an error: samples that disagree in fields,
     /// dtypes or trailing shapes stop with a message saying which (use
     /// [`AtomicBatcher::try_batch`] to get the error instead).
-    fn batch(&self, items: Vec<AtomicData>, device: &B::Device) -> AtomicBatch<B> {
+    fn batch(&self, items: Vec<AtomicData>, device: &Device) -> AtomicBatch {
         match self.try_batch(&items, device) {
             Ok(b) => b,
             Err(e) => panic!("AtomicBatcher: cannot batch these samples: {e}"),
@@ -427,11 +426,31 @@ impl<B: Backend> Batcher<B, AtomicData, AtomicBatch<B>> for AtomicBatcher {
     }
 }
 
-impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
+/// The batcher for Burn's own loaders where a bad batch should reach the
+/// training loop as an error rather than stop the program: a
+/// `DataLoaderBuilder::new(AtomicBatcher::default())` whose output type is
+/// `atomzarr::Result<AtomicBatch>` yields each batch's error as a value.
+///
+/// ```
+/// use burn::data::dataloader::batcher::Batcher;
+/// use burn::tensor::Device;
+/// use atomzarr::{AtomicBatcher, AtomicData};
+/// let a = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap().with_energy(1.0);
+/// let b = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap(); // no energy
+/// let r: atomzarr::Result<atomzarr::AtomicBatch> = AtomicBatcher::default().batch(vec![a, b], &Device::flex());
+/// assert!(r.is_err());
+/// ```
+impl Batcher<AtomicData, Result<AtomicBatch>> for AtomicBatcher {
+    fn batch(&self, items: Vec<AtomicData>, device: &Device) -> Result<AtomicBatch> {
+        self.try_batch(&items, device)
+    }
+}
+
+impl Batcher<CollatedBatch, AtomicBatch> for AtomicBatcher {
     /// Uploads each host batch; several are concatenated into one graph.
     /// Burn's trait cannot return an error: a batch that cannot be split or
     /// uploaded stops with a message saying why.
-    fn batch(&self, mut items: Vec<CollatedBatch>, device: &B::Device) -> AtomicBatch<B> {
+    fn batch(&self, mut items: Vec<CollatedBatch>, device: &Device) -> AtomicBatch {
         let one = if items.len() == 1 {
             items.pop().ok_or_else(|| Error::Internal("no host batch".into()))
         } else {
@@ -454,4 +473,4 @@ impl<B: Backend> Batcher<B, CollatedBatch, AtomicBatch<B>> for AtomicBatcher {
 }
 
 /// A transform applied to each device batch, in order, before it is yielded.
-pub type BatchTransform<B> = std::sync::Arc<dyn Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync>;
+pub type BatchTransform = std::sync::Arc<dyn Fn(AtomicBatch) -> Result<AtomicBatch> + Send + Sync>;

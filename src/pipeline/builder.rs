@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use burn::tensor::backend::Backend;
+use burn::tensor::Device;
 
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
@@ -17,9 +17,9 @@ use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset};
 use crate::sampler::{BatchSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, SequentialSampler};
 use crate::source::Reader;
 
-impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
+impl<R: Reader + 'static> DataLoader<R> {
     /// Starts a builder over `dataset`.
-    pub fn builder(dataset: Dataset<R>) -> DataLoaderBuilder<B, R> {
+    pub fn builder(dataset: Dataset<R>) -> DataLoaderBuilder<R> {
         DataLoaderBuilder {
             dataset,
             batch_size: None,
@@ -42,7 +42,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
 }
 
 /// Builder of a [`DataLoader`]; see the field docs of each method.
-pub struct DataLoaderBuilder<B: Backend, R: Reader> {
+pub struct DataLoaderBuilder<R: Reader> {
     pub(super) dataset: Dataset<R>,
     pub(super) batch_size: Option<usize>,
     pub(super) shuffle: bool,
@@ -58,12 +58,12 @@ pub struct DataLoaderBuilder<B: Backend, R: Reader> {
     pub(super) pin_memory: bool,
     pub(super) use_streams: bool,
     pub(super) num_streams: Option<usize>,
-    pub(super) batch_transforms: Vec<BatchTransform<B>>,
+    pub(super) batch_transforms: Vec<BatchTransform>,
     pub(super) world: (usize, usize),
     pub(super) int64: bool,
 }
 
-impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
+impl<R: Reader + 'static> DataLoaderBuilder<R> {
     /// Samples per batch (default 1). Not allowed with `batch_sampler`.
     pub fn with_batch_size(mut self, n: usize) -> Self {
         self.batch_size = Some(n);
@@ -223,7 +223,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// Adds a per-batch transform.
     pub fn with_batch_transform(
         mut self,
-        f: impl Fn(AtomicBatch<B>) -> Result<AtomicBatch<B>> + Send + Sync + 'static,
+        f: impl Fn(AtomicBatch) -> Result<AtomicBatch> + Send + Sync + 'static,
     ) -> Self {
         self.batch_transforms.push(Arc::new(f));
         self
@@ -276,16 +276,16 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use burn::backend::Flex;
+    /// use burn::tensor::Device;
     /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, Error, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("b.zarr");
     /// let s = AtomicData::new(vec![1], vec![[0.0; 3]]).unwrap();
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&[s])?;
     /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
-    /// let no_streams = DataLoader::<Flex, _>::builder(ds.clone()).with_num_streams(2).build(&Default::default());
+    /// let no_streams = DataLoader::builder(ds.clone()).with_num_streams(2).build(&Device::flex());
     /// assert!(matches!(no_streams, Err(Error::Config(_))));
-    /// DataLoader::<Flex, _>::builder(ds).with_use_streams(true).with_num_streams(2).build(&Default::default())?;
+    /// DataLoader::builder(ds).with_use_streams(true).with_num_streams(2).build(&Device::flex())?;
     /// # Ok(()) }
     /// ```
     ///
@@ -294,7 +294,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
     /// `with_num_streams(0)`, `with_num_workers(0)`, `with_batch_size(0)`,
     /// `rank >= world_size`, or a batch sampler with a sampler, `shuffle`,
     /// `batch_size` or `drop_last`.
-    pub fn build(self, device: &B::Device) -> Result<DataLoader<B, R>> {
+    pub fn build(self, device: &Device) -> Result<DataLoader<R>> {
         Error::check_at_least_one("num_streams", self.num_streams.unwrap_or(1))?;
         let num_streams = match (self.num_streams, self.use_streams) {
             (Some(n), false) => {
@@ -307,7 +307,7 @@ impl<B: Backend, R: Reader + 'static> DataLoaderBuilder<B, R> {
         };
         // Int tensors on an int32 device: the reader narrows int64 fields
         // while it copies rows, so building the device batch converts nothing.
-        let int32 = !self.int64 && crate::pipeline::device_int_dtype::<B>(device) == burn::tensor::DType::I32;
+        let int32 = !self.int64 && crate::pipeline::device_int_dtype(device) == burn::tensor::DType::I32;
         let dataset =
             self.dataset.with_collate_options(CollateOptions::default().with_narrow_int64(int32)).with_own_skip_count();
         Error::check_at_least_one("num_workers", self.num_workers.unwrap_or(1))?;

@@ -28,6 +28,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use burn::data::dataset::DatasetError;
+
 use super::reads::ReadCtx;
 pub use super::reads::{ErrorPolicy, Transform};
 use crate::data::AtomicData;
@@ -358,42 +360,71 @@ impl<R: Reader + 'static> Dataset<R> {
     }
 }
 
+/// Burn's `Dataset`: errors are Burn's `DatasetError` wrapping the typed
+/// [`Error`] (it names the store, array and sample); nothing panics, an
+/// index past the end included.
+///
+/// `get_many`, which Burn's `BatchDataLoader` calls with each batch's
+/// indices, is one fused read of them (the reader's chunk-planned batch
+/// path), split into samples for Burn's batcher.
+///
+/// ```
+/// # fn main() -> atomzarr::Result<()> {
+/// use burn::data::dataset::Dataset as _;
+/// use atomzarr::{Dataset, InMemoryReader};
+/// let ds = Dataset::new(InMemoryReader::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?);
+/// let two = ds.get_many(vec![3, 1]).unwrap();
+/// assert_eq!(two[1], ds.get(1).unwrap());
+/// assert!(ds.get(4).is_err()); // out of range: an error naming the reader
+/// # Ok(()) }
+/// ```
 impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R> {
-    /// The sample (validated unless skipped, transformed, and its neighbor
-    /// indices checked as a batch would), or `None` past the end. Burn's
-    /// trait cannot carry an error and Burn's loader ends an epoch at the
-    /// first `None`, so an error is never `None`: under
-    /// [`ErrorPolicy::Fail`] it panics with the typed error's message; under
-    /// [`ErrorPolicy::Skip`] a bad sample is replaced by the next good one
-    /// (see [`ErrorPolicy`]). Use [`Dataset::get_sample`] to get the error.
-    fn get(&self, index: usize) -> Option<AtomicData> {
-        let len = self.read.reader.len();
-        if index >= len {
-            return None;
-        }
+    /// The sample, validated unless skipped, transformed, and its neighbor
+    /// indices checked as a batch would. Under [`ErrorPolicy::Skip`] a bad
+    /// sample is replaced by the next good one (see [`ErrorPolicy`]), since
+    /// Burn's loaders stop at an error.
+    fn get(&self, index: usize) -> std::result::Result<AtomicData, DatasetError> {
+        self.burn_get(index).map_err(DatasetError::new)
+    }
+
+    /// The samples at `indexes`, in their order, through one fused read
+    /// (under [`ErrorPolicy::Skip`], bad samples are left out).
+    fn get_many(&self, indexes: Vec<usize>) -> std::result::Result<Vec<AtomicData>, DatasetError> {
+        let batch = self.load_batches(&[indexes]).map_err(DatasetError::new)?;
+        batch.iter().map(CollatedBatch::to_samples).try_fold(Vec::new(), |mut all, s| {
+            all.extend(s.map_err(DatasetError::new)?);
+            Ok(all)
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.read.reader.len()
+    }
+}
+
+impl<R: Reader + 'static> Dataset<R> {
+    /// Burn's `get` under the error policy.
+    fn burn_get(&self, index: usize) -> Result<AtomicData> {
         let ctx = &self.read;
         let e = match ctx.checked_sample(index) {
-            Ok(s) => return Some(s),
+            Ok(s) => return Ok(s),
             Err(e) => e,
         };
         if self.read.policy != ErrorPolicy::Skip || !e.is_sample_error() {
-            panic!("atomzarr Dataset: {e}");
+            return Err(e);
         }
+        let len = self.read.reader.len();
         log::warn!("atomzarr: skipping sample {index} of {}: {e}", self.read.reader.name());
         self.read.skipped.fetch_add(1, Ordering::Relaxed);
         for step in 1..len {
             let i = (index + step) % len;
             match ctx.checked_sample(i) {
-                Ok(s) => return Some(s),
+                Ok(s) => return Ok(s),
                 Err(e) if e.is_sample_error() => continue,
-                Err(e) => panic!("atomzarr Dataset: {e}"),
+                Err(e) => return Err(e),
             }
         }
-        panic!("atomzarr Dataset: every sample of {} is bad (the first: {e})", self.read.reader.name());
-    }
-
-    fn len(&self) -> usize {
-        self.read.reader.len()
+        Err(Error::invalid(self.read.reader.name(), format!("every sample is bad (the first: {e})")))
     }
 }
 

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! # fn main() -> atomzarr::Result<()> {
-//! use burn::backend::Flex;
+//! use burn::tensor::Device;
 //! use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, ZarrWriteConfig};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("l.zarr");
@@ -26,7 +26,7 @@
 //!     .collect();
 //! AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
 //! let ds = Dataset::new(AtomicDataZarrReader::open(&path)?).with_skip_validation(true);
-//! let loader = DataLoader::<Flex, _>::builder(ds).with_batch_size(4).with_shuffle(true).with_seed(1).with_prefetch_factor(2).build(&Default::default())?;
+//! let loader = DataLoader::builder(ds).with_batch_size(4).with_shuffle(true).with_seed(1).with_prefetch_factor(2).build(&Device::flex())?;
 //! assert_eq!(loader.len(), 3);
 //! let mut seen = vec![];
 //! for batch in loader.iter() {
@@ -41,7 +41,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
-use burn::tensor::backend::Backend;
+use burn::data::dataset::DatasetError;
+use burn::tensor::Device;
 
 use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
@@ -79,7 +80,7 @@ impl LoaderStats {
 /// [`set_epoch`](Self::set_epoch), [`load_state`](Self::load_state) and
 /// [`state`](Self::state) on the user's handle see and steer the loader a
 /// burn-train `Learner` iterates.
-pub struct DataLoader<B: Backend, R: Reader> {
+pub struct DataLoader<R: Reader> {
     pub(super) dataset: Dataset<R>,
     /// The background reads (a pool and queue per device copy and slice).
     pub(super) prefetch: Prefetcher,
@@ -98,18 +99,18 @@ pub struct DataLoader<B: Backend, R: Reader> {
     pub(super) prefetch_factor: usize,
     pub(super) pin_memory: bool,
     pub(super) num_streams: usize,
-    pub(super) batch_transforms: Vec<BatchTransform<B>>,
-    pub(super) device: B::Device,
+    pub(super) batch_transforms: Vec<BatchTransform>,
+    pub(super) device: Device,
     pub(super) clock: Arc<Mutex<Clock>>,
     pub(super) cursor: Arc<Mutex<Cursor>>,
     /// Counts of the last plan of a batch sampler, whose counts need one.
     pub(super) plan_cache: Arc<Mutex<Option<PlanCounts>>>,
     /// The upload threads (with `use_streams`), started by the first
     /// `iter()` and shared by clones on the same device.
-    pub(super) uploader: Arc<OnceLock<std::result::Result<Arc<Uploader<B>>, String>>>,
+    pub(super) uploader: Arc<OnceLock<std::result::Result<Arc<Uploader>, String>>>,
 }
 
-impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
+impl<R: Reader> Clone for DataLoader<R> {
     fn clone(&self) -> Self {
         DataLoader {
             dataset: self.dataset.clone(),
@@ -133,7 +134,7 @@ impl<B: Backend, R: Reader> Clone for DataLoader<B, R> {
     }
 }
 
-impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
+impl<R: Reader + 'static> DataLoader<R> {
     /// Counters: samples skipped under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip) by this loader
     /// (and its clones, which share its dataset).
     pub fn stats(&self) -> LoaderStats {
@@ -221,8 +222,8 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// Waits until the uploads this loader started have reached the device
     /// (with `use_streams`, each upload thread's stream; without, nothing to
     /// wait for: uploads run on the caller's thread, whose stream Burn's
-    /// `Backend::sync` waits on). Time an epoch of uploads with this and
-    /// `Backend::sync` on the training thread.
+    /// `Device::sync` waits on). Time an epoch of uploads with this and
+    /// `Device::sync` on the training thread.
     ///
     /// # Errors
     /// [`Error::Background`] when the upload threads could not start or one
@@ -237,7 +238,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
 
     /// The upload threads, started on first use (`None` without
     /// `use_streams`).
-    fn uploader(&self) -> Option<Result<Arc<Uploader<B>>>> {
+    fn uploader(&self) -> Option<Result<Arc<Uploader>>> {
         if self.num_streams == 0 {
             return None;
         }
@@ -259,7 +260,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// `Err` once, then the iterator ends. Dropping the iterator cancels the
     /// reads that have not started; a read already running finishes in the
     /// background and its result is dropped.
-    pub fn iter(&self) -> LoaderIter<B, R> {
+    pub fn iter(&self) -> LoaderIter<R> {
         self.start(Destination::Device)
     }
 
@@ -273,14 +274,14 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use burn::backend::Flex;
+    /// use burn::tensor::Device;
     /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, HostData, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("h.zarr");
     /// let samples: Vec<AtomicData> = (1..=5).map(|n| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap()).collect();
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
     /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
-    /// let loader = DataLoader::<Flex, _>::builder(ds).with_batch_size(2).with_int64(true).build(&Default::default())?;
+    /// let loader = DataLoader::builder(ds).with_batch_size(2).with_int64(true).build(&Device::flex())?;
     /// let batches: Vec<_> = loader.iter_host().collect::<atomzarr::Result<_>>()?;
     /// assert_eq!(batches.iter().map(|b| b.num_graphs()).collect::<Vec<_>>(), [2, 2, 1]);
     /// assert!(matches!(batches[0].fields["atomic_numbers"].data, HostData::Int64(_)));
@@ -290,7 +291,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     /// Device-batch transforms ([`with_batch_transform`](crate::DataLoaderBuilder::with_batch_transform))
     /// run on device batches only: with any, the first item is an
     /// [`Error::Config`].
-    pub fn iter_host(&self) -> HostIter<B, R> {
+    pub fn iter_host(&self) -> HostIter<R> {
         let mut inner = self.start(Destination::Host);
         if !inner.to_device.transforms.is_empty() {
             inner.failed = Some(Error::Config("device-batch transforms cannot run on host batches".into()));
@@ -299,7 +300,7 @@ impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
     }
 
     /// One epoch's iterator, its batches bound for `dest`.
-    fn start(&self, dest: Destination) -> LoaderIter<B, R> {
+    fn start(&self, dest: Destination) -> LoaderIter<R> {
         let clock = *lock(&self.clock);
         let (batches, total, id, epoch) = {
             let mut c = lock(&self.cursor);
@@ -373,27 +374,27 @@ enum Destination {
 }
 
 /// How an epoch's host batches become device batches.
-struct ToDevice<B: Backend> {
-    device: B::Device,
+struct ToDevice {
+    device: Device,
     pin_memory: bool,
-    transforms: Vec<BatchTransform<B>>,
+    transforms: Vec<BatchTransform>,
     /// The loader's upload threads (`None`: device batches are built on
     /// the consumer thread, or the epoch stays on the host).
-    uploader: Option<Arc<Uploader<B>>>,
+    uploader: Option<Arc<Uploader>>,
 }
 
-/// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch<B>>`.
-pub struct LoaderIter<B: Backend, R: Reader> {
+/// One epoch of a [`DataLoader`]; yields `Result<AtomicBatch>`.
+pub struct LoaderIter<R: Reader> {
     dataset: Dataset<R>,
     prefetch: Prefetcher,
     /// The epoch's batches, drawn as windows are handed to the reads.
     batches: Items<Vec<usize>>,
     /// Windows handed out so far.
     windows_taken: usize,
-    inflight: VecDeque<Pending<Vec<Item<B>>>>,
-    ready: VecDeque<Item<B>>,
+    inflight: VecDeque<Pending<Vec<Item>>>,
+    ready: VecDeque<Item>,
     /// How a host batch becomes a device batch.
-    to_device: ToDevice<B>,
+    to_device: ToDevice,
     /// Batches fused into one read (0: one synchronous read per batch).
     prefetch_factor: usize,
     /// The upload threads could not start: yielded once as the first item.
@@ -409,7 +410,7 @@ pub struct LoaderIter<B: Backend, R: Reader> {
     cursor: (Arc<Mutex<Cursor>>, u64),
 }
 
-impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
+impl<R: Reader + 'static> LoaderIter<R> {
     /// The next window of batches: one batch first, so that the first batch
     /// waits for its own reads only (the next window is read meanwhile),
     /// then `prefetch_factor` at a time (one without fusing).
@@ -447,7 +448,7 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     /// The next batch of the current window, reading (or waiting for) the
     /// next window if needed (a window may yield nothing: every batch of it
     /// lost all its samples to `Skip`).
-    fn next_item(&mut self) -> Option<Result<Item<B>>> {
+    fn next_item(&mut self) -> Option<Result<Item>> {
         loop {
             if let Some(i) = self.ready.pop_front() {
                 self.passed += 1;
@@ -504,10 +505,10 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     }
 }
 
-impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
+impl<R: Reader + 'static> LoaderIter<R> {
     /// The next item turned into what the caller yields, with the epoch's
     /// bookkeeping (progress, the loader's cursor, stopping at an error).
-    fn advance_with<T>(&mut self, make: impl FnOnce(&mut Self, Item<B>) -> Result<T>) -> Option<Result<T>> {
+    fn advance_with<T>(&mut self, make: impl FnOnce(&mut Self, Item) -> Result<T>) -> Option<Result<T>> {
         if self.done {
             return None;
         }
@@ -539,8 +540,8 @@ impl<B: Backend, R: Reader + 'static> LoaderIter<B, R> {
     }
 }
 
-impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
-    type Item = Result<AtomicBatch<B>>;
+impl<R: Reader + 'static> Iterator for LoaderIter<R> {
+    type Item = Result<AtomicBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.advance_with(|it, i| match i {
@@ -556,11 +557,11 @@ impl<B: Backend, R: Reader + 'static> Iterator for LoaderIter<B, R> {
 
 /// One epoch of a [`DataLoader`]'s host batches
 /// ([`DataLoader::iter_host`]); yields `Result<CollatedBatch>`.
-pub struct HostIter<B: Backend, R: Reader> {
-    inner: LoaderIter<B, R>,
+pub struct HostIter<R: Reader> {
+    inner: LoaderIter<R>,
 }
 
-impl<B: Backend, R: Reader + 'static> HostIter<B, R> {
+impl<R: Reader + 'static> HostIter<R> {
     /// Batches yielded so far and in total this epoch.
     pub fn progress(&self) -> (usize, usize) {
         self.inner.progress()
@@ -572,7 +573,7 @@ impl<B: Backend, R: Reader + 'static> HostIter<B, R> {
     }
 }
 
-impl<B: Backend, R: Reader + 'static> Iterator for HostIter<B, R> {
+impl<R: Reader + 'static> Iterator for HostIter<R> {
     type Item = Result<CollatedBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -584,36 +585,36 @@ impl<B: Backend, R: Reader + 'static> Iterator for HostIter<B, R> {
     }
 }
 
-/// Adapter for Burn's `DataLoader` trait: its items cannot carry an error,
-/// so a read error stops the program with a message naming the store, array
-/// and sample.
-struct BurnIter<B: Backend, R: Reader> {
-    inner: LoaderIter<B, R>,
+/// Adapter for Burn's `DataLoader` trait: a read or upload error is an
+/// `Err` item (Burn's `DatasetError` wrapping the [`Error`], which names the
+/// store, array and sample), for the training loop to handle.
+struct BurnIter<R: Reader> {
+    inner: LoaderIter<R>,
     items_total: usize,
     items: usize,
 }
 
-impl<B: Backend, R: Reader + 'static> Iterator for BurnIter<B, R> {
-    type Item = AtomicBatch<B>;
-    fn next(&mut self) -> Option<AtomicBatch<B>> {
-        match self.inner.next()? {
+impl<R: Reader + 'static> Iterator for BurnIter<R> {
+    type Item = std::result::Result<AtomicBatch, DatasetError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.inner.next()? {
             Ok(b) => {
                 self.items += b.num_graphs;
-                Some(b)
+                Ok(b)
             }
-            Err(e) => panic!("atomzarr DataLoader: {e}"),
-        }
+            Err(e) => Err(DatasetError::new(e)),
+        })
     }
 }
 
-impl<B: Backend, R: Reader + 'static> DataLoaderIterator<AtomicBatch<B>> for BurnIter<B, R> {
+impl<R: Reader + 'static> DataLoaderIterator<AtomicBatch> for BurnIter<R> {
     fn progress(&self) -> Progress {
-        Progress::new(self.items, self.items_total)
+        Progress::new(self.items, self.items_total, Some("items".into()))
     }
 }
 
-impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for DataLoader<B, R> {
-    fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<AtomicBatch<B>> + 'a> {
+impl<R: Reader + 'static> BurnDataLoader<AtomicBatch> for DataLoader<R> {
+    fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<AtomicBatch> + 'a> {
         let items_total = self.num_items();
         Box::new(BurnIter { inner: DataLoader::iter(self), items_total, items: 0 })
     }
@@ -626,7 +627,7 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
 
     /// The same stream of epochs (shared state) on `device`, with its own
     /// prefetch pool.
-    fn to_device(&self, device: &B::Device) -> Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> {
+    fn to_device(&self, device: &Device) -> Arc<dyn BurnDataLoader<AtomicBatch>> {
         let mut l = self.clone();
         l.device = device.clone();
         l.prefetch = l.prefetch.fresh();
@@ -644,7 +645,7 @@ impl<B: Backend, R: Reader + 'static> BurnDataLoader<B, AtomicBatch<B>> for Data
     /// slice takes the whole batches whose first item lies in
     /// `start..end` (a size-aware batch keeps its budgets), so its item
     /// count can differ from `end - start` by part of a batch.
-    fn slice(&self, start: usize, end: usize) -> Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> {
+    fn slice(&self, start: usize, end: usize) -> Arc<dyn BurnDataLoader<AtomicBatch>> {
         let mut l = self.clone();
         let (s, e) = match self.view.slice {
             Some((s0, e0)) => ((s0 + start).min(e0), (s0 + end).min(e0)),

@@ -313,14 +313,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use burn::backend::Flex;
+/// use burn::tensor::Device;
 /// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, LoaderState, ZarrWriteConfig};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("r.zarr");
 /// let samples: Vec<AtomicData> = (1..=10).map(|n| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap()).collect();
 /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
 /// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
-/// let build = || DataLoader::<Flex, _>::builder(ds.clone()).with_batch_size(3).with_shuffle(true).with_seed(4).build(&Default::default());
+/// let build = || DataLoader::builder(ds.clone()).with_batch_size(3).with_shuffle(true).with_seed(4).build(&Device::flex());
 /// let a = build()?;
 /// let mut it = a.iter();
 /// let first = it.next().unwrap()?.indices;

@@ -2,7 +2,6 @@
 //! ([`LoaderState`]), and the resumes on other numbers of ranks a loaded
 //! state brings (see [`ranked`](super::ranked)).
 
-use burn::tensor::backend::Backend;
 
 use crate::error::{Error, Result};
 use crate::pipeline::plan::{Batching, Clock, lock};
@@ -11,7 +10,7 @@ use crate::pipeline::shuffle::ShuffleKind;
 use crate::pipeline::{DataLoader, LoaderState};
 use crate::source::Reader;
 
-impl<B: Backend, R: Reader + 'static> DataLoader<B, R> {
+impl<R: Reader + 'static> DataLoader<R> {
     /// Where this loader is: the epoch being iterated and how much of it all
     /// ranks consumed (counted from the batches this handle's iterator
     /// yielded), or the next epoch's start once an epoch ended. Save it with

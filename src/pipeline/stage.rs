@@ -10,11 +10,15 @@
 //! * without staging, into a new host buffer of the device dtype (a field
 //!   already in it is moved, not copied);
 //! * with staging (`pin_memory`), inside the staging copy itself: the buffer
-//!   handed to [`Backend::staging`] is a [`Converting`] allocation whose
+//!   handed to [`Device::staging`] is a [`Converting`] allocation whose
 //!   `copy_into` narrows (int64 to int32, float64 to float32, bool to u8)
 //!   straight into the pinned buffer the backend reserved. One pass reads the
 //!   host data and writes the device's bytes; `from_data` then converts
 //!   nothing and the pinned buffer goes to the device copy as it is.
+//!
+//! Staging is Burn's own API ([`Device::staging`]): on CubeCL backends (CUDA,
+//! wgpu) it swaps each buffer for a page-locked one from the calling thread's
+//! stream pool, on CPU backends it leaves them alone.
 //!
 //! A value the device dtype cannot hold (an int64 beyond int32) is an
 //! [`Error::Device`] naming the field and the element, never a wrapped value.
@@ -22,9 +26,8 @@
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex};
 
-use burn::tensor::backend::Backend;
-use burn::tensor::{BoolStore, DType, DeviceSettings, TensorData};
-use burn_std::{AllocationController, AllocationProperty, Bytes};
+use burn::tensor::{BoolStore, DType, Device, DeviceSettings, TensorData};
+use burn_std::{AccessError, AccessPolicy, AllocationController, AllocationProperty, Bytes};
 use half::{bf16, f16};
 
 use crate::data::{BufferHome, HostData};
@@ -57,8 +60,8 @@ pub(crate) fn device_dtype(settings: &DeviceSettings, kind: Kind) -> DType {
 }
 
 /// The device settings of `device` (its float, int and bool dtypes).
-pub(crate) fn settings<B: Backend>(device: &B::Device) -> DeviceSettings {
-    burn::tensor::get_device_settings::<B>(device)
+pub(crate) fn settings(device: &Device) -> DeviceSettings {
+    device.settings()
 }
 
 /// Whether `src` already has `dtype`'s bytes (bool is one byte, 0 or 1, so
@@ -240,6 +243,22 @@ fn lent(data: HostData, home: &BufferHome) -> Bytes {
     unsafe { Bytes::from_controller(controller, len) }
 }
 
+/// Host bytes as the `MaybeUninit` view an allocation hands out.
+fn uninit(b: &[u8]) -> &[MaybeUninit<u8>] {
+    // SAFETY: the same bytes, read as `MaybeUninit<u8>` (same layout).
+    unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len()) }
+}
+
+/// Mutable host bytes as an allocation's view (empty where there are none).
+fn uninit_mut(b: Option<&mut [u8]>) -> &mut [MaybeUninit<u8>] {
+    match b {
+        // SAFETY: initialized bytes are valid `MaybeUninit<u8>`, and callers
+        // only write initialized data back (the trait's contract).
+        Some(b) => unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), b.len()) },
+        None => &mut [],
+    }
+}
+
 /// A batch buffer from a reader's free buffers, lent to a tensor: the tensor reads
 /// and writes its bytes in place, and the buffer goes back when
 /// the tensor (every clone of it) is dropped, so free buffers never hand out
@@ -261,20 +280,13 @@ impl AllocationController for Lent {
         AllocationProperty::Other
     }
 
-    unsafe fn memory_mut(&mut self) -> &mut [MaybeUninit<u8>] {
-        match self.data.as_mut().and_then(HostData::as_bytes_mut) {
-            // SAFETY: initialized bytes are valid `MaybeUninit<u8>`, and the
-            // caller only writes initialized data back (the trait's contract).
-            Some(b) => unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), b.len()) },
-            // Bool buffers are never lent (see `lent`).
-            None => &mut [],
-        }
+    unsafe fn memory_mut(&mut self, _policy: AccessPolicy) -> std::result::Result<&mut [MaybeUninit<u8>], AccessError> {
+        // Bool buffers are never lent (see `lent`): they have no byte view.
+        Ok(uninit_mut(self.data.as_mut().and_then(HostData::as_bytes_mut)))
     }
 
-    fn memory(&self) -> &[MaybeUninit<u8>] {
-        let b = self.data.as_ref().map_or(&[][..], HostData::as_bytes);
-        // SAFETY: the same bytes, read as `MaybeUninit<u8>` (same layout).
-        unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len()) }
+    fn memory(&self, _policy: AccessPolicy) -> std::result::Result<&[MaybeUninit<u8>], AccessError> {
+        Ok(uninit(self.data.as_ref().map_or(&[][..], HostData::as_bytes)))
     }
 }
 
@@ -309,20 +321,13 @@ impl AllocationController for Converting {
         AllocationProperty::Other
     }
 
-    unsafe fn memory_mut(&mut self) -> &mut [MaybeUninit<u8>] {
-        match self.src.as_bytes_mut() {
-            // SAFETY: initialized bytes are valid `MaybeUninit<u8>`, and the
-            // caller only writes initialized data back (the trait's contract).
-            Some(b) => unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr().cast(), b.len()) },
-            // Bool buffers have no mutable byte view; `prepare` never wraps one.
-            None => &mut [],
-        }
+    unsafe fn memory_mut(&mut self, _policy: AccessPolicy) -> std::result::Result<&mut [MaybeUninit<u8>], AccessError> {
+        // Bool buffers have no mutable byte view; `prepare` never wraps one.
+        Ok(uninit_mut(self.src.as_bytes_mut()))
     }
 
-    fn memory(&self) -> &[MaybeUninit<u8>] {
-        let b = self.src.as_bytes();
-        // SAFETY: the same bytes, read as `MaybeUninit<u8>` (same layout).
-        unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len()) }
+    fn memory(&self, _policy: AccessPolicy) -> std::result::Result<&[MaybeUninit<u8>], AccessError> {
+        Ok(uninit(self.src.as_bytes()))
     }
 
     unsafe fn copy_into(&self, buf: &mut [u8]) {
@@ -379,17 +384,20 @@ impl Staged {
     /// After staging: data the backend did not copy (it has no staging, or
     /// declined) is converted into a host buffer now; a conversion that met
     /// a value the device dtype cannot hold is an error.
-    pub(crate) fn finish(self, mut data: TensorData) -> Result<TensorData> {
+    pub(crate) fn finish(self, data: TensorData) -> Result<TensorData> {
         let Some((src_ptr, unfit)) = self.source else { return Ok(data) };
-        if std::ptr::eq(data.bytes.as_ptr(), src_ptr) {
-            let mut out = zeroed(data.dtype, data.num_elements());
+        let data = if std::ptr::eq(data.bytes().as_ptr(), src_ptr) {
+            let (bytes, shape, dtype) = data.into_parts();
+            let mut out = zeroed(dtype, shape.num_elements());
             // Runs `Converting::copy_into` into the new buffer.
-            data.bytes.copy_into(&mut out);
-            data.bytes = out;
-        }
+            bytes.copy_into(&mut out);
+            TensorData::from_bytes(out, shape, dtype)
+        } else {
+            data
+        };
         let unfit = unfit.lock().map_err(|_| Error::Background("staging conversion panicked".into()))?.take();
         match unfit {
-            Some(u) => Err(u.into_error(&self.name, data.dtype)),
+            Some(u) => Err(u.into_error(&self.name, data.dtype())),
             None => Ok(data),
         }
     }

@@ -6,7 +6,9 @@
 //! are such threads, and uploads made on the training thread queue behind
 //! its compute. So a loader with `use_streams` owns `num_streams` threads
 //! of its own that do nothing but build device batches: each keeps one
-//! stream (and its pinned pool) for the loader's life, and its copies run
+//! stream (and its pinned pool) for the loader's life (a [`Stream`] of its
+//! own, entered for every upload, so this holds under any CubeCL stream
+//! policy), and its copies run
 //! while the training thread's stream computes. Batches go round-robin to
 //! the threads; each submission returns a receiver for its batch, so the
 //! order stays the caller's.
@@ -14,49 +16,55 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use burn::tensor::backend::Backend;
+use burn::tensor::Device;
+use burn_std::stream::Stream;
 
 use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::{AtomicBatch, BatchTransform};
 
-enum Job<B: Backend> {
+enum Job {
     /// Build one device batch and send it back.
-    Upload(CollatedBatch, Sender<Result<AtomicBatch<B>>>),
+    Upload(CollatedBatch, Sender<Result<AtomicBatch>>),
     /// Wait until this thread's stream finished its work.
     Sync(Sender<Result<()>>),
 }
 
 /// Upload threads owned by a [`DataLoader`](crate::DataLoader).
-pub(crate) struct Uploader<B: Backend> {
-    jobs: Vec<Sender<Job<B>>>,
+pub(crate) struct Uploader {
+    jobs: Vec<Sender<Job>>,
     next: AtomicUsize,
 }
 
-impl<B: Backend> Uploader<B> {
+impl Uploader {
     /// Starts `streams` upload threads for `device` (at least one).
     pub(crate) fn new(
         streams: usize,
-        device: &B::Device,
+        device: &Device,
         pin: bool,
-        transforms: &[BatchTransform<B>],
-    ) -> Result<Uploader<B>> {
+        transforms: &[BatchTransform],
+    ) -> Result<Uploader> {
         let mut jobs = Vec::with_capacity(streams.max(1));
         for i in 0..streams.max(1) {
-            let (tx, rx) = channel::<Job<B>>();
+            let (tx, rx) = channel::<Job>();
             let (device, transforms) = (device.clone(), transforms.to_vec());
             // The thread ends when the uploader (its only sender) is dropped;
             // nothing joins it, so dropping a loader never waits on a copy.
             std::thread::Builder::new()
                 .name(format!("atomzarr-upload-{i}"))
                 .spawn(move || {
+                    // One CubeCL stream for the thread's life, whatever
+                    // stream policy the process runs (per thread, per task
+                    // or a single shared stream): every upload and sync of
+                    // this thread runs on it.
+                    let stream = Stream::new();
                     for job in rx {
                         match job {
                             Job::Upload(c, reply) => {
                                 // A panic (in a transform, say) is this batch's
                                 // error; the thread and its stream carry on.
                                 let b = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                    to_device(c, &device, pin, &transforms)
+                                    stream.enter(|| to_device(c, &device, pin, &transforms))
                                 }))
                                 .unwrap_or_else(|p| {
                                     Err(Error::Background(format!("upload panicked: {}", panic_message(p.as_ref()))))
@@ -64,7 +72,7 @@ impl<B: Backend> Uploader<B> {
                                 let _ = reply.send(b);
                             }
                             Job::Sync(reply) => {
-                                let r = B::sync(&device).map_err(|e| Error::Device {
+                                let r = stream.enter(|| device.sync()).map_err(|e| Error::Device {
                                     field: "(upload stream)".into(),
                                     reason: format!("sync failed: {e:?}"),
                                 });
@@ -81,7 +89,7 @@ impl<B: Backend> Uploader<B> {
 
     /// Queues `batch` on the next thread; the receiver yields its device
     /// batch (an error if the thread died).
-    pub(crate) fn submit(&self, batch: CollatedBatch) -> Receiver<Result<AtomicBatch<B>>> {
+    pub(crate) fn submit(&self, batch: CollatedBatch) -> Receiver<Result<AtomicBatch>> {
         let (tx, rx) = channel();
         let k = self.next.fetch_add(1, Ordering::Relaxed) % self.jobs.len().max(1);
         let sent = match self.jobs.get(k) {
@@ -95,7 +103,7 @@ impl<B: Backend> Uploader<B> {
     }
 
     /// Waits until every upload thread's stream finished its work (Burn's
-    /// `Backend::sync` waits on the calling thread's stream only).
+    /// `Device::sync` waits on the calling thread's stream only).
     pub(crate) fn sync(&self) -> Result<()> {
         let waits: Vec<Receiver<Result<()>>> = self
             .jobs
@@ -119,47 +127,33 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Waits for a submitted batch.
-pub(crate) fn wait<B: Backend>(rx: Receiver<Result<AtomicBatch<B>>>) -> Result<AtomicBatch<B>> {
+pub(crate) fn wait(rx: Receiver<Result<AtomicBatch>>) -> Result<AtomicBatch> {
     rx.recv().map_err(|_| Error::Background("upload thread died (a panic in a batch transform?)".into()))?
 }
 
-// atomzarr's CubeCL backends need its patched CubeCL crates (`vendor/`,
-// `[patch.crates-io]` in atomzarr's Cargo.toml): unpatched, wgpu reads the
-// memory of a dropped batch after the next upload overwrote it, and CUDA
-// never releases the pinned slots of a thread that only uploads. If one of
-// these lines fails to compile ("cannot find value `ATOMZARR_PATCHES`"),
-// your Cargo.toml lacks that section: Cargo applies the root crate's patches
-// only. Copy it from atomzarr's docs/GPU.md, "GPU backends in your own crate".
-#[cfg(any(feature = "cuda", feature = "wgpu"))]
-const _: &[&str] = cubecl_runtime::ATOMZARR_PATCHES;
-#[cfg(feature = "wgpu")]
-const _: &[&str] = cubecl_wgpu::ATOMZARR_PATCHES;
-#[cfg(feature = "cuda")]
-const _: &[&str] = cubecl_cuda::ATOMZARR_PATCHES;
-
 /// A host batch on `device` (pinned staging if `pin`), through the loader's
 /// batch transforms.
-pub(crate) fn to_device<B: Backend>(
+pub(crate) fn to_device(
     c: CollatedBatch,
-    device: &B::Device,
+    device: &Device,
     pin: bool,
-    transforms: &[BatchTransform<B>],
-) -> Result<AtomicBatch<B>> {
+    transforms: &[BatchTransform],
+) -> Result<AtomicBatch> {
     let b = AtomicBatch::from_collated(c, device, pin)?;
     transforms.iter().try_fold(b, |b, t| t(b))
 }
 
 /// A batch of a window: still on the host, being uploaded by the loader's
 /// upload threads, or emptied by `Skip`.
-pub(crate) enum Item<B: Backend> {
+pub(crate) enum Item {
     Host(CollatedBatch),
-    Uploading(Receiver<Result<AtomicBatch<B>>>),
+    Uploading(Receiver<Result<AtomicBatch>>),
     Emptied,
 }
 
 /// A window's batches as items: handed to the upload threads when there
 /// are some, else left on the host for the consumer to upload.
-pub(crate) fn items<B: Backend>(batches: Vec<Option<CollatedBatch>>, uploader: Option<&Uploader<B>>) -> Vec<Item<B>> {
+pub(crate) fn items(batches: Vec<Option<CollatedBatch>>, uploader: Option<&Uploader>) -> Vec<Item> {
     let item = |c: CollatedBatch| match uploader {
         Some(up) => Item::Uploading(up.submit(c)),
         None => Item::Host(c),

@@ -195,9 +195,9 @@ impl Split {
     ///
     /// let train = Split::from_store(&reader, "main")?.indices("train")?.to_vec();
     /// assert_eq!(train, split.indices("train")?);
-    /// let loader = DataLoader::<burn::backend::Flex, _>::builder(Dataset::new(reader))
+    /// let loader = DataLoader::builder(Dataset::new(reader))
     ///     .with_sampler(ListSampler::new(train)).with_batch_size(8).with_shuffle(true)
-    ///     .build(&Default::default())?;
+    ///     .build(&Device::flex())?;
     /// # let _ = loader;
     /// # Ok(()) }
     /// ```

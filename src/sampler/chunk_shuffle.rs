@@ -121,7 +121,7 @@ impl ChunkShuffleSampler {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use burn::backend::Flex;
+    /// use burn::tensor::Device;
     /// use atomzarr::sampler::{ChunkShuffleSampler, Shard};
     /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, ZarrWriteConfig};
     /// let dir = tempfile::tempdir().unwrap();
@@ -133,10 +133,10 @@ impl ChunkShuffleSampler {
     ///     .with_pool_blocks(8)
     ///     .with_seed(1)
     ///     .with_shard(Shard::new(0, 2)?); // rank 0 of 2
-    /// let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader))
+    /// let loader = DataLoader::builder(Dataset::new(reader))
     ///     .with_batch_sampler(sampler)
     ///     .with_prefetch_factor(4)
-    ///     .build(&Default::default())?;
+    ///     .build(&Device::flex())?;
     /// loader.set_epoch(3);
     /// let mut it = loader.iter();
     /// let n: usize = it.by_ref().map(|b| b.map(|b| b.num_graphs)).sum::<atomzarr::Result<usize>>()?;

@@ -1,2 +1,0 @@
-pub mod cpu;
-pub mod gpu;

@@ -1,3 +1,0 @@
-mod fence;
-
-pub use fence::*;

@@ -1,6 +1,0 @@
-mod profiling;
-pub use profiling::*;
-
-mod server;
-
-pub use server::*;

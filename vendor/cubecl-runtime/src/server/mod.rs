@@ -1,5 +1,0 @@
-mod base;
-mod handle;
-
-pub use base::*;
-pub use handle::*;

@@ -1,2 +1,0 @@
-pub mod base;
-pub mod wgsl;
