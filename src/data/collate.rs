@@ -287,9 +287,19 @@ impl CollatedBatch {
         for (k, s) in samples.iter().enumerate() {
             let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
             if s.fields.len() != layout.len() {
+                // Name the fields in which the two differ (a label one has
+                // and the other lacks is the usual case).
+                let missing: Vec<&str> =
+                    layout.iter().map(|l| l.name.as_str()).filter(|n| !s.fields.contains_key(*n)).collect();
+                let extra: Vec<&str> =
+                    s.fields.keys().map(String::as_str).filter(|n| !layout.iter().any(|l| l.name == *n)).collect();
                 return Err(Error::invalid(
                     format!("batch sample {k}"),
-                    format!("{} fields, the first sample has {}", s.fields.len(), layout.len()),
+                    format!(
+                        "{} fields, the first sample has {} (lacks {missing:?} of the first sample; has {extra:?} it lacks)",
+                        s.fields.len(),
+                        layout.len()
+                    ),
                 ));
             }
             for (name, f) in &s.fields {
