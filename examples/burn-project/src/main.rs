@@ -20,14 +20,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use atomzarr::{
-    AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset,
+    AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, Reader,
     ZarrWriteConfig,
 };
 use burn::data::dataloader::DataLoaderBuilder;
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
-use burn::tensor::{Device, ElementConversion, IndexingUpdateOp, Tensor};
+use burn::tensor::{Device, IndexingUpdateOp, Tensor};
 use clap::{Parser, Subcommand};
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -130,7 +130,7 @@ fn train(store: Option<PathBuf>, steps: usize) -> Result<(), BoxError> {
             let target = batch.energy().ok_or("the batch has no energy")?;
             let diff = model.forward(&batch)? - target;
             let loss = (diff.clone() * diff).mean();
-            let value: f32 = loss.clone().into_scalar().elem();
+            let value = loss.clone().into_scalar::<f32>();
             first.get_or_insert(value);
             last = value;
             let grads = GradientsParams::from_grads(loss.backward(), &model);
