@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use burn::backend::Flex;
 use burn::data::dataloader::DataLoaderBuilder;
+use burn::tensor::Device;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use atomzarr::data::CollateOptions;
@@ -40,7 +40,7 @@ fn store() -> (tempfile::TempDir, std::path::PathBuf) {
 fn bench(c: &mut Criterion) {
     let (_dir, path) = store();
     let reader = Arc::new(AtomicDataZarrReader::open(&path).expect("open"));
-    let device = Default::default();
+    let device = Device::flex();
     let mut g = c.benchmark_group("epoch_shuffled_b64");
     g.sample_size(10).throughput(Throughput::Elements(N as u64));
     let mut epoch = 0u64;
@@ -69,7 +69,7 @@ fn bench(c: &mut Criterion) {
     }
 
     let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
-    let loader = DataLoader::<Flex, _>::builder(ds.clone())
+    let loader = DataLoader::builder(ds.clone())
         .with_batch_size(BATCH)
         .with_shuffle(true)
         .with_prefetch_factor(PF)
@@ -83,7 +83,7 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let sync_upload = DataLoader::<Flex, _>::builder(ds.clone())
+    let sync_upload = DataLoader::builder(ds.clone())
         .with_batch_size(BATCH)
         .with_shuffle(true)
         .with_prefetch_factor(PF)
@@ -97,14 +97,15 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let burn_loader = DataLoaderBuilder::<Flex, _, AtomicBatch<Flex>>::new(AtomicBatcher::default())
+    let burn_loader = DataLoaderBuilder::<_, AtomicBatch>::new(AtomicBatcher::default())
         .batch_size(BATCH)
         .shuffle(0)
         .num_workers(2)
+        .set_device(device)
         .build(ds);
     g.bench_function("burn_dataloaderbuilder_workers2", |b| {
         b.iter(|| {
-            let n: usize = burn_loader.iter().map(|b| b.num_graphs).sum();
+            let n: usize = burn_loader.iter().map(|b| b.expect("batch").num_graphs).sum();
             assert_eq!(n, N);
         })
     });

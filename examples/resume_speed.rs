@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use atomzarr::sampler::MultiDatasetSampler;
 use atomzarr::{AtomicDataZarrReader, DataLoader, Dataset, LoaderState, MultiReader, Reader};
-use burn::backend::Flex;
+use burn::tensor::Device;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -52,7 +52,7 @@ struct Args {
     only: Option<String>,
 }
 
-type Loader = DataLoader<Flex, MultiReader>;
+type Loader = DataLoader<MultiReader>;
 
 fn loader(args: &Args, rank: usize, world: usize) -> atomzarr::Result<Loader> {
     let children = args
@@ -62,7 +62,7 @@ fn loader(args: &Args, rank: usize, world: usize) -> atomzarr::Result<Loader> {
         .collect::<atomzarr::Result<Vec<_>>>()?;
     let multi = MultiReader::new(children)?;
     let lens = multi.child_lens();
-    let b = DataLoader::<Flex, _>::builder(Dataset::new(multi).with_skip_validation(true))
+    let b = DataLoader::builder(Dataset::new(multi).with_skip_validation(true))
         .with_batch_size(64)
         .with_seed(0)
         .with_prefetch_factor(16)
@@ -73,7 +73,7 @@ fn loader(args: &Args, rank: usize, world: usize) -> atomzarr::Result<Loader> {
         let w = args.weights.clone().unwrap_or_else(|| vec![1.0; lens.len()]);
         b.with_sampler(MultiDatasetSampler::for_lengths(lens).with_weights(w).with_seed(0).build()?)
     };
-    b.build(&Default::default())
+    b.build(&Device::flex())
 }
 
 /// Reads the loader's (next) epoch: samples read, samples/s, distinct,

@@ -28,9 +28,7 @@ mod partitioned;
 
 use std::time::Instant;
 
-use burn::backend::Autodiff;
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, IndexingUpdateOp, Int, Tensor, TensorData};
+use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 use clap::Parser;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,12 +75,13 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
+    // Forward and backward: the device with autodiff.
     match args.backend {
-        BackendArg::Flex => run::<Autodiff<burn::backend::Flex>>(&args, &Default::default()),
+        BackendArg::Flex => run(&args, &Device::flex().autodiff(), "Flex"),
         #[cfg(feature = "cuda")]
-        BackendArg::Cuda => run::<Autodiff<burn_cuda::Cuda>>(&args, &Default::default()),
+        BackendArg::Cuda => run(&args, &Device::cuda(0).autodiff(), "CUDA"),
         #[cfg(feature = "wgpu")]
-        BackendArg::Wgpu => run::<Autodiff<burn_wgpu::Wgpu>>(&args, &Default::default()),
+        BackendArg::Wgpu => run(&args, &Device::wgpu(burn::tensor::DeviceKind::DefaultDevice).autodiff(), "wgpu"),
         #[allow(unreachable_patterns)]
         other => eprintln!("--backend {other:?}: build with that feature"),
     }
@@ -90,12 +89,12 @@ fn main() {
 
 /// A batch of `graphs` graphs: `[E]` source and destination atoms (sorted by
 /// source), CSR offsets on the host, and the host inputs.
-struct Batch<B: Backend> {
-    src: Tensor<B, 1, Int>,
-    dst: Tensor<B, 1, Int>,
+struct Batch {
+    src: Tensor<1, Int>,
+    dst: Tensor<1, Int>,
     atoms_ptr: Vec<i64>,
     edges_ptr: Vec<i64>,
-    edges: Tensor<B, 2, Int>,
+    edges: Tensor<2, Int>,
     atoms: usize,
     host_src: Vec<usize>,
     host_dst: Vec<usize>,
@@ -117,7 +116,7 @@ impl XorShift {
     }
 }
 
-fn batch<B: Backend>(graphs: usize, atoms: usize, neighbors: usize, device: &B::Device) -> Batch<B> {
+fn batch(graphs: usize, atoms: usize, neighbors: usize, device: &Device) -> Batch {
     let (mut src, mut dst) = (Vec::new(), Vec::new());
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     for g in 0..graphs {
@@ -147,7 +146,7 @@ fn batch<B: Backend>(graphs: usize, atoms: usize, neighbors: usize, device: &B::
 
 /// `Σ|∂x|` of `Σ y²`, `y[a] = Σ_{e: src e = a} x[dst e] w[e]`, by loops in f64:
 /// `∂x[b] = Σ_{e: dst e = b} 2 y[src e] w[e]`.
-fn reference<B: Backend>(b: &Batch<B>, x: &[f32], w: &[f32], c: usize) -> f64 {
+fn reference(b: &Batch, x: &[f32], w: &[f32], c: usize) -> f64 {
     let mut y = vec![0f64; b.atoms * c];
     for (e, (&s, &d)) in b.host_src.iter().zip(&b.host_dst).enumerate() {
         for j in 0..c {
@@ -165,50 +164,46 @@ fn reference<B: Backend>(b: &Batch<B>, x: &[f32], w: &[f32], c: usize) -> f64 {
 
 /// One forward and backward of `sum_to_src(gather_dst(x) * w)`; returns a
 /// number read back (so that the work is done).
-fn step<B: AutodiffBackend>(form: Form, b: &Batch<B>, x: &Tensor<B, 2>, w: &Tensor<B, 2>) -> f32 {
+fn step(form: Form, b: &Batch, x: &Tensor<2>, w: &Tensor<2>) -> f32 {
     let m = match form {
         Form::Select => {
             let m = x.clone().select(0, b.dst.clone()) * w.clone();
             let [_, c] = m.dims();
-            Tensor::<B, 2>::zeros([b.atoms, c], &m.device()).select_assign(0, b.src.clone(), m, IndexingUpdateOp::Add)
+            Tensor::<2>::zeros([b.atoms, c], &m.device()).select_assign(0, b.src.clone(), m, IndexingUpdateOp::Add)
         }
         Form::Incidence => {
             let i = incidence::Incidence::new(&b.edges, &b.atoms_ptr, &b.edges_ptr);
             i.sum_to_src(i.gather_dst(x.clone()) * w.clone())
         }
         Form::Partitioned => {
-            let graph = Tensor::<B, 1, Int>::zeros([b.atoms], &x.device());
+            let graph = Tensor::<1, Int>::zeros([b.atoms], &x.device());
             let p = partitioned::Partitioned::new(b.src.clone(), b.dst.clone(), graph, b.atoms, 1);
             p.sum_to_src(p.gather_dst(x.clone()) * w.clone())
         }
     };
     let grads = m.powi_scalar(2).sum().backward();
     let g = x.grad(&grads).expect("x has a gradient");
-    g.abs().sum().into_scalar().elem::<f32>()
+    g.abs().sum().into_scalar::<f32>()
 }
 
-fn run<B: AutodiffBackend>(args: &Args, device: &B::Device) {
+fn run(args: &Args, device: &Device, backend: &str) {
     println!(
-        "backend {}; graphs of {} atoms, {} edges per atom, {} channels; gather + sum, forward and backward; median of {}",
-        B::name(device),
-        args.atoms,
-        args.neighbors,
-        args.channels,
-        args.repeats
+        "backend {backend} ({device:?}); graphs of {} atoms, {} edges per atom, {} channels; gather + sum, forward and backward; median of {}",
+        args.atoms, args.neighbors, args.channels, args.repeats
     );
     println!("| form | graphs | atoms | edges | ms | ns per edge | Σ|∂x| |");
     println!("|---|---|---|---|---|---|---|");
     let mut given_up = Vec::new();
     let mut rng = XorShift(7);
     for &graphs in &args.graphs {
-        let b = batch::<B>(graphs, args.atoms, args.neighbors, device);
+        let b = batch(graphs, args.atoms, args.neighbors, device);
         let e = b.atoms * args.neighbors;
         let c = args.channels;
         let hx: Vec<f32> = (0..b.atoms * c).map(|_| rng.unit()).collect();
         let hw: Vec<f32> = (0..e * c).map(|_| rng.unit()).collect();
         let want = reference(&b, &hx, &hw, c);
-        let x = Tensor::<B, 2>::from_data(TensorData::new(hx, [b.atoms, c]), device).require_grad();
-        let w = Tensor::<B, 2>::from_data(TensorData::new(hw, [e, c]), device);
+        let x = Tensor::<2>::from_data(TensorData::new(hx, [b.atoms, c]), device).require_grad();
+        let w = Tensor::<2>::from_data(TensorData::new(hw, [e, c]), device);
         for &form in &args.forms {
             if given_up.contains(&form) {
                 println!(

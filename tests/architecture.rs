@@ -458,8 +458,7 @@ fn checker_sees_imports_and_cycles() {
 }
 
 /// The source folders the size rules hold for: the library's `src/` and
-/// the command line's `cli/src/` (tests, examples and vendored crates are
-/// exempt).
+/// the command line's `cli/src/` (tests and examples are exempt).
 fn source_dirs() -> [PathBuf; 2] {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     [root.join("src"), root.join("cli/src")]

@@ -5,14 +5,12 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::{
     AtomicBatch, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, ReaderOptions,
     ZarrWriteConfig,
 };
-
-type B = Flex;
 
 /// The RSS test measures the whole process: the tests of this file run one
 /// at a time.
@@ -25,19 +23,19 @@ fn write_store(path: &Path, n: usize) -> Vec<AtomicData> {
     samples
 }
 
-fn loader(r: &Arc<AtomicDataZarrReader>, seed: u64) -> DataLoader<B, AtomicDataZarrReader> {
-    DataLoader::<B, _>::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
+fn loader(r: &Arc<AtomicDataZarrReader>, seed: u64) -> DataLoader<AtomicDataZarrReader> {
+    DataLoader::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
         .with_batch_size(32)
         .with_shuffle(true)
         .with_seed(seed)
         .with_prefetch_factor(2)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap()
 }
 
 /// The batch's positions, forces and neighbor list against the samples it
 /// claims, written independently of the read path.
-fn assert_batch_matches(b: &AtomicBatch<B>, samples: &[AtomicData], what: &str) {
+fn assert_batch_matches(b: &AtomicBatch, samples: &[AtomicData], what: &str) {
     let host = b.to_host_f64().unwrap();
     for name in ["positions", "forces"] {
         let want: Vec<f64> =
@@ -65,11 +63,11 @@ fn held_batches_keep_their_values() {
     let samples = write_store(&path, 640);
     let r = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
     let l = loader(&r, 1);
-    let first: Vec<AtomicBatch<B>> = l.iter().map(|b| b.unwrap()).collect();
+    let first: Vec<AtomicBatch> = l.iter().map(|b| b.unwrap()).collect();
     // Dropped batches came back: the pool had memory to hand out.
     let mut recycled = false;
     for epoch in 1..4 {
-        let mut held: std::collections::VecDeque<AtomicBatch<B>> = Default::default();
+        let mut held: std::collections::VecDeque<AtomicBatch> = Default::default();
         for b in l.iter() {
             held.push_back(b.unwrap());
             if held.len() > 10 {
@@ -105,7 +103,7 @@ fn the_pool_stays_within_its_bound() {
     let l = loader(&r, 2);
     for _ in 0..3 {
         // Every batch of the epoch alive, then all dropped together.
-        let all: Vec<AtomicBatch<B>> = l.iter().map(|b| b.unwrap()).collect();
+        let all: Vec<AtomicBatch> = l.iter().map(|b| b.unwrap()).collect();
         assert!(all.len() == 20);
         drop(all);
         let held = r.batch_buffers().held_bytes();

@@ -156,7 +156,8 @@ fn split_dataloader_reads_every_sample_once_through_fused_reads() {
     for devices in [2usize, 3] {
         let reader = Arc::new(Counting::new(&want));
         let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
-        let loader = DataLoader::builder(ds).with_batch_size(10).with_prefetch_factor(4).build(&Device::flex()).unwrap();
+        let loader =
+            DataLoader::builder(ds).with_batch_size(10).with_prefetch_factor(4).build(&Device::flex()).unwrap();
         let whole: Arc<dyn BurnDataLoader<AtomicBatch>> = Arc::new(loader);
         let parts = split_dataloader(whole, &vec![Device::flex(); devices]);
         assert_eq!(parts.len(), devices);
@@ -199,12 +200,16 @@ fn a_read_error_reaches_burns_loop_as_an_err_item() {
         }
         fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
             if indices.contains(&13) {
-                return Err(atomzarr::Error::InvalidInput { context: "broken".into(), reason: "sample 13 is bad".into() });
+                return Err(atomzarr::Error::InvalidInput {
+                    context: "broken".into(),
+                    reason: "sample 13 is bad".into(),
+                });
             }
             self.0.load_many(indices)
         }
     }
-    let ds = Dataset::new(Broken(InMemoryReader::from_samples(&written(30), "mem").unwrap())).with_skip_validation(true);
+    let ds =
+        Dataset::new(Broken(InMemoryReader::from_samples(&written(30), "mem").unwrap())).with_skip_validation(true);
     let loader = DataLoader::builder(ds).with_batch_size(5).with_prefetch_factor(0).build(&Device::flex()).unwrap();
     let burn: &dyn BurnDataLoader<AtomicBatch> = &loader;
     let items: Vec<_> = burn.iter().collect();

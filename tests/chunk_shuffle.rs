@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, RandomSampler, Shard};
@@ -231,11 +231,8 @@ fn chunk_shuffle_decodes_far_less_than_a_shuffle_on_a_store_larger_than_the_cach
     let amp = |sampler: Arc<dyn BatchSampler>| {
         reader.clear_cache();
         let ds = Dataset::from_arc(reader.clone()).with_skip_validation(true);
-        let loader = DataLoader::<Flex, _>::builder(ds)
-            .with_batch_sampler(sampler)
-            .with_prefetch_factor(4)
-            .build(&Default::default())
-            .unwrap();
+        let loader =
+            DataLoader::builder(ds).with_batch_sampler(sampler).with_prefetch_factor(4).build(&Device::flex()).unwrap();
         let mut it = loader.iter();
         let mut seen = Vec::new();
         for b in it.by_ref() {
@@ -325,10 +322,10 @@ impl BatchSampler for Fixed {
 /// Two epochs of `batches` through a DataLoader over `reader`: each epoch's
 /// decode counters, and the loader's total.
 fn two_epochs<R: Reader + 'static>(reader: R, batches: Vec<Vec<usize>>) -> [atomzarr::source::DecodeCounters; 3] {
-    let loader = DataLoader::<Flex, _>::builder(Dataset::new(reader).with_skip_validation(true))
+    let loader = DataLoader::builder(Dataset::new(reader).with_skip_validation(true))
         .with_batch_sampler(Fixed(batches))
         .with_prefetch_factor(4)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let epoch = || {
         let mut it = loader.iter();

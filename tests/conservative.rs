@@ -17,18 +17,14 @@ mod partitioned;
 #[path = "../examples/train_mlip/physics.rs"]
 mod physics;
 
-use burn::backend::{Autodiff, Flex};
-use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
+use burn::tensor::{Bytes, Device, Tensor};
 use model::{Forces, Mlip, MlipConfig, Scatter};
 use physics::{CUTOFF, Structure};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-type B = Flex;
 /// A structure's energy (eV) and forces (eV/Å).
 type EnergyForces = (f64, Vec<[f64; 3]>);
-type AD = Autodiff<Flex>;
 
 /// A conservative model with random weights and data-like scales.
 fn config() -> MlipConfig {
@@ -66,8 +62,8 @@ fn structures() -> Vec<Structure> {
     out
 }
 
-fn to_vec<Bk: Backend, const D: usize>(t: Tensor<Bk, D>) -> Vec<f64> {
-    t.into_data().convert::<f64>().to_vec::<f64>().unwrap()
+fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f64> {
+    t.into_data().try_to_vec_as::<f64>().unwrap()
 }
 
 /// Largest absolute difference, and the largest magnitude of `a`.
@@ -77,22 +73,18 @@ fn worst(a: &[f64], b: &[f64]) -> (f64, f64) {
     (diff, a.iter().fold(0f64, |m, x| m.max(x.abs())))
 }
 
-/// The model with the weights of `bytes`, on `Bk`, in form `scatter`.
-fn model_from<Bk: Backend>(bytes: &[u8], scatter: Scatter) -> Mlip<Bk> {
+/// The model with the weights of `bytes`, on `device`, in form `scatter`.
+fn model_from(bytes: &Bytes, scatter: Scatter, device: &Device) -> Mlip {
     use burn::module::Module;
-    use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-    let device = Default::default();
-    let record = BinBytesRecorder::<FullPrecisionSettings>::default().load(bytes.to_vec(), &device).unwrap();
-    config().init::<Bk>(&device).load_record(record).with_scatter(scatter)
+    let record = burn::store::ModuleRecord::from_bytes(bytes.clone()).unwrap();
+    config().init(device).load_record(record).with_scatter(scatter)
 }
 
-fn weights() -> Vec<u8> {
+fn weights() -> Bytes {
     use burn::module::Module;
-    use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-    <B as Backend>::seed(&Default::default(), 3);
-    BinBytesRecorder::<FullPrecisionSettings>::default()
-        .record(config().init::<B>(&Default::default()).into_record(), ())
-        .unwrap()
+    let device = Device::flex();
+    device.seed(3);
+    config().init(&device).into_record().into_bytes().unwrap()
 }
 
 /// Forces equal `-dE/dx` from Burn's first-order autodiff (positions with
@@ -100,11 +92,11 @@ fn weights() -> Vec<u8> {
 #[test]
 fn forces_equal_burns_gradient_of_the_energy() {
     let bytes = weights();
-    let device = Default::default();
+    let device = Device::flex().autodiff();
     for scatter in [Scatter::Select, Scatter::Incidence, Scatter::Partitioned] {
-        let m = model_from::<AD>(&bytes, scatter);
+        let m = model_from(&bytes, scatter, &device);
         for (k, s) in structures().iter().enumerate() {
-            let mut batch = md::graph_batch::<AD>(s, CUTOFF, &device);
+            let mut batch = md::graph_batch(s, CUTOFF, &device);
             batch.positions = batch.positions.require_grad();
             let p = m.forward(&batch);
             let grads = p.energy.clone().sum().backward();
@@ -126,8 +118,8 @@ fn forces_equal_burns_gradient_of_the_energy() {
 /// the largest force component (+1e-5 eV/Å).
 #[test]
 fn forces_equal_finite_differences_of_the_energy() {
-    let m = model_from::<B>(&weights(), Scatter::Select);
-    let device = Default::default();
+    let device = Device::flex();
+    let m = model_from(&weights(), Scatter::Select, &device);
     let h = 5e-3;
     for (k, s) in structures().iter().enumerate() {
         let (_, forces) = md::model_energy_forces(&m, CUTOFF, s, &device);
@@ -155,8 +147,8 @@ fn forces_equal_finite_differences_of_the_energy() {
 /// cell) leaves its energy and rotates its forces.
 #[test]
 fn forces_sum_to_zero_and_rotate_with_the_structure() {
-    let m = model_from::<B>(&weights(), Scatter::Select);
-    let device = Default::default();
+    let device = Device::flex();
+    let m = model_from(&weights(), Scatter::Select, &device);
     let (c, s) = (0.28f64, 0.96f64);
     let rot = [[c, -s, 0.0], [s * 0.6, c * 0.6, 0.8], [-s * 0.8, -c * 0.8, 0.6]];
     let apply = |p: [f64; 3]| [0, 1, 2].map(|j| (0..3).map(|k| p[k] * rot[k][j]).sum::<f64>());
@@ -182,8 +174,8 @@ fn forces_sum_to_zero_and_rotate_with_the_structure() {
 /// the same integrator, too (the integrator's own check).
 #[test]
 fn md_with_the_conservative_model_conserves_energy() {
-    let m = model_from::<B>(&weights(), Scatter::Select);
-    let device = Default::default();
+    let device = Device::flex();
+    let m = model_from(&weights(), Scatter::Select, &device);
     let mut rng = StdRng::seed_from_u64(11);
     let start = physics::random_box([1, 2, 2], &mut rng);
     let run = |f: &mut dyn FnMut(&Structure) -> EnergyForces| {
@@ -204,7 +196,7 @@ fn the_config_names_the_force_kind() {
     let c = config();
     let json = serde_json::to_string(&c).unwrap();
     assert!(json.contains("\"forces\":\"Conservative\""), "{json}");
-    let m = c.init::<B>(&Default::default());
+    let m = c.init(&Device::flex());
     assert_eq!(m.forces(), Forces::Conservative);
-    assert_eq!(MlipConfig::new().init::<B>(&Default::default()).forces(), Forces::Direct);
+    assert_eq!(MlipConfig::new().init(&Device::flex()).forces(), Forces::Direct);
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::sampler::{ChunkShuffleSampler, RandomSampler, Sampler};
 use atomzarr::source::ChunkedReader;
@@ -20,8 +20,6 @@ use atomzarr::{
     AtomicBatch, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, LoaderState,
     ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
-
-type B = Flex;
 
 /// Rows per chunk of every array: many blocks in a small store.
 const CHUNK: u64 = 64;
@@ -48,22 +46,22 @@ fn loader(
     seed: u64,
     rank: usize,
     world: usize,
-) -> DataLoader<B, AtomicDataZarrReader> {
-    DataLoader::<B, _>::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
+) -> DataLoader<AtomicDataZarrReader> {
+    DataLoader::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
         .with_batch_size(batch)
         .with_shuffle(true)
         .with_seed(seed)
         .with_prefetch_factor(4)
         .with_rank(rank, world)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap()
 }
 
-fn epoch(l: &DataLoader<B, AtomicDataZarrReader>) -> Vec<Vec<usize>> {
-    l.iter().map(|b: atomzarr::Result<AtomicBatch<B>>| b.unwrap().indices).collect()
+fn epoch(l: &DataLoader<AtomicDataZarrReader>) -> Vec<Vec<usize>> {
+    l.iter().map(|b: atomzarr::Result<AtomicBatch>| b.unwrap().indices).collect()
 }
 
-fn take(it: &mut dyn Iterator<Item = atomzarr::Result<AtomicBatch<B>>>, k: usize) -> Vec<Vec<usize>> {
+fn take(it: &mut dyn Iterator<Item = atomzarr::Result<AtomicBatch>>, k: usize) -> Vec<Vec<usize>> {
     it.take(k).map(|b| b.unwrap().indices).collect()
 }
 
@@ -118,11 +116,11 @@ fn a_store_larger_than_the_cache_is_read_through_the_block_pool() {
     assert!(decoded as f64 <= 1.5 * whole as f64, "decoded {decoded} of a {whole}-byte store; amplification {amp:.2}");
     // A full permutation on the same store and cache decodes far more.
     let plain = open(&path, SMALL_CACHE);
-    let pl = DataLoader::<B, _>::builder(Dataset::from_arc(plain.clone()).with_skip_validation(true))
+    let pl = DataLoader::builder(Dataset::from_arc(plain.clone()).with_skip_validation(true))
         .with_batch_size(32)
         .with_sampler(RandomSampler::new(n, 5))
         .with_prefetch_factor(4)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     assert_once(&epoch(&pl).concat(), n, "random sampler");
     assert!(plain.decode_counters().decoded_bytes > 3 * decoded);
@@ -284,12 +282,12 @@ fn a_shuffled_list_is_drawn_in_its_samples_blocks() {
     write_store(&path, n);
     let r = open(&path, SMALL_CACHE);
     let split: Vec<usize> = (0..n).filter(|i| i % 10 != 3).collect();
-    let l = DataLoader::<B, _>::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
+    let l = DataLoader::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
         .with_batch_size(32)
         .with_sampler(atomzarr::sampler::ListSampler::new(split.clone()))
         .with_shuffle(true)
         .with_seed(3)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     assert_eq!(l.state().sampler(), "block-pool");
     let mut got = epoch(&l).concat();

@@ -1,4 +1,4 @@
-//! Device batches on a CubeCL runtime (burn-wgpu; in CI on Mesa's lavapipe,
+//! Device batches on a CubeCL runtime (Burn's wgpu device; in CI on Mesa's lavapipe,
 //! a software Vulkan device on the CPU): every field arrives in the device's
 //! dtype for its kind (float f32, int i32, bool u32 on wgpu) with the values
 //! of the samples that were written, checked against the samples themselves;
@@ -21,12 +21,14 @@ use atomzarr::{
     AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader,
     Dataset, Error, Level, ZarrWriteConfig,
 };
-use burn::tensor::backend::Backend;
-use burn_std::{AllocationController, AllocationProperty, Bytes};
-use burn_wgpu::{Wgpu, WgpuDevice};
+use burn::tensor::{Device, DeviceKind, TensorData};
+use burn_std::{AccessError, AccessPolicy, AllocationController, AllocationProperty, Bytes};
 use expected::Want;
 
-type B = Wgpu;
+/// The wgpu device the tests run on (lavapipe in CI).
+fn wgpu() -> Device {
+    Device::wgpu(DeviceKind::DefaultDevice)
+}
 
 fn samples(n: usize) -> Vec<AtomicData> {
     expected::samples(n, 7, 11).unwrap()
@@ -35,21 +37,21 @@ fn samples(n: usize) -> Vec<AtomicData> {
 /// Every field of `batch` (typed, dtype-checked, and through
 /// `to_host_f64`) and its index tensors equal the samples'; every kind
 /// (float, int, bool) was among them.
-fn check_batch(batch: &AtomicBatch<B>, all: &[AtomicData], device: &WgpuDevice, what: &str) {
+fn check_batch(batch: &AtomicBatch, all: &[AtomicData], device: &Device, what: &str) {
     let counts = expected::check_batch(batch, all, device).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(counts.keys().copied().collect::<Vec<_>>(), ["bool", "float", "int"], "{what}");
 }
 
 #[test]
 fn loader_batches_equal_the_samples_on_every_dtype() {
-    let device = WgpuDevice::default();
+    let device = wgpu();
     let dir = common::tmpdir();
     let path = dir.path().join("d.zarr");
     let all = samples(23);
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&all).unwrap();
     let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
     for (pin, streams) in [(false, 0), (true, 0), (false, 1), (true, 2)] {
-        let mut b = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        let mut b = DataLoader::builder(Dataset::from_arc(reader.clone()))
             .with_batch_size(5)
             .with_shuffle(true)
             .with_seed(4)
@@ -71,7 +73,7 @@ fn loader_batches_equal_the_samples_on_every_dtype() {
     for pin in [false, true] {
         let idx = [3usize, 0, 22, 7];
         let items: Vec<AtomicData> = idx.iter().map(|&i| all[i].clone()).collect();
-        let mut batch: AtomicBatch<B> = AtomicBatcher::new(pin).try_batch(&items, &device).unwrap();
+        let mut batch: AtomicBatch = AtomicBatcher::new(pin).try_batch(&items, &device).unwrap();
         batch.indices = idx.to_vec();
         check_batch(&batch, &all, &device, &format!("batcher pin {pin}"));
     }
@@ -79,14 +81,14 @@ fn loader_batches_equal_the_samples_on_every_dtype() {
 
 #[test]
 fn an_int64_beyond_int32_is_a_device_error() {
-    let device = WgpuDevice::default();
+    let device = wgpu();
     let s = AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])
         .unwrap()
         .with_custom("big", Level::Atom, vec![2], vec![7i64, 1 << 40])
         .unwrap();
     for pin in [false, true] {
         let batch = CollatedBatch::from_samples(&[0], std::slice::from_ref(&s)).unwrap();
-        match AtomicBatch::<B>::from_collated(batch, &device, pin) {
+        match AtomicBatch::from_collated(batch, &device, pin) {
             Err(Error::Device { field, reason }) => {
                 assert_eq!(field, "big");
                 assert!(reason.contains("element 1 = 1099511627776"), "{reason}");
@@ -120,12 +122,12 @@ impl AllocationController for TracedPinned {
     fn property(&self) -> AllocationProperty {
         AllocationProperty::Pinned
     }
-    unsafe fn memory_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+    unsafe fn memory_mut(&mut self, _policy: AccessPolicy) -> Result<&mut [MaybeUninit<u8>], AccessError> {
         let len = self.memory.len() * 16;
-        unsafe { std::slice::from_raw_parts_mut(self.memory.as_mut_ptr().cast(), len) }
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.memory.as_mut_ptr().cast(), len) })
     }
-    fn memory(&self) -> &[MaybeUninit<u8>] {
-        unsafe { std::slice::from_raw_parts(self.memory.as_ptr().cast(), self.memory.len() * 16) }
+    fn memory(&self, _policy: AccessPolicy) -> Result<&[MaybeUninit<u8>], AccessError> {
+        Ok(unsafe { std::slice::from_raw_parts(self.memory.as_ptr().cast(), self.memory.len() * 16) })
     }
 }
 
@@ -144,7 +146,7 @@ impl Drop for TracedPinned {
 /// once its copy ran.
 #[test]
 fn staged_buffers_reach_the_device_as_they_are() {
-    let device = WgpuDevice::default();
+    let device = wgpu();
     let all = samples(6);
     let idx = [1usize, 4, 2];
     let items: Vec<AtomicData> = idx.iter().map(|&i| all[i].clone()).collect();
@@ -152,17 +154,19 @@ fn staged_buffers_reach_the_device_as_they_are() {
     let trace = Arc::new(Trace::default());
     let next = AtomicUsize::new(0);
     let mut dtypes = Vec::new();
-    let mut batch = AtomicBatch::<B>::from_collated_staged(host.clone(), &device, |datas| {
-        for d in datas.iter_mut() {
-            let id = next.fetch_add(1, Ordering::Relaxed);
-            let ctl = TracedPinned { id, memory: vec![0u128; d.bytes.len().div_ceil(16)], trace: trace.clone() };
-            // SAFETY: the traced buffer is zero-initialized over `len` bytes.
-            let mut pinned = unsafe { Bytes::from_controller(Box::new(ctl), d.bytes.len()) };
-            d.bytes.copy_into(&mut pinned);
-            trace.filled.lock().unwrap().insert(id, pinned.to_vec());
-            dtypes.push(d.dtype);
-            std::mem::swap(&mut d.bytes, &mut pinned);
-        }
+    let mut batch = AtomicBatch::from_collated_staged(host.clone(), &device, |datas| {
+        dtypes.extend(datas.iter().map(TensorData::dtype));
+        TensorData::with_bytes_mut(datas.iter_mut(), |all| {
+            for bytes in all {
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                let ctl = TracedPinned { id, memory: vec![0u128; bytes.len().div_ceil(16)], trace: trace.clone() };
+                // SAFETY: the traced buffer is zero-initialized over `len` bytes.
+                let mut pinned = unsafe { Bytes::from_controller(Box::new(ctl), bytes.len()) };
+                bytes.copy_into(&mut pinned);
+                trace.filled.lock().unwrap().insert(id, pinned.to_vec());
+                std::mem::swap(bytes, &mut pinned);
+            }
+        })
     })
     .unwrap();
     let me = std::thread::current().id();
@@ -190,7 +194,7 @@ fn staged_buffers_reach_the_device_as_they_are() {
     }
     batch.indices = idx.to_vec();
     check_batch(&batch, &all, &device, "staged");
-    <B as Backend>::sync(&device).unwrap();
+    device.sync().unwrap();
     drop(batch);
     let dropped = trace.dropped.lock().unwrap();
     assert_eq!(dropped.len(), n, "every staged buffer released once the device copied it");

@@ -2,8 +2,8 @@
 //! every tensor the `train_mlip` example's model consumes, the derived ones
 //! too (atom counts from `atoms_ptr`, the graph index, edge vectors and
 //! lengths, per-graph sums through the graph index, energies after the E0
-//! subtraction and the scale/shift), read back from burn-wgpu (Mesa's
-//! lavapipe in CI) and from Flex, batch by batch, over several epochs, with
+//! subtraction and the scale/shift), read back from Burn's wgpu device
+//! (Mesa's lavapipe in CI) and from Flex, batch by batch, over several epochs, with
 //! fused prefetch, pinned staging and the loader's upload threads running
 //! as in training.
 //!
@@ -37,10 +37,7 @@ use std::sync::Arc;
 
 use atomzarr::prep::transforms::{ScaleShift, SubtractE0s};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset};
-use burn::backend::Flex;
-use burn::tensor::backend::Backend;
-use burn::tensor::{IndexingUpdateOp, Tensor};
-use burn_wgpu::{Wgpu, WgpuDevice};
+use burn::tensor::{Device, DeviceKind, IndexingUpdateOp, Tensor};
 use model::GraphBatch;
 use training::{Prep, TrainingSet};
 
@@ -57,7 +54,7 @@ struct Setting {
 
 /// What the model consumes from one batch, as named `[rows, cols]` float
 /// tensors still on the device (integers converted on the device).
-fn consumed<B: Backend>(b: AtomicBatch<B>) -> Vec<(&'static str, Tensor<B, 2>)> {
+fn consumed(b: AtomicBatch) -> Vec<(&'static str, Tensor<2>)> {
     let g = GraphBatch::from_atomic(b).expect("the store holds every field the model needs");
     let [v, _] = g.positions.dims();
     let [e, _] = g.edges.dims();
@@ -68,7 +65,7 @@ fn consumed<B: Backend>(b: AtomicBatch<B>) -> Vec<(&'static str, Tensor<B, 2>)> 
     let r = rvec.clone().powi_scalar(2).sum_dim(1).sqrt();
     // Sums per graph through the graph index (the model's atom -> graph sum).
     let device = g.positions.device();
-    let force_sum = Tensor::<B, 2>::zeros([g.num_graphs, 3], &device).select_assign(
+    let force_sum = Tensor::<2>::zeros([g.num_graphs, 3], &device).select_assign(
         0,
         g.graph_index.clone(),
         g.forces.clone(),
@@ -94,20 +91,20 @@ fn consumed<B: Backend>(b: AtomicBatch<B>) -> Vec<(&'static str, Tensor<B, 2>)> 
 /// One batch's consumed tensors on the host.
 type HostBatch = Vec<(&'static str, Vec<f32>)>;
 
-fn to_host<B: Backend>(t: Vec<(&'static str, Tensor<B, 2>)>) -> HostBatch {
-    t.into_iter().map(|(name, t)| (name, t.into_data().to_vec::<f32>().expect("float tensor"))).collect()
+fn to_host(t: Vec<(&'static str, Tensor<2>)>) -> HostBatch {
+    t.into_iter().map(|(name, t)| (name, t.into_data().try_to_vec::<f32>().expect("float tensor"))).collect()
 }
 
-/// A loader over `reader` on backend `B` with the training set's E0s, a
+/// A loader over `reader` on `device` with the training set's E0s, a
 /// scale/shift and a random rotation per epoch (all applied on the host,
 /// as in the example), shuffled.
-fn loader<B: Backend>(
+fn loader(
     reader: &Arc<AtomicDataZarrReader>,
     set: &(SubtractE0s, ScaleShift),
     s: Setting,
-    device: &B::Device,
-) -> DataLoader<B, AtomicDataZarrReader> {
-    let mut b = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+    device: &Device,
+) -> DataLoader<AtomicDataZarrReader> {
+    let mut b = DataLoader::builder(Dataset::from_arc(reader.clone()))
         .with_batch_size(s.batch_size)
         .with_shuffle(true)
         .with_seed(5)
@@ -124,7 +121,7 @@ fn loader<B: Backend>(
 
 /// One epoch of consumed tensors: on the CPU read back batch by batch; on
 /// the device read back only once the epoch's last batch was consumed.
-fn epoch<B: Backend>(l: &DataLoader<B, AtomicDataZarrReader>, epoch: u64) -> Vec<(Vec<usize>, HostBatch)> {
+fn epoch(l: &DataLoader<AtomicDataZarrReader>, epoch: u64) -> Vec<(Vec<usize>, HostBatch)> {
     l.set_epoch(epoch);
     let mut queued = Vec::new();
     for batch in l.iter() {
@@ -176,9 +173,9 @@ fn store(dir: &Path, structures: usize) -> (Arc<AtomicDataZarrReader>, (Subtract
 fn device_equals_cpu(structures: usize, setting: Setting) {
     let dir = common::tmpdir();
     let (reader, set) = store(dir.path(), structures);
-    let cpu = loader::<Flex>(&reader, &set, Setting { streams: 0, pin: false, ..setting }, &Default::default());
-    let device = WgpuDevice::default();
-    let dev = loader::<Wgpu>(&reader, &set, setting, &device);
+    let cpu = loader(&reader, &set, Setting { streams: 0, pin: false, ..setting }, &Device::flex());
+    let device = Device::wgpu(DeviceKind::DefaultDevice);
+    let dev = loader(&reader, &set, setting, &device);
     let mut failures = Vec::new();
     for e in 0..setting.epochs {
         let (c, d) = (epoch(&cpu, e), epoch(&dev, e));
@@ -221,9 +218,9 @@ fn uploads_on_the_consuming_thread_keep_the_numbers() {
 /// summed by one thread over all its rows would drop rows there.
 #[test]
 fn partitioned_sums_and_gathers_on_the_device_equal_loops_at_real_sizes() {
-    let device = WgpuDevice::default();
+    let device = Device::wgpu(DeviceKind::DefaultDevice);
     for (rows, targets, c) in [(500_000usize, 10_000usize, 2usize), (300_000, 100_000, 1)] {
-        model::model_tests::partitioned_against_loops::<Wgpu>(rows, targets, c, |i| i * 7919 + i / 50, &device)
+        model::model_tests::partitioned_against_loops(rows, targets, c, |i| i * 7919 + i / 50, &device)
             .unwrap_or_else(|e| panic!("{e}"));
     }
 }

@@ -9,10 +9,8 @@ mod common;
 use atomzarr::formats::import::{ImportOptions, import_files};
 use atomzarr::pipeline::labels::masked_mse;
 use atomzarr::{AtomicDataZarrReader, DataLoader, Dataset};
-use burn::backend::Flex;
+use burn::tensor::Device;
 use burn::tensor::Tensor;
-
-type B = Flex;
 
 /// Three frames: forces and stress on the first, neither on the second,
 /// forces only on the third; config types on all.
@@ -31,9 +29,9 @@ H 0 0 1 0 0 0
 H 0 1 0 0 0 -2.0
 ";
 
-fn loader(store: &std::path::Path) -> DataLoader<B, AtomicDataZarrReader> {
+fn loader(store: &std::path::Path) -> DataLoader<AtomicDataZarrReader> {
     let ds = Dataset::new(AtomicDataZarrReader::open(store).unwrap());
-    DataLoader::<B, _>::builder(ds).with_batch_size(3).build(&Default::default()).unwrap()
+    DataLoader::builder(ds).with_batch_size(3).build(&Device::flex()).unwrap()
 }
 
 /// FRAMES imported into a new store in `dir`, and its path.
@@ -54,20 +52,20 @@ fn a_force_loss_is_masked_on_frames_without_forces_or_stress() {
     assert_eq!(batch.num_graphs, 3);
 
     let forces = batch.forces().unwrap();
-    let pred = Tensor::<B, 2>::zeros([batch.num_atoms, 3], &Default::default());
+    let pred = Tensor::<2>::zeros([batch.num_atoms, 3], &Device::flex());
     // By hand, over the 5 atoms that have forces (15 components).
     let present = [0.5, -1.0, 0.0, -0.5, 1.0, 0.25, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0];
     let want = present.iter().map(|x: &f64| x * x).sum::<f64>() / present.len() as f64;
-    let masked = f64::from(masked_mse(pred.clone(), forces.clone()).into_scalar());
+    let masked = masked_mse(pred.clone(), forces.clone()).into_scalar::<f64>();
     assert!((masked - want).abs() < 1e-6, "masked force loss {masked} vs {want}");
-    let plain = f64::from((pred - forces).powf_scalar(2.0).mean().into_scalar());
+    let plain = (pred - forces).powf_scalar(2.0).mean().into_scalar::<f64>();
     assert!(plain.is_nan(), "without the mask the loss is NaN: {plain}");
 
     // Stress: only the first frame has one (diagonal 0.1 0.2 0.3).
     let stress = batch.stress().unwrap();
-    let zero = Tensor::<B, 3>::zeros([3, 3, 3], &Default::default());
+    let zero = Tensor::<3>::zeros([3, 3, 3], &Device::flex());
     let want = (0.01 + 0.04 + 0.09) / 9.0;
-    let masked = f64::from(masked_mse(zero, stress).into_scalar());
+    let masked = masked_mse(zero, stress).into_scalar::<f64>();
     assert!((masked - want).abs() < 1e-6, "masked stress loss {masked} vs {want}");
 }
 
@@ -81,9 +79,9 @@ fn string_labels_reach_the_training_step() {
     assert_eq!(types, ["bulk", "atom", "bulk"]);
     // A per-config weight, as a training step would build it.
     let w: Vec<f32> = types.iter().map(|t| if t == "atom" { 10.0 } else { 1.0 }).collect();
-    let weights = Tensor::<B, 1>::from_floats(w.as_slice(), &Default::default());
+    let weights = Tensor::<1>::from_floats(w.as_slice(), &Device::flex());
     let energy = batch.energy().unwrap().reshape([3]);
-    let weighted = f64::from((energy * weights).sum().into_scalar());
+    let weighted = (energy * weights).sum().into_scalar::<f64>();
     assert!((weighted - (-2.0 - 10.0 - 3.5)).abs() < 1e-6, "{weighted}");
     // A store held in memory (built a chunk at a time) keeps them too.
     let reader = AtomicDataZarrReader::open(&store).unwrap();
@@ -95,12 +93,8 @@ fn string_labels_reach_the_training_step() {
     assert_eq!(atomzarr::ReaderExt::read(&mem, 1).unwrap().data.string("config_type"), Some("atom"));
     // Shuffled batches keep each graph's label with it.
     let ds = Dataset::new(AtomicDataZarrReader::open(&store).unwrap());
-    let shuffled = DataLoader::<B, _>::builder(ds)
-        .with_batch_size(2)
-        .with_shuffle(true)
-        .with_seed(3)
-        .build(&Default::default())
-        .unwrap();
+    let shuffled =
+        DataLoader::builder(ds).with_batch_size(2).with_shuffle(true).with_seed(3).build(&Device::flex()).unwrap();
     for b in shuffled.iter() {
         let b = b.unwrap();
         let want = ["bulk", "atom", "bulk"];

@@ -7,16 +7,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use burn::backend::Flex;
 use burn::data::dataloader::batcher::Batcher;
+use burn::tensor::Device;
 
 use atomzarr::sampler::{BatchSampler, ListBatchSampler, ListSampler, RandomSampler, Sampler, SamplerBatches};
 use atomzarr::{
     AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch,
     DataLoader, Dataset, Error, HostData, Level, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
-
-type B = Flex;
 
 fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 9, 42).unwrap();
@@ -40,7 +38,7 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
         for drop_last in [false, true] {
             for streams in [0usize, 2] {
                 let ds = Dataset::from_arc(reader.clone()).with_skip_validation(pf % 2 == 1);
-                let mut builder = DataLoader::<B, _>::builder(ds)
+                let mut builder = DataLoader::builder(ds)
                     .with_batch_size(4)
                     .with_shuffle(true)
                     .with_seed(9)
@@ -49,7 +47,7 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
                 if streams > 0 {
                     builder = builder.with_use_streams(true).with_num_streams(streams);
                 }
-                let loader = builder.build(&Default::default()).unwrap();
+                let loader = builder.build(&Device::flex()).unwrap();
                 loader.set_epoch(3);
                 let expected = SamplerBatches::new(RandomSampler::new(37, 9), 4, drop_last).batches(3);
                 assert_eq!(loader.planned_batches(), expected);
@@ -63,8 +61,8 @@ fn loader_yields_sampler_batches_in_order_with_read_many_contents() {
                     let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
                     assert_eq!(batch.to_host_f64().unwrap(), collated_to_host(&want), "pf {pf} drop_last {drop_last}");
                     assert_eq!(batch.num_graphs, batch.indices.len());
-                    assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.atoms_ptr);
-                    assert_eq!(batch.edges_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.edges_ptr);
+                    assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), want.atoms_ptr);
+                    assert_eq!(batch.edges_ptr.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), want.edges_ptr);
                     got.push(batch.indices.clone());
                 }
                 assert_eq!(got, expected, "pf {pf} drop_last {drop_last} streams {streams}");
@@ -99,17 +97,17 @@ fn hand_checked_offsets_and_graph_index() {
         .unwrap();
     // Through the loader (collated path) and through Burn's Batcher (sample path).
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).with_batch_size(3).build(&Default::default()).unwrap();
+    let loader = DataLoader::builder(ds).with_batch_size(3).build(&Device::flex()).unwrap();
     let from_loader = loader.iter().next().unwrap().unwrap();
-    let from_batcher: AtomicBatch<B> = AtomicBatcher::default().batch(vec![a, b, c], &Default::default());
+    let from_batcher: AtomicBatch = AtomicBatcher::default().batch(vec![a, b, c], &Device::flex());
     for batch in [from_loader, from_batcher] {
-        let nl = batch.neighbor_list().unwrap().to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        let nl = batch.neighbor_list().unwrap().to_data().convert::<i64>().try_to_vec::<i64>().unwrap();
         assert_eq!(nl, vec![0, 1, 1, 0, 2, 3, 2, 4, 4, 3, 5, 5]);
-        let gi = batch.graph_index.to_data().convert::<i64>().to_vec::<i64>().unwrap();
+        let gi = batch.graph_index.to_data().convert::<i64>().try_to_vec::<i64>().unwrap();
         assert_eq!(gi, vec![0, 0, 1, 1, 1, 2]);
-        assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), vec![0, 2, 5, 6]);
-        assert_eq!(batch.edges_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), vec![0, 2, 5, 6]);
-        assert_eq!(batch.energy().unwrap().to_data().to_vec::<f32>().unwrap(), vec![-1.0, -2.0, -3.0]);
+        assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), vec![0, 2, 5, 6]);
+        assert_eq!(batch.edges_ptr.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), vec![0, 2, 5, 6]);
+        assert_eq!(batch.energy().unwrap().to_data().try_to_vec::<f32>().unwrap(), vec![-1.0, -2.0, -3.0]);
         assert_eq!(batch.positions().unwrap().dims(), [6, 3]);
         assert_eq!(batch.shifts().unwrap().dims(), [6, 3]);
         assert_eq!((batch.num_graphs, batch.num_atoms, batch.num_edges), (3, 6, 6));
@@ -122,13 +120,13 @@ fn dropping_an_iterator_early_returns_promptly() {
     let path = dir.path().join("d.zarr");
     write_store(&path, 400, 64);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds)
+    let loader = DataLoader::builder(ds)
         .with_batch_size(8)
         .with_shuffle(true)
         .with_prefetch_factor(4)
         .with_use_streams(true)
         .with_num_streams(2)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -145,8 +143,7 @@ fn dropping_an_iterator_early_returns_promptly() {
 
     // The drop itself: measured as a bound on a hang, not a speed figure.
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
-    let loader =
-        DataLoader::<B, _>::builder(ds).with_batch_size(8).with_prefetch_factor(16).build(&Default::default()).unwrap();
+    let loader = DataLoader::builder(ds).with_batch_size(8).with_prefetch_factor(16).build(&Device::flex()).unwrap();
     let mut it = loader.iter();
     it.next().unwrap().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -172,11 +169,8 @@ fn corrupt_chunk_mid_epoch_yields_err_then_ends() {
             AtomicDataZarrReader::open_opt(&path, atomzarr::ReaderOptions::default().with_cache_bytes(0)).unwrap(),
         )
         .with_skip_validation(true);
-        let loader = DataLoader::<B, _>::builder(ds)
-            .with_batch_size(5)
-            .with_prefetch_factor(pf)
-            .build(&Default::default())
-            .unwrap();
+        let loader =
+            DataLoader::builder(ds).with_batch_size(5).with_prefetch_factor(pf).build(&Device::flex()).unwrap();
         let results: Vec<_> = loader.iter().collect();
         assert!(results[0].is_ok(), "first batch should read");
         let errs: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -249,15 +243,19 @@ fn validation_on_by_default_and_skippable() {
         );
         assert!(err.to_string().starts_with("broken, sample 1 (physical 1): neighbor_list index 5 outside"), "{err}");
     }
-    // Burn's Dataset trait: the sample, a panic with the message for a bad
-    // one (never a None that would end Burn's epoch), None past the end.
+    // Burn's Dataset trait: the sample, the typed error for a bad one (its
+    // message, and the error itself behind Burn's), a range error past the end.
     use burn::data::dataset::Dataset as BurnDataset;
+    fn typed(e: &burn::data::dataset::DatasetError) -> Option<&Error> {
+        std::error::Error::source(e)?.downcast_ref()
+    }
     let ds = Dataset::new(Broken);
-    assert!(BurnDataset::get(&ds, 0).is_some());
-    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| BurnDataset::get(&ds, 1))).unwrap_err();
-    let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(msg.contains("broken, sample 1 (physical 1): neighbor_list index 5"), "{msg}");
-    assert!(BurnDataset::get(&ds, 3).is_none());
+    assert!(BurnDataset::get(&ds, 0).is_ok());
+    let err = BurnDataset::get(&ds, 1).unwrap_err();
+    assert!(err.to_string().contains("broken, sample 1 (physical 1): neighbor_list index 5"), "{err}");
+    assert!(matches!(typed(&err), Some(Error::NeighborIndex { index: 1, value: 5, .. })), "{err}");
+    let err = BurnDataset::get(&ds, 3).unwrap_err();
+    assert!(matches!(typed(&err), Some(Error::IndexOutOfRange { index: 3, len: 3, .. })), "{err}");
     assert_eq!(BurnDataset::len(&ds), 3);
     // Out-of-range indices are errors, not panics.
     assert!(matches!(ds.load_batches(&[vec![7]]), Err(Error::IndexOutOfRange { .. })));
@@ -296,11 +294,11 @@ fn epochs_steps_and_options() {
     write_store(&path, 20, 8);
     let reader = Arc::new(AtomicDataZarrReader::open(&path).unwrap());
     let mk = || {
-        DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        DataLoader::builder(Dataset::from_arc(reader.clone()))
             .with_batch_size(3)
             .with_shuffle(true)
             .with_seed(5)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap()
     };
     let l = mk();
@@ -314,41 +312,37 @@ fn epochs_steps_and_options() {
     let resumed: Vec<_> = l2.iter().map(|b| b.unwrap().indices).collect();
     assert_eq!(resumed, e0[4..].to_vec());
     // A sampler restricts and orders; shuffle on top permutes it per epoch.
-    let sub = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+    let sub = DataLoader::builder(Dataset::from_arc(reader.clone()))
         .with_batch_size(2)
         .with_sampler(ListSampler::new(vec![7, 3, 11]))
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     assert_eq!(sub.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![7, 3], vec![11]]);
-    let bs = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+    let bs = DataLoader::builder(Dataset::from_arc(reader.clone()))
         .with_batch_sampler(ListBatchSampler::new(vec![vec![1, 1, 0], vec![19]]))
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     assert_eq!(bs.iter().map(|b| b.unwrap().indices).collect::<Vec<_>>(), vec![vec![1, 1, 0], vec![19]]);
     // Bad options are errors.
-    let err = |r: atomzarr::Result<DataLoader<B, AtomicDataZarrReader>>| matches!(r, Err(Error::Config(_)));
-    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .with_batch_size(0)
-        .build(&Default::default())));
-    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+    let err = |r: atomzarr::Result<DataLoader<AtomicDataZarrReader>>| matches!(r, Err(Error::Config(_)));
+    assert!(err(DataLoader::builder(Dataset::from_arc(reader.clone())).with_batch_size(0).build(&Device::flex())));
+    assert!(err(DataLoader::builder(Dataset::from_arc(reader.clone()))
         .with_batch_sampler(ListBatchSampler::new(vec![]))
         .with_shuffle(true)
-        .build(&Default::default())));
+        .build(&Device::flex())));
     // Knobs that would do nothing are refused, not ignored.
     let streams = |use_streams: bool, n: usize| {
-        DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        DataLoader::builder(Dataset::from_arc(reader.clone()))
             .with_use_streams(use_streams)
             .with_num_streams(n)
-            .build(&Default::default())
+            .build(&Device::flex())
     };
     match streams(false, 2) {
         Err(Error::Config(msg)) => assert!(msg.contains("with_num_streams(2) needs with_use_streams(true)"), "{msg}"),
         other => panic!("num_streams without use_streams: expected a Config error, got {:?}", other.err()),
     }
     assert!(err(streams(true, 0)), "num_streams(0)");
-    assert!(err(DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
-        .with_num_workers(0)
-        .build(&Default::default())));
+    assert!(err(DataLoader::builder(Dataset::from_arc(reader.clone())).with_num_workers(0).build(&Device::flex())));
     // With use_streams, 1 and 4 streams deliver the same batches.
     let by = |n: usize| -> Vec<Vec<f64>> {
         let l = streams(true, n).unwrap();
@@ -356,13 +350,13 @@ fn epochs_steps_and_options() {
     };
     assert_eq!(by(1), by(4));
     // Batch transforms apply to every batch.
-    let t = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+    let t = DataLoader::builder(Dataset::from_arc(reader.clone()))
         .with_batch_size(4)
         .with_batch_transform(|mut b| {
             b.fields.remove("forces");
             Ok(b)
         })
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     assert!(t.iter().all(|b| b.unwrap().forces().is_none()));
     let _ = RandomSampler::new(3, 0).indices(0);
@@ -375,23 +369,20 @@ fn burn_traits_dataloader_and_batcher() {
     let path = dir.path().join("b.zarr");
     write_store(&path, 23, 8);
     let ds = Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds.clone())
-        .with_batch_size(5)
-        .with_prefetch_factor(2)
-        .build(&Default::default())
-        .unwrap();
-    let dl: Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> = Arc::new(loader);
+    let loader =
+        DataLoader::builder(ds.clone()).with_batch_size(5).with_prefetch_factor(2).build(&Device::flex()).unwrap();
+    let dl: Arc<dyn BurnDataLoader<AtomicBatch>> = Arc::new(loader);
     assert_eq!(dl.num_items(), 23);
     let mut it = dl.iter();
     let mut n = 0;
     for b in it.by_ref() {
-        n += b.num_graphs;
+        n += b.unwrap().num_graphs;
     }
     assert_eq!(n, 23);
     assert_eq!(it.progress().items_processed, 23);
     let sliced = dl.slice(5, 12);
     assert_eq!(sliced.num_items(), 7);
-    let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.indices).collect();
+    let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.unwrap().indices).collect();
     assert_eq!(got, vec![(5..10).collect::<Vec<_>>(), vec![10, 11]]);
     // Batches of different sizes keep their membership: the slice takes the
     // whole batches that start in its range.
@@ -405,18 +396,18 @@ fn burn_traits_dataloader_and_batcher() {
         }
     }
     let uneven = vec![vec![0, 1, 2], vec![3], vec![4, 5, 6, 7], vec![8, 9]];
-    let loader =
-        DataLoader::<B, _>::builder(ds.clone()).with_batch_sampler(Fixed(uneven)).build(&Default::default()).unwrap();
+    let loader = DataLoader::builder(ds.clone()).with_batch_sampler(Fixed(uneven)).build(&Device::flex()).unwrap();
     let sliced = BurnDataLoader::slice(&loader, 2, 7);
     assert_eq!(sliced.num_items(), 5);
-    let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.indices).collect();
+    let got: Vec<Vec<usize>> = sliced.iter().map(|b| b.unwrap().indices).collect();
     assert_eq!(got, vec![vec![3], vec![4, 5, 6, 7]]);
     // Burn's own DataLoaderBuilder over our Dataset and Batcher.
-    let burn_loader = burn::data::dataloader::DataLoaderBuilder::<B, _, _>::new(AtomicBatcher::default())
+    let burn_loader = burn::data::dataloader::DataLoaderBuilder::<_, AtomicBatch>::new(AtomicBatcher::default())
         .batch_size(5)
         .num_workers(2)
+        .set_device(Device::flex())
         .build(ds);
-    let total: usize = burn_loader.iter().map(|b: AtomicBatch<B>| b.num_graphs).sum();
+    let total: usize = burn_loader.iter().map(|b| b.unwrap().num_graphs).sum();
     assert_eq!(total, 23);
 }
 
@@ -492,7 +483,7 @@ fn uploads_run_on_the_loaders_own_threads() {
     let run = |streams: usize, epochs: usize| -> (Vec<Vec<usize>>, Vec<String>) {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let log = seen.clone();
-        let mut b = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        let mut b = DataLoader::builder(Dataset::from_arc(reader.clone()))
             .with_batch_size(3)
             .with_shuffle(true)
             .with_seed(5)
@@ -505,7 +496,7 @@ fn uploads_run_on_the_loaders_own_threads() {
         if streams > 0 {
             b = b.with_use_streams(true).with_num_streams(streams);
         }
-        let loader = b.build(&Default::default()).unwrap();
+        let loader = b.build(&Device::flex()).unwrap();
         let mut order = Vec::new();
         for _ in 0..epochs {
             let planned = loader.planned_batches();
@@ -532,7 +523,7 @@ fn uploads_run_on_the_loaders_own_threads() {
     // A transform's failure and a transform's panic on an upload thread
     // come back as that batch's error; the loader then stops the epoch.
     for panics in [false, true] {
-        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        let loader = DataLoader::builder(Dataset::from_arc(reader.clone()))
             .with_batch_size(4)
             .with_use_streams(true)
             .with_batch_transform(move |b| {
@@ -544,7 +535,7 @@ fn uploads_run_on_the_loaders_own_threads() {
                 }
                 Ok(b)
             })
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         let results: Vec<_> = loader.iter().collect();
         assert_eq!(results.len(), 3, "two good batches, then the error");

@@ -11,14 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use burn::backend::Flex;
 use burn::data::dataloader::DataLoader as BurnDataLoader;
 use burn::data::dataloader::split::split_dataloader;
+use burn::tensor::Device;
 
 use atomzarr::sampler::{RandomSampler, Sampler};
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, Error, LoaderState};
-
-type B = Flex;
 
 fn write_store(path: &Path, n: usize) -> Arc<AtomicDataZarrReader> {
     let samples = atomzarr::data::synth::generate(n, 2, 6, 7).unwrap();
@@ -32,23 +30,23 @@ fn loader(
     seed: u64,
     rank: usize,
     world: usize,
-) -> DataLoader<B, AtomicDataZarrReader> {
-    DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
+) -> DataLoader<AtomicDataZarrReader> {
+    DataLoader::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
         .with_batch_size(batch)
         .with_shuffle(true)
         .with_seed(seed)
         .with_prefetch_factor(2)
         .with_rank(rank, world)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap()
 }
 
-fn take(it: &mut dyn Iterator<Item = atomzarr::Result<AtomicBatch<B>>>, k: usize) -> Vec<Vec<usize>> {
+fn take(it: &mut dyn Iterator<Item = atomzarr::Result<AtomicBatch>>, k: usize) -> Vec<Vec<usize>> {
     it.take(k).map(|b| b.unwrap().indices).collect()
 }
 
-fn burn_batches(l: &Arc<dyn BurnDataLoader<B, AtomicBatch<B>>>) -> Vec<Vec<usize>> {
-    l.iter().map(|b| b.indices).collect()
+fn burn_batches(l: &Arc<dyn BurnDataLoader<AtomicBatch>>) -> Vec<Vec<usize>> {
+    l.iter().map(|b| b.unwrap().indices).collect()
 }
 
 #[test]
@@ -57,7 +55,7 @@ fn device_copies_share_the_epoch_set_on_the_users_handle() {
     let reader = write_store(&dir.path().join("d.zarr"), 23);
     let l = loader(&reader, 5, 3, 0, 1);
     // What burn-train's single-device strategy does: a copy per device.
-    let copy = BurnDataLoader::to_device(&l, &Default::default());
+    let copy = BurnDataLoader::to_device(&l, &Device::flex());
     l.set_epoch(4); // after the copy was made: it must still reach it
     let got: Vec<usize> = burn_batches(&copy).concat();
     assert_eq!(got, RandomSampler::new(23, 3).indices(4), "the copy runs the epoch set on the handle");
@@ -78,10 +76,10 @@ fn split_slices_keep_the_batch_size_and_share_one_epoch() {
     let reader = write_store(&dir.path().join("s.zarr"), 23);
     let l = loader(&reader, 4, 9, 0, 1);
     l.set_epoch(2);
-    let dl: Arc<dyn BurnDataLoader<B, AtomicBatch<B>>> = Arc::new(l.clone());
-    let dev = Default::default();
+    let dl: Arc<dyn BurnDataLoader<AtomicBatch>> = Arc::new(l.clone());
+    let dev = Device::flex();
     // burn-train's multi-device strategies split with this function.
-    let parts = split_dataloader(dl, &[dev, dev, dev]);
+    let parts = split_dataloader(dl, &[dev.clone(), dev.clone(), dev]);
     assert_eq!(parts.iter().map(|p| p.num_items()).collect::<Vec<_>>(), vec![7, 7, 9]);
     for round in 0..2u64 {
         let got: Vec<Vec<Vec<usize>>> = parts.iter().map(burn_batches).collect();
@@ -122,17 +120,17 @@ fn counts_and_slices_do_not_plan_epochs() {
     let dir = common::tmpdir();
     let reader = write_store(&dir.path().join("c.zarr"), 30);
     let plans = Arc::new(AtomicUsize::new(0));
-    let l = DataLoader::<B, _>::builder(Dataset::from_arc(reader))
+    let l = DataLoader::builder(Dataset::from_arc(reader))
         .with_batch_size(4)
         .with_sampler(Counting { inner: RandomSampler::new(30, 1), plans: plans.clone() })
         .with_rank(1, 3)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     assert_eq!(l.len(), 3); // rounds of 12: 4 + 4 + (6 split 2/2/2)
     assert_eq!(BurnDataLoader::num_items(&l), 10);
     let s = BurnDataLoader::slice(&l, 3, 9);
     assert_eq!(s.num_items(), 6);
-    let _ = s.to_device(&Default::default()).num_items();
+    let _ = s.to_device(&Device::flex()).num_items();
     assert_eq!(plans.load(Ordering::SeqCst), 0, "no epoch planned for counts");
     let got: Vec<usize> = burn_batches(&s).concat();
     assert_eq!(plans.load(Ordering::SeqCst), 1, "one plan for one epoch");
@@ -224,6 +222,6 @@ fn ranks_split_every_epoch_without_padding() {
         all.sort();
         assert_eq!(all, (0..n).collect::<Vec<_>>(), "world {world}");
     }
-    let bad = DataLoader::<B, _>::builder(Dataset::from_arc(reader)).with_rank(2, 2).build(&Default::default());
+    let bad = DataLoader::builder(Dataset::from_arc(reader)).with_rank(2, 2).build(&Device::flex());
     assert!(matches!(bad, Err(Error::Config(_))));
 }

@@ -13,15 +13,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::sampler::{MultiDatasetBatchSampler, MultiDatasetSampler};
 use atomzarr::{
     AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, LoaderState, MultiReader,
     MultiReaderOptions, Reader, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
-
-type B = Flex;
 
 /// Samples of the two stores.
 const NA: usize = 30_000;
@@ -68,18 +66,18 @@ fn weighted(w: Vec<f64>, n: Option<usize>, replacement: bool) -> MultiDatasetSam
     b.build().unwrap()
 }
 
-fn sample_loader(multi: MultiReader, s: MultiDatasetSampler, rank: usize, world: usize) -> DataLoader<B, MultiReader> {
-    DataLoader::<B, _>::builder(Dataset::new(multi).with_skip_validation(true))
+fn sample_loader(multi: MultiReader, s: MultiDatasetSampler, rank: usize, world: usize) -> DataLoader<MultiReader> {
+    DataLoader::builder(Dataset::new(multi).with_skip_validation(true))
         .with_batch_size(32)
         .with_seed(7)
         .with_prefetch_factor(4)
         .with_rank(rank, world)
         .with_sampler(s)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap()
 }
 
-fn epoch(l: &DataLoader<B, MultiReader>) -> Vec<Vec<usize>> {
+fn epoch(l: &DataLoader<MultiReader>) -> Vec<Vec<usize>> {
     l.iter_host().map(|b| b.map(|b| b.indices.clone())).collect::<atomzarr::Result<_>>().unwrap()
 }
 
@@ -119,10 +117,10 @@ fn stores_larger_than_their_share_are_drawn_through_pools_each_sample_once_per_p
         .with_seed(3)
         .build()
         .unwrap();
-    let l = DataLoader::<B, _>::builder(Dataset::new(multi).with_skip_validation(true))
+    let l = DataLoader::builder(Dataset::new(multi).with_skip_validation(true))
         .with_batch_sampler(bs)
         .with_prefetch_factor(4)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let batches = epoch(&l);
     assert_eq!(batches.len(), NA / 25);
@@ -253,9 +251,9 @@ fn ranks_decode_about_their_share_of_each_store_and_the_cache_holds_one_budget()
     // Every store's decoded bytes read once, in order, as the reference.
     let whole: Vec<u64> = {
         let (multi, kids) = mixture(&s, 1 << 30);
-        let l = DataLoader::<B, _>::builder(Dataset::new(multi).with_skip_validation(true))
+        let l = DataLoader::builder(Dataset::new(multi).with_skip_validation(true))
             .with_batch_size(256)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         epoch(&l);
         kids.iter().map(|k| k.chunked().unwrap().decode_counters().decoded_bytes).collect()

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{
@@ -19,8 +19,6 @@ use atomzarr::{
     InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, ReadPlan, Reader, ReaderExt,
     ZarrArrayConfig, ZarrWriteConfig,
 };
-
-type B = Flex;
 
 fn write_store(path: &Path, n: usize, seed: u64) -> Vec<AtomicData> {
     let samples = atomzarr::data::synth::generate(n, 2, 12, seed).unwrap();
@@ -112,11 +110,11 @@ fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() 
         .build()
         .unwrap();
     for (pf, skip, streams) in [(3usize, true, true), (2, false, false), (16, true, false), (0, false, true)] {
-        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).with_skip_validation(skip))
+        let loader = DataLoader::builder(Dataset::from_arc(multi.clone()).with_skip_validation(skip))
             .with_batch_sampler(sampler.clone())
             .with_prefetch_factor(pf)
             .with_use_streams(streams)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         loader.set_epoch(2);
         let planned = sampler.batches(2);
@@ -138,7 +136,7 @@ fn multi_through_the_dataloader_with_fused_prefetch_equals_reading_each_child() 
                 .collect();
             let want = CollatedBatch::from_samples(&batch.indices, &samples).unwrap();
             assert_eq!(batch.to_host_f64().unwrap(), host(&want), "pf {pf} skip {skip}");
-            assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap(), want.atoms_ptr);
+            assert_eq!(batch.atoms_ptr.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), want.atoms_ptr);
             // And the children's samples are the ones written.
             for (&g, s) in batch.indices.iter().zip(&samples) {
                 assert_eq!(s, if g < 37 { &f.a[g] } else { &f.b[g - 37] });
@@ -410,10 +408,10 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
     let sa = SizeAwareSampler::from_reader(multi.as_ref(), o).unwrap();
     let want: Vec<(usize, usize)> = f.a.iter().chain(&f.b).map(|s| (s.num_atoms(), s.num_edges())).collect();
     assert_eq!(sa.sizes(), want.as_slice());
-    let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()).with_skip_validation(true))
+    let loader = DataLoader::builder(Dataset::from_arc(multi.clone()).with_skip_validation(true))
         .with_batch_sampler(sa.clone())
         .with_prefetch_factor(4)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let mut seen = Vec::new();
     for b in loader.iter() {
@@ -434,11 +432,11 @@ fn samplers_over_a_multi_dataset_in_the_dataloader() {
             .with_rank(rank, 2)
             .build()
             .unwrap();
-        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(multi.clone()))
+        let loader = DataLoader::builder(Dataset::from_arc(multi.clone()))
             .with_sampler(s)
             .with_batch_size(5)
             .with_prefetch_factor(2)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         let idx: Vec<usize> = loader.iter().flat_map(|b| b.unwrap().indices).collect();
         assert_eq!(idx.len(), 12);

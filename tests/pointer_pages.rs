@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, Reader, ReaderExt,
@@ -164,13 +164,13 @@ fn a_rank_of_eight_holds_the_pointers_of_its_region() {
     let at_open = r.pointer_bytes_held();
     assert!(at_open <= held_bound(1, page_rows), "{at_open} bytes at open");
     let (rank, world, batch) = (3, 8, 64);
-    let loader = DataLoader::<Flex, _>::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
+    let loader = DataLoader::builder(Dataset::from_arc(r.clone()).with_skip_validation(true))
         .with_batch_size(batch)
         .with_shuffle(true)
         .with_seed(5)
         .with_prefetch_factor(4)
         .with_rank(rank, world)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let mut seen = BTreeSet::new();
     for b in loader.iter().take(100) {

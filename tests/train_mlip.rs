@@ -19,12 +19,15 @@ mod training;
 mod common;
 
 use atomzarr::{AtomicDataZarrReader, Reader, ReaderExt};
-use burn::backend::{Autodiff, Flex};
+use burn::tensor::Device;
 use model::Trainer;
 use physics::{CUTOFF, DatasetSpec, Structure};
 use training::{LoaderOptions, Split};
 
-type Train = Autodiff<Flex>;
+/// The training device: the CPU backend with autodiff.
+fn train_device() -> Device {
+    Device::flex().autodiff()
+}
 
 fn tiny_store(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
     let store = dir.join("tiny.zarr");
@@ -36,13 +39,10 @@ fn tiny_store(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
 /// global RNG (seed 0), with no other test drawing in between: tests run
 /// on threads of one process, and a draw elsewhere between the seed and
 /// this one's would give it other weights.
-fn seeded_trainer<B: burn::tensor::backend::AutodiffBackend>(
-    config: &model::MlipConfig,
-    device: &B::Device,
-) -> Trainer<B> {
+fn seeded_trainer(config: &model::MlipConfig, device: &Device) -> Trainer {
     static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _draws = RNG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    B::seed(device, 0);
+    device.seed(0);
     Trainer::new(config, device)
 }
 
@@ -54,8 +54,8 @@ fn opts() -> LoaderOptions {
 fn two_epochs_on_a_tiny_store_lower_the_loss() {
     let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 48);
-    let device = Default::default();
-    let split = Split::<Train>::open(&store, 0.25, opts(), &device).unwrap();
+    let device = train_device();
+    let split = Split::open(&store, 0.25, opts(), &device).unwrap();
     assert_eq!((split.train_indices.len(), split.val_indices.len()), (36, 12));
     assert!(split.train_indices.iter().all(|i| !split.val_indices.contains(i)));
 
@@ -82,11 +82,11 @@ fn two_epochs_on_a_tiny_store_lower_the_loss() {
     assert!(before.baseline_force_mae() > 0.0 && before.baseline_energy_mae() > 0.0);
 
     // Saved next to the store, and loads back to the same predictions
-    // (CompactRecorder stores half precision, hence the tolerance).
+    // (a full-precision record; the tolerance would allow half precision).
     let saved = training::save(trainer.valid(), &config, &store).unwrap();
     assert!(saved.exists(), "{} missing", saved.display());
     assert_eq!(saved.parent(), store.parent());
-    let (loaded, _) = training::load::<Flex>(&store, &device).unwrap();
+    let (loaded, _) = training::load(&store, &Device::flex()).unwrap();
     let reloaded = training::evaluate(&loaded, &split.val, split.stats.energy_per_atom).unwrap();
     let rel = (reloaded.force_mae() - after.force_mae()).abs() / after.force_mae();
     assert!(rel < 0.05, "reloaded model differs: force MAE {} vs {}", reloaded.force_mae(), after.force_mae());
@@ -99,8 +99,8 @@ fn two_epochs_on_a_tiny_store_lower_the_loss() {
 fn a_non_finite_loss_stops_training_naming_epoch_and_batch() {
     let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 48);
-    let device = Default::default();
-    let split = Split::<Train>::open(&store, 0.25, opts(), &device).unwrap();
+    let device = train_device();
+    let split = Split::open(&store, 0.25, opts(), &device).unwrap();
     let config = split.stats.config(CUTOFF);
     let mut trainer = seeded_trainer(&config, &device);
     let err = training::train_epoch(&mut trainer, &split.train, 2, f64::NAN).map(|r| r.loss).unwrap_err().to_string();
@@ -168,7 +168,7 @@ fn stored_labels_match_the_potential() {
 fn training_beats_the_predict_the_mean_baseline() {
     let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 160);
-    let device = Default::default();
+    let device = train_device();
     let opts = LoaderOptions {
         batch_size: 8,
         prefetch_factor: 2,
@@ -177,7 +177,7 @@ fn training_beats_the_predict_the_mean_baseline() {
         use_streams: false,
         cutoff: None,
     };
-    let split = Split::<Train>::open(&store, 0.25, opts, &device).unwrap();
+    let split = Split::open(&store, 0.25, opts, &device).unwrap();
     for forces in [model::Forces::Direct, model::Forces::Conservative] {
         let config = split.stats.config(CUTOFF).with_forces(forces);
         let mut trainer = seeded_trainer(&config, &device);
@@ -221,7 +221,7 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
     use std::collections::{BTreeMap, BTreeSet};
     let dir = common::tmpdir();
     let store = tiny_store(dir.path(), 80);
-    let device = Default::default();
+    let device = train_device();
     let prep = training::Prep {
         val_fraction: 0.25,
         by: Some("trajectory".into()),
@@ -230,7 +230,7 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
         rotate: Some(1),
         ..training::Prep::default()
     };
-    let split = Split::<Train>::open_prepared(&store, &prep, opts(), (0, 1), &device).unwrap();
+    let split = Split::open_prepared(&store, &prep, opts(), &device).unwrap();
     let reader = AtomicDataZarrReader::open(&store).unwrap();
     let traj = |i: usize| reader.read(i as i64).unwrap().data.string("trajectory").unwrap().to_string();
     let train: BTreeSet<String> = split.train_indices.iter().map(|&i| traj(i)).collect();
@@ -299,14 +299,14 @@ fn prepared_split_groups_trajectories_subtracts_train_e0s_and_trains_rotated() {
 #[test]
 fn graphs_built_while_loading_train_like_stored_ones() {
     let dir = common::tmpdir();
-    let device = Default::default();
+    let device = train_device();
     let split = |edges: bool| {
         let store = dir.path().join(format!("s_{edges}.zarr"));
         physics::build_store_with(&store, DatasetSpec::tiny(96), 1, edges, physics::StoreLayout::default()).unwrap();
         let cutoff = (!edges).then_some(CUTOFF);
         let prep = training::Prep { val_fraction: 0.25, e0: true, cutoff, ..training::Prep::default() };
         let set = training::TrainingSet::prepare(&store, &prep).unwrap();
-        set.loaders::<Train>(LoaderOptions { cutoff, ..opts() }, (0, 1), &device).unwrap()
+        set.loaders(LoaderOptions { cutoff, ..opts() }, &device).unwrap()
     };
     let (stored, built) = (split(true), split(false));
     assert_eq!(format!("{:?}", stored.stats), format!("{:?}", built.stats));

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 use serde_json::Value;
 
 use atomzarr::data::CollateOptions;
@@ -28,8 +28,6 @@ use atomzarr::{
     InMemoryReader, Level, MultiReader, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
-
-type B = Flex;
 
 /// Small chunks, so batches span several chunks and the checks meet
 /// samples split across chunk boundaries.
@@ -178,11 +176,11 @@ fn every_batch_path_refuses_an_out_of_range_index() {
     // The DataLoader, fused and not, with background uploads: one Err, then the end.
     for (pf, streams) in [(0usize, false), (2, false), (3, true)] {
         let ds = Dataset::new(open()).with_skip_validation(true);
-        let loader = DataLoader::<B, _>::builder(ds)
+        let loader = DataLoader::builder(ds)
             .with_batch_size(4)
             .with_prefetch_factor(pf)
             .with_use_streams(streams)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         let items: Vec<_> = loader.iter().collect();
         let errs: Vec<&Error> = items.iter().filter_map(|r| r.as_ref().err()).collect();
@@ -284,12 +282,12 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
         let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap())
             .with_skip_validation(!validate)
             .with_error_policy(ErrorPolicy::Skip);
-        let loader = DataLoader::<B, _>::builder(ds)
+        let loader = DataLoader::builder(ds)
             .with_batch_size(3)
             .with_shuffle(shuffle)
             .with_seed(9)
             .with_prefetch_factor(pf)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         for epoch in 0..2 {
             let mut seen: Vec<usize> = Vec::new();
@@ -308,10 +306,10 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
     let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap())
         .with_skip_validation(true)
         .with_error_policy(ErrorPolicy::Skip);
-    let loader = DataLoader::<B, _>::builder(ds)
+    let loader = DataLoader::builder(ds)
         .with_batch_size(1)
         .with_sampler(ListSampler::new(vec![0, BAD_LOGICAL, 1]))
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let got: Vec<Vec<usize>> = loader.iter().map(|b| b.unwrap().indices).collect();
     assert_eq!(got, vec![vec![0], vec![1]]);
@@ -329,47 +327,49 @@ fn skip_policy_delivers_every_good_sample_once_and_counts_the_bad_one() {
 #[test]
 fn burn_traits_fail_loudly_or_substitute_never_truncate() {
     use burn::data::dataloader::DataLoader as BurnDataLoader;
-    use burn::data::dataset::Dataset as BurnDataset;
+    use burn::data::dataset::{Dataset as BurnDataset, DatasetError};
+    /// The atomzarr error behind Burn's.
+    fn typed(e: &DatasetError) -> Option<&Error> {
+        std::error::Error::source(e)?.downcast_ref()
+    }
     let bad = bad_store();
     let n = 39;
-    let panic_message = |f: &dyn Fn()| -> String {
-        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("should panic");
-        e.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    };
     for validate in [true, false] {
-        // Fail (the default): Dataset::get panics with the typed message.
+        // Fail (the default): Dataset::get returns the typed error.
         let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(!validate);
-        assert!(BurnDataset::get(&ds, BAD_LOGICAL - 1).is_some());
-        let msg = panic_message(&|| {
-            BurnDataset::get(&ds, BAD_LOGICAL);
-        });
+        assert!(BurnDataset::get(&ds, BAD_LOGICAL - 1).is_ok());
+        let err = BurnDataset::get(&ds, BAD_LOGICAL).unwrap_err();
         assert!(
-            msg.contains(&format!("sample {BAD_LOGICAL} (physical {BAD_PHYSICAL}): neighbor_list index {}", bad.value)),
-            "{msg}"
+            err.to_string().contains(&format!(
+                "sample {BAD_LOGICAL} (physical {BAD_PHYSICAL}): neighbor_list index {}",
+                bad.value
+            )),
+            "{err}"
         );
-        assert!(BurnDataset::get(&ds, n).is_none(), "past the end is None");
+        assert!(matches!(typed(&err), Some(Error::NeighborIndex { .. })), "{err}");
+        let err = BurnDataset::get(&ds, n).unwrap_err();
+        assert!(matches!(typed(&err), Some(Error::IndexOutOfRange { .. })), "past the end: {err}");
         // Skip: the next good sample stands in, so the epoch keeps its length.
         let ds = ds.with_error_policy(ErrorPolicy::Skip);
         let sub = BurnDataset::get(&ds, BAD_LOGICAL).unwrap();
         assert_eq!(sub, AtomicDataZarrReader::open(&bad.path).unwrap().read(BAD_LOGICAL as i64 + 1).unwrap().data);
         assert_eq!(ds.skipped_samples(), 1);
         // Burn's own loader over it: every slot filled.
-        let burn_loader = burn::data::dataloader::DataLoaderBuilder::<B, _, _>::new(atomzarr::AtomicBatcher::default())
-            .batch_size(4)
-            .build(ds.clone());
-        let total: usize = burn_loader.iter().map(|b: atomzarr::AtomicBatch<B>| b.num_graphs).sum();
+        let burn_loader = burn::data::dataloader::DataLoaderBuilder::<_, atomzarr::AtomicBatch>::new(
+            atomzarr::AtomicBatcher::default(),
+        )
+        .batch_size(4)
+        .set_device(Device::flex())
+        .build(ds.clone());
+        let total: usize = burn_loader.iter().map(|b| b.unwrap().num_graphs).sum();
         assert_eq!(total, n, "Burn's epoch is not truncated");
     }
-    // The loader's Burn iterator under Fail panics with the message.
+    // The loader's Burn iterator under Fail yields the error with its message.
     let ds = Dataset::new(AtomicDataZarrReader::open(&bad.path).unwrap()).with_skip_validation(true);
-    let loader = DataLoader::<B, _>::builder(ds).with_batch_size(5).build(&Default::default()).unwrap();
-    let msg = panic_message(&|| {
-        for _ in BurnDataLoader::iter(&loader) {}
-    });
-    assert!(msg.contains(&format!("neighbor_list index {}", bad.value)), "{msg}");
+    let loader = DataLoader::builder(ds).with_batch_size(5).build(&Device::flex()).unwrap();
+    let err = BurnDataLoader::iter(&loader).find_map(Result::err).expect("an error, not a clean end");
+    assert!(err.to_string().contains(&format!("neighbor_list index {}", bad.value)), "{err}");
+    assert!(matches!(typed(&err), Some(Error::NeighborIndex { .. })), "{err}");
 }
 
 // ---------------------------------------------------------------------------
@@ -463,12 +463,11 @@ fn reference_stores_give_the_toolkit_bug_message_in_batch_paths() {
             Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).load_batches(&lists).unwrap_err(),
             "validated Dataset",
         );
-        let loader = DataLoader::<B, _>::builder(
-            Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true),
-        )
-        .with_batch_size(7)
-        .build(&Default::default())
-        .unwrap();
+        let loader =
+            DataLoader::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true))
+                .with_batch_size(7)
+                .build(&Device::flex())
+                .unwrap();
         check(loader.iter().find_map(Result::err).unwrap(), "DataLoader");
         // The toolkit's first write batches fine.
         let first: Vec<usize> = (0..n).filter(|&i| l.physical[i] < l.half).collect();
@@ -540,13 +539,12 @@ fn repair_fixes_the_reference_stores_appended_halves() {
             }
         }
         // The DataLoader reads a whole epoch, and the CLI every mode.
-        let loader = DataLoader::<B, _>::builder(
-            Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true),
-        )
-        .with_batch_size(8)
-        .with_shuffle(true)
-        .build(&Default::default())
-        .unwrap();
+        let loader =
+            DataLoader::builder(Dataset::new(AtomicDataZarrReader::open(&path).unwrap()).with_skip_validation(true))
+                .with_batch_size(8)
+                .with_shuffle(true)
+                .build(&Device::flex())
+                .unwrap();
         assert_eq!(loader.iter().map(|b| b.unwrap().num_graphs).sum::<usize>(), n);
         let (ok, _, stderr) = cli(&["read", path.to_str().unwrap(), "--read-mode", "both", "--read-mode", "raw"]);
         assert!(ok, "{name}: {stderr}");

@@ -148,7 +148,7 @@ fn stored_edges_a_cutoff_replaces_are_not_validated() {
 #[test]
 fn the_loader_builds_the_same_batches_as_a_store_with_edges() {
     use atomzarr::{DataLoader, sampler::ListSampler};
-    type B = burn::backend::Flex;
+    use burn::tensor::Device;
     let dir = common::tmpdir();
     let bare = structures();
     let plain = write(&dir.path().join("plain.zarr"), &bare);
@@ -159,11 +159,11 @@ fn the_loader_builds_the_same_batches_as_a_store_with_edges() {
         if let Some(c) = cutoff {
             ds = ds.with_cutoff(c).unwrap();
         }
-        let loader = DataLoader::<B, _>::builder(ds)
+        let loader = DataLoader::builder(ds)
             .with_batch_size(3)
             .with_sampler(ListSampler::new(order.clone()))
             .with_prefetch_factor(2)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap();
         loader
             .iter()

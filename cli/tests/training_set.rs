@@ -10,7 +10,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use burn::backend::Flex;
+use burn::tensor::Device;
 
 use atomzarr::data::neighbors::{neighbor_list, with_neighbors};
 use atomzarr::prep::saved::SavedStats;
@@ -22,8 +22,6 @@ use atomzarr::{
     MultiReader, MultiReaderOptions, Reader, ZarrWriteConfig,
 };
 use common::SplitMix;
-
-type B = Flex;
 
 // ---------------------------------------------------------------- model of the split hash
 
@@ -308,11 +306,11 @@ fn saved_stats_drive_e0_subtraction_and_scale_shift_on_every_read_path() {
         check(&CollatedBatch::from_samples(&[42], &[one]).unwrap(), "get_sample");
     }
     // The same as DataLoader options, through the loader's background reads.
-    let loader = DataLoader::<B, _>::builder(Dataset::new(reader))
+    let loader = DataLoader::builder(Dataset::new(reader))
         .with_batch_size(32)
         .with_subtract_e0s(e0s)
         .with_scale_shift(ss)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let mut seen = 0;
     for b in loader.iter() {
@@ -495,20 +493,20 @@ fn rotations_are_seeded_per_epoch_and_sample_and_replay_on_resume() {
     let samples: Vec<AtomicData> = (0..10).map(periodic).collect();
     let mem = Arc::new(InMemoryReader::from_samples(&samples, "pbc").unwrap());
     let loader = |seed: u64| {
-        DataLoader::<B, _>::builder(Dataset::from_arc(mem.clone()))
+        DataLoader::builder(Dataset::from_arc(mem.clone()))
             .with_batch_size(3)
             .with_shuffle(true)
             .with_seed(1)
             .with_random_rotation(seed)
-            .build(&Default::default())
+            .build(&Device::flex())
             .unwrap()
     };
-    let epoch = |l: &DataLoader<B, InMemoryReader>| -> BTreeMap<usize, Vec<f64>> {
+    let epoch = |l: &DataLoader<InMemoryReader>| -> BTreeMap<usize, Vec<f64>> {
         let mut out = BTreeMap::new();
         for b in l.iter() {
             let b = b.unwrap();
             let p = b.to_host_f64().unwrap()["positions"].1.clone();
-            let ptr = b.atoms_ptr.to_data().convert::<i64>().to_vec::<i64>().unwrap();
+            let ptr = b.atoms_ptr.to_data().convert::<i64>().try_to_vec::<i64>().unwrap();
             for (k, &i) in b.indices.iter().enumerate() {
                 out.insert(i, p[3 * ptr[k] as usize..3 * ptr[k + 1] as usize].to_vec());
             }
@@ -553,11 +551,11 @@ fn weights_from_string_labels_and_the_child_index_are_system_fields() {
         "dft" => 1.0,
         _ => 2.0,
     };
-    let loader = DataLoader::<B, _>::builder(Dataset::new(reader))
+    let loader = DataLoader::builder(Dataset::new(reader))
         .with_batch_size(7)
         .with_shuffle(true)
         .with_sample_weights(weights)
-        .build(&Default::default())
+        .build(&Device::flex())
         .unwrap();
     let mut seen = 0;
     for b in loader.iter() {

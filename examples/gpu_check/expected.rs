@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use atomzarr::{AtomicBatch, AtomicData, BatchData, HostData, Level};
-use burn::tensor::backend::Backend;
-use burn::tensor::{BoolStore, DType, Int, Tensor, TensorData};
+use burn::tensor::{BoolStore, DType, Device, Int, Tensor, TensorData};
 use half::f16;
 
 /// Samples with every kind of field: float32 (positions, forces, shifts,
@@ -132,37 +131,39 @@ pub fn expected(all: &[AtomicData], idx: &[usize]) -> Result<Expected, String> {
 }
 
 /// Reads one field back, its dtype checked against the device's for its kind.
-pub fn read<B: Backend>(name: &str, data: &BatchData<B>, device: &B::Device) -> Result<Want, String> {
-    let settings = burn::tensor::get_device_settings::<B>(device);
+pub fn read(name: &str, data: &BatchData, device: &Device) -> Result<Want, String> {
+    let settings = device.settings();
     let e = |e| format!("{name}: read-back failed: {e:?}");
     let (got, want_dtype): (TensorData, DType) = match data {
         BatchData::Float(t) => (t.clone().try_into_data().map_err(e)?, settings.float_dtype.into()),
         BatchData::Int(t) => (t.clone().try_into_data().map_err(e)?, settings.int_dtype.into()),
         BatchData::Bool(t) => (t.clone().try_into_data().map_err(e)?, settings.bool_dtype.into()),
     };
-    if got.dtype != want_dtype {
+    if got.dtype() != want_dtype {
         return Err(format!(
             "{name}: device tensor is {:?}, the device's dtype for its kind is {want_dtype:?}",
-            got.dtype
+            got.dtype()
         ));
     }
     let e = |e| format!("{name}: {e:?}");
-    Ok(match got.dtype {
-        DType::F32 => Want::Float(got.to_vec::<f32>().map_err(e)?),
-        DType::I32 => Want::Int(got.to_vec::<i32>().map_err(e)?),
-        DType::Bool(BoolStore::U32) => Want::Bool(got.to_vec::<u32>().map_err(e)?.iter().map(|&x| x == 1).collect()),
-        DType::Bool(BoolStore::U8) => Want::Bool(got.to_vec::<u8>().map_err(e)?.iter().map(|&x| x == 1).collect()),
-        DType::Bool(BoolStore::Native) => Want::Bool(got.to_vec::<bool>().map_err(e)?),
+    Ok(match got.dtype() {
+        DType::F32 => Want::Float(got.try_to_vec::<f32>().map_err(e)?),
+        DType::I32 => Want::Int(got.try_to_vec::<i32>().map_err(e)?),
+        DType::Bool(BoolStore::U32) => {
+            Want::Bool(got.try_to_vec::<u32>().map_err(e)?.iter().map(|&x| x == 1).collect())
+        }
+        DType::Bool(BoolStore::U8) => Want::Bool(got.try_to_vec::<u8>().map_err(e)?.iter().map(|&x| x == 1).collect()),
+        DType::Bool(BoolStore::Native) => Want::Bool(got.try_to_vec::<bool>().map_err(e)?),
         other => return Err(format!("{name}: device dtype {other:?} not checked here")),
     })
 }
 
-fn ints<B: Backend>(name: &str, t: &Tensor<B, 1, Int>) -> Result<Vec<i32>, String> {
+fn ints(name: &str, t: &Tensor<1, Int>) -> Result<Vec<i32>, String> {
     let d = t.clone().try_into_data().map_err(|e| format!("{name}: read-back failed: {e:?}"))?;
-    if d.dtype != DType::I32 {
-        return Err(format!("{name}: {:?}, not int32", d.dtype));
+    if d.dtype() != DType::I32 {
+        return Err(format!("{name}: {:?}, not int32", d.dtype()));
     }
-    d.to_vec::<i32>().map_err(|e| format!("{name}: {e:?}"))
+    d.try_to_vec::<i32>().map_err(|e| format!("{name}: {e:?}"))
 }
 
 /// Values compared per kind: (fields, values) of each kind checked.
@@ -170,11 +171,7 @@ pub type Counts = BTreeMap<&'static str, (usize, usize)>;
 
 /// Every field of `batch` (typed and dtype-checked, and through
 /// `to_host_f64`) and its index tensors equal the samples'.
-pub fn check_batch<B: Backend>(
-    batch: &AtomicBatch<B>,
-    all: &[AtomicData],
-    device: &B::Device,
-) -> Result<Counts, String> {
+pub fn check_batch(batch: &AtomicBatch, all: &[AtomicData], device: &Device) -> Result<Counts, String> {
     let want = expected(all, &batch.indices)?;
     let names: Vec<&String> = batch.fields.keys().collect();
     if names != want.fields.keys().collect::<Vec<_>>() {

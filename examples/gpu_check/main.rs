@@ -33,7 +33,7 @@ use atomzarr::{
     AtomicBatch, AtomicDataZarrReader, AtomicDataZarrWriter, BatchData, Codec, CollatedBatch, DataLoader, Dataset,
     ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
-use burn::tensor::backend::Backend;
+use burn::tensor::Device;
 use clap::Parser;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -42,9 +42,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 enum BackendArg {
     /// Burn's CPU backend (a reference run: no device copies).
     Flex,
-    /// burn-cuda (`--features cuda`).
+    /// Burn's CUDA device (`--features cuda`).
     Cuda,
-    /// burn-wgpu (`--features wgpu`).
+    /// Burn's wgpu device (`--features wgpu`).
     Wgpu,
 }
 
@@ -92,11 +92,11 @@ fn main() -> Result<(), BoxError> {
         BackendArg::Flex
     };
     match args.backend.unwrap_or(default) {
-        BackendArg::Flex => run::<burn::backend::Flex>(&args, &Default::default(), "Flex (CPU)"),
+        BackendArg::Flex => run(&args, &Device::flex(), "Flex (CPU)"),
         #[cfg(feature = "cuda")]
-        BackendArg::Cuda => run::<burn_cuda::Cuda>(&args, &Default::default(), "Cuda"),
+        BackendArg::Cuda => run(&args, &Device::cuda(0), "Cuda"),
         #[cfg(feature = "wgpu")]
-        BackendArg::Wgpu => run::<burn_wgpu::Wgpu>(&args, &Default::default(), "Wgpu"),
+        BackendArg::Wgpu => run(&args, &Device::wgpu(burn::tensor::DeviceKind::DefaultDevice), "Wgpu"),
         #[allow(unreachable_patterns)]
         other => Err(format!("--backend {other:?}: build with that feature").into()),
     }
@@ -104,8 +104,8 @@ fn main() -> Result<(), BoxError> {
 
 /// Bytes the device holds for a batch: every tensor's elements times its
 /// device dtype's size.
-fn device_bytes<B: Backend>(b: &AtomicBatch<B>) -> usize {
-    let int = |t: &burn::tensor::Tensor<B, 1, burn::tensor::Int>| t.shape().num_elements() * t.dtype().size();
+fn device_bytes(b: &AtomicBatch) -> usize {
+    let int = |t: &burn::tensor::Tensor<1, burn::tensor::Int>| t.shape().num_elements() * t.dtype().size();
     let fields: usize = b
         .fields
         .values()
@@ -123,8 +123,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), BoxError> {
-    let settings = burn::tensor::get_device_settings::<B>(device);
+fn run(args: &Args, device: &Device, name: &str) -> Result<(), BoxError> {
+    let settings = device.settings();
     println!(
         "== backend {name}: float {:?}, int {:?}, bool {:?}",
         settings.float_dtype, settings.int_dtype, settings.bool_dtype
@@ -145,13 +145,13 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
     let reader = Arc::new(AtomicDataZarrReader::open(&path)?);
     println!("store: {} structures written in {:.1} s", samples.len(), t.elapsed().as_secs_f64());
     if args.memory_only {
-        return memory_check::<B>(args, &reader, device);
+        return memory_check(args, &reader, device);
     }
 
     // 2. Equality on every dtype.
     println!("== batch equality (device batches against the written samples)");
     for (pin, streams) in [(false, 0), (true, 0), (true, 1), (false, 2)] {
-        let mut b = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+        let mut b = DataLoader::builder(Dataset::from_arc(reader.clone()))
             .with_batch_size(args.batch_size)
             .with_shuffle(true)
             .with_seed(3)
@@ -178,7 +178,7 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
 
     // 3. Uploads alone, pinned against pageable.
     println!("== upload alone (host batches read beforehand; device bytes; all streams synced)");
-    let plan = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()))
+    let plan = DataLoader::builder(Dataset::from_arc(reader.clone()))
         .with_batch_size(args.upload_batch_size)
         .with_shuffle(true)
         .build(device)?
@@ -192,16 +192,16 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
         let order = if epoch % 2 == 0 { [true, false] } else { [false, true] };
         for pin in order {
             let batches = host.clone();
-            B::sync(device)?;
+            device.sync()?;
             let t = Instant::now();
             let mut bytes = 0;
             let mut on_device = Vec::with_capacity(batches.len());
             for c in batches {
-                let b = AtomicBatch::<B>::from_collated(c, device, pin)?;
+                let b = AtomicBatch::from_collated(c, device, pin)?;
                 bytes += device_bytes(&b);
                 on_device.push(b);
             }
-            B::sync(device)?;
+            device.sync()?;
             let s = t.elapsed().as_secs_f64();
             let what = if epoch == 0 { " (warm-up, not counted)" } else { "" };
             println!(
@@ -225,7 +225,7 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
     // 4. The loader alone.
     println!("== loader alone (shuffled; read, collate, upload; synced per epoch)");
     for (label, pin, streams) in [("pinned, upload stream", true, true), ("pageable, consumer thread", false, false)] {
-        let loader = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
+        let loader = DataLoader::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
             .with_batch_size(args.batch_size)
             .with_shuffle(true)
             .with_prefetch_factor(16)
@@ -240,7 +240,7 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
                 k += b?.num_graphs;
             }
             loader.sync_uploads()?;
-            B::sync(device)?;
+            device.sync()?;
             let s = t.elapsed().as_secs_f64();
             if epoch > 0 {
                 rates.push(k as f64 / s);
@@ -248,21 +248,17 @@ fn run<B: Backend>(args: &Args, device: &B::Device, name: &str) -> Result<(), Bo
         }
         println!("loader {label}: median {:.0} samples/s over {} epochs", median(rates), args.epochs);
     }
-    memory_check::<B>(args, &reader, device)
+    memory_check(args, &reader, device)
 }
 
 /// Step 5: host memory stays flat over the epochs of a pinned loader with
 /// two upload threads whose batches a kernel on this thread reads: resident
 /// and driver-mapped bytes after each epoch; an error past
 /// `--memory-tolerance` growth from the middle epoch to the last.
-fn memory_check<B: Backend>(
-    args: &Args,
-    reader: &Arc<AtomicDataZarrReader>,
-    device: &B::Device,
-) -> Result<(), BoxError> {
+fn memory_check(args: &Args, reader: &Arc<AtomicDataZarrReader>, device: &Device) -> Result<(), BoxError> {
     let epochs = args.memory_epochs.max(2);
     println!("== host memory over {epochs} epochs (pinned, 2 upload streams, prefetch 16)");
-    let loader = DataLoader::<B, _>::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
+    let loader = DataLoader::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
         .with_batch_size(args.batch_size)
         .with_shuffle(true)
         .with_prefetch_factor(16)
@@ -278,7 +274,7 @@ fn memory_check<B: Backend>(
             let _ = b?.positions().map(|p| p.sum());
         }
         loader.sync_uploads()?;
-        B::sync(device)?;
+        device.sync()?;
         let now = (memory::resident_bytes(), memory::driver_mapped_bytes());
         println!("epoch {}: resident {}, driver-mapped (pinned) {}", epoch + 1, memory::mib(now.0), memory::mib(now.1));
         seen.push(now);

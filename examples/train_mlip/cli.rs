@@ -1,12 +1,12 @@
 //! The example's command line: its arguments with their defaults, and the
-//! `--learner` / `--num-nodes` mode, where burn-train drives the epochs.
+//! `--learner` / `--devices` mode, where burn-train drives the epochs.
 
 use std::path::PathBuf;
 #[cfg(feature = "train")]
 use std::time::Instant;
 
 #[cfg(feature = "train")]
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::Device;
 use clap::Parser;
 
 #[cfg(feature = "train")]
@@ -18,14 +18,15 @@ use crate::model::{Forces, Scatter};
 use crate::training::{self, Split};
 use crate::training::{BoxError, Prep};
 
-/// The compute backend (training runs on `Autodiff` over it).
+/// The compute backend: which Burn `Device` training runs on (with autodiff).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendArg {
-    /// Burn's CPU backend.
+    /// Burn's CPU backend (`Device::flex()`).
     Flex,
-    /// burn-cuda (build with `--features cuda`).
+    /// Burn's CUDA backend (`Device::cuda(0)`; build with `--features cuda`).
     Cuda,
-    /// burn-wgpu on a Vulkan device, a software one too (build with `--features wgpu`).
+    /// Burn's wgpu backend on a Vulkan device, a software one too
+    /// (`Device::wgpu(DeviceKind::DefaultDevice)`; build with `--features wgpu`).
     Wgpu,
 }
 
@@ -40,6 +41,17 @@ impl BackendArg {
             BackendArg::Flex
         }
     }
+}
+
+/// How the `--devices` replicas train together (`--parallel`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParallelArg {
+    /// Burn's distributed data parallel (`ExecutionStrategy::ddp`):
+    /// gradients all-reduced (mean) between the devices; CUDA only.
+    Ddp,
+    /// burn-train's multi-device strategy (`ExecutionStrategy::multi`):
+    /// gradients summed on the first device; any backend.
+    Multi,
 }
 
 /// The training order (`--shuffle`).
@@ -153,29 +165,24 @@ pub struct Args {
     #[arg(long)]
     pub learner: bool,
     /// burn-train's checkpoints and logs (default: next to the store,
-    /// `<store>_learner[_rankR]`).
+    /// `<store>_learner`).
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
     /// Resume the Learner from its checkpoint of this epoch (the train
     /// loader continues with the next epoch's shuffle).
     #[arg(long)]
     pub checkpoint: Option<usize>,
-    /// Data-parallel nodes (processes); more than 1 implies --learner and
-    /// all-reduces gradients with burn-collective.
+    /// Model replicas training data parallel in this process; more than 1
+    /// implies --learner. Each replica reads its own contiguous part of
+    /// every epoch. With --backend cuda: CUDA devices 0..N; otherwise N
+    /// replicas share the one device (worker threads).
     #[arg(long, default_value_t = 1)]
-    pub num_nodes: usize,
-    /// This node's rank, 0..num_nodes; rank 0 also runs the global orchestrator.
-    #[arg(long, default_value_t = 0)]
-    pub node_rank: usize,
-    /// HOST:PORT of the global orchestrator (rank 0 listens on PORT).
-    #[arg(long, default_value = "127.0.0.1:3000")]
-    pub global_address: String,
-    /// Host the other nodes reach this node at.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub node_host: String,
-    /// Port of this node's tensor data service.
-    #[arg(long, default_value_t = 3001)]
-    pub node_port: u16,
+    pub devices: usize,
+    /// How the --devices replicas train together (default: ddp with
+    /// --backend cuda, else multi; Burn 0.22 has DDP all-reduces only
+    /// between CUDA devices).
+    #[arg(long, value_enum)]
+    pub parallel: Option<ParallelArg>,
     /// Compute backend (default: cuda if built with it, else wgpu if built
     /// with it, else flex).
     #[arg(long, value_enum)]
@@ -227,12 +234,10 @@ impl Args {
     }
     /// Whether burn-train's Learner runs the epochs.
     pub fn learner(&self) -> Result<bool, BoxError> {
-        if self.node_rank >= self.num_nodes.max(1) {
-            return Err(
-                format!("--node-rank {} out of range for --num-nodes {}", self.node_rank, self.num_nodes).into()
-            );
+        if self.devices == 0 {
+            return Err("--devices 0: at least one device trains".into());
         }
-        Ok(self.learner || self.num_nodes > 1)
+        Ok(self.learner || self.devices > 1)
     }
     /// Builds the store if it is absent (or `--rebuild`).
     pub fn ensure_store(&self, store: &std::path::Path) -> Result<(), BoxError> {
@@ -266,39 +271,29 @@ impl Args {
     }
 }
 
-/// The `--learner` / `--num-nodes` run: burn-train drives the epochs.
+/// The `--learner` / `--devices` run: burn-train drives the epochs on
+/// `devices` (each with autodiff; the first also holds `split`'s loaders),
+/// their replicas trained together as `parallel` says.
 #[cfg(feature = "train")]
 #[allow(clippy::too_many_arguments)]
-pub fn run_learner<Train: AutodiffBackend>(
+pub fn run_learner(
     args: &Args,
     store: &std::path::Path,
-    split: &Split<Train>,
+    split: &Split,
     config: &model::MlipConfig,
     scatter: Scatter,
     epochs: usize,
     start: Instant,
-    device: &Train::Device,
+    devices: Vec<Device>,
+    parallel: ParallelArg,
 ) -> Result<(), BoxError> {
     use atomzarr::AtomicBatch;
     use burn::data::dataloader::DataLoader as BurnDataLoader;
     use std::sync::Arc;
-    type Inner<T> = <T as AutodiffBackend>::InnerBackend;
-    let nodes = (args.num_nodes > 1).then(|| learner::Nodes {
-        num_nodes: args.num_nodes,
-        rank: args.node_rank,
-        global_address: args.global_address.clone(),
-        node_host: args.node_host.clone(),
-        node_port: args.node_port,
-    });
-    if let Some(n) = &nodes
-        && n.rank == 0
-    {
-        n.start_orchestrator()?;
-    }
+    let device = devices.first().ok_or("no device")?.clone();
     let artifacts = args.artifacts.clone().unwrap_or_else(|| {
         let stem = store.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
-        let rank = if args.num_nodes > 1 { format!("_rank{}", args.node_rank) } else { String::new() };
-        store.with_file_name(format!("{stem}_learner{rank}"))
+        store.with_file_name(format!("{stem}_learner"))
     });
     if args.checkpoint.is_none() && artifacts.exists() {
         std::fs::remove_dir_all(&artifacts)?; // a fresh run: no stale checkpoints or logs
@@ -308,39 +303,40 @@ pub fn run_learner<Train: AutodiffBackend>(
         // the loader's epochs count from 0, so its next is c.
         split.train.set_epoch(c as u64);
     }
-    // Same seed on every node: same initial weights.
-    <Train as burn::tensor::backend::Backend>::seed(device, args.seed);
-    let model = learner::Potential::<Train>::new(config, args.energy_weight, device).with_scatter(scatter);
-    let train: Arc<dyn BurnDataLoader<Train, AtomicBatch<Train>>> = Arc::new(split.train.clone());
-    let valid: Arc<dyn BurnDataLoader<Inner<Train>, AtomicBatch<Inner<Train>>>> = Arc::new(split.val.clone());
+    device.seed(args.seed);
+    let model = learner::Potential::new(config, args.energy_weight, &device).with_scatter(scatter);
+    let train: Arc<dyn BurnDataLoader<AtomicBatch>> = Arc::new(split.train.clone());
+    let valid: Arc<dyn BurnDataLoader<AtomicBatch>> = Arc::new(split.val.clone());
+    let n = devices.len();
+    let parallel = match parallel {
+        ParallelArg::Ddp => learner::Parallel::Ddp,
+        ParallelArg::Multi => learner::Parallel::Multi,
+    };
+    // Each replica steps once per batch of its part of the epoch.
+    let steps_per_epoch = split.train.len().div_ceil(n);
     println!(
         "learner: burn-train SupervisedTraining, {} epochs, {} steps/epoch{}; checkpoints in {}",
         epochs,
-        split.train.len(),
-        nodes
-            .as_ref()
-            .map(|n| format!(", node {} of {} (burn-collective all-reduce)", n.rank, n.num_nodes))
-            .unwrap_or_default(),
+        steps_per_epoch,
+        if n > 1 { format!(", {n} replicas ({parallel:?})") } else { String::new() },
         artifacts.display()
     );
     let run = learner::LearnerRun {
         artifacts,
         epochs,
-        steps_per_epoch: split.train.len(),
+        steps_per_epoch,
         lr: args.lr,
         energy_weight: args.energy_weight,
         checkpoint: args.checkpoint,
-        nodes,
+        devices,
+        parallel,
         store,
     };
-    let out = learner::fit(run, model, train, valid, device)?;
+    let out = learner::fit(run, model, train, valid)?;
     let m = training::evaluate(&out.model.mlip, &split.val, split.stats.energy_per_atom)?;
-    if args.node_rank == 0 {
-        // One writer: every node holds the same weights.
-        let saved = training::save(out.model.mlip.clone(), config, store)?;
-        println!("saved {}", saved.display());
-    }
-    if args.md_steps > 0 && args.node_rank == 0 {
+    let saved = training::save(out.model.mlip.clone(), config, store)?;
+    println!("saved {}", saved.display());
+    if args.md_steps > 0 {
         crate::md::after_training(
             &out.model.mlip,
             config.cutoff,
@@ -348,7 +344,7 @@ pub fn run_learner<Train: AutodiffBackend>(
             &split.val_indices,
             args.md_steps,
             args.seed,
-            device,
+            &device.inner(),
         )?;
     }
     println!("total {:.1}s", start.elapsed().as_secs_f64());

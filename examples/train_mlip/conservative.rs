@@ -18,8 +18,8 @@
 //!
 //! Training on forces needs the gradient of the loss with respect to the
 //! weights, and the loss contains the forces, themselves a gradient. With
-//! autodiff forces that is a gradient of a gradient, which Burn 0.21 does not
-//! have. Here the force is *written out* as ordinary tensor operations:
+//! autodiff forces that is a gradient of a gradient, which Burn does not
+//! have (its autodiff is first-order only). Here the force is *written out* as ordinary tensor operations:
 //!
 //! 1. `∂e_i/∂x` through the MLP by hand: with `u1 = x W1 + b1`, `h1 =
 //!    silu(u1)`, `u2 = h1 W2 + b2`, `h2 = silu(u2)`, `e = h2 W3 + b3`:
@@ -48,9 +48,8 @@ use std::f64::consts::PI;
 
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
-use burn::tensor::Tensor;
 use burn::tensor::activation::{sigmoid, silu};
-use burn::tensor::backend::Backend;
+use burn::tensor::{Device, Tensor};
 
 use crate::model::{GraphBatch, GraphOps, MlipConfig, Prediction, cosine_cutoff, edge_geometry, gaussians};
 
@@ -59,14 +58,14 @@ pub const CHANNELS: usize = 4;
 
 /// The conservative potential (see the module documentation).
 #[derive(Module, Debug)]
-pub struct Conservative<B: Backend> {
+pub struct Conservative {
     /// `a(Z)`: each neighbor species' weight in each descriptor channel.
-    channels: Embedding<B>,
+    channels: Embedding,
     /// `s(Z)`: the center species' input to the MLP.
-    center: Embedding<B>,
-    l1: Linear<B>,
-    l2: Linear<B>,
-    out: Linear<B>,
+    center: Embedding,
+    l1: Linear,
+    l2: Linear,
+    out: Linear,
     // Constants (rebuilt from the config; not part of the record).
     num_rbf: usize,
     r_min: f64,
@@ -76,10 +75,10 @@ pub struct Conservative<B: Backend> {
     energy_scale: f64,
 }
 
-impl<B: Backend> Conservative<B> {
+impl Conservative {
     /// A fresh model: `config.hidden` is the MLP's width and the center
     /// embedding's; `config.interactions` does not apply.
-    pub fn init(config: &MlipConfig, device: &B::Device) -> Conservative<B> {
+    pub fn init(config: &MlipConfig, device: &Device) -> Conservative {
         let (h, d) = (config.hidden, CHANNELS * config.num_rbf);
         let lin = |i: usize, o: usize| LinearConfig::new(i, o).init(device);
         Conservative {
@@ -98,7 +97,7 @@ impl<B: Backend> Conservative<B> {
     }
 
     /// Energies and their exact negative gradient, the forces.
-    pub fn forward(&self, batch: &GraphBatch<B>, graph: &GraphOps<B>) -> Prediction<B> {
+    pub fn forward(&self, batch: &GraphBatch, graph: &GraphOps) -> Prediction {
         let [v, _] = batch.positions.dims();
         let (c, k) = (CHANNELS, self.num_rbf);
 
@@ -143,7 +142,7 @@ impl<B: Backend> Conservative<B> {
 }
 
 /// `silu'(u) = σ(u) (1 + u (1 − σ(u)))`.
-fn silu_grad<B: Backend>(u: Tensor<B, 2>) -> Tensor<B, 2> {
+fn silu_grad(u: Tensor<2>) -> Tensor<2> {
     let sig = sigmoid(u.clone());
     sig.clone() * ((sig.neg() + 1.0) * u + 1.0)
 }

@@ -16,7 +16,6 @@
 //! `edges × atoms × C` per block instead of `edges × C`, which a GPU has to
 //! spare and a CPU does not (hence `--scatter select` stays the CPU default).
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
 /// One-hot entries per block at most (16 MiB of f32), unless one graph alone
@@ -25,27 +24,27 @@ pub const BLOCK_ENTRIES: usize = 1 << 22;
 
 /// Whole graphs `graphs`, their atoms and edges, and the block's one-hots.
 #[derive(Debug, Clone)]
-struct Block<B: Backend> {
+struct Block {
     atoms: (usize, usize),
     edges: (usize, usize),
     /// `[edges, atoms]`: 1 where the edge's source atom is that atom.
-    src: Tensor<B, 2>,
+    src: Tensor<2>,
     /// `[edges, atoms]`: 1 where the edge's destination atom is that atom.
-    dst: Tensor<B, 2>,
+    dst: Tensor<2>,
     /// `[graphs, atoms]`: 1 where the atom belongs to that graph.
-    graph: Tensor<B, 2>,
+    graph: Tensor<2>,
 }
 
 /// A batch's incidence matrices, block by block.
 #[derive(Debug, Clone)]
-pub struct Incidence<B: Backend> {
-    blocks: Vec<Block<B>>,
+pub struct Incidence {
+    blocks: Vec<Block>,
 }
 
 /// `[rows, n]` one-hot of local indices `idx` `[rows, 1]` (values in `0..n`).
-fn one_hot<B: Backend>(idx: Tensor<B, 2, Int>, n: usize) -> Tensor<B, 2> {
+fn one_hot(idx: Tensor<2, Int>, n: usize) -> Tensor<2> {
     let [rows, _] = idx.dims();
-    let cols = Tensor::<B, 1, Int>::arange(0..n as i64, &idx.device()).reshape([1, n]).expand([rows, n]);
+    let cols = Tensor::<1, Int>::arange(0..n as i64, &idx.device()).reshape([1, n]).expand([rows, n]);
     idx.expand([rows, n]).equal(cols).float()
 }
 
@@ -71,11 +70,11 @@ pub fn blocks(atoms_ptr: &[i64], edges_ptr: &[i64], budget: usize) -> Vec<(usize
     out
 }
 
-impl<B: Backend> Incidence<B> {
+impl Incidence {
     /// The incidence blocks of a batch: `edges` `[E,2]` batch-local
     /// (source, destination) atom pairs, `atoms_ptr` / `edges_ptr` its
     /// `[B+1]` offsets on the host.
-    pub fn new(edges: &Tensor<B, 2, Int>, atoms_ptr: &[i64], edges_ptr: &[i64]) -> Incidence<B> {
+    pub fn new(edges: &Tensor<2, Int>, atoms_ptr: &[i64], edges_ptr: &[i64]) -> Incidence {
         let device = edges.device();
         let blocks = blocks(atoms_ptr, edges_ptr, BLOCK_ENTRIES)
             .into_iter()
@@ -104,18 +103,18 @@ impl<B: Backend> Incidence<B> {
     }
 
     /// `x[src]`: each edge's source-atom row of `x` `[V,C]`, as `[E,C]`.
-    pub fn gather_src(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather_src(&self, x: Tensor<2>) -> Tensor<2> {
         self.gather(x, |b| &b.src)
     }
 
     /// `x[dst]`: each edge's destination-atom row of `x` `[V,C]`, as `[E,C]`.
-    pub fn gather_dst(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather_dst(&self, x: Tensor<2>) -> Tensor<2> {
         self.gather(x, |b| &b.dst)
     }
 
-    fn gather(&self, x: Tensor<B, 2>, pick: impl Fn(&Block<B>) -> &Tensor<B, 2>) -> Tensor<B, 2> {
+    fn gather(&self, x: Tensor<2>, pick: impl Fn(&Block) -> &Tensor<2>) -> Tensor<2> {
         let [_, c] = x.dims();
-        let parts: Vec<Tensor<B, 2>> = self
+        let parts: Vec<Tensor<2>> = self
             .blocks
             .iter()
             .filter(|b| b.edges.1 > b.edges.0)
@@ -125,18 +124,18 @@ impl<B: Backend> Incidence<B> {
     }
 
     /// Sums the rows of `m` `[E,C]` into each edge's source atom: `[V,C]`.
-    pub fn sum_to_src(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_src(&self, m: Tensor<2>) -> Tensor<2> {
         self.sum_to(m, |b| &b.src)
     }
 
     /// Sums the rows of `m` `[E,C]` into each edge's destination atom: `[V,C]`.
-    pub fn sum_to_dst(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_dst(&self, m: Tensor<2>) -> Tensor<2> {
         self.sum_to(m, |b| &b.dst)
     }
 
-    fn sum_to(&self, m: Tensor<B, 2>, pick: impl Fn(&Block<B>) -> &Tensor<B, 2>) -> Tensor<B, 2> {
+    fn sum_to(&self, m: Tensor<2>, pick: impl Fn(&Block) -> &Tensor<2>) -> Tensor<2> {
         let [_, c] = m.dims();
-        let parts: Vec<Tensor<B, 2>> = self
+        let parts: Vec<Tensor<2>> = self
             .blocks
             .iter()
             .map(|b| {
@@ -152,8 +151,8 @@ impl<B: Backend> Incidence<B> {
     }
 
     /// Sums the rows of `a` `[V,C]` into each atom's graph: `[B,C]`.
-    pub fn sum_to_graphs(&self, a: Tensor<B, 2>) -> Tensor<B, 2> {
-        let parts: Vec<Tensor<B, 2>> = self
+    pub fn sum_to_graphs(&self, a: Tensor<2>) -> Tensor<2> {
+        let parts: Vec<Tensor<2>> = self
             .blocks
             .iter()
             .map(|b| b.graph.clone().matmul(a.clone().narrow(0, b.atoms.0, b.atoms.1 - b.atoms.0)))

@@ -2,11 +2,14 @@
 //! atomzarr store, fed by atomzarr's `DataLoader`.
 //!
 //! ```text
-//! cargo run --release --example train_mlip                      # CPU (Autodiff<Flex>)
+//! cargo run --release --example train_mlip                      # CPU (Device::flex())
 //! cargo run --release --example train_mlip -- --tiny            # seconds, small store
-//! cargo run --release --features cuda --example train_mlip      # GPU (Autodiff<Cuda>)
+//! cargo run --release --features cuda --example train_mlip      # GPU (Device::cuda(0))
 //! cargo run --release --features wgpu --example train_mlip -- --backend wgpu   # any Vulkan device
 //! ```
+//!
+//! Training runs on the chosen device with autodiff (`device.autodiff()`),
+//! validation on the same device without.
 //!
 //! On a GPU backend (`cuda`, `wgpu`) the loader stages uploads in pinned
 //! memory and builds device batches on its own upload thread (its own
@@ -32,8 +35,8 @@
 //!    prefetch; pinned staging and an upload stream on a GPU).
 //! 4. Each epoch prints the training loss, validation MAEs next to a
 //!    predict-the-mean baseline, throughput and the share of step time spent
-//!    waiting for data; the model is saved next to the store with Burn's
-//!    `CompactRecorder`.
+//!    waiting for data; the model is saved next to the store as a Burn
+//!    record (burnpack, `.bpk`).
 
 mod cli;
 mod conservative;
@@ -49,8 +52,7 @@ mod physics;
 mod report;
 mod training;
 
-use burn::backend::Autodiff;
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::Device;
 use clap::Parser;
 use cli::{Args, BackendArg};
 use model::{Scatter, Trainer};
@@ -58,22 +60,45 @@ use training::{BoxError, LoaderOptions, TrainingSet};
 
 fn main() -> Result<(), BoxError> {
     let args = Args::parse();
-    match args.backend.unwrap_or_else(BackendArg::default_for_build) {
-        BackendArg::Flex => {
-            run::<Autodiff<burn::backend::Flex>>(&args, Default::default(), "Autodiff<Flex> (CPU)", false)
-        }
+    let backend = args.backend.unwrap_or_else(BackendArg::default_for_build);
+    // The devices, each with autodiff: CUDA devices 0..N, or the one device
+    // of the other backends once per replica.
+    let n = args.devices.max(1);
+    let (devices, name, gpu) = match backend {
+        BackendArg::Flex => (vec![Device::flex(); n], "Flex (CPU)", false),
         #[cfg(feature = "cuda")]
-        BackendArg::Cuda => run::<Autodiff<burn_cuda::Cuda>>(&args, Default::default(), "Autodiff<Cuda>", true),
+        BackendArg::Cuda => ((0..n).map(Device::cuda).collect(), "CUDA", true),
         #[cfg(feature = "wgpu")]
-        BackendArg::Wgpu => run::<Autodiff<burn_wgpu::Wgpu>>(&args, Default::default(), "Autodiff<Wgpu>", true),
+        BackendArg::Wgpu => (vec![Device::wgpu(burn::tensor::DeviceKind::DefaultDevice); n], "wgpu", true),
         #[allow(unreachable_patterns)]
-        other => Err(format!("--backend {other:?}: build with --features {other:?}").to_lowercase().into()),
+        other => return Err(format!("--backend {other:?}: build with --features {other:?}").to_lowercase().into()),
+    };
+    let parallel = args.parallel.unwrap_or(if backend == BackendArg::Cuda {
+        cli::ParallelArg::Ddp
+    } else {
+        cli::ParallelArg::Multi
+    });
+    if n > 1 && parallel == cli::ParallelArg::Ddp && backend != BackendArg::Cuda {
+        return Err(format!(
+            "--parallel ddp on {name}: Burn 0.22 all-reduces gradients only between CUDA devices; use --parallel multi"
+        )
+        .into());
     }
+    let devices: Vec<Device> = devices.into_iter().map(Device::autodiff).collect();
+    run(&args, devices, parallel, name, gpu)
 }
 
-/// The data path, store to training step, on backend `Train` (`gpu`: pinned
-/// staging, an upload stream, and the incidence form of the model's sums).
-fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str, gpu: bool) -> Result<(), BoxError> {
+/// The data path, store to training step, on `devices[0]` (with autodiff;
+/// more devices train data parallel through the Learner); `gpu`: pinned
+/// staging, an upload stream, and the partitioned form of the model's sums.
+fn run(
+    args: &Args,
+    devices: Vec<Device>,
+    parallel: cli::ParallelArg,
+    backend: &str,
+    gpu: bool,
+) -> Result<(), BoxError> {
+    let device = devices[0].clone();
     let start = std::time::Instant::now();
     // 1. The store: an atomzarr store, built from Lennard-Jones MD if absent.
     let store = args.store();
@@ -91,10 +116,10 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
         use_streams: gpu,
         cutoff: args.edges_in_loader.then_some(physics::CUTOFF),
     };
-    let split = set.loaders::<Train>(opts, (args.node_rank, args.num_nodes), &device)?;
+    let split = set.loaders(opts, &device)?;
     report::order(&split.train.state(), args);
     // 4. The model.
-    <Train as burn::tensor::backend::Backend>::seed(&device, args.seed);
+    device.seed(args.seed);
     let scatter = args.scatter.unwrap_or(if gpu { Scatter::Partitioned } else { Scatter::Select });
     let config = split
         .stats
@@ -102,15 +127,17 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
         .with_hidden(args.hidden)
         .with_interactions(args.interactions)
         .with_forces(args.forces);
-    let mut trainer = Trainer::<Train>::new(&config, &device);
+    let mut trainer = Trainer::new(&config, &device);
     trainer.model = trainer.model.clone().with_scatter(scatter);
     trainer.weights.energy = args.energy_weight;
     report::model(&trainer, backend, scatter, args, gpu);
     if args.learner()? {
         #[cfg(feature = "train")]
-        return cli::run_learner::<Train>(args, &store, &split, &config, scatter, args.epochs(), start, &device);
+        return cli::run_learner(args, &store, &split, &config, scatter, args.epochs(), start, devices, parallel);
         #[cfg(not(feature = "train"))]
-        return Err("--learner and --num-nodes need the Learner: build with --features train".into());
+        return Err(
+            format!("--learner and --devices need the Learner ({parallel:?}): build with --features train").into()
+        );
     }
     // 5. Batches -> steps: each epoch iterates the training loader (device
     //    batches, disjoint graphs) and steps on each; then validation.
@@ -131,7 +158,7 @@ fn run<Train: AutodiffBackend>(args: &Args, device: Train::Device, backend: &str
             &split.val_indices,
             args.md_steps,
             args.seed,
-            &device,
+            &device.clone().inner(),
         )?;
     }
     run.finish(&saved, split.e0s.is_some(), args.rotate, args.forces, start)

@@ -8,8 +8,7 @@
 //! drift is the largest `|E_total(t) − E_total(0)|` per atom over the run.
 
 use atomzarr::AtomicData;
-use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -90,22 +89,17 @@ pub fn nve(
 
 /// The model's energy (eV) and forces (eV/Å) for one structure, on a
 /// neighbor list built for it at the model's cutoff.
-pub fn model_energy_forces<B: Backend>(
-    model: &Mlip<B>,
-    cutoff: f64,
-    s: &Structure,
-    device: &B::Device,
-) -> (f64, Vec<[f64; 3]>) {
-    let batch = graph_batch::<B>(s, cutoff, device);
+pub fn model_energy_forces(model: &Mlip, cutoff: f64, s: &Structure, device: &Device) -> (f64, Vec<[f64; 3]>) {
+    let batch = graph_batch(s, cutoff, device);
     let p = model.forward(&batch);
-    let energy = p.energy.into_data().convert::<f64>().to_vec::<f64>().unwrap_or_default();
-    let forces = p.forces.into_data().convert::<f64>().to_vec::<f64>().unwrap_or_default();
+    let energy = p.energy.into_data().try_to_vec_as::<f64>().unwrap_or_default();
+    let forces = p.forces.into_data().try_to_vec_as::<f64>().unwrap_or_default();
     (energy.first().copied().unwrap_or(f64::NAN), forces.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect())
 }
 
 /// A one-structure device batch of `s` with its neighbor list at `cutoff`
 /// (no labels).
-pub fn graph_batch<B: Backend>(s: &Structure, cutoff: f64, device: &B::Device) -> GraphBatch<B> {
+pub fn graph_batch(s: &Structure, cutoff: f64, device: &Device) -> GraphBatch {
     let nl = s.neighbor_list(cutoff);
     let (v, e) = (s.len(), nl.pairs.len());
     let flat = |x: &[[f64; 3]]| x.iter().flatten().map(|&c| c as f32).collect::<Vec<f32>>();
@@ -149,14 +143,14 @@ pub fn structure_of(sample: &AtomicData) -> Result<Structure, String> {
 ///
 /// # Errors
 /// When the store or the structure cannot be read.
-pub fn after_training<B: Backend>(
-    model: &Mlip<B>,
+pub fn after_training(
+    model: &Mlip,
     cutoff: f64,
     store: &std::path::Path,
     val_indices: &[usize],
     steps: usize,
     seed: u64,
-    device: &B::Device,
+    device: &Device,
 ) -> Result<MdReport, Box<dyn std::error::Error + Send + Sync>> {
     use atomzarr::{AtomicDataZarrReader, ReaderExt};
     let first = *val_indices.first().ok_or("--md-steps: no validation structure")?;

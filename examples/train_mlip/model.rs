@@ -4,8 +4,9 @@
 //! ## Why a direct force head
 //!
 //! The physically clean route to forces is F = -dE/dx through autodiff, but
-//! training on those forces needs the gradient of a gradient, and Burn 0.21's
-//! autodiff has no double backward (tracel-ai/burn#1942). So the model has
+//! training on those forces needs the gradient of a gradient, and Burn's
+//! autodiff is first-order only (tracel-ai/burn#1942; 0.22's
+//! `Device::autodiff` says so too). So the model has
 //! two heads that share one representation:
 //!
 //! * an energy head: E = Σ_i e_i, per-atom energies from the atom features and
@@ -26,9 +27,10 @@
 //! does not extend to message passing without reimplementing backprop; the
 //! direct head is what large direct-force models use, and it trains fast.
 //!
-//! Everything is generic over the Burn backend: `Autodiff<Flex>` for training
-//! on CPU, `Autodiff<Cuda>` / `Autodiff<Wgpu>` with `--features cuda` /
-//! `wgpu`, and the inner backend (via `model.valid()`) for validation.
+//! Nothing names a backend: tensors live on a Burn `Device`, `Device::flex()`
+//! on CPU, `Device::cuda(0)` / `Device::wgpu(..)` with `--features cuda` /
+//! `wgpu`. Training runs on the device with autodiff (`device.autodiff()`),
+//! validation on the model's `valid()` copy, which has none.
 //!
 //! ## Gathers and sums over the graph
 //!
@@ -50,13 +52,11 @@ use std::f64::consts::PI;
 
 use atomzarr::{AtomicBatch, CollatedBatch, HostData};
 use burn::config::Config;
-use burn::module::{AutodiffModule, Module};
+use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
-use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::silu;
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+use burn::tensor::{Device, IndexingUpdateOp, Int, Tensor, TensorData};
 
 use crate::conservative::Conservative;
 use crate::incidence::Incidence;
@@ -158,20 +158,20 @@ impl std::fmt::Display for Forces {
 
 /// One interaction (message-passing) block.
 #[derive(Module, Debug)]
-pub struct Interaction<B: Backend> {
-    msg1: Linear<B>,
-    msg2: Linear<B>,
-    update: Linear<B>,
+pub struct Interaction {
+    msg1: Linear,
+    msg2: Linear,
+    update: Linear,
 }
 
 /// The potential: one of the two models, and how it gathers and sums over
 /// the graph.
 #[derive(Module, Debug)]
-pub struct Mlip<B: Backend> {
+pub struct Mlip {
     /// The message-passing model with a direct force head.
-    pub direct: Option<Direct<B>>,
+    pub direct: Option<Direct>,
     /// The conservative model.
-    pub conservative: Option<Conservative<B>>,
+    pub conservative: Option<Conservative>,
     /// How gathers and sums over the graph run (not part of the record).
     #[module(skip)]
     scatter: Scatter,
@@ -182,15 +182,15 @@ pub struct Mlip<B: Backend> {
 
 /// The message-passing potential with a direct force head.
 #[derive(Module, Debug)]
-pub struct Direct<B: Backend> {
-    embed: Embedding<B>,
-    interactions: Vec<Interaction<B>>,
-    edge1: Linear<B>,
-    edge2: Linear<B>,
-    force_out: Linear<B>,
-    pair_out: Linear<B>,
-    atom1: Linear<B>,
-    atom_out: Linear<B>,
+pub struct Direct {
+    embed: Embedding,
+    interactions: Vec<Interaction>,
+    edge1: Linear,
+    edge2: Linear,
+    force_out: Linear,
+    pair_out: Linear,
+    atom1: Linear,
+    atom_out: Linear,
     // Constants (rebuilt from the config; not part of the record).
     num_rbf: usize,
     r_min: f64,
@@ -203,7 +203,7 @@ pub struct Direct<B: Backend> {
 
 impl MlipConfig {
     /// A freshly initialised model (of kind `forces`).
-    pub fn init<B: Backend>(&self, device: &B::Device) -> Mlip<B> {
+    pub fn init(&self, device: &Device) -> Mlip {
         let (direct, conservative) = match self.forces {
             Forces::Direct => (Some(self.init_direct(device)), None),
             Forces::Conservative => (None, Some(Conservative::init(self, device))),
@@ -217,7 +217,7 @@ impl MlipConfig {
         }
     }
 
-    fn init_direct<B: Backend>(&self, device: &B::Device) -> Direct<B> {
+    fn init_direct(&self, device: &Device) -> Direct {
         let (h, k) = (self.hidden, self.num_rbf);
         let lin = |i: usize, o: usize| LinearConfig::new(i, o).init(device);
         Direct {
@@ -245,25 +245,25 @@ impl MlipConfig {
 /// A batch of graphs as the model consumes it (a disjoint union: atom indices
 /// in `edges` are batch-local, `graph_index` maps atoms to graphs).
 #[derive(Debug, Clone)]
-pub struct GraphBatch<B: Backend> {
+pub struct GraphBatch {
     /// Number of graphs (structures).
     pub num_graphs: usize,
     /// `[V,3]` positions, Å.
-    pub positions: Tensor<B, 2>,
+    pub positions: Tensor<2>,
     /// `[V]` atomic numbers.
-    pub atomic_numbers: Tensor<B, 1, Int>,
+    pub atomic_numbers: Tensor<1, Int>,
     /// `[V]` graph of each atom.
-    pub graph_index: Tensor<B, 1, Int>,
+    pub graph_index: Tensor<1, Int>,
     /// `[E,2]` directed edges (i, j), batch-local atom indices.
-    pub edges: Tensor<B, 2, Int>,
+    pub edges: Tensor<2, Int>,
     /// `[E,3]` periodic shifts, Å: r_ij = r_j − r_i + shift_ij.
-    pub shifts: Tensor<B, 2>,
+    pub shifts: Tensor<2>,
     /// `[B,1]` atoms per graph (float, for per-atom normalisation).
-    pub num_atoms: Tensor<B, 2>,
+    pub num_atoms: Tensor<2>,
     /// `[B,1]` reference energies, eV.
-    pub energy: Tensor<B, 2>,
+    pub energy: Tensor<2>,
     /// `[V,3]` reference forces, eV/Å.
-    pub forces: Tensor<B, 2>,
+    pub forces: Tensor<2>,
     /// `[B+1]` atom offsets, on the host (for [`Incidence`]'s blocks).
     pub atoms_ptr: Vec<i64>,
     /// `[B+1]` edge offsets, on the host.
@@ -281,10 +281,10 @@ fn ints(d: &HostData) -> Vec<i64> {
     d.to_i64_vec().expect("integer field")
 }
 
-impl<B: Backend> GraphBatch<B> {
+impl GraphBatch {
     /// Builds the device batch from a host-collated batch (the path used when
     /// batches come from `Reader::read_collated` rather than the DataLoader).
-    pub fn from_collated(b: &CollatedBatch, device: &B::Device) -> GraphBatch<B> {
+    pub fn from_collated(b: &CollatedBatch, device: &Device) -> GraphBatch {
         let field = |name: &str| &b.fields.get(name).unwrap_or_else(|| panic!("batch has no `{name}`")).data;
         let (v, e, g) = (b.num_atoms(), b.num_edges(), b.num_graphs());
         let graph_index: Vec<i64> = (0..g)
@@ -307,7 +307,7 @@ impl<B: Backend> GraphBatch<B> {
     }
 
     /// The model's view of a DataLoader batch (tensors are moved, not copied).
-    pub fn from_atomic(b: AtomicBatch<B>) -> Result<GraphBatch<B>, String> {
+    pub fn from_atomic(b: AtomicBatch) -> Result<GraphBatch, String> {
         let need = |name: &str| {
             format!("batch has no `{name}` field (the store must hold energies, forces, neighbor lists and shifts)")
         };
@@ -327,67 +327,41 @@ impl<B: Backend> GraphBatch<B> {
     }
 
     /// Atoms per graph from CSR atom pointers `[B+1]`.
-    pub fn counts_from_ptr(atoms_ptr: Tensor<B, 1, Int>) -> Tensor<B, 2> {
+    pub fn counts_from_ptr(atoms_ptr: Tensor<1, Int>) -> Tensor<2> {
         let [n] = atoms_ptr.dims();
         (atoms_ptr.clone().narrow(0, 1, n - 1) - atoms_ptr.narrow(0, 0, n - 1)).float().reshape([n - 1, 1])
     }
 }
 
-impl<B: AutodiffBackend> GraphBatch<B> {
-    /// Lifts an inner-backend batch onto the autodiff backend (no copy: data
-    /// tensors are leaves without gradients).
-    pub fn from_inner(b: GraphBatch<B::InnerBackend>) -> GraphBatch<B> {
-        GraphBatch {
-            num_graphs: b.num_graphs,
-            positions: Tensor::from_inner(b.positions),
-            atomic_numbers: Tensor::from_inner(b.atomic_numbers),
-            graph_index: Tensor::from_inner(b.graph_index),
-            edges: Tensor::from_inner(b.edges),
-            shifts: Tensor::from_inner(b.shifts),
-            num_atoms: Tensor::from_inner(b.num_atoms),
-            energy: Tensor::from_inner(b.energy),
-            forces: Tensor::from_inner(b.forces),
-            atoms_ptr: b.atoms_ptr,
-            edges_ptr: b.edges_ptr,
-        }
-    }
-}
-
 /// Model outputs.
 #[derive(Debug, Clone)]
-pub struct Prediction<B: Backend> {
+pub struct Prediction {
     /// `[B,1]` total energies, eV.
-    pub energy: Tensor<B, 2>,
+    pub energy: Tensor<2>,
     /// `[V,3]` forces, eV/Å.
-    pub forces: Tensor<B, 2>,
+    pub forces: Tensor<2>,
 }
 
 /// Sums rows of `values` `[E,C]` into `rows` buckets by `index` `[E]` (scatter-add).
-fn scatter_sum<B: Backend>(values: Tensor<B, 2>, index: Tensor<B, 1, Int>, rows: usize) -> Tensor<B, 2> {
+fn scatter_sum(values: Tensor<2>, index: Tensor<1, Int>, rows: usize) -> Tensor<2> {
     let [_, c] = values.dims();
     Tensor::zeros([rows, c], &values.device()).select_assign(0, index, values, IndexingUpdateOp::Add)
 }
 
 /// A batch's gathers over edges and sums into atoms and graphs, in one of
 /// the two [`Scatter`] forms (equal up to float rounding).
-pub enum GraphOps<B: Backend> {
+pub enum GraphOps {
     /// `select` / `select_assign` by the edge endpoints and graph index.
-    Select {
-        src: Tensor<B, 1, Int>,
-        dst: Tensor<B, 1, Int>,
-        graph_index: Tensor<B, 1, Int>,
-        atoms: usize,
-        graphs: usize,
-    },
+    Select { src: Tensor<1, Int>, dst: Tensor<1, Int>, graph_index: Tensor<1, Int>, atoms: usize, graphs: usize },
     /// Block-diagonal one-hot matmuls.
-    Incidence(Incidence<B>),
+    Incidence(Incidence),
     /// Partitioned scatter-add and gathers.
-    Partitioned(Partitioned<B>),
+    Partitioned(Partitioned),
 }
 
-impl<B: Backend> GraphOps<B> {
+impl GraphOps {
     /// The ops of `batch` in form `scatter`.
-    pub fn new(scatter: Scatter, batch: &GraphBatch<B>) -> GraphOps<B> {
+    pub fn new(scatter: Scatter, batch: &GraphBatch) -> GraphOps {
         match scatter {
             Scatter::Select => {
                 let [e, _] = batch.edges.dims();
@@ -414,7 +388,7 @@ impl<B: Backend> GraphOps<B> {
     }
 
     /// `x[src]` `[E,C]` of atom rows `x` `[V,C]`.
-    pub fn gather_src(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather_src(&self, x: Tensor<2>) -> Tensor<2> {
         match self {
             GraphOps::Select { src, .. } => x.select(0, src.clone()),
             GraphOps::Incidence(i) => i.gather_src(x),
@@ -423,7 +397,7 @@ impl<B: Backend> GraphOps<B> {
     }
 
     /// `x[dst]` `[E,C]` of atom rows `x` `[V,C]`.
-    pub fn gather_dst(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather_dst(&self, x: Tensor<2>) -> Tensor<2> {
         match self {
             GraphOps::Select { dst, .. } => x.select(0, dst.clone()),
             GraphOps::Incidence(i) => i.gather_dst(x),
@@ -432,7 +406,7 @@ impl<B: Backend> GraphOps<B> {
     }
 
     /// Edge rows `m` `[E,C]` summed into their source atoms: `[V,C]`.
-    pub fn sum_to_src(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_src(&self, m: Tensor<2>) -> Tensor<2> {
         match self {
             GraphOps::Select { src, atoms, .. } => scatter_sum(m, src.clone(), *atoms),
             GraphOps::Incidence(i) => i.sum_to_src(m),
@@ -441,7 +415,7 @@ impl<B: Backend> GraphOps<B> {
     }
 
     /// Edge rows `m` `[E,C]` summed into their destination atoms: `[V,C]`.
-    pub fn sum_to_dst(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_dst(&self, m: Tensor<2>) -> Tensor<2> {
         match self {
             GraphOps::Select { dst, atoms, .. } => scatter_sum(m, dst.clone(), *atoms),
             GraphOps::Incidence(i) => i.sum_to_dst(m),
@@ -450,7 +424,7 @@ impl<B: Backend> GraphOps<B> {
     }
 
     /// Atom rows `a` `[V,C]` summed into their graphs: `[B,C]`.
-    pub fn sum_to_graphs(&self, a: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_graphs(&self, a: Tensor<2>) -> Tensor<2> {
         match self {
             GraphOps::Select { graph_index, graphs, .. } => scatter_sum(a, graph_index.clone(), *graphs),
             GraphOps::Incidence(i) => i.sum_to_graphs(a),
@@ -459,15 +433,15 @@ impl<B: Backend> GraphOps<B> {
     }
 }
 
-impl<B: Backend> Mlip<B> {
+impl Mlip {
     /// The model with its gathers and sums done in form `scatter`.
-    pub fn with_scatter(mut self, scatter: Scatter) -> Mlip<B> {
+    pub fn with_scatter(mut self, scatter: Scatter) -> Mlip {
         self.scatter = scatter;
         self
     }
 
     /// Energies and forces for a batch.
-    pub fn forward(&self, batch: &GraphBatch<B>) -> Prediction<B> {
+    pub fn forward(&self, batch: &GraphBatch) -> Prediction {
         let graph = GraphOps::new(self.scatter, batch);
         match (&self.conservative, &self.direct) {
             (Some(m), _) => m.forward(batch, &graph),
@@ -483,9 +457,9 @@ impl<B: Backend> Mlip<B> {
     }
 }
 
-impl<B: Backend> Direct<B> {
+impl Direct {
     /// Energies and forces for a batch.
-    pub fn forward(&self, batch: &GraphBatch<B>, graph: &GraphOps<B>) -> Prediction<B> {
+    pub fn forward(&self, batch: &GraphBatch, graph: &GraphOps) -> Prediction {
         let [v, _] = batch.positions.dims();
         let (unit, r) = edge_geometry(batch);
         // Cosine envelope: every edge term goes smoothly to zero at the cutoff.
@@ -495,7 +469,7 @@ impl<B: Backend> Direct<B> {
         // Atom features from the species; pair features symmetric in i, j.
         let z = batch.atomic_numbers.clone().reshape([1, v]);
         let mut h = self.embed.forward(z).reshape([v, self.embed.weight.dims()[1]]);
-        let pair_features = |h: &Tensor<B, 2>| {
+        let pair_features = |h: &Tensor<2>| {
             let hi = graph.gather_src(h.clone());
             let hj = graph.gather_dst(h.clone());
             Tensor::cat(vec![hi.clone() + hj.clone(), hi * hj, rbf.clone()], 1)
@@ -522,7 +496,7 @@ impl<B: Backend> Direct<B> {
 
 /// Each edge's `r_ij = r_j − r_i + shift_ij` as a unit vector `[E,3]` and
 /// its length `[E,1]`.
-pub fn edge_geometry<B: Backend>(batch: &GraphBatch<B>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+pub fn edge_geometry(batch: &GraphBatch) -> (Tensor<2>, Tensor<2>) {
     let [e, _] = batch.edges.dims();
     let src = batch.edges.clone().narrow(1, 0, 1).reshape([e]);
     let dst = batch.edges.clone().narrow(1, 1, 1).reshape([e]);
@@ -532,17 +506,17 @@ pub fn edge_geometry<B: Backend>(batch: &GraphBatch<B>) -> (Tensor<B, 2>, Tensor
 }
 
 /// The cosine cutoff `½(cos(π r / r_c) + 1)` of lengths `r` `[E,1]`.
-pub fn cosine_cutoff<B: Backend>(r: &Tensor<B, 2>, cutoff: f64) -> Tensor<B, 2> {
+pub fn cosine_cutoff(r: &Tensor<2>, cutoff: f64) -> Tensor<2> {
     ((r.clone() * (PI / cutoff)).cos() + 1.0) * 0.5
 }
 
 /// `k` Gaussians `exp(−(r − μ_k)² / w²)` of lengths `r` `[E,1]`, centres
 /// `μ_k` evenly on `[r_min, cutoff]` `w` apart: the Gaussians `[E,K]`,
 /// `r − μ_k` `[E,K]` and `w`.
-pub fn gaussians<B: Backend>(r: &Tensor<B, 2>, r_min: f64, cutoff: f64, k: usize) -> (Tensor<B, 2>, Tensor<B, 2>, f64) {
+pub fn gaussians(r: &Tensor<2>, r_min: f64, cutoff: f64, k: usize) -> (Tensor<2>, Tensor<2>, f64) {
     let w = (cutoff - r_min) / (k - 1) as f64;
     let centers: Vec<f32> = (0..k).map(|i| (r_min + w * i as f64) as f32).collect();
-    let centers = Tensor::<B, 1>::from_floats(centers.as_slice(), &r.device()).reshape([1, k]);
+    let centers = Tensor::<1>::from_floats(centers.as_slice(), &r.device()).reshape([1, k]);
     let dr = r.clone() - centers;
     (dr.clone().powi_scalar(2).mul_scalar(-1.0 / (w * w)).exp(), dr, w)
 }
@@ -565,47 +539,44 @@ impl Default for LossWeights {
 /// Energy + force loss in normalised units: mean squared per-atom energy error
 /// over `energy_scale²` plus mean squared force-component error over
 /// `force_scale²`.
-pub fn loss<B: Backend>(model: &Mlip<B>, pred: &Prediction<B>, batch: &GraphBatch<B>, w: LossWeights) -> Tensor<B, 1> {
+pub fn loss(model: &Mlip, pred: &Prediction, batch: &GraphBatch, w: LossWeights) -> Tensor<1> {
     let de = (pred.energy.clone() - batch.energy.clone()) / batch.num_atoms.clone() / model.energy_scale;
     let df = (pred.forces.clone() - batch.forces.clone()) / model.force_scale;
     de.powi_scalar(2).mean() * w.energy + df.powi_scalar(2).mean() * w.force
 }
 
 /// Model + Adam, one call per batch.
-pub struct Trainer<B: AutodiffBackend> {
-    /// The model being trained.
-    pub model: Mlip<B>,
-    optim: OptimizerAdaptor<Adam, Mlip<B>, B>,
+pub struct Trainer {
+    /// The model being trained (on an autodiff device).
+    pub model: Mlip,
+    optim: ModuleOptimizer,
     /// Loss weights.
     pub weights: LossWeights,
 }
 
-impl<B: AutodiffBackend> Trainer<B> {
-    /// A trainer for a fresh model from `config`.
-    pub fn new(config: &MlipConfig, device: &B::Device) -> Trainer<B> {
+impl Trainer {
+    /// A trainer for a fresh model from `config` on `device` (with autodiff:
+    /// `device.autodiff()`).
+    pub fn new(config: &MlipConfig, device: &Device) -> Trainer {
         let optim =
             AdamConfig::new().with_grad_clipping(Some(burn::grad_clipping::GradientClippingConfig::Norm(10.0))).init();
         Trainer { model: config.init(device), optim, weights: LossWeights::default() }
     }
 
     /// Forward, backward, Adam update at learning rate `lr`; returns the loss.
-    pub fn step(&mut self, batch: &GraphBatch<B>, lr: f64) -> f64 {
+    pub fn step(&mut self, batch: &GraphBatch, lr: f64) -> f64 {
         let pred = self.model.forward(batch);
         let loss = loss(&self.model, &pred, batch, self.weights);
         let grads = GradientsParams::from_grads(loss.backward(), &self.model);
-        let value = loss.into_scalar();
+        let value = loss.into_scalar::<f64>();
         self.model = self.optim.step(lr, self.model.clone(), grads);
-        num_f64(value)
+        value
     }
 
-    /// The model on the inner backend, for validation and saving.
-    pub fn valid(&self) -> Mlip<B::InnerBackend> {
+    /// The model without autodiff, for validation and saving.
+    pub fn valid(&self) -> Mlip {
         self.model.valid()
     }
-}
-
-fn num_f64<E: burn::tensor::ElementConversion>(x: E) -> f64 {
-    x.elem::<f64>()
 }
 
 /// Validation accumulators: MAEs of the model and of the predict-the-mean baseline.
@@ -622,8 +593,8 @@ pub struct Metrics {
 impl Metrics {
     /// Adds one batch. `mean_energy_per_atom` is the training-set mean the
     /// baseline predicts (times the atom count); the force baseline is zero.
-    pub fn add<B: Backend>(&mut self, pred: &Prediction<B>, batch: &GraphBatch<B>, mean_energy_per_atom: f64) {
-        let sum = |t: Tensor<B, 2>| num_f64(t.abs().sum().into_scalar());
+    pub fn add(&mut self, pred: &Prediction, batch: &GraphBatch, mean_energy_per_atom: f64) {
+        let sum = |t: Tensor<2>| t.abs().sum().into_scalar::<f64>();
         self.energy_abs += sum(pred.energy.clone() - batch.energy.clone());
         self.force_abs += sum(pred.forces.clone() - batch.forces.clone());
         self.base_energy_abs += sum(batch.num_atoms.clone() * mean_energy_per_atom - batch.energy.clone());
@@ -711,12 +682,9 @@ impl DataStats {
 #[cfg(test)]
 pub mod model_tests {
     use super::*;
-    use burn::backend::Flex;
-
-    type B = Flex;
 
     /// A random 2-graph batch: one periodic-looking graph with shifts, one cluster.
-    fn toy_batch<B: Backend>(device: &B::Device) -> GraphBatch<B> {
+    fn toy_batch(device: &Device) -> GraphBatch {
         let positions = vec![[0.0f32, 0.0, 0.0], [3.7, 0.2, 0.1], [0.3, 3.6, 0.0], [10.0, 0.0, 0.0], [13.8, 0.0, 0.4]];
         let edges: Vec<i64> = vec![0, 1, 1, 0, 0, 2, 2, 0, 1, 2, 2, 1, 0, 0, 0, 0, 3, 4, 4, 3];
         let mut shifts = vec![[0.0f32; 3]; 10];
@@ -743,27 +711,24 @@ pub mod model_tests {
     /// gradients.
     #[test]
     fn incidence_partitioned_and_select_forms_agree() {
-        type AD = burn::backend::Autodiff<B>;
-        let device = Default::default();
-        let mut batch = toy_batch::<AD>(&device);
+        let device = Device::flex().autodiff();
+        let mut batch = toy_batch(&device);
         batch.energy = Tensor::from_data(TensorData::new(vec![-1.0f32, -0.5], [2, 1]), &device);
         let config = MlipConfig::new().with_interactions(2);
         // Each form gets its own copy of the same weights, made through
         // bytes: on Flex a model that ran forward and backward once does not
         // compute the same again through a clone that shares its tensors
         // (and reseeding the global RNG races with tests on other threads).
-        use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-        let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
-        let bytes = recorder.record(config.init::<AD>(&device).into_record(), ()).unwrap();
+        let bytes = config.init(&device).into_record().into_bytes().unwrap();
         let run = |scatter: Scatter| {
-            let record = recorder.load(bytes.clone(), &device).unwrap();
-            let m = config.init::<AD>(&device).load_record(record).with_scatter(scatter);
+            let record = burn::store::ModuleRecord::from_bytes(bytes.clone()).unwrap();
+            let m = config.init(&device).load_record(record).with_scatter(scatter);
             let p = m.forward(&batch);
             let l = loss(&m, &p, &batch, LossWeights::default());
             let grads = l.backward();
             let g =
-                |w: &burn::module::Param<Tensor<AD, 2>>| w.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
-            (p.energy.into_data().to_vec::<f32>().unwrap(), p.forces.into_data().to_vec::<f32>().unwrap(), {
+                |w: &burn::module::Param<Tensor<2>>| w.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap();
+            (p.energy.into_data().try_to_vec::<f32>().unwrap(), p.forces.into_data().try_to_vec::<f32>().unwrap(), {
                 let d = m.direct.as_ref().unwrap();
                 [g(&d.edge1.weight), g(&d.interactions[0].msg1.weight), g(&d.embed.weight)]
             })
@@ -784,16 +749,16 @@ pub mod model_tests {
         }
     }
 
-    /// The partitioned form on backend `B` against plain loops on the host:
+    /// The partitioned form on `device` against plain loops on the host:
     /// `rows` rows of `c` columns (small integers, so that the sums are
     /// exact in f32) summed into `targets` rows by `index(row)`, and the
     /// gather of `targets` rows back; an error naming what differs.
-    pub fn partitioned_against_loops<B: Backend>(
+    pub fn partitioned_against_loops(
         rows: usize,
         targets: usize,
         c: usize,
         index: impl Fn(usize) -> usize,
-        device: &B::Device,
+        device: &Device,
     ) -> Result<(), String> {
         use crate::partitioned::PartIndex;
         let idx: Vec<i64> = (0..rows).map(|i| (index(i) % targets) as i64).collect();
@@ -807,13 +772,13 @@ pub mod model_tests {
         }
         let want_gather: Vec<f32> =
             idx.iter().flat_map(|&t| x[t as usize * c..(t as usize + 1) * c].to_vec()).collect();
-        let pi = PartIndex::<B>::new(Tensor::from_data(TensorData::new(idx, [rows]), device), targets);
+        let pi = PartIndex::new(Tensor::from_data(TensorData::new(idx, [rows]), device), targets);
         let sum = pi.sum(Tensor::from_data(TensorData::new(vals, [rows, c]), device));
         let gathered = pi.gather(Tensor::from_data(TensorData::new(x, [targets, c]), device));
-        if sum.into_data().to_vec::<f32>().map_err(|e| format!("{e:?}"))? != want_sum {
+        if sum.into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"))? != want_sum {
             return Err(format!("the sum of {rows} rows into {targets} differs from the loops'"));
         }
-        if gathered.into_data().to_vec::<f32>().map_err(|e| format!("{e:?}"))? != want_gather {
+        if gathered.into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"))? != want_gather {
             return Err(format!("the gather of {rows} rows from {targets} differs from the loops'"));
         }
         Ok(())
@@ -825,7 +790,7 @@ pub mod model_tests {
     fn partitioned_sums_and_gathers_equal_loops() {
         use crate::partitioned::{MAX_PART_ROWS, parts};
         for (rows, targets, c) in [(1000usize, 37usize, 3usize), (5, 4, 2), (257 * 3, 1, 1), (0, 3, 2)] {
-            partitioned_against_loops::<B>(rows, targets, c, |i| i * 7919, &Default::default()).unwrap();
+            partitioned_against_loops(rows, targets, c, |i| i * 7919, &Device::flex()).unwrap();
             let (p, per) = parts(rows, targets);
             assert!(p >= 1 && p * per >= rows && (p - 1) * per < rows.max(1), "parts({rows}, {targets}) = {p} x {per}");
             assert!(per <= MAX_PART_ROWS);
@@ -849,23 +814,22 @@ pub mod model_tests {
     /// energies unchanged; forces sum to zero per graph (f_ij = f_ji).
     #[test]
     fn force_head_is_equivariant_and_momentum_conserving() {
-        let device = Default::default();
-        let model = MlipConfig::new().init::<B>(&device);
-        let batch = toy_batch::<B>(&device);
+        let device = Device::flex();
+        let model = MlipConfig::new().init(&device);
+        let batch = toy_batch(&device);
         let p = model.forward(&batch);
         let (c, s) = (0.6f32, 0.8f32);
-        let rot =
-            Tensor::<B, 2>::from_data(TensorData::new(vec![c, -s, 0.0, s, c, 0.0, 0.0, 0.0, 1.0], [3, 3]), &device);
+        let rot = Tensor::<2>::from_data(TensorData::new(vec![c, -s, 0.0, s, c, 0.0, 0.0, 0.0, 1.0], [3, 3]), &device);
         let mut rotated = batch.clone();
         rotated.positions = batch.positions.clone().matmul(rot.clone());
         rotated.shifts = batch.shifts.clone().matmul(rot.clone());
         let q = model.forward(&rotated);
-        let de = (p.energy.clone() - q.energy).abs().max().into_scalar();
-        let df = (p.forces.clone().matmul(rot) - q.forces).abs().max().into_scalar();
+        let de = (p.energy.clone() - q.energy).abs().max().into_scalar::<f32>();
+        let df = (p.forces.clone().matmul(rot) - q.forces).abs().max().into_scalar::<f32>();
         assert!(de < 1e-4, "energy changed under rotation by {de}");
         assert!(df < 1e-5, "forces not equivariant: {df}");
-        let net = scatter_sum(p.forces.clone(), batch.graph_index.clone(), 2).abs().max().into_scalar();
-        let scale = p.forces.abs().max().into_scalar();
+        let net = scatter_sum(p.forces.clone(), batch.graph_index.clone(), 2).abs().max().into_scalar::<f32>();
+        let scale = p.forces.abs().max().into_scalar::<f32>();
         assert!(scale > 0.0 && net < 1e-5 * scale.max(1.0), "net force {net} (max {scale})");
     }
 }

@@ -21,7 +21,6 @@
 //! about 1,600 threads of 10,000 rows each, against `select_assign`'s 32
 //! threads of 500,000 rows.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 /// Rows each part sums at least (fewer parts for small inputs).
@@ -47,22 +46,22 @@ pub fn parts(rows: usize, targets: usize) -> (usize, usize) {
 
 /// One index (edge -> atom, or atom -> graph), cut into parts.
 #[derive(Debug, Clone)]
-pub struct PartIndex<B: Backend> {
+pub struct PartIndex {
     /// `[P, per, 1]`: the target of each row; padding rows point at the
     /// extra target row `targets`, which is dropped.
-    index: Tensor<B, 3, Int>,
+    index: Tensor<3, Int>,
     rows: usize,
     targets: usize,
 }
 
-impl<B: Backend> PartIndex<B> {
+impl PartIndex {
     /// `index` `[rows]` with values in `0..targets`.
-    pub fn new(index: Tensor<B, 1, Int>, targets: usize) -> PartIndex<B> {
+    pub fn new(index: Tensor<1, Int>, targets: usize) -> PartIndex {
         let [rows] = index.dims();
         let (p, per) = parts(rows, targets);
         let pad = p * per - rows;
         let index = if pad > 0 {
-            let fill = Tensor::<B, 1, Int>::full([pad], targets as i64, &index.device());
+            let fill = Tensor::<1, Int>::full([pad], targets as i64, &index.device());
             Tensor::cat(vec![index, fill], 0)
         } else {
             index
@@ -76,7 +75,7 @@ impl<B: Backend> PartIndex<B> {
     }
 
     /// `x[index]`: row `index[i]` of `x` `[targets, C]` for each row, `[rows, C]`.
-    pub fn gather(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather(&self, x: Tensor<2>) -> Tensor<2> {
         let [_, c] = x.dims();
         if self.rows == 0 {
             return Tensor::zeros([0, c], &x.device()); // Burn refuses an empty `narrow`
@@ -91,7 +90,7 @@ impl<B: Backend> PartIndex<B> {
     }
 
     /// The rows of `m` `[rows, C]` summed into their targets: `[targets, C]`.
-    pub fn sum(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum(&self, m: Tensor<2>) -> Tensor<2> {
         let [_, c] = m.dims();
         let device = m.device();
         if self.targets == 0 {
@@ -100,7 +99,7 @@ impl<B: Backend> PartIndex<B> {
         let (p, per) = self.shape();
         let pad = p * per - self.rows;
         let m = if pad > 0 { Tensor::cat(vec![m, Tensor::zeros([pad, c], &device)], 0) } else { m };
-        Tensor::<B, 3>::zeros([p, self.targets + 1, c], &device)
+        Tensor::<3>::zeros([p, self.targets + 1, c], &device)
             .scatter(1, self.index.clone().expand([p, per, c]), m.reshape([p, per, c]), IndexingUpdateOp::Add)
             .sum_dim(0)
             .reshape([self.targets + 1, c])
@@ -110,22 +109,22 @@ impl<B: Backend> PartIndex<B> {
 
 /// A batch's gathers and sums in the partitioned form.
 #[derive(Debug, Clone)]
-pub struct Partitioned<B: Backend> {
-    src: PartIndex<B>,
-    dst: PartIndex<B>,
-    graph: PartIndex<B>,
+pub struct Partitioned {
+    src: PartIndex,
+    dst: PartIndex,
+    graph: PartIndex,
 }
 
-impl<B: Backend> Partitioned<B> {
+impl Partitioned {
     /// From `[E]` source and destination atoms of `atoms` atoms and the
     /// `[V]` graph index of `graphs` graphs.
     pub fn new(
-        src: Tensor<B, 1, Int>,
-        dst: Tensor<B, 1, Int>,
-        graph_index: Tensor<B, 1, Int>,
+        src: Tensor<1, Int>,
+        dst: Tensor<1, Int>,
+        graph_index: Tensor<1, Int>,
         atoms: usize,
         graphs: usize,
-    ) -> Partitioned<B> {
+    ) -> Partitioned {
         Partitioned {
             src: PartIndex::new(src, atoms),
             dst: PartIndex::new(dst, atoms),
@@ -134,27 +133,27 @@ impl<B: Backend> Partitioned<B> {
     }
 
     /// `x[src]` `[E,C]` of atom rows `x` `[V,C]`.
-    pub fn gather_src(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather_src(&self, x: Tensor<2>) -> Tensor<2> {
         self.src.gather(x)
     }
 
     /// `x[dst]` `[E,C]` of atom rows `x` `[V,C]`.
-    pub fn gather_dst(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn gather_dst(&self, x: Tensor<2>) -> Tensor<2> {
         self.dst.gather(x)
     }
 
     /// Edge rows `m` `[E,C]` summed into their source atoms: `[V,C]`.
-    pub fn sum_to_src(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_src(&self, m: Tensor<2>) -> Tensor<2> {
         self.src.sum(m)
     }
 
     /// Edge rows `m` `[E,C]` summed into their destination atoms: `[V,C]`.
-    pub fn sum_to_dst(&self, m: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_dst(&self, m: Tensor<2>) -> Tensor<2> {
         self.dst.sum(m)
     }
 
     /// Atom rows `a` `[V,C]` summed into their graphs: `[B,C]`.
-    pub fn sum_to_graphs(&self, a: Tensor<B, 2>) -> Tensor<B, 2> {
+    pub fn sum_to_graphs(&self, a: Tensor<2>) -> Tensor<2> {
         self.graph.sum(a)
     }
 }

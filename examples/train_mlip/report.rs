@@ -4,8 +4,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use burn::tensor::backend::AutodiffBackend;
-
 use crate::cli::Args;
 use crate::model::{Forces, Metrics, Scatter, Trainer};
 use crate::training::{BoxError, EpochReport, TrainingSet};
@@ -48,7 +46,7 @@ pub fn order(state: &atomzarr::LoaderState, args: &Args) {
 }
 
 /// The model and the loader settings.
-pub fn model<B: AutodiffBackend>(trainer: &Trainer<B>, backend: &str, scatter: Scatter, args: &Args, gpu: bool) {
+pub fn model(trainer: &Trainer, backend: &str, scatter: Scatter, args: &Args, gpu: bool) {
     use burn::module::Module;
     println!(
         "model: {}, {} parameters, backend {backend}, scatter {scatter:?}; batch {} prefetch {}{}",

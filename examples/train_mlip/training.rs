@@ -16,8 +16,7 @@ use atomzarr::sampler::ListSampler;
 use atomzarr::{AtomicBatch, AtomicDataZarrReader, DataLoader, Dataset, Reader, ReaderExt};
 use burn::config::Config;
 use burn::module::Module;
-use burn::record::CompactRecorder;
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::Device;
 
 use crate::model::{DataStats, GraphBatch, Metrics, Mlip, MlipConfig, Trainer};
 
@@ -168,17 +167,12 @@ impl TrainingSet {
     }
 
     /// The data path: a `Dataset` over the store, and a `DataLoader` per
-    /// part. Training: the training indices shuffled per epoch (this rank's
-    /// share of `rank.1` ranks), `prefetch_factor` batches fused into one
-    /// background read, E0s subtracted and rotations applied in the collated
-    /// batch, pinned staging and an upload stream on a GPU. Validation: in
-    /// order, whole, on the inner (non-autodiff) backend.
-    pub fn loaders<B: AutodiffBackend>(
-        self,
-        opts: LoaderOptions,
-        rank: (usize, usize),
-        device: &B::Device,
-    ) -> Result<Split<B>, BoxError> {
+    /// part. Training: the training indices shuffled per epoch,
+    /// `prefetch_factor` batches fused into one background read, E0s
+    /// subtracted and rotations applied in the collated batch, pinned
+    /// staging and an upload stream on a GPU, batches on `device` (with
+    /// autodiff). Validation: in order, whole, on `device` without autodiff.
+    pub fn loaders(self, opts: LoaderOptions, device: &Device) -> Result<Split, BoxError> {
         // Validation stays on (the default): each sample's shapes, neighbor
         // indices and positions are checked as it is loaded. With a cutoff,
         // the dataset builds the lists while loading.
@@ -186,18 +180,17 @@ impl TrainingSet {
         if let Some(c) = opts.cutoff {
             dataset = dataset.with_cutoff(c)?;
         }
-        let mut train = DataLoader::<B, _>::builder(dataset.clone())
+        let mut train = DataLoader::builder(dataset.clone())
             .with_batch_size(opts.batch_size)
             .with_seed(opts.seed)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
-            .with_use_streams(opts.use_streams)
-            .with_rank(rank.0, rank.1);
+            .with_use_streams(opts.use_streams);
         train = match self.full_shuffle {
             true => train.with_sampler(ListSampler::shuffled(self.train_indices.clone(), opts.seed)),
             false => train.with_shuffle(true).with_sampler(ListSampler::new(self.train_indices.clone())),
         };
-        let mut val = DataLoader::<B::InnerBackend, _>::builder(dataset)
+        let mut val = DataLoader::builder(dataset)
             .with_batch_size(opts.batch_size)
             .with_prefetch_factor(opts.prefetch_factor)
             .with_pin_memory(opts.pin_memory)
@@ -212,7 +205,7 @@ impl TrainingSet {
         }
         Ok(Split {
             train: train.build(device)?,
-            val: val.build(device)?,
+            val: val.build(&device.clone().inner())?,
             train_indices: self.train_indices,
             val_indices: self.val_indices,
             stats: self.stats,
@@ -222,11 +215,11 @@ impl TrainingSet {
 }
 
 /// Train and validation loaders over one store ([`TrainingSet::loaders`]).
-pub struct Split<B: AutodiffBackend> {
-    /// Shuffled training batches on the autodiff backend.
-    pub train: DataLoader<B, AtomicDataZarrReader>,
-    /// Sequential validation batches on the inner backend.
-    pub val: DataLoader<B::InnerBackend, AtomicDataZarrReader>,
+pub struct Split {
+    /// Shuffled training batches on the training (autodiff) device.
+    pub train: DataLoader<AtomicDataZarrReader>,
+    /// Sequential validation batches on the same device without autodiff.
+    pub val: DataLoader<AtomicDataZarrReader>,
     /// Training indices.
     pub train_indices: Vec<usize>,
     /// Validation indices.
@@ -237,27 +230,16 @@ pub struct Split<B: AutodiffBackend> {
     pub e0s: Option<SubtractE0s>,
 }
 
-impl<B: AutodiffBackend> Split<B> {
+impl Split {
     /// Opens `store` and builds both loaders, the last `val_fraction` for
-    /// validation.
-    pub fn open(
-        store: &Path,
-        val_fraction: f64,
-        opts: LoaderOptions,
-        device: &B::Device,
-    ) -> Result<Split<B>, BoxError> {
-        Self::open_prepared(store, &Prep::by_index(val_fraction), opts, (0, 1), device)
+    /// validation; `device` is the training device (with autodiff).
+    pub fn open(store: &Path, val_fraction: f64, opts: LoaderOptions, device: &Device) -> Result<Split, BoxError> {
+        Self::open_prepared(store, &Prep::by_index(val_fraction), opts, device)
     }
 
     /// [`TrainingSet::prepare`], then [`TrainingSet::loaders`].
-    pub fn open_prepared(
-        store: &Path,
-        prep: &Prep,
-        opts: LoaderOptions,
-        rank: (usize, usize),
-        device: &B::Device,
-    ) -> Result<Split<B>, BoxError> {
-        TrainingSet::prepare(store, prep)?.loaders(opts, rank, device)
+    pub fn open_prepared(store: &Path, prep: &Prep, opts: LoaderOptions, device: &Device) -> Result<Split, BoxError> {
+        TrainingSet::prepare(store, prep)?.loaders(opts, device)
     }
 }
 
@@ -288,16 +270,16 @@ impl EpochReport {
 }
 
 /// The model's view of a loader batch.
-pub fn graph_batch<B: Backend>(b: AtomicBatch<B>) -> Result<GraphBatch<B>, BoxError> {
+pub fn graph_batch(b: AtomicBatch) -> Result<GraphBatch, BoxError> {
     Ok(GraphBatch::from_atomic(b)?)
 }
 
 /// One pass over the training loader at learning rate `lr`. The wait time is
 /// measured around `next()` only; the step itself syncs (it reads the loss
 /// back), so the split between waiting and computing is real on GPU too.
-pub fn train_epoch<B: AutodiffBackend>(
-    trainer: &mut Trainer<B>,
-    loader: &DataLoader<B, AtomicDataZarrReader>,
+pub fn train_epoch(
+    trainer: &mut Trainer,
+    loader: &DataLoader<AtomicDataZarrReader>,
     epoch: u64,
     lr: f64,
 ) -> Result<EpochReport, BoxError> {
@@ -334,9 +316,9 @@ pub fn train_epoch<B: AutodiffBackend>(
 }
 
 /// Validation MAEs of `model` and of the predict-the-mean baseline.
-pub fn evaluate<B: Backend>(
-    model: &Mlip<B>,
-    loader: &DataLoader<B, AtomicDataZarrReader>,
+pub fn evaluate(
+    model: &Mlip,
+    loader: &DataLoader<AtomicDataZarrReader>,
     mean_energy_per_atom: f64,
 ) -> Result<Metrics, BoxError> {
     loader.set_epoch(0);
@@ -365,24 +347,25 @@ pub fn cosine_lr(lr: f64, floor: f64, epoch: usize, epochs: usize) -> f64 {
 }
 
 /// Where the model files of a store go: `<store without .zarr>_mlip` +
-/// `.mpk` (weights, Burn's CompactRecorder) and `.json` (MlipConfig).
+/// `.bpk` (weights, Burn's burnpack record) and `.json` (MlipConfig).
 pub fn model_path(store: &Path) -> PathBuf {
     let stem = store.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     store.with_file_name(format!("{stem}_mlip"))
 }
 
 /// Saves weights and config next to the store; returns the weights path.
-pub fn save<B: Backend>(model: Mlip<B>, config: &MlipConfig, store: &Path) -> Result<PathBuf, BoxError> {
+pub fn save(model: Mlip, config: &MlipConfig, store: &Path) -> Result<PathBuf, BoxError> {
     let base = model_path(store);
     config.save(base.with_extension("json"))?;
-    model.save_file(base.clone(), &CompactRecorder::new())?;
-    Ok(base.with_extension("mpk"))
+    let weights = base.with_extension("bpk");
+    model.save_file(&weights)?;
+    Ok(weights)
 }
 
 /// Loads a model saved by [`save`].
-pub fn load<B: Backend>(store: &Path, device: &B::Device) -> Result<(Mlip<B>, MlipConfig), BoxError> {
+pub fn load(store: &Path, device: &Device) -> Result<(Mlip, MlipConfig), BoxError> {
     let base = model_path(store);
     let config = MlipConfig::load(base.with_extension("json"))?;
-    let model = config.init::<B>(device).load_file(base, &CompactRecorder::new(), device)?;
+    let model = config.init(device).try_load_file(base.with_extension("bpk"))?;
     Ok((model, config))
 }

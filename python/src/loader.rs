@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use atomzarr::pipeline::HostIter;
 use atomzarr::sampler::{ChunkShuffleSampler, RandomSampler};
 use atomzarr::{AtomicDataZarrReader, Dataset, LoaderState, MultiReader};
-use burn::backend::Flex;
+use burn::tensor::Device;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -21,8 +21,8 @@ use crate::mixing::{EpochCell, ForLoader, MultiDatasetBatchSampler, MultiDataset
 use crate::multi::MultiDataset;
 use crate::reader::Reader;
 
-type StoreLoader = atomzarr::DataLoader<Flex, Arc<AtomicDataZarrReader>>;
-type MultiLoader = atomzarr::DataLoader<Flex, Arc<MultiReader>>;
+type StoreLoader = atomzarr::DataLoader<Arc<AtomicDataZarrReader>>;
+type MultiLoader = atomzarr::DataLoader<Arc<MultiReader>>;
 
 /// The loader over one store or over a mixture: two concrete loaders, so
 /// that the one-store path stays as it is (no dynamic reader in between).
@@ -33,8 +33,8 @@ enum Inner {
 
 /// One epoch of either loader.
 enum Iter {
-    Store(HostIter<Flex, Arc<AtomicDataZarrReader>>),
-    Multi(HostIter<Flex, Arc<MultiReader>>),
+    Store(HostIter<Arc<AtomicDataZarrReader>>),
+    Multi(HostIter<Arc<MultiReader>>),
 }
 
 /// `$body` with `$l` bound to whichever loader (or iterator) `$v` holds.
@@ -77,14 +77,14 @@ fn build<R: atomzarr::Reader + 'static>(
     ds: Dataset<R>,
     args: &Args,
     order: Order,
-) -> PyResult<atomzarr::DataLoader<Flex, R>> {
+) -> PyResult<atomzarr::DataLoader<R>> {
     let ds = match args.cutoff {
         Some(c) => ds.with_cutoff(c).map_err(to_py)?,
         None => ds,
     };
     let len = ds.len();
     let reader = Arc::clone(ds.reader());
-    let mut b = atomzarr::DataLoader::<Flex, R>::builder(ds)
+    let mut b = atomzarr::DataLoader::<R>::builder(ds)
         .with_seed(args.seed)
         .with_prefetch_factor(args.prefetch_factor)
         .with_rank(args.rank, args.world_size)
@@ -92,7 +92,7 @@ fn build<R: atomzarr::Reader + 'static>(
         .with_int64(true);
     if let Order::Batches(f) = order {
         b = b.with_batch_sampler(f.sampler);
-        return b.build(&Default::default()).map_err(to_py);
+        return b.build(&Device::flex()).map_err(to_py);
     }
     b = b.with_batch_size(args.batch_size).with_drop_last(args.drop_last);
     match (order, args.shuffle) {
@@ -116,7 +116,7 @@ fn build<R: atomzarr::Reader + 'static>(
         }
         (Order::Batches(_), _) => {}
     }
-    b.build(&Default::default()).map_err(to_py)
+    b.build(&Device::flex()).map_err(to_py)
 }
 
 /// The order the `sampler` and `batch_sampler` arguments ask for, checked

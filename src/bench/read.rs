@@ -377,10 +377,7 @@ fn read_loader(
 
 /// What a device batch holds, read back to the host in the store's dtypes
 /// (the batch may hold int64 fields as int32, half floats as float32).
-fn batch_to_host(
-    batch: &AtomicBatch,
-    schema: &BTreeMap<String, (Level, DType, Vec<usize>)>,
-) -> Result<CollatedBatch> {
+fn batch_to_host(batch: &AtomicBatch, schema: &BTreeMap<String, (Level, DType, Vec<usize>)>) -> Result<CollatedBatch> {
     use crate::BatchData;
     use crate::data::CollatedField;
     use half::{bf16, f16};

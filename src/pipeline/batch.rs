@@ -198,10 +198,7 @@ impl Layout {
 
 /// Reads a device tensor back to the host (an error, never empty data, when
 /// the device cannot).
-fn read_back<const D: usize, K: burn::tensor::kind::Basic>(
-    name: &str,
-    t: &Tensor<D, K>,
-) -> Result<TensorData> {
+fn read_back<const D: usize, K: burn::tensor::kind::Basic>(name: &str, t: &Tensor<D, K>) -> Result<TensorData> {
     t.clone()
         .try_into_data()
         .map_err(|e| Error::Device { field: name.to_string(), reason: format!("read-back failed: {e:?}") })

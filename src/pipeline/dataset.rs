@@ -387,14 +387,30 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
         self.burn_get(index).map_err(DatasetError::new)
     }
 
-    /// The samples at `indexes`, in their order, through one fused read
-    /// (under [`ErrorPolicy::Skip`], bad samples are left out).
+    /// The samples at `indexes`, in their order, through one fused read.
+    /// Under [`ErrorPolicy::Skip`] a batch with a bad sample is read again
+    /// sample by sample, each bad one replaced as [`get`](Self::get) does,
+    /// so Burn's epoch keeps its length.
     fn get_many(&self, indexes: Vec<usize>) -> std::result::Result<Vec<AtomicData>, DatasetError> {
-        let batch = self.load_batches(&[indexes]).map_err(DatasetError::new)?;
-        batch.iter().map(CollatedBatch::to_samples).try_fold(Vec::new(), |mut all, s| {
-            all.extend(s.map_err(DatasetError::new)?);
-            Ok(all)
-        })
+        let n = indexes.len();
+        let skip = self.error_policy() == ErrorPolicy::Skip;
+        let fused = if skip {
+            self.read.plan(vec![indexes.clone()], self.collate).and_then(|p| self.read.read_strict(p))
+        } else {
+            self.load_batches(std::slice::from_ref(&indexes))
+        };
+        let batch = match fused {
+            Ok(b) => b,
+            Err(e) if skip && e.is_sample_error() => {
+                return indexes.into_iter().map(|i| self.burn_get(i).map_err(DatasetError::new)).collect();
+            }
+            Err(e) => return Err(DatasetError::new(e)),
+        };
+        let mut all = Vec::with_capacity(n);
+        for b in &batch {
+            all.extend(b.to_samples().map_err(DatasetError::new)?);
+        }
+        Ok(all)
     }
 
     fn len(&self) -> usize {

@@ -19,15 +19,15 @@ use crate::source::{ReadPlan, Reader, ReaderExt, reread_neighbor_error};
 /// transform's own error) fails the read under either policy: it is not
 /// about one sample, and skipping it could drop whole chunks unseen.
 ///
-/// Burn's traits cannot carry an error, so the policy also decides what they
-/// do, never a silent `None` that would end Burn's epoch early:
+/// Under Burn's traits the policy decides too, and never ends Burn's epoch
+/// early:
 ///
-/// | | batch paths ([`Dataset::load_batches`](crate::Dataset::load_batches), the DataLoader) | Burn's `Dataset::get(i)` |
+/// | | batch paths ([`Dataset::load_batches`](crate::Dataset::load_batches), the DataLoader) | Burn's `Dataset::get(i)` and `get_many` |
 /// |---|---|---|
-/// | `Fail` (default) | `Err` with the typed error (the loader's Burn iterator panics with its message) | panics with the typed error's message |
-/// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`](crate::Dataset::skipped_samples), [`DataLoader::stats`](crate::DataLoader::stats)) | returns the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
+/// | `Fail` (default) | `Err` with the typed error (the loader's Burn iterator yields it as an `Err` item, Burn's `DatasetError` wrapping it) | `Err` wrapping the typed error |
+/// | `Skip` | the sample is dropped from its batch (a batch left empty is not yielded by the DataLoader), logged (`log::warn!`) and counted ([`Dataset::skipped_samples`](crate::Dataset::skipped_samples), [`DataLoader::stats`](crate::DataLoader::stats)) | the next good sample after `i` (wrapping) in its place, logged and counted: Burn's epoch keeps its length, the bad sample's slot holds a duplicate |
 ///
-/// `get(i)` with `i >= len()` is `None` under both (the end of the data).
+/// `get(i)` with `i >= len()` is an `Err` wrapping [`Error::IndexOutOfRange`] under both.
 /// [`Dataset::get_sample`](crate::Dataset::get_sample) and the Dataset's [`Reader`] sample reads
 /// (`read`, `read_many`) return the error under both. Set `Skip` on the
 /// Dataset the loader reads: a `Skip` Dataset used as a

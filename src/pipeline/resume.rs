@@ -2,7 +2,6 @@
 //! ([`LoaderState`]), and the resumes on other numbers of ranks a loaded
 //! state brings (see [`ranked`](super::ranked)).
 
-
 use crate::error::{Error, Result};
 use crate::pipeline::plan::{Batching, Clock, lock};
 use crate::pipeline::ranked::Resume;

@@ -38,12 +38,7 @@ pub(crate) struct Uploader {
 
 impl Uploader {
     /// Starts `streams` upload threads for `device` (at least one).
-    pub(crate) fn new(
-        streams: usize,
-        device: &Device,
-        pin: bool,
-        transforms: &[BatchTransform],
-    ) -> Result<Uploader> {
+    pub(crate) fn new(streams: usize, device: &Device, pin: bool, transforms: &[BatchTransform]) -> Result<Uploader> {
         let mut jobs = Vec::with_capacity(streams.max(1));
         for i in 0..streams.max(1) {
             let (tx, rx) = channel::<Job>();
