@@ -389,7 +389,7 @@ impl<R: Reader + 'static> burn::data::dataset::Dataset<AtomicData> for Dataset<R
 
     /// The samples at `indexes`, in their order, through one fused read.
     /// Under [`ErrorPolicy::Skip`] a batch with a bad sample is read again
-    /// sample by sample, each bad one replaced as [`get`](Self::get) does,
+    /// sample by sample, each bad one replaced as `get` does,
     /// so Burn's epoch keeps its length.
     fn get_many(&self, indexes: Vec<usize>) -> std::result::Result<Vec<AtomicData>, DatasetError> {
         let n = indexes.len();
