@@ -155,6 +155,24 @@ fn sizes(batch: &AtomicBatch) -> impl Iterator<Item = i64> + '_ {
     batch.host_atoms_ptr.windows(2).map(|w| w[1] - w[0])
 }
 
+/// Reads batches until `n` samples have come, timing it: each sample's
+/// atom count in order (Burn's batcher numbers a batch's samples from 0,
+/// so two reads are compared by these), and the seconds it took.
+fn timed_sizes(
+    batches: impl Iterator<Item = Result<AtomicBatch, BoxError>>,
+    n: usize,
+) -> Result<(Vec<i64>, f64), BoxError> {
+    let t = Instant::now();
+    let mut out = Vec::with_capacity(n);
+    for batch in batches {
+        out.extend(sizes(&batch?));
+        if out.len() >= n {
+            break;
+        }
+    }
+    Ok((out, t.elapsed().as_secs_f64()))
+}
+
 fn read(store: &std::path::Path, batch_size: usize, max_samples: Option<usize>) -> Result<(), BoxError> {
     let device = Device::flex();
     let reader = std::sync::Arc::new(AtomicDataZarrReader::open(store)?);
@@ -165,32 +183,14 @@ fn read(store: &std::path::Path, batch_size: usize, max_samples: Option<usize>) 
         .batch_size(batch_size)
         .set_device(device.clone())
         .build(Dataset::from_arc(reader.clone()).with_skip_validation(true));
-    let t = Instant::now();
-    // Burn's batcher numbers a batch's samples from 0, so the two reads
-    // are compared by each sample's atom count, in order.
-    let mut burn_sizes = Vec::with_capacity(n);
-    for batch in burn_loader.iter() {
-        burn_sizes.extend(sizes(&batch?));
-        if burn_sizes.len() >= n {
-            break;
-        }
-    }
-    let burn_s = t.elapsed().as_secs_f64();
+    let (mut burn_sizes, burn_s) = timed_sizes(burn_loader.iter().map(|b| b.map_err(BoxError::from)), n)?;
 
     // atomzarr's DataLoader, in order.
     let ours = DataLoader::builder(Dataset::from_arc(reader.clone()).with_skip_validation(true))
         .with_batch_size(batch_size)
         .with_prefetch_factor(16)
         .build(&device)?;
-    let t = Instant::now();
-    let mut our_sizes = Vec::with_capacity(n);
-    for batch in ours.iter() {
-        our_sizes.extend(sizes(&batch?));
-        if our_sizes.len() >= n {
-            break;
-        }
-    }
-    let our_s = t.elapsed().as_secs_f64();
+    let (mut our_sizes, our_s) = timed_sizes(ours.iter().map(|b| b.map_err(BoxError::from)), n)?;
 
     burn_sizes.truncate(n);
     our_sizes.truncate(n);
