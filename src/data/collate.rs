@@ -287,20 +287,7 @@ impl CollatedBatch {
         for (k, s) in samples.iter().enumerate() {
             let atom_base = *self.atoms_ptr.last().unwrap_or(&0);
             if s.fields.len() != layout.len() {
-                // Name the fields in which the two differ (a label one has
-                // and the other lacks is the usual case).
-                let missing: Vec<&str> =
-                    layout.iter().map(|l| l.name.as_str()).filter(|n| !s.fields.contains_key(*n)).collect();
-                let extra: Vec<&str> =
-                    s.fields.keys().map(String::as_str).filter(|n| !layout.iter().any(|l| l.name == *n)).collect();
-                return Err(Error::invalid(
-                    format!("batch sample {k}"),
-                    format!(
-                        "{} fields, the first sample has {} (lacks {missing:?} of the first sample; has {extra:?} it lacks)",
-                        s.fields.len(),
-                        layout.len()
-                    ),
-                ));
+                return Err(field_count_mismatch(k, s, &layout));
             }
             for (name, f) in &s.fields {
                 let dst = self.fields.get_mut(name).ok_or_else(|| {
@@ -334,36 +321,40 @@ impl CollatedBatch {
                     dst.data.extend_from(&f.data)?;
                 }
             }
-            if k == 0 {
-                self.strings = s
-                    .strings
-                    .iter()
-                    .map(|(n, f)| (n.clone(), StringField { level: f.level, values: vec![] }))
-                    .collect();
-            }
-            if s.strings.len() != self.strings.len() {
-                return Err(Error::invalid(
-                    format!("batch sample {k}"),
-                    format!("{} string labels, the first sample has {}", s.strings.len(), self.strings.len()),
-                ));
-            }
-            for (name, f) in &s.strings {
-                match self.strings.get_mut(name) {
-                    Some(dst) if dst.level == f.level => dst.values.extend(f.values.iter().cloned()),
-                    _ => {
-                        return Err(Error::invalid(
-                            format!("batch sample {k}"),
-                            format!("string label {name} ({}) differs from the first sample's", f.level),
-                        ));
-                    }
-                }
-            }
+            self.append_strings(k, s)?;
             self.atoms_ptr.push(atom_base + s.num_atoms() as i64);
             let e = *self.edges_ptr.last().unwrap_or(&0);
             self.edges_ptr.push(e + s.num_edges() as i64);
         }
         self.indices.clear();
         self.indices.extend_from_slice(indices);
+        Ok(())
+    }
+
+    /// Appends sample `k`'s string labels; the first sample sets which
+    /// labels the batch has.
+    fn append_strings(&mut self, k: usize, s: &AtomicData) -> Result<()> {
+        if k == 0 {
+            self.strings =
+                s.strings.iter().map(|(n, f)| (n.clone(), StringField { level: f.level, values: vec![] })).collect();
+        }
+        if s.strings.len() != self.strings.len() {
+            return Err(Error::invalid(
+                format!("batch sample {k}"),
+                format!("{} string labels, the first sample has {}", s.strings.len(), self.strings.len()),
+            ));
+        }
+        for (name, f) in &s.strings {
+            match self.strings.get_mut(name) {
+                Some(dst) if dst.level == f.level => dst.values.extend(f.values.iter().cloned()),
+                _ => {
+                    return Err(Error::invalid(
+                        format!("batch sample {k}"),
+                        format!("string label {name} ({}) differs from the first sample's", f.level),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -480,4 +471,21 @@ pub(crate) fn bad_indices(
         // The copy's int32 offset did not fit (see `extend_indices_checked`).
         None => Error::invalid(NEIGHBOR_LIST, format!("atom offset of a sample beyond int32 (base {base})")),
     }
+}
+
+/// The error for batch sample `k` whose fields differ in number from the
+/// first sample's `layout`: names the fields in which the two differ (a
+/// label one has and the other lacks is the usual case).
+fn field_count_mismatch(k: usize, s: &AtomicData, layout: &[FieldLayout]) -> Error {
+    let missing: Vec<&str> = layout.iter().map(|l| l.name.as_str()).filter(|n| !s.fields.contains_key(*n)).collect();
+    let extra: Vec<&str> =
+        s.fields.keys().map(String::as_str).filter(|n| !layout.iter().any(|l| l.name == *n)).collect();
+    Error::invalid(
+        format!("batch sample {k}"),
+        format!(
+            "{} fields, the first sample has {} (lacks {missing:?} of the first sample; has {extra:?} it lacks)",
+            s.fields.len(),
+            layout.len()
+        ),
+    )
 }

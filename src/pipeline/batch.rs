@@ -15,7 +15,7 @@
 //!     .with_neighbor_list(vec![], None).unwrap().with_energy(-2.0);
 //! let batch: AtomicBatch = AtomicBatcher::default().batch(vec![a, b.clone(), b], &Device::flex());
 //! assert_eq!(batch.num_graphs, 3);
-//! assert_eq!(batch.graph_index.to_data().to_vec::<i32>().unwrap(), vec![0, 0, 1, 2]);
+//! assert_eq!(batch.graph_index.to_data().try_to_vec::<i32>().unwrap(), vec![0, 0, 1, 2]);
 //! assert_eq!(batch.energy().unwrap().dims(), [3, 1]);
 //! ```
 
@@ -243,11 +243,11 @@ impl AtomicBatch {
     /// let host = CollatedBatch::from_samples(&[0], &[s]).unwrap();
     /// let mut seen = Vec::new();
     /// let batch = AtomicBatch::from_collated_staged(host, &Device::flex(), |datas| {
-    ///     seen = datas.iter().map(|d| d.dtype).collect();
+    ///     seen = datas.iter().map(|d| d.dtype()).collect();
     /// })
     /// .unwrap();
     /// assert_eq!(seen.len(), 3 + 3); // graph_index, atoms_ptr, edges_ptr, then the fields
-    /// assert_eq!(batch.pbc().unwrap().to_data().to_vec::<bool>().unwrap(), vec![true, false, true]);
+    /// assert_eq!(batch.pbc().unwrap().to_data().try_to_vec::<bool>().unwrap(), vec![true, false, true]);
     /// ```
     ///
     /// # Errors

@@ -9,8 +9,8 @@
 //! let dev = Device::flex();
 //! let target = Tensor::<2>::from_floats([[1.0, 2.0], [f32::NAN, f32::NAN]], &dev);
 //! let pred = Tensor::<2>::from_floats([[1.5, 2.0], [9.0, 9.0]], &dev);
-//! assert_eq!(label_mask(&target).sum().into_scalar(), 2.0);
-//! assert_eq!(masked_mse(pred, target).into_scalar(), 0.125); // (0.5² + 0²) / 2
+//! assert_eq!(label_mask(&target).sum().into_scalar::<f32>(), 2.0);
+//! assert_eq!(masked_mse(pred, target).into_scalar::<f32>(), 0.125); // (0.5² + 0²) / 2
 //! ```
 
 use burn::tensor::Tensor;

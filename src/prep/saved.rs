@@ -185,6 +185,7 @@ impl Split {
     /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, ZarrWriteConfig};
     /// use atomzarr::sampler::ListSampler;
     /// use atomzarr::prep::split::{Split, SplitRule};
+    /// use burn::tensor::Device;
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("s.zarr");
     /// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
