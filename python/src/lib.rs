@@ -5,6 +5,7 @@
 //! index space. The Python side (`python/atomzarr/`) adds `ase.Atoms` input and
 //! `atomzarr.torch.to_torch`.
 
+mod batch_sampler;
 mod convert;
 mod errors;
 mod loader;
@@ -26,7 +27,7 @@ fn _atomzarr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::Reader>()?;
     m.add_class::<multi::MultiDataset>()?;
     m.add_class::<mixing::MultiDatasetSampler>()?;
-    m.add_class::<mixing::MultiDatasetBatchSampler>()?;
+    m.add_class::<batch_sampler::MultiDatasetBatchSampler>()?;
     m.add_class::<loader::DataLoader>()?;
     m.add_class::<loader::LoaderIter>()?;
     m.add_class::<writer::Writer>()?;

@@ -15,9 +15,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::batch_sampler::MultiDatasetBatchSampler;
 use crate::convert::batch_dict;
 use crate::errors::{AtomzarrError, to_py};
-use crate::mixing::{EpochCell, ForLoader, MultiDatasetBatchSampler, MultiDatasetSampler};
+use crate::mixing::{EpochCell, ForLoader, MultiDatasetSampler};
 use crate::multi::MultiDataset;
 use crate::reader::Reader;
 
