@@ -297,12 +297,7 @@ pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(Read
         let decode_before = child_decodes(&multi);
         let t = Instant::now();
         let (tally, mix, order_ok) = read_pass(&loader, &multi, &plan, opts, &schema, &pb)?;
-        let mut read_time = t.elapsed();
-        let mut first_batch_time = tally.first.map(|f| f.duration_since(t));
-        if epoch == 0 {
-            read_time += open_time;
-            first_batch_time = first_batch_time.map(|f| f + open_time);
-        }
+        let (read_time, first_batch_time) = super::read::epoch_times(t, tally.first, epoch, open_time);
         pb.finish_and_clear();
         let decodes: Vec<DecodeCounters> =
             child_decodes(&multi).iter().zip(&decode_before).map(|(a, b)| a.since(b)).collect();

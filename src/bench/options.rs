@@ -40,12 +40,6 @@ impl ReadOrder {
     }
 }
 
-impl std::fmt::Display for ReadOrder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// How samples are read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -69,11 +63,17 @@ impl ReadPath {
     }
 }
 
-impl std::fmt::Display for ReadPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// `Display` as the CLI name (`as_str`).
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
 }
+display_as_str!(ReadOrder, ReadPath);
 
 /// Builds the logical read order over `n` samples (`chunk-shuffle` needs the
 /// store's blocks: see [`chunk_shuffle_order`]; here it is built over blocks of

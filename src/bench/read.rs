@@ -127,12 +127,7 @@ pub fn time_reads(
             ReadPath::Single => read_single(&reader, &order, opts, &pb)?,
             ReadPath::Batch => read_loader(&reader, &order, opts, &pb)?,
         };
-        let mut read_time = t.elapsed();
-        let mut first_batch_time = tally.first.map(|f| f.duration_since(t));
-        if epoch == 0 {
-            read_time += open_time;
-            first_batch_time = first_batch_time.map(|f| f + open_time);
-        }
+        let (read_time, first_batch_time) = epoch_times(t, tally.first, epoch, open_time);
         pb.finish_and_clear();
         let after = reader.cache_stats();
         let decode = reader.decode_counters().since(&decode_before);
@@ -248,6 +243,19 @@ pub(super) fn start_epoch(
     }
     let nth = if opts.epochs > 1 { format!(" #{}", epoch + 1) } else { String::new() };
     Progress::new(opts.progress, total, format!("read {what} {}{nth}", opts.order))
+}
+
+/// An epoch's read time and first batch's time, from `start` (the pass's
+/// start) and `first` (its first batch); the first epoch's include opening
+/// the store (`open_time`), as the toolkit's figures do.
+pub(super) fn epoch_times(
+    start: Instant,
+    first: Option<Instant>,
+    epoch: usize,
+    open_time: Duration,
+) -> (Duration, Option<Duration>) {
+    let open = if epoch == 0 { open_time } else { Duration::ZERO };
+    (start.elapsed() + open, first.map(|f| f.duration_since(start) + open))
 }
 
 /// `b` with its int32-narrowed fields back in the store's int64 (as

@@ -39,32 +39,29 @@ pub fn open_frames(path: &Path, options: &FrameOptions) -> Result<(Box<dyn Frame
             let info = FileInfo { format, layout: r.layout().into(), units: r.units() };
             (Box::new(r), info)
         }
-        Format::AseDb => open_asedb(path, units(ev))?,
-        Format::AseLmdb => open_aselmdb(path, units(ev))?,
+        Format::AseDb | Format::AseLmdb => open_ase(path, format, units(ev))?,
         Format::Hdf5 => open_hdf5(path, options)?,
     })
 }
 
-#[cfg(feature = "sqlite")]
-fn open_asedb(path: &Path, u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
-    let r = crate::formats::asedb::AseDbFrames::open(path, u)?;
-    Ok((Box::new(r), FileInfo { format: Format::AseDb, layout: "asedb".into(), units: u }))
-}
-
-#[cfg(not(feature = "sqlite"))]
-fn open_asedb(path: &Path, _u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
-    Err(missing_feature(path, Format::AseDb, "sqlite"))
-}
-
-#[cfg(feature = "lmdb")]
-fn open_aselmdb(path: &Path, u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
-    let r = crate::formats::aselmdb::AseLmdbFrames::open(path, u)?;
-    Ok((Box::new(r), FileInfo { format: Format::AseLmdb, layout: "aselmdb".into(), units: u }))
-}
-
-#[cfg(not(feature = "lmdb"))]
-fn open_aselmdb(path: &Path, _u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
-    Err(missing_feature(path, Format::AseLmdb, "lmdb"))
+/// ASE's SQLite (`.db`) and LMDB (`.aselmdb`) databases, each behind its
+/// feature.
+fn open_ase(path: &Path, format: Format, u: Units) -> Result<(Box<dyn Frames>, FileInfo)> {
+    let opened: Result<(Box<dyn Frames>, &str)> = match format {
+        #[cfg(feature = "sqlite")]
+        Format::AseDb => crate::formats::asedb::AseDbFrames::open(path, u).map(|r| (Box::new(r) as _, "asedb")),
+        #[cfg(not(feature = "sqlite"))]
+        Format::AseDb => Err(missing_feature(path, format, "sqlite")),
+        #[cfg(feature = "lmdb")]
+        Format::AseLmdb => crate::formats::aselmdb::AseLmdbFrames::open(path, u).map(|r| (Box::new(r) as _, "aselmdb")),
+        #[cfg(not(feature = "lmdb"))]
+        Format::AseLmdb => Err(missing_feature(path, format, "lmdb")),
+        other => {
+            Err(crate::error::Error::invalid(path.display().to_string(), format!("{other} is not an ASE database")))
+        }
+    };
+    let (frames, layout) = opened?;
+    Ok((frames, FileInfo { format, layout: layout.into(), units: u }))
 }
 
 #[cfg(feature = "hdf5")]

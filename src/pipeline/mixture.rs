@@ -50,19 +50,27 @@ pub(crate) trait Mixing: Send + Sync {
     fn draws_per_batch(&self, d: usize, batch_size: usize) -> usize;
 }
 
+/// The `Mixing` methods both samplers answer with their own (inherent)
+/// getters of the same names.
+macro_rules! forward_mixing {
+    () => {
+        fn lengths(&self) -> &[usize] {
+            Self::lengths(self)
+        }
+        fn shuffles(&self) -> bool {
+            Self::shuffles(self)
+        }
+        fn seed(&self) -> u64 {
+            Self::seed(self)
+        }
+        fn own_world(&self) -> usize {
+            self.shard().world_size()
+        }
+    };
+}
+
 impl Mixing for MultiDatasetSampler {
-    fn lengths(&self) -> &[usize] {
-        MultiDatasetSampler::lengths(self)
-    }
-    fn shuffles(&self) -> bool {
-        MultiDatasetSampler::shuffles(self)
-    }
-    fn seed(&self) -> u64 {
-        MultiDatasetSampler::seed(self)
-    }
-    fn own_world(&self) -> usize {
-        self.shard().world_size()
-    }
+    forward_mixing!();
     fn draws_per_batch(&self, d: usize, batch_size: usize) -> usize {
         let total: usize = self.counts().iter().sum();
         (batch_size * self.counts()[d]).checked_div(total).unwrap_or(0).max(1)
@@ -70,18 +78,7 @@ impl Mixing for MultiDatasetSampler {
 }
 
 impl Mixing for MultiDatasetBatchSampler {
-    fn lengths(&self) -> &[usize] {
-        MultiDatasetBatchSampler::lengths(self)
-    }
-    fn shuffles(&self) -> bool {
-        MultiDatasetBatchSampler::shuffles(self)
-    }
-    fn seed(&self) -> u64 {
-        MultiDatasetBatchSampler::seed(self)
-    }
-    fn own_world(&self) -> usize {
-        self.shard().world_size()
-    }
+    forward_mixing!();
     fn draws_per_batch(&self, d: usize, _batch_size: usize) -> usize {
         self.samples_per_dataset()[d].max(1)
     }

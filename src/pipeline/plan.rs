@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::sampler::{BatchSampler, Sampler};
 
-use super::ranked::{Items, RankedBatches, RankedSamples, Resume, plan_iter, rest_lens};
+use super::ranked::{Items, RankedBatches, RankedSamples, Resume, ResumeAt, plan_iter, rest_lens};
 
 /// How an epoch is cut into batches.
 #[derive(Clone)]
@@ -121,7 +121,7 @@ impl Batching {
                 let r2 = r.clone();
                 let own = resume
                     .filter(|res| !res.cuts.is_empty())
-                    .and_then(|res| r.resumed_iter(epoch, res, (view.rank, w, pos, b)));
+                    .and_then(|res| r.resumed_iter(epoch, res, ResumeAt { rank: view.rank, world: w, pos, unit: b }));
                 let (items, lens) = match own {
                     Some(items) => (items, rest_lens(resume, (w, pos, b), |q, w| r.rank_len(q, w).unwrap_or(0))),
                     None => plan_iter(

@@ -43,15 +43,20 @@ pub(crate) trait RankedSamples: Send + Sync {
     /// that resumes on other numbers of ranks by a rule of its own (the
     /// parts' lengths as [`rest_lens`] gives them); `None`: the old ranks'
     /// orders laid end to end (the module's rule).
-    fn resumed_iter(
-        &self,
-        epoch: u64,
-        resume: &Resume,
-        (rank, world, pos, unit): (usize, usize, usize, usize),
-    ) -> Option<Items<usize>> {
-        let _ = (epoch, resume, rank, world, pos, unit);
+    fn resumed_iter(&self, epoch: u64, resume: &Resume, at: ResumeAt) -> Option<Items<usize>> {
+        let _ = (epoch, resume, at);
         None
     }
+}
+
+/// Where a resumed rank's order starts: rank `rank` of `world`, from the
+/// epoch's global position `pos`, `unit` samples a step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResumeAt {
+    pub(crate) rank: usize,
+    pub(crate) world: usize,
+    pub(crate) pos: usize,
+    pub(crate) unit: usize,
 }
 
 /// A batch order planned per rank.

@@ -15,7 +15,7 @@ use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, poo
 use crate::source::Reader;
 
 use super::plan::lock;
-use super::ranked::{Items, RankedSamples, Resume};
+use super::ranked::{Items, RankedSamples, Resume, ResumeAt};
 
 /// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
 /// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
@@ -182,16 +182,11 @@ impl RankedSamples for DefaultShuffle {
     /// ([`ChunkShuffleSampler::resumed_draws`]): each new rank takes the
     /// samples the old ranks had left of a few regions, read through a pool
     /// of its own.
-    fn resumed_iter(
-        &self,
-        epoch: u64,
-        resume: &Resume,
-        (rank, world, pos, unit): (usize, usize, usize, usize),
-    ) -> Option<Items<usize>> {
+    fn resumed_iter(&self, epoch: u64, resume: &Resume, at: ResumeAt) -> Option<Items<usize>> {
         let k = self.pool()?;
-        debug_assert_eq!(resume.cuts.last().map(|c| c.1), Some(world));
+        debug_assert_eq!(resume.cuts.last().map(|c| c.1), Some(at.world));
         let s = self.pool_sampler(epoch, k)?;
-        Some(s.resumed_draws(epoch, (resume.base_world, &resume.cuts), unit, (rank, pos)))
+        Some(s.resumed_draws(epoch, (resume.base_world, &resume.cuts), at.unit, (at.rank, at.pos)))
     }
 
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {

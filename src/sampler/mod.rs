@@ -86,37 +86,27 @@ pub trait BatchSampler: Send + Sync {
     }
 }
 
-#[deny(clippy::missing_trait_methods)]
-impl<S: Sampler + ?Sized> Sampler for Box<S> {
-    fn indices(&self, epoch: u64) -> Vec<usize> {
-        (**self).indices(epoch)
-    }
-    fn len(&self) -> usize {
-        (**self).len()
-    }
-    fn is_empty(&self) -> bool {
-        (**self).is_empty()
-    }
-    fn in_order(&self) -> bool {
-        (**self).in_order()
-    }
+/// `Sampler` for a pointer to one: every method forwarded.
+macro_rules! forward_sampler {
+    ($($ptr:ty),*) => {$(
+        #[deny(clippy::missing_trait_methods)]
+        impl<S: Sampler + ?Sized> Sampler for $ptr {
+            fn indices(&self, epoch: u64) -> Vec<usize> {
+                (**self).indices(epoch)
+            }
+            fn len(&self) -> usize {
+                (**self).len()
+            }
+            fn is_empty(&self) -> bool {
+                (**self).is_empty()
+            }
+            fn in_order(&self) -> bool {
+                (**self).in_order()
+            }
+        }
+    )*};
 }
-
-#[deny(clippy::missing_trait_methods)]
-impl<S: Sampler + ?Sized> Sampler for std::sync::Arc<S> {
-    fn indices(&self, epoch: u64) -> Vec<usize> {
-        (**self).indices(epoch)
-    }
-    fn len(&self) -> usize {
-        (**self).len()
-    }
-    fn is_empty(&self) -> bool {
-        (**self).is_empty()
-    }
-    fn in_order(&self) -> bool {
-        (**self).in_order()
-    }
-}
+forward_sampler!(Box<S>, std::sync::Arc<S>);
 
 impl<S: BatchSampler + ?Sized> BatchSampler for std::sync::Arc<S> {
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {

@@ -144,7 +144,8 @@ fn train(store: Option<PathBuf>, steps: usize) -> Result<(), BoxError> {
     let first = first.ok_or("no batch was read")?;
     println!("{step} steps on {}: loss {first:.4} -> {last:.4}", path.display());
     let _ = std::fs::remove_dir_all(&tmp);
-    if !(last < first) {
+    // NaN on either side is no fall either.
+    if last.partial_cmp(&first) != Some(std::cmp::Ordering::Less) {
         return Err(format!("the loss did not fall ({first} -> {last})").into());
     }
     Ok(())
