@@ -2,7 +2,8 @@
 //! buffering, pinned staging and background uploads.
 //!
 //! With `prefetch_factor = k > 0`, consecutive batches are grouped `k` at a
-//! time into one fused read (`batch_size * k` indices in one `read_many`), and
+//! time into one fused read (`batch_size * k` indices in one planned read,
+//! [`Reader::plan`](crate::Reader::plan) then `read_plan`), and
 //! two fused reads are kept in flight: one being consumed while the next is
 //! read in the background. With `prefetch_factor = 0` each batch is one
 //! synchronous read. Either way the batches are exactly the sampler's, in its

@@ -146,8 +146,8 @@ impl Prefetcher {
 
     /// Starts the background read of `plan` (a plan of `dataset` or a
     /// clone), then `then` runs on the same background thread with the
-    /// batches (the DataLoader builds device tensors there, so a window
-    /// costs one hand-off instead of one per batch).
+    /// batches (the DataLoader hands each batch to its upload threads
+    /// there, so a window costs one hand-off instead of one per batch).
     pub fn spawn_then<R: Reader + 'static, T: Send + 'static>(
         &self,
         dataset: &Dataset<R>,
