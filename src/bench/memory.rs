@@ -40,11 +40,14 @@ mod tests {
         if !super::reset_peak_rss() {
             return; // not Linux: nothing to measure
         }
+        // The peak is the whole process's, and the other tests of this
+        // binary allocate and free beside this one: 256 MiB touched, of
+        // which at least 192 MiB must show, leaves them 64 MiB of room.
         let before = super::peak_rss().unwrap_or(0);
-        let v = vec![1u8; 64 << 20];
+        let v = vec![1u8; 256 << 20];
         let after = super::peak_rss().unwrap_or(0);
         assert!(v.iter().step_by(4096).all(|&b| b == 1));
-        assert!(after >= before + (60 << 20), "{before} -> {after}");
+        assert!(after >= before + (192 << 20), "{before} -> {after}");
     }
 
     #[test]
