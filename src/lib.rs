@@ -72,7 +72,7 @@
 //! ├── source/          readers: random access to samples
 //! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
 //! │   ├── plan.rs        ReadPlan: a window's read, planned before it is read
-//! │   ├── memory.rs      InMemoryReader: a reader's samples resident in memory
+//! │   ├── in_memory.rs   InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space
 //! │   ├── budget.rs      one chunk-cache budget split among a mixture's children
 //! │   └── dump.rs        every sample as the toolkit's JSON dump (atomzarr dump)
@@ -139,10 +139,10 @@
 //! │                    and prefetch.rs (Prefetcher) → builder.rs (order.rs: what orders
 //! │                    the epochs; shuffle.rs: what with_shuffle(true) reads; mixture.rs:
 //! │                    mixing samplers fitted to the reader) → loader.rs (DataLoader; plan.rs:
-//! │                    epoch plans, LoaderState; ranked.rs: orders planned per rank;
-//! │                    resume.rs: state saved and loaded; upload.rs: upload threads) →
+//! │                    epoch plans; ranked.rs: orders planned per rank;
+//! │                    resume.rs: LoaderState, saved and loaded; upload.rs: upload threads) →
 //! │                    batch.rs (AtomicBatch; stage.rs: fields in device dtypes, pinned
-//! │                    staging); labels.rs: losses that leave absent labels out
+//! │                    staging); loss.rs: losses that leave absent labels out
 //! ├── bench/           feature `bench`: the I/O benchmark behind `atomzarr roundtrip` and
 //! │                    `atomzarr read` (options, write for roundtrip, read loops,
 //! │                    mix: several stores read as one mixture, content checksum,
@@ -265,10 +265,10 @@ pub use pipeline::batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
 pub use pipeline::builder::DataLoaderBuilder;
 pub use pipeline::dataset::{Dataset, ErrorPolicy};
 pub use pipeline::loader::{DataLoader, LoaderStats};
-pub use pipeline::plan::LoaderState;
 pub use pipeline::prefetch::Prefetcher;
+pub use pipeline::resume::LoaderState;
 pub use source::ReadPlan;
-pub use source::memory::{InMemoryOptions, InMemoryReader};
+pub use source::in_memory::{InMemoryOptions, InMemoryReader};
 pub use source::multi::{MultiReader, MultiReaderOptions};
 pub use source::reader::{Reader, ReaderExt, Sample, SampleMetadata};
 pub use store::config::{Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};

@@ -7,7 +7,7 @@
 mod common;
 
 use atomzarr::formats::import::{ImportOptions, import_files};
-use atomzarr::pipeline::labels::masked_mse;
+use atomzarr::pipeline::loss::masked_mse;
 use atomzarr::{AtomicDataZarrReader, DataLoader, Dataset};
 use burn::tensor::Device;
 use burn::tensor::Tensor;

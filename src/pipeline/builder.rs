@@ -203,7 +203,7 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
     /// them: the last round's samples are split as evenly as they go, so
     /// its batches may be shorter (empty on some ranks when fewer samples
     /// than ranks are left; `drop_last` drops that round instead). A
-    /// [`LoaderState`](crate::pipeline::LoaderState) saved on one world size resumes on another:
+    /// [`LoaderState`](crate::LoaderState) saved on one world size resumes on another:
     /// the rest of the saved epoch is the rest of the same global order,
     /// cut in rounds for the new number of ranks. Under the block pool and
     /// a fitted mixing sampler, where each rank reads its own region, the

@@ -10,29 +10,29 @@
 //! | `prefetch` | [`Prefetcher`]: fused reads of a dataset's batches on background threads |
 //! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`](crate::AtomicBatcher), Burn's `Batcher` |
 //! | `builder` | [`DataLoaderBuilder`](crate::DataLoaderBuilder): the loader's knobs, checked once |
-//! | [`labels`] | losses that leave absent (NaN) labels out: [`labels::masked_mse`] |
+//! | [`loss`] | losses that leave absent (NaN) labels out: [`loss::masked_mse`] |
 //! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | `order` | what orders the epochs (`OrderKind`: sequential, a sampler, a batch sampler or the default shuffle) |
-//! | `plan` | epoch plans per rank and device slice, [`LoaderState`] (resume) |
+//! | `plan` | epoch plans per rank and device slice |
 //! | `ranked` | orders planned rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
-//! | `resume` | [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
+//! | `resume` | [`LoaderState`], [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
 //! | `shuffle` | what `with_shuffle(true)` reads: a full permutation, or the block pool sized from the cache |
 //! | `mixture` | the mixing samplers fitted to the reader: a block pool for each child larger than its share of the cache |
 
 pub(crate) mod batch;
 pub(crate) mod builder;
 pub(crate) mod dataset;
-pub mod labels;
 pub(crate) mod loader;
+pub mod loss;
 pub(crate) mod mixture;
 mod order;
 pub(crate) mod plan;
 pub(crate) mod prefetch;
 pub(crate) mod ranked;
 mod reads;
-mod resume;
+pub(crate) mod resume;
 pub(crate) mod shuffle;
 mod stage;
 mod upload;
@@ -48,5 +48,4 @@ pub use prefetch::{FusedHandle, Pending};
 // The types also at the crate root are public there only.
 pub(crate) use loader::DataLoader;
 pub use loader::{HostIter, LoaderIter};
-pub(crate) use plan::LoaderState;
 pub(crate) use prefetch::Prefetcher;

@@ -2,11 +2,13 @@
 //! ([`LoaderState`]), and the resumes on other numbers of ranks a loaded
 //! state brings (see [`ranked`](super::ranked)).
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result};
+use crate::pipeline::DataLoader;
 use crate::pipeline::plan::{Batching, Clock, lock};
 use crate::pipeline::ranked::Resume;
 use crate::pipeline::shuffle::ShuffleKind;
-use crate::pipeline::{DataLoader, LoaderState};
 use crate::source::Reader;
 
 impl<R: Reader + 'static> DataLoader<R> {
@@ -140,5 +142,165 @@ impl<R: Reader + 'static> DataLoader<R> {
     /// The resumes with other numbers of ranks that apply to `epoch`.
     pub(super) fn resume_of(&self, epoch: u64) -> Option<Resume> {
         lock(&self.resume).clone().filter(|r| r.epoch == epoch)
+    }
+}
+
+/// Where a [`DataLoader`](crate::DataLoader) is in its epochs, saved with a
+/// checkpoint and restored with
+/// [`DataLoader::load_state`](crate::DataLoader::load_state). Serializes with
+/// serde (JSON in the examples).
+///
+/// `position` counts what *all ranks together* consumed of the epoch's global
+/// order (samples with `batch_size`, batches with a `batch_sampler`), so a
+/// state taken on one rank of `world_size` ranks, at a step every rank
+/// reached (as a data-parallel checkpoint is), resumes with any number of
+/// ranks: the rest of the epoch is split among the new ranks, no sample read
+/// twice or skipped. `seed`, `sampler`, `epoch_len` and `batch_size` describe
+/// the order; loading a state into a loader whose order differs is an error.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use burn::tensor::Device;
+/// use atomzarr::{AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, LoaderState, ZarrWriteConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("r.zarr");
+/// let samples: Vec<AtomicData> = (1..=10).map(|n| AtomicData::new(vec![1; n], vec![[0.0; 3]; n]).unwrap()).collect();
+/// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+/// let ds = Dataset::new(AtomicDataZarrReader::open(&path)?);
+/// let build = || DataLoader::builder(ds.clone()).with_batch_size(3).with_shuffle(true).with_seed(4).build(&Device::flex());
+/// let a = build()?;
+/// let mut it = a.iter();
+/// let first = it.next().unwrap()?.indices;
+/// let saved = serde_json::to_string(&a.state())?;
+/// let b = build()?;
+/// b.load_state(&serde_json::from_str::<LoaderState>(&saved)?)?;
+/// let rest: Vec<Vec<usize>> = b.iter().map(|x| x.map(|x| x.indices)).collect::<atomzarr::Result<_>>()?;
+/// let whole: Vec<Vec<usize>> = build()?.iter().map(|x| x.map(|x| x.indices)).collect::<atomzarr::Result<_>>()?;
+/// assert_eq!([vec![first], rest].concat(), whole);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    pub(crate) epoch: u64,
+    pub(crate) position: usize,
+    pub(crate) step: usize,
+    pub(crate) seed: Option<u64>,
+    pub(crate) sampler: String,
+    pub(crate) epoch_len: usize,
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) world_size: usize,
+    pub(crate) rank: usize,
+    /// Blocks in the pool of the block-pool shuffle.
+    #[serde(default)]
+    pub(crate) pool_blocks: Option<usize>,
+    /// A mixing sampler's pool blocks per dataset (`None` for a dataset
+    /// walked in a permutation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) child_pool_blocks: Option<Vec<Option<usize>>>,
+    /// The number of ranks the epoch's order was planned for, when each
+    /// rank reads its own part of the data (the block pool, a mixture).
+    #[serde(default)]
+    pub(crate) order_world_size: Option<usize>,
+    /// Resumes within this epoch on other numbers of ranks: `(position,
+    /// ranks)`, in order (see [`DataLoader::load_state`](crate::DataLoader::load_state)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) resumed: Vec<(usize, usize)>,
+}
+
+impl LoaderState {
+    /// The epoch the loader is in (or starts next, at position 0).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    /// Global position in the epoch: samples (fixed-size batches) or
+    /// batches (a batch sampler) consumed by all ranks together.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+    /// Batches the saving rank had taken in this epoch.
+    pub fn step(&self) -> usize {
+        self.step
+    }
+    /// The shuffle seed, `None` when the order is not shuffled by the loader.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+    /// What ordered the epoch (`sequential`, `random`, `block-pool`,
+    /// `sampler`, `batch_sampler`).
+    pub fn sampler(&self) -> &str {
+        &self.sampler
+    }
+    /// Global epoch length in position units.
+    pub fn epoch_len(&self) -> usize {
+        self.epoch_len
+    }
+    /// Samples per batch (`None` with a batch sampler).
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batch_size
+    }
+    /// Ranks of the run that saved it.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+    /// Rank that saved it.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    /// Blocks in the pool of the block-pool shuffle (`None` for any other
+    /// order).
+    pub fn pool_blocks(&self) -> Option<usize> {
+        self.pool_blocks
+    }
+    /// The number of ranks the epoch's order was planned for, when each
+    /// rank reads its own part of the data (the block pool, a mixture); a
+    /// resume with another number of ranks hands those parts to the new
+    /// ranks (see [`DataLoader::load_state`](crate::DataLoader::load_state)).
+    pub fn order_world_size(&self) -> Option<usize> {
+        self.order_world_size
+    }
+
+    /// A mixing sampler's pool blocks per dataset (`None` for a dataset
+    /// walked in a permutation), when a loader fitted one to its reader.
+    pub fn child_pool_blocks(&self) -> Option<&[Option<usize>]> {
+        self.child_pool_blocks.as_deref()
+    }
+
+    /// The resumes within this epoch on other numbers of ranks before this
+    /// state: `(position, ranks)`, in order.
+    pub fn resumed(&self) -> &[(usize, usize)] {
+        &self.resumed
+    }
+
+    /// Errors ([`Error::StateMismatch`]) unless `self` describes the same epoch
+    /// order as `other` (world size and rank may differ).
+    pub(crate) fn check_same_order(&self, other: &LoaderState) -> Result<()> {
+        let mismatch =
+            |what: &str, saved: String, here: String| Err(Error::StateMismatch { what: what.to_string(), saved, here });
+        if self.sampler != other.sampler {
+            return mismatch("sampler", self.sampler.clone(), other.sampler.clone());
+        }
+        if self.seed != other.seed {
+            return mismatch("seed", format!("{:?}", self.seed), format!("{:?}", other.seed));
+        }
+        if self.epoch_len != other.epoch_len {
+            return mismatch("epoch length", self.epoch_len.to_string(), other.epoch_len.to_string());
+        }
+        if self.pool_blocks != other.pool_blocks {
+            return mismatch("pool blocks", format!("{:?}", self.pool_blocks), format!("{:?}", other.pool_blocks));
+        }
+        if self.child_pool_blocks != other.child_pool_blocks {
+            return mismatch(
+                "pool blocks per dataset",
+                format!("{:?}", self.child_pool_blocks),
+                format!("{:?}", other.child_pool_blocks),
+            );
+        }
+        if self.batch_size != other.batch_size {
+            return mismatch("batch size", format!("{:?}", self.batch_size), format!("{:?}", other.batch_size));
+        }
+        if self.position > self.epoch_len {
+            return mismatch("position", self.position.to_string(), format!("at most {}", self.epoch_len));
+        }
+        Ok(())
     }
 }

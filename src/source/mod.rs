@@ -16,12 +16,12 @@
 
 mod budget;
 pub mod dump;
-pub(crate) mod memory;
+pub(crate) mod in_memory;
 pub(crate) mod multi;
 mod plan;
 pub(crate) mod reader;
 
-pub(crate) use memory::gather;
+pub(crate) use in_memory::gather;
 pub use multi::DATASET_INDEX;
 // The types also at the crate root are public there only.
 pub use budget::split_cache_budget;

@@ -43,9 +43,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A decoded chunk, as decoded or in a compact form (see `compact`).
 pub(crate) type ChunkBytes = Arc<Chunk>;
 
+pub use super::chunk_memory::ChunkBuf;
+use super::chunk_memory::ChunkMemory;
 pub(crate) use super::compact::Chunk;
-pub use super::memory::ChunkBuf;
-use super::memory::ChunkMemory;
 
 pub use crate::source::DEFAULT_CACHE_BYTES;
 

@@ -29,7 +29,7 @@
 
 use crate::data::{DType, HostData};
 
-use super::memory::ChunkBuf;
+use super::chunk_memory::ChunkBuf;
 
 /// How a cached chunk holds its rows.
 pub(crate) enum Form {

@@ -45,11 +45,11 @@ use zarrs::array::{Array, ArrayShardedReadableExtCache};
 
 mod active;
 pub(crate) mod cache;
+mod chunk_memory;
 mod compact;
 mod decode;
 mod direct;
 mod fetch;
-mod memory;
 mod neighbors;
 mod plan;
 mod pointers;

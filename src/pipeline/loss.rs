@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use burn::tensor::{Device, Tensor};
-//! use atomzarr::pipeline::labels::{label_mask, masked_mse};
+//! use atomzarr::pipeline::loss::{label_mask, masked_mse};
 //! let dev = Device::flex();
 //! let target = Tensor::<2>::from_floats([[1.0, 2.0], [f32::NAN, f32::NAN]], &dev);
 //! let pred = Tensor::<2>::from_floats([[1.5, 2.0], [9.0, 9.0]], &dev);
