@@ -74,8 +74,7 @@
 //! │   ├── plan.rs        ReadPlan: a window's read, planned before it is read
 //! │   ├── in_memory.rs   InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space
-//! │   ├── budget.rs      one chunk-cache budget split among a mixture's children
-//! │   └── dump.rs        every sample as the toolkit's JSON dump (atomzarr dump)
+//! │   └── budget.rs      one chunk-cache budget split among a mixture's children
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes
 //! │   ├── config.rs      ZarrWriteConfig, layered per group and field
@@ -98,7 +97,7 @@
 //! │   ├── reader/        AtomicDataZarrReader: state (open checks), pointers (the
 //! │   │                  pointer arrays paged, compact), active (the
 //! │   │                  samples a delete left, as a bitmap), plan, cache,
-//! │   │                  compact (cached chunks' compact forms), memory
+//! │   │                  compact (cached chunks' compact forms), chunk_memory
 //! │   │                  (decoded-chunk memory), decode, direct (shard
 //! │   │                  index, crc32c, zstd), fetch (remote
 //! │   │                  ranges in flight), neighbors, rows (row copy, collate),
@@ -128,7 +127,8 @@
 //! │   ├── mptrj.rs       the MPtrj JSON, streamed
 //! │   ├── import/        files of any format into a store (atomzarr import); fill: labels
 //! │   │                  only some frames have
-//! │   └── export.rs      a store as extended XYZ (atomzarr export)
+//! │   ├── export.rs      a store as extended XYZ (atomzarr export)
+//! │   └── dump.rs        any reader's samples as the toolkit's JSON dump (atomzarr dump)
 //! ├── prep/            a training set out of a store
 //! │   ├── split.rs       reproducible grouped splits (SplitRule, Split)
 //! │   ├── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)

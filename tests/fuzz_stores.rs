@@ -916,7 +916,7 @@ fn exercise(store: &Path) -> Result<Outcome, String> {
         }
         Err(e) => typed(&e, store, "load_collated")?,
     }
-    if let Err(e) = atomzarr::source::dump::dump_json(&r, &mut std::io::sink()) {
+    if let Err(e) = atomzarr::formats::dump::dump_json(&r, &mut std::io::sink()) {
         typed(&e, store, "dump_json")?;
     }
     if let Err(e) = atomzarr::store::inspect::inspect(store) {

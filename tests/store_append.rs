@@ -41,7 +41,7 @@ fn extras() -> Extras {
 
 fn dump(r: &AtomicDataZarrReader) -> Vec<u8> {
     let mut out = Vec::new();
-    atomzarr::source::dump::dump_json(r, &mut out).unwrap();
+    atomzarr::formats::dump::dump_json(r, &mut out).unwrap();
     out
 }
 

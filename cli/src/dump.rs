@@ -1,5 +1,5 @@
 //! `atomzarr dump`: every logical sample as the reference fixtures' JSON
-//! ([`atomzarr::source::dump`]), optionally with neighbor lists built at a
+//! ([`atomzarr::formats::dump`]), optionally with neighbor lists built at a
 //! cutoff while reading.
 
 use std::io::Write;
@@ -16,9 +16,9 @@ pub(crate) fn dump(store: &Location, cutoff: Option<f64>) -> atomzarr::Result<()
     match cutoff {
         Some(c) => {
             let ds = atomzarr::Dataset::new(reader).with_skip_validation(true).with_cutoff(c)?;
-            atomzarr::source::dump::dump_json(&ds, &mut lock)?;
+            atomzarr::formats::dump::dump_json(&ds, &mut lock)?;
         }
-        None => atomzarr::source::dump::dump_json(&reader, &mut lock)?,
+        None => atomzarr::formats::dump::dump_json(&reader, &mut lock)?,
     }
     lock.write_all(b"\n").map_err(stdout_err)
 }

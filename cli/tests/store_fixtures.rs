@@ -239,7 +239,7 @@ fn cli_dump_matches_expected_json_byte_for_byte() {
         // The library entry point writes the same bytes.
         let r = AtomicDataZarrReader::open(&store).unwrap();
         let mut buf = Vec::new();
-        atomzarr::source::dump::dump_json(&r, &mut buf).unwrap();
+        atomzarr::formats::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim(), "{name}: dump_json differs");
     }
 }
@@ -314,7 +314,7 @@ fn fixture_copies_defragment_and_append() {
         assert_eq!(r.len(), r.num_physical(), "{name}: defragment keeps only active samples");
         check_against_expected(&r, &want, &format!("{name} defragmented"));
         let mut buf = Vec::new();
-        atomzarr::source::dump::dump_json(&r, &mut buf).unwrap();
+        atomzarr::formats::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim(), "{name}: dump after defragment differs");
         for (rel, codecs) in &before {
             assert_eq!(
@@ -439,7 +439,7 @@ fn levels_fall_back_to_the_reference_name_table() {
         let r = AtomicDataZarrReader::open(&path).unwrap();
         check_against_expected(&r, &want, &format!("nva_default without fields entry {remove:?}"));
         let mut buf = Vec::new();
-        atomzarr::source::dump::dump_json(&r, &mut buf).unwrap();
+        atomzarr::formats::dump::dump_json(&r, &mut buf).unwrap();
         assert!(String::from_utf8(buf).unwrap() == text.trim());
     }
     // A custom field missing from the attribute is system-level.

@@ -526,7 +526,7 @@ fn dump_of_our_store_equals_what_it_reads() {
     let (ok, stdout, stderr) = cli(&["dump", path.to_str().unwrap()]);
     assert!(ok, "dump failed: {stderr}");
     let mut lib = Vec::new();
-    atomzarr::source::dump::dump_json(&r, &mut lib).unwrap();
+    atomzarr::formats::dump::dump_json(&r, &mut lib).unwrap();
     assert!(stdout.trim().as_bytes() == lib.as_slice(), "CLI and library dumps differ");
     let v: Value = serde_json::from_str(&stdout).expect("dump is valid JSON");
     assert_eq!(v["num_samples"], 7);
@@ -559,7 +559,7 @@ fn dump_escapes_field_names_as_python_json_does() {
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert!(r.field_levels().contains_key(name));
     let mut out = Vec::new();
-    atomzarr::source::dump::dump_json(&r, &mut out).unwrap();
+    atomzarr::formats::dump::dump_json(&r, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let v: Value = serde_json::from_str(&text).expect("dump is valid JSON");
     assert_eq!(v["samples"][0][name]["data"], json!([7]));

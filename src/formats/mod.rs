@@ -1,6 +1,7 @@
 //! Files of the formats MLIP data ships in, in and out of a store: each
 //! format read as [`Frames`] a batch at a time, [`import`](mod@import) of
-//! files into a store, [`export`](mod@export) of a store as extended XYZ.
+//! files into a store, [`export`](mod@export) of a store as extended XYZ and
+//! [`dump`] of any reader as the toolkit's JSON.
 //!
 //! | module | owns |
 //! |---|---|
@@ -18,6 +19,7 @@
 //! | [`mptrj`] | the MPtrj JSON, streamed |
 //! | [`import`](mod@import) | `atomzarr import`: files of any format into a store (created or appended), neighbor lists on the way, labels only some frames have |
 //! | [`export`](mod@export) | `atomzarr export`: a store's samples as extended XYZ |
+//! | [`dump`] | `atomzarr dump`: every sample of a reader as the toolkit's JSON dump (its fixtures' `*.expected.json`) |
 
 #[cfg(any(feature = "sqlite", feature = "lmdb"))]
 mod ase_row;
@@ -25,6 +27,7 @@ mod ase_row;
 pub mod asedb;
 #[cfg(feature = "lmdb")]
 pub mod aselmdb;
+pub mod dump;
 pub mod export;
 pub mod extxyz;
 mod frame;

@@ -5,17 +5,15 @@
 //! |---|---|
 //! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
 //! | `plan` | [`ReadPlan`]: a window's collated read, planned before it is read |
-//! | `memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
+//! | `in_memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
 //! | `budget` | one decoded-chunk budget split among a mixture's children ([`split_cache_budget`]) |
-//! | [`dump`] | every sample of a reader as the toolkit's JSON dump (`atomzarr dump`) |
 //!
 //! The Zarr reader ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`]; files of
 //! other formats are read as frames, a batch at a time, by [`crate::formats`].
 
 mod budget;
-pub mod dump;
 pub(crate) mod in_memory;
 pub(crate) mod multi;
 mod plan;

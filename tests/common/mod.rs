@@ -28,7 +28,7 @@ pub fn assets() -> PathBuf {
 /// `atomzarr dump`'s JSON of a reader (through the library).
 pub fn dump_json(r: &atomzarr::AtomicDataZarrReader) -> String {
     let mut out = Vec::new();
-    atomzarr::source::dump::dump_json(r, &mut out).unwrap();
+    atomzarr::formats::dump::dump_json(r, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 

@@ -20,7 +20,7 @@ use crate::source::Reader;
 /// Formats an f64 exactly as Python's `repr(float)`.
 ///
 /// ```
-/// use atomzarr::source::dump::py_float;
+/// use atomzarr::formats::dump::py_float;
 /// assert_eq!(py_float(5.0), "5.0");
 /// assert_eq!(py_float(1e-5), "1e-05");
 /// assert_eq!(py_float(0.0001), "0.0001");
@@ -85,7 +85,7 @@ pub fn py_float(x: f64) -> String {
 /// so they must be escaped for the dump to stay valid JSON.
 ///
 /// ```
-/// use atomzarr::source::dump::py_json_str;
+/// use atomzarr::formats::dump::py_json_str;
 /// assert_eq!(py_json_str("energy"), "\"energy\"");
 /// assert_eq!(py_json_str("a\"b\\c\n"), r#""a\"b\\c\n""#);
 /// assert_eq!(py_json_str("é𝛼\u{7f}"), r#""\u00e9\ud835\udefc\u007f""#);
