@@ -1,9 +1,9 @@
 //! docs/CONCEPTS.md's walk of one batch stays true: every file it cites
 //! exists and defines every name cited beside it, every type it names in
-//! passing is defined somewhere in `src/`, the layer of each row is the
-//! folder of its file, the walk has at most 20 steps, and it passes through
-//! each layer once (the pipeline, where the batch starts and ends, at both
-//! ends).
+//! passing is defined somewhere in `src/`, and each row is called from the
+//! function its "called from" cell names: that function, in the file of the
+//! earlier row that cites it, calls one of the row's names. The walk
+//! follows time, so a row leads to the next one it names.
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +40,38 @@ fn all_sources(dir: &Path, out: &mut String) {
     }
 }
 
+/// Whether `word` occurs in `text` as a whole identifier.
+fn has_word(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(i, _)| {
+        !text[..i].ends_with(ident) && !text[i + word.len()..].starts_with(ident)
+    })
+}
+
+/// The body of `fn name` in `src` (from its line to the closing brace at
+/// its indentation); for `Type::name`, the first such function after an
+/// `impl` line that names `Type`.
+fn body_of<'a>(src: &'a str, name: &str) -> Option<&'a str> {
+    let (ty, method) = match name.split_once("::") {
+        Some((t, m)) => (Some(t), m),
+        None => (None, name),
+    };
+    let from = match ty {
+        Some(t) => std::iter::once(0)
+            .chain(src.match_indices('\n').map(|(i, _)| i + 1))
+            .find(|&i| src[i..].starts_with("impl") && src[i..].lines().next().is_some_and(|l| has_word(l, t)))?,
+        None => 0,
+    };
+    let (i, _) = src[from..]
+        .match_indices(&format!("fn {method}"))
+        .find(|(i, m)| src[from + i + m.len()..].starts_with(['(', '<']))?;
+    let start = src[..from + i].rfind('\n').map_or(0, |n| n + 1);
+    let indent: String = src[start..].chars().take_while(|c| *c == ' ').collect();
+    let close = format!("\n{indent}}}");
+    let end = src[start..].find(&close)? + start + close.len();
+    Some(&src[start..end])
+}
+
 #[test]
 fn the_walk_of_one_batch_cites_what_the_code_defines() {
     let doc = std::fs::read_to_string(root().join("docs/CONCEPTS.md")).unwrap();
@@ -49,20 +81,45 @@ fn the_walk_of_one_batch_cites_what_the_code_defines() {
         .filter(|l| l.starts_with("| ") && l.chars().nth(2).is_some_and(|c| c.is_ascii_digit()))
         .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
         .collect();
-    assert!(!rows.is_empty() && rows.len() <= 20, "{} steps", rows.len());
+    assert!(rows.len() >= 20 && rows.len() <= 30, "{} steps", rows.len());
     let mut everything = String::new();
     all_sources(&root().join("src"), &mut everything);
-    let mut layers: Vec<&str> = Vec::new();
+    // Each row's file and names, for the rows after it to name as callers.
+    let mut cited: Vec<(String, Vec<String>)> = Vec::new();
     for (k, row) in rows.iter().enumerate() {
-        let [step, layer, file, names, hands] = row[..] else { panic!("row {k}: {row:?}") };
+        let [step, thread, file, names, caller, hands] = row[..] else { panic!("row {k}: {row:?}") };
         assert_eq!(step, (k + 1).to_string(), "steps are numbered in order");
+        assert!(
+            ["consumer", "read", "rayon", "read, then rayon"].contains(&thread),
+            "step {step}: thread {thread:?}"
+        );
         let file = ticked(file).pop().unwrap_or_else(|| panic!("step {step}: no file"));
         let src = std::fs::read_to_string(root().join(&file)).unwrap_or_else(|e| panic!("step {step}: {file}: {e}"));
-        assert_eq!(file.split('/').nth(1), Some(layer), "step {step}: {file} is not in {layer}");
-        for name in ticked(names) {
+        let names = ticked(names);
+        for name in &names {
             for part in name.split("::") {
                 assert!(defines(&src, part), "step {step}: {file} does not define `{part}` (of `{name}`)");
             }
+        }
+        // The caller: a function an earlier row cites, whose body calls
+        // one of this row's names.
+        if caller.starts_with("the user's") {
+            assert!(!names.is_empty(), "step {step}: no names");
+        } else {
+            let by = ticked(caller).into_iter().next().unwrap_or_else(|| panic!("step {step}: no caller named"));
+            let by = by.as_str();
+            let last = by.rsplit("::").next().unwrap_or(by);
+            let (by_file, _) = cited
+                .iter()
+                .rev()
+                .find(|(_, ns)| ns.iter().any(|n| n == by || n.rsplit("::").next() == Some(last)))
+                .unwrap_or_else(|| panic!("step {step}: the caller `{by}` is cited by no earlier row"));
+            let by_src = std::fs::read_to_string(root().join(by_file)).unwrap();
+            let body = body_of(&by_src, by).unwrap_or_else(|| panic!("step {step}: no `fn {by}` in {by_file}"));
+            assert!(
+                names.iter().any(|n| n.split("::").any(|part| has_word(body, part))),
+                "step {step}: `{by}` ({by_file}) calls none of {names:?}"
+            );
         }
         for token in ticked(hands) {
             if token.ends_with(".rs") {
@@ -78,13 +135,16 @@ fn the_walk_of_one_batch_cites_what_the_code_defines() {
                 assert!(defines(&everything, &token), "step {step}: `{token}` is defined nowhere in src/");
             }
         }
-        if layers.last() != Some(&layer) {
-            layers.push(layer);
-        }
+        cited.push((file, names));
     }
-    assert_eq!(
-        layers,
-        ["pipeline", "sampler", "source", "store", "data", "pipeline"],
-        "the layers, in the walk's order"
-    );
+}
+
+#[test]
+fn the_body_finder_sees_calls_in_the_right_function() {
+    let src = "impl A {\n    fn go(&self) {\n        self.step();\n    }\n}\nimpl B {\n    fn go(&self) {\n        other();\n    }\n}\n";
+    assert!(has_word(body_of(src, "A::go").unwrap(), "step"));
+    assert!(!has_word(body_of(src, "B::go").unwrap(), "step"));
+    assert!(has_word(body_of(src, "B::go").unwrap(), "other"));
+    assert!(!has_word("self.steps()", "step"));
+    assert!(body_of(src, "C::go").is_none());
 }
