@@ -175,7 +175,7 @@ fn batches_draw_from_the_whole_pool() {
 }
 
 #[test]
-fn a_mid_epoch_state_resumes_exactly_and_carries_the_pool_size() {
+fn a_mid_epoch_state_resumes_exactly_and_carries_the_pool_blocks() {
     let dir = common::tmpdir();
     let path = dir.path().join("r.zarr");
     let n = N;

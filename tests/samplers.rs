@@ -158,7 +158,7 @@ fn size_aware_batches_respect_limits_and_use_every_sample_once() {
     let options = [
         SizeAwareOptions::default().with_max_atoms(200).with_seed(1),
         SizeAwareOptions::default().with_max_edges(300).with_max_batch_size(9).with_seed(2),
-        SizeAwareOptions::default().with_max_atoms(150).with_max_edges(400).with_max_batch_size(6).with_pool_size(64),
+        SizeAwareOptions::default().with_max_atoms(150).with_max_edges(400).with_max_batch_size(6).with_pack_size(64),
         SizeAwareOptions::default().with_max_batch_size(16).with_shuffle(false),
     ];
     for o in options {
@@ -171,7 +171,7 @@ fn size_aware_batches_respect_limits_and_use_every_sample_once() {
         assert_eq!(s.len(), s.batches(0).len());
     }
     // Packing is real: never more batches than filling greedily in order.
-    let o = SizeAwareOptions::default().with_max_atoms(200).with_shuffle(false).with_pool_size(100_000);
+    let o = SizeAwareOptions::default().with_max_atoms(200).with_shuffle(false).with_pack_size(100_000);
     let s = SizeAwareSampler::new(sizes.clone(), o).unwrap();
     let mut greedy = 1;
     let mut acc = 0;
@@ -266,7 +266,7 @@ fn size_aware_errors() {
     assert!(is_config(SizeAwareSampler::new(vec![(1, 1)], SizeAwareOptions::default().with_max_batch_size(0))));
     assert!(is_config(SizeAwareSampler::new(
         vec![(1, 1)],
-        SizeAwareOptions::default().with_max_atoms(5).with_pool_size(0)
+        SizeAwareOptions::default().with_max_atoms(5).with_pack_size(0)
     )));
     let empty = SizeAwareSampler::new(vec![], SizeAwareOptions::default().with_max_atoms(5)).unwrap();
     assert!(empty.batches(0).is_empty());

@@ -1,7 +1,7 @@
 //! Host buffers to numpy arrays and back. Arrays handed to Python own the
 //! Rust buffers they view (`PyArray1::from_vec` moves the `Vec`; the reshape
 //! is a view): no second copy. A batch's field arrays view buffers of the
-//! reader's batch buffer pool through a [`PooledBuffer`] base object, which
+//! reader's batch buffer pool through a [`LentBuffer`] base object, which
 //! gives the buffer back when Python frees the last view of it.
 
 use atomzarr::data::{BufferHome, StringField};
@@ -41,14 +41,14 @@ pub fn array<'py>(py: Python<'py>, data: HostData, shape: &[usize]) -> PyResult<
 
 /// A batch buffer lent to numpy: the base object of the arrays that view
 /// it. Dropped when the last view is freed, it gives the buffer back to the
-/// pool it came from, where a later batch takes it.
+/// batch buffers it came from, where a later batch takes it.
 #[pyclass(frozen)]
-pub struct PooledBuffer {
+pub struct LentBuffer {
     data: Option<HostData>,
     home: BufferHome,
 }
 
-impl Drop for PooledBuffer {
+impl Drop for LentBuffer {
     fn drop(&mut self) {
         if let Some(data) = self.data.take() {
             self.home.give(data);
@@ -59,7 +59,7 @@ impl Drop for PooledBuffer {
 /// `data` as a numpy array of `shape` viewing the buffer in place, the
 /// buffer given back to `home` when the array (and every view of it) is
 /// freed. bfloat16 becomes a new float32 array, as in [`array`].
-pub fn pooled_array<'py>(
+pub fn lent_array<'py>(
     py: Python<'py>,
     data: HostData,
     shape: &[usize],
@@ -68,7 +68,7 @@ pub fn pooled_array<'py>(
     if matches!(data, HostData::BFloat16(_)) || home.get().is_none() {
         return array(py, data, shape);
     }
-    let owner = Bound::new(py, PooledBuffer { data: Some(data), home: home.clone() })?;
+    let owner = Bound::new(py, LentBuffer { data: Some(data), home: home.clone() })?;
     let held = owner.get();
     macro_rules! lend {
         ($v:expr) => {{
@@ -131,7 +131,7 @@ pub fn batch_dict<'py>(py: Python<'py>, b: CollatedBatch) -> PyResult<Bound<'py,
     for (name, f) in b.fields {
         let mut shape = vec![f.rows()];
         shape.extend(&f.trailing_shape);
-        d.set_item(name, pooled_array(py, f.data, &shape, &b.buffers)?)?;
+        d.set_item(name, lent_array(py, f.data, &shape, &b.buffers)?)?;
     }
     for (name, s) in b.strings {
         d.set_item(name, PyList::new(py, s.values)?)?;

@@ -176,7 +176,7 @@ impl Iterator for PoolDraws {
 }
 
 #[cfg(test)]
-mod pool_size_tests {
+mod pool_blocks_tests {
     use super::*;
 
     #[test]

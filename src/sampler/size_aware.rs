@@ -28,10 +28,10 @@ pub struct SizeAwareOptions {
     /// Seed of the shuffle (default 0).
     pub(crate) seed: u64,
     /// Samples packed together (default 2048): the epoch's order is cut into
-    /// pools of this many, each pool is packed largest-first. Bigger pools
-    /// pack tighter but mix less randomly; the last batches of a pool may be
+    /// runs of this many, each run is packed largest-first. Longer runs
+    /// pack tighter but mix less randomly; the last batches of a run may be
     /// underfull.
-    pub(crate) pool_size: usize,
+    pub(crate) pack_size: usize,
 }
 
 impl Default for SizeAwareOptions {
@@ -42,7 +42,7 @@ impl Default for SizeAwareOptions {
             max_batch_size: None,
             shuffle: true,
             seed: 0,
-            pool_size: 2048,
+            pack_size: 2048,
         }
     }
 }
@@ -73,9 +73,9 @@ impl SizeAwareOptions {
         self.seed = seed;
         self
     }
-    /// Sets `pool_size`.
-    pub fn with_pool_size(mut self, n: usize) -> Self {
-        self.pool_size = n;
+    /// Sets `pack_size`.
+    pub fn with_pack_size(mut self, n: usize) -> Self {
+        self.pack_size = n;
         self
     }
     /// Most atoms in one batch.
@@ -99,8 +99,8 @@ impl SizeAwareOptions {
         self.seed
     }
     /// Samples packed together.
-    pub fn pool_size(&self) -> usize {
-        self.pool_size
+    pub fn pack_size(&self) -> usize {
+        self.pack_size
     }
 }
 
@@ -108,8 +108,8 @@ impl SizeAwareOptions {
 /// `max_atoms`, `max_edges` and `max_batch_size`.
 ///
 /// Each epoch the indices are shuffled (seeded by `(seed, epoch)`), cut into
-/// pools of `pool_size`, and each pool is packed first-fit decreasing by atom
-/// count: samples, largest first, go into the first batch of the pool they
+/// runs of `pack_size`, and each run is packed first-fit decreasing by atom
+/// count: samples, largest first, go into the first batch of the run they
 /// fit, a new batch is opened when none does. Batch order is then shuffled.
 /// Every sample is in exactly one batch per epoch.
 ///
@@ -162,7 +162,7 @@ impl SizeAwareSampler {
     /// each.
     ///
     /// # Errors
-    /// [`Error::Config`] when no limit is set, or a limit or `pool_size` is 0.
+    /// [`Error::Config`] when no limit is set, or a limit or `pack_size` is 0.
     pub fn new(sizes: Vec<(usize, usize)>, options: SizeAwareOptions) -> Result<Self> {
         let o = &options;
         if o.max_atoms.is_none() && o.max_edges.is_none() && o.max_batch_size.is_none() {
@@ -174,7 +174,7 @@ impl SizeAwareSampler {
         {
             Error::check_at_least_one(&format!("SizeAwareSampler: {name}"), v.unwrap_or(1))?;
         }
-        Error::check_at_least_one("SizeAwareSampler: pool_size", o.pool_size)?;
+        Error::check_at_least_one("SizeAwareSampler: pack_size", o.pack_size)?;
         let mut s = SizeAwareSampler { sizes, options, epoch0_len: 0, blocks: None };
         s.epoch0_len = s.batches(0).len();
         Ok(s)
@@ -182,7 +182,7 @@ impl SizeAwareSampler {
 
     /// Packs the order of `pool` (a [`ChunkShuffleSampler`] over the same
     /// samples) instead of a full permutation, and shuffles batches only
-    /// within each packing pool of `pool_size` samples, not over the epoch:
+    /// within each run of `pack_size` samples, not over the epoch:
     /// every batch then comes from the blocks resident at its point of the
     /// epoch, so a read window decodes the pool's chunks and no others.
     /// [`from_reader`](Self::from_reader) does this itself on a store larger
@@ -191,7 +191,7 @@ impl SizeAwareSampler {
     /// ```
     /// use atomzarr::sampler::{BatchSampler, ChunkShuffleSampler, SizeAwareOptions, SizeAwareSampler};
     /// let sizes: Vec<(usize, usize)> = (0..1000).map(|i| (2 + i % 7, 0)).collect();
-    /// let o = SizeAwareOptions::default().with_max_atoms(64).with_pool_size(128);
+    /// let o = SizeAwareOptions::default().with_max_atoms(64).with_pack_size(128);
     /// let pool = ChunkShuffleSampler::new(1000, 50, 16).with_pool_blocks(4);
     /// let s = SizeAwareSampler::new(sizes, o).unwrap().with_block_pool(pool).unwrap();
     /// // 4 blocks resident: any batch holds samples of at most a few blocks.
@@ -273,17 +273,17 @@ impl SizeAwareSampler {
         (self.options.max_atoms.unwrap_or(usize::MAX), self.options.max_edges.unwrap_or(usize::MAX))
     }
 
-    /// Packs one pool (first-fit decreasing by atoms) and appends its batches
+    /// Packs one run (first-fit decreasing by atoms) and appends its batches
     /// in the order they were opened.
-    fn pack_pool(&self, pool: &mut [usize], out: &mut Vec<Vec<usize>>) {
+    fn pack_run(&self, run: &mut [usize], out: &mut Vec<Vec<usize>>) {
         let (ma, me) = self.limits();
         let mb = self.options.max_batch_size.unwrap_or(usize::MAX);
         // Stable sort: equal atom counts keep the shuffled order.
-        pool.sort_by_key(|&i| std::cmp::Reverse(self.sizes[i].0));
+        run.sort_by_key(|&i| std::cmp::Reverse(self.sizes[i].0));
         // Smallest atoms/edges still to come, to retire bins nothing can join.
-        let mut min_rest = vec![(usize::MAX, usize::MAX); pool.len() + 1];
-        for k in (0..pool.len()).rev() {
-            let (a, e) = self.sizes[pool[k]];
+        let mut min_rest = vec![(usize::MAX, usize::MAX); run.len() + 1];
+        for k in (0..run.len()).rev() {
+            let (a, e) = self.sizes[run[k]];
             min_rest[k] = (min_rest[k + 1].0.min(a), min_rest[k + 1].1.min(e));
         }
         let fits = |b: &Bin, a: usize, e: usize| {
@@ -291,7 +291,7 @@ impl SizeAwareSampler {
         };
         let mut open: Vec<Bin> = Vec::new();
         let mut closed: Vec<Bin> = Vec::new();
-        for (k, &i) in pool.iter().enumerate() {
+        for (k, &i) in run.iter().enumerate() {
             let (a, e) = self.sizes[i];
             match open.iter_mut().find(|b| fits(b, a, e)) {
                 Some(b) => {
@@ -329,11 +329,11 @@ impl BatchSampler for SizeAwareSampler {
             super::shuffle(&mut order, &mut rng);
         }
         let mut out = Vec::new();
-        for pool in order.chunks_mut(self.options.pool_size) {
+        for run in order.chunks_mut(self.options.pack_size) {
             let from = out.len();
-            self.pack_pool(pool, &mut out);
+            self.pack_run(run, &mut out);
             if blocks {
-                // Within the packing pool only: its batches share the
+                // Within the run only: its batches share the
                 // resident blocks.
                 super::shuffle(&mut out[from..], &mut rng);
             }

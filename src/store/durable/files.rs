@@ -259,8 +259,8 @@ pub fn clean_temporaries(root: &Path) -> std::io::Result<usize> {
 /// round of a commit cost ~1 ms of system time per round on the reference
 /// VM).
 fn sync_threads() -> &'static Workers {
-    static POOL: std::sync::OnceLock<Workers> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| Workers::new("atomzarr-sync", SYNC_THREADS))
+    static SYNC_WORKERS: std::sync::OnceLock<Workers> = std::sync::OnceLock::new();
+    SYNC_WORKERS.get_or_init(|| Workers::new("atomzarr-sync", SYNC_THREADS))
 }
 
 /// `fsync` of every path (files or directories), many at a time; the first

@@ -117,11 +117,11 @@ pub(crate) struct ChunkMemory {
     /// Bytes the chunk memory may map; a mixture's shared budget moves it (see
     /// [`ChunkMemory::set_limit`]).
     limit: std::sync::atomic::AtomicUsize,
-    state: Mutex<PoolState>,
+    state: Mutex<MappedBlocks>,
 }
 
 #[derive(Default)]
-struct PoolState {
+struct MappedBlocks {
     /// Every map, kept until the chunk memory drops (blocks point into them).
     maps: Vec<memmap2::MmapMut>,
     /// Uncarved bytes of the newest map: start address and length.
@@ -142,7 +142,7 @@ impl ChunkMemory {
     /// A memory that maps at most `limit` bytes (rounded down to whole maps).
     pub(crate) fn new(limit: u64) -> Arc<ChunkMemory> {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        Arc::new(ChunkMemory { limit: limit.into(), state: Mutex::new(PoolState::default()) })
+        Arc::new(ChunkMemory { limit: limit.into(), state: Mutex::new(MappedBlocks::default()) })
     }
 
     /// Bytes the chunk memory may map.
@@ -157,7 +157,7 @@ impl ChunkMemory {
         self.limit.store(limit, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, MappedBlocks> {
         // The state is a free list and a bump pointer, each updated in one
         // step: a panic elsewhere cannot leave it half-changed.
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -213,7 +213,7 @@ impl ChunkMemory {
 
     /// Maps a new region of `size` bytes, advised for huge pages; its first
     /// usable address.
-    fn map_region(st: &mut PoolState, size: usize) -> Option<usize> {
+    fn map_region(st: &mut MappedBlocks, size: usize) -> Option<usize> {
         // Over-map by one huge page so the region can start on a huge-page
         // boundary (only aligned 2 MiB ranges can be huge pages).
         let mut map = match memmap2::MmapMut::map_anon(size + HUGE_PAGE) {
