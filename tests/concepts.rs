@@ -43,9 +43,7 @@ fn all_sources(dir: &Path, out: &mut String) {
 /// Whether `word` occurs in `text` as a whole identifier.
 fn has_word(text: &str, word: &str) -> bool {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(word).any(|(i, _)| {
-        !text[..i].ends_with(ident) && !text[i + word.len()..].starts_with(ident)
-    })
+    text.match_indices(word).any(|(i, _)| !text[..i].ends_with(ident) && !text[i + word.len()..].starts_with(ident))
 }
 
 /// The body of `fn name` in `src` (from its line to the closing brace at
@@ -89,10 +87,7 @@ fn the_walk_of_one_batch_cites_what_the_code_defines() {
     for (k, row) in rows.iter().enumerate() {
         let [step, thread, file, names, caller, hands] = row[..] else { panic!("row {k}: {row:?}") };
         assert_eq!(step, (k + 1).to_string(), "steps are numbered in order");
-        assert!(
-            ["consumer", "read", "rayon", "read, then rayon"].contains(&thread),
-            "step {step}: thread {thread:?}"
-        );
+        assert!(["consumer", "read", "rayon", "read, then rayon"].contains(&thread), "step {step}: thread {thread:?}");
         let file = ticked(file).pop().unwrap_or_else(|| panic!("step {step}: no file"));
         let src = std::fs::read_to_string(root().join(&file)).unwrap_or_else(|e| panic!("step {step}: {file}: {e}"));
         let names = ticked(names);
