@@ -457,6 +457,40 @@ impl CollatedBatch {
     }
 }
 
+/// Collates `samples`, the samples of `lists` concatenated, into `out`: one
+/// batch per list, each filling the buffers its batch already has, int64
+/// indices narrowed to int32 when `narrow_int64`. `index_error(i, report)`
+/// builds the error for a neighbor list of logical index `i` pointing
+/// outside its sample; `name` (the reader) is named when `samples` is not
+/// one sample per index.
+pub(crate) fn collate_lists(
+    out: &mut [CollatedBatch],
+    lists: &[Vec<usize>],
+    samples: &[AtomicData],
+    narrow_int64: bool,
+    name: &str,
+    index_error: &dyn Fn(usize, IndexReport) -> Error,
+) -> Result<()> {
+    let asked: usize = lists.iter().map(Vec::len).sum();
+    if samples.len() != asked || out.len() != lists.len() {
+        return Err(Error::InvalidInput {
+            context: name.to_string(),
+            reason: format!("{} samples for {asked} indices in {} batches", samples.len(), lists.len()),
+        });
+    }
+    let mut start = 0;
+    for (list, dst) in lists.iter().zip(out.iter_mut()) {
+        dst.fill_from_samples_opt(list, &samples[start..start + list.len()], &|k, report| {
+            index_error(list[k], report)
+        })?;
+        if narrow_int64 {
+            dst.narrow_int64();
+        }
+        start += list.len();
+    }
+    Ok(())
+}
+
 /// The error for indices `start..` of `data` (one sample whose atoms are
 /// `base..base + n` there) after a checked copy found one out of range.
 pub(crate) fn bad_indices(

@@ -41,7 +41,7 @@ pub(crate) mod sample;
 mod strings;
 pub mod synth;
 
-pub(crate) use collate::bad_indices;
+pub(crate) use collate::{bad_indices, collate_lists};
 // The types also at the crate root are public there only.
 pub(crate) use batch_edges::build_edges_all;
 pub use buffers::{BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYTES};

@@ -230,6 +230,9 @@ impl Sampler for FittedMix<MultiDatasetSampler> {
 }
 
 impl RankedSamples for FittedMix<MultiDatasetSampler> {
+    fn is_ranked(&self) -> bool {
+        true
+    }
     fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
         Some(Box::new(self.mix.rank_draws(epoch, rank, world, self.orders())))
     }

@@ -17,7 +17,7 @@
 //! | `order` | what orders the epochs (`OrderKind`: sequential, a sampler, a batch sampler or the default shuffle) |
 //! | `plan` | epoch plans per rank and device slice |
 //! | `ranked` | orders planned rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
-//! | `resume` | [`LoaderState`], [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
+//! | `resume` | [`LoaderState`](crate::LoaderState), [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
 //! | `shuffle` | what `with_shuffle(true)` reads: a full permutation, or the block pool sized from the cache |
 //! | `mixture` | the mixing samplers fitted to the reader: a block pool for each child larger than its share of the cache |
 

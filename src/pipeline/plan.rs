@@ -57,7 +57,7 @@ impl Batching {
     /// Whether `epoch`'s order is planned rank by rank.
     pub fn is_ranked(&self) -> bool {
         match self {
-            Batching::Fixed { ranked, .. } => ranked.as_ref().is_some_and(|r| r.rank_len(0, 1).is_some()),
+            Batching::Fixed { ranked, .. } => ranked.as_ref().is_some_and(|r| r.is_ranked()),
             Batching::Lists(_, ranked) => ranked.is_some(),
         }
     }

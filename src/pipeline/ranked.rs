@@ -33,6 +33,9 @@ pub(crate) type Items<T> = Box<dyn Iterator<Item = T> + Send>;
 /// with one): `None` while the order is one global order (a full
 /// permutation), cut in rounds.
 pub(crate) trait RankedSamples: Send + Sync {
+    /// Whether the order is planned rank by rank now (a shuffle that chose
+    /// a full permutation is one global order; a saved state may switch it).
+    fn is_ranked(&self) -> bool;
     /// Rank `rank` of `world`'s samples in `epoch`, drawn as they are
     /// taken; `None` for a global order.
     fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>>;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::data::AtomicData;
 use crate::data::BatchBuffers;
-use crate::data::{CollateOptions, CollatedBatch};
+use crate::data::{CollateOptions, CollatedBatch, collate_lists};
 use crate::error::{Error, Result};
 use crate::prep::transforms::SharedTransform;
 use crate::source::{ReadPlan, Reader, ReaderExt, reread_neighbor_error};
@@ -242,20 +242,14 @@ impl<R: Reader> ReadCtx<R> {
         let samples = self.reader.load_many(&flat)?;
         let samples: Vec<AtomicData> =
             samples.into_iter().zip(&flat).map(|(s, &i)| self.sample(i, s)).collect::<Result<_>>()?;
-        let mut start = 0;
-        for b in &lists {
-            // Transforms may rewrite neighbor lists: collating checks them again.
-            let mut c =
-                CollatedBatch { buffers: crate::data::BufferHome::of(&self.buffers), ..CollatedBatch::default() };
-            c.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, r| {
-                reread_neighbor_error(&*self.reader, b[k], r)
-            })?;
-            if collate.narrow_int64() {
-                c.narrow_int64();
-            }
-            out.push(c);
-            start += b.len();
-        }
+        out.resize_with(lists.len(), || CollatedBatch {
+            buffers: crate::data::BufferHome::of(&self.buffers),
+            ..CollatedBatch::default()
+        });
+        // Transforms may rewrite neighbor lists: collating checks them again.
+        collate_lists(&mut out, &lists, &samples, collate.narrow_int64(), self.reader.name(), &|i, r| {
+            reread_neighbor_error(&*self.reader, i, r)
+        })?;
         Ok(out)
     }
 }

@@ -173,6 +173,9 @@ impl ShuffleKind {
 /// Under the block pool, each rank reads its own region (see
 /// [`ranked`](super::ranked)); a full permutation is one global order.
 impl RankedSamples for DefaultShuffle {
+    fn is_ranked(&self) -> bool {
+        self.pool().is_some()
+    }
     fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
         let k = self.pool()?;
         self.pool_sampler(epoch, k).map(|s| Box::new(s.rank_draws(epoch, rank, world)) as Items<usize>)

@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::data::{AtomicData, Level};
-use crate::data::{CollateOptions, CollatedBatch, IndexReport};
+use crate::data::{CollateOptions, CollatedBatch, IndexReport, collate_lists};
 use crate::error::{Error, Result};
 use crate::source::ReadPlan;
 
@@ -232,24 +232,10 @@ pub trait Reader: Send + Sync {
         let (batches, options, _) = plan.into_parts::<()>();
         let flat: Vec<usize> = batches.iter().flatten().copied().collect();
         let samples = self.load_many(&flat)?;
-        if samples.len() != flat.len() {
-            return Err(Error::InvalidInput {
-                context: self.name().to_string(),
-                reason: format!("load_many returned {} samples for {} indices", samples.len(), flat.len()),
-            });
-        }
         out.resize_with(batches.len(), CollatedBatch::default);
-        let mut start = 0;
-        for (b, dst) in batches.iter().zip(out.iter_mut()) {
-            dst.fill_from_samples_opt(b, &samples[start..start + b.len()], &|k, report| {
-                neighbor_index_error(self, b[k], report)
-            })?;
-            start += b.len();
-        }
-        if options.narrow_int64() {
-            out.iter_mut().for_each(CollatedBatch::narrow_int64);
-        }
-        Ok(())
+        collate_lists(out, &batches, &samples, options.narrow_int64(), self.name(), &|i, report| {
+            neighbor_index_error(self, i, report)
+        })
     }
 
     /// The reader's chunked-store capability: chunk blocks, the cache hint
