@@ -471,11 +471,13 @@ pub(crate) fn collate_lists(
     name: &str,
     index_error: &dyn Fn(usize, IndexReport) -> Error,
 ) -> Result<()> {
+    // Callers size `out` to `lists`, so the zip below fills every batch.
+    debug_assert_eq!(out.len(), lists.len());
     let asked: usize = lists.iter().map(Vec::len).sum();
-    if samples.len() != asked || out.len() != lists.len() {
+    if samples.len() != asked {
         return Err(Error::InvalidInput {
             context: name.to_string(),
-            reason: format!("{} samples for {asked} indices in {} batches", samples.len(), lists.len()),
+            reason: format!("load_many returned {} samples for {asked} indices", samples.len()),
         });
     }
     let mut start = 0;
