@@ -94,14 +94,16 @@
 //! │   │                  (rows zeroed, each touched chunk rewritten once), strings
 //! │   │                  (string labels), defragment, tail (tail chunks
 //! │   │                  small appends extend)
-//! │   ├── reader/        AtomicDataZarrReader: state (open checks), pointers (the
-//! │   │                  pointer arrays paged, compact), active (the
-//! │   │                  samples a delete left, as a bitmap), plan, cache,
-//! │   │                  compact (cached chunks' compact forms), chunk_memory
-//! │   │                  (decoded-chunk memory), decode, direct (shard
-//! │   │                  index, crc32c, zstd), fetch (remote
-//! │   │                  ranges in flight), neighbors, rows (row copy, collate),
-//! │   │                  reader_impl (the Reader impl), strings (string labels)
+//! │   ├── reader/        AtomicDataZarrReader, composed of three parts: the chunk
+//! │   │                  source (chunks/: bytes, field arrays, one chunk decoded;
+//! │   │                  direct: shard index, crc32c, zstd; fetch: remote ranges in
+//! │   │                  flight) with cache, chunk_memory and compact (cached
+//! │   │                  chunks' compact forms); the pointer pages (pointers); the
+//! │   │                  row copy (rows: samples, collated batches, string labels).
+//! │   │                  Around them: state (the snapshot and its open checks),
+//! │   │                  active (the samples a delete left, as a bitmap), plan,
+//! │   │                  decode (a request's chunks, each once), neighbors,
+//! │   │                  strings (string label arrays), reader_impl (the Reader impl)
 //! │   ├── remote/        feature `remote`: URLs on object storage and HTTP (options,
 //! │   │                  bytes: RemoteBytes, disk_cache, copy)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
@@ -110,7 +112,8 @@
 //! │                    (a block-pool epoch resumed on other ranks; piece_set: what each
 //! │                    rank had left), distributed
 //! │                    (rank shards), size_aware, mixing, child_order (how a mixture walks
-//! │                    each dataset, per rank)
+//! │                    each dataset, per rank), fit (mixing samplers fitted to a reader:
+//! │                    each dataset's block pool from its share of the cache)
 //! ├── formats/         files of other formats in and out of a store
 //! │   ├── frame.rs       Frame, the Frames trait, FrameOptions, FileInfo
 //! │   ├── open.rs        open_frames: a file as the format it holds
@@ -137,10 +140,10 @@
 //! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
 //! ├── pipeline/        dataset.rs (Dataset; reads.rs: validation, transforms, ErrorPolicy)
 //! │                    and prefetch.rs (Prefetcher) → builder.rs (order.rs: what orders
-//! │                    the epochs; shuffle.rs: what with_shuffle(true) reads; mixture.rs:
-//! │                    mixing samplers fitted to the reader) → loader.rs (DataLoader; plan.rs:
-//! │                    epoch plans; ranked.rs: orders planned per rank;
-//! │                    resume.rs: LoaderState, saved and loaded; upload.rs: upload threads) →
+//! │                    the epochs; shuffle.rs: what with_shuffle(true) reads) → loader.rs
+//! │                    (DataLoader; schedule.rs: epoch schedules; ranked.rs: orders drawn
+//! │                    per rank; resume.rs: LoaderState, saved and loaded; upload.rs: upload
+//! │                    threads) →
 //! │                    batch.rs (AtomicBatch; stage.rs: fields in device dtypes, pinned
 //! │                    staging); loss.rs: losses that leave absent labels out
 //! ├── bench/           feature `bench`: the I/O benchmark behind `atomzarr roundtrip` and

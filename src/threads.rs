@@ -13,6 +13,13 @@ use std::thread::JoinHandle;
 /// A job for a [`Workers`].
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
+/// Locks a mutex whose data stays whole even if a holder panicked: each
+/// caller's critical sections write whole values (counters, a swapped
+/// `Arc`, one map insert), so a poisoned lock still guards valid data.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A fixed set of threads running submitted jobs in submission order, each
 /// job on whichever thread is free. Dropping it lets queued jobs run,
 /// then joins the threads.

@@ -140,7 +140,34 @@ fn a_store_that_fits_its_share_keeps_a_permutation() {
     assert!(matches!(pools.as_deref(), Some([Some(_), None])), "{pools:?}");
 }
 
-/// A reader's decoded size, for the test above.
+#[test]
+fn pool_sizes_are_saved_in_chunk_blocks_and_read_back_from_runs_of_four() {
+    let s = stores();
+    let (multi, _) = mixture(&s, SMALL);
+    let l = sample_loader(multi, weighted(vec![NA as f64, NB as f64], None, false), 0, 1);
+    let state = l.state();
+    let pools = state.child_pool_blocks().map(<[_]>::to_vec).unwrap();
+    assert!(pools.iter().all(|p| p.is_some_and(|k| k > 0 && k % 4 == 0)), "{pools:?}");
+    let json = serde_json::to_value(&state).unwrap();
+    assert_eq!(json["child_pool_chunk_blocks"], serde_json::json!(pools));
+    // The same state with its pools counted in runs of four chunk blocks,
+    // under the key that holds them so, loaded by a loader whose own cache
+    // would pick other pools: it reads the saved order.
+    let mut legacy = json.clone();
+    let obj = legacy.as_object_mut().unwrap();
+    obj.remove("child_pool_chunk_blocks");
+    let runs: Vec<Option<usize>> = pools.iter().map(|p| p.map(|k| k / 4)).collect();
+    obj.insert("child_pool_blocks".into(), serde_json::json!(runs));
+    let legacy: atomzarr::LoaderState = serde_json::from_value(legacy).unwrap();
+    let (multi, _) = mixture(&s, 64 << 20);
+    let other = sample_loader(multi, weighted(vec![NA as f64, NB as f64], None, false), 0, 1);
+    assert_ne!(other.state().child_pool_blocks().map(<[_]>::to_vec), Some(pools.clone()));
+    other.load_state(&legacy).unwrap();
+    assert_eq!(other.state().child_pool_blocks().map(<[_]>::to_vec), Some(pools));
+    assert_eq!(epoch(&other), epoch(&l));
+}
+
+/// A reader's decoded size, for `a_store_that_fits_its_share_keeps_a_permutation`.
 trait DecodedSize {
     fn cache_fit_bytes(&self) -> u64;
 }

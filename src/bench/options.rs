@@ -121,24 +121,25 @@ pub fn chunk_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOption
 pub fn default_shuffle_order(reader: &dyn crate::source::Reader, opts: &ReadOptions) -> (Vec<usize>, Option<usize>) {
     use crate::sampler::Sampler;
     let s = crate::pipeline::shuffle::DefaultShuffle::new(reader, None, opts.batch_size, opts.seed, opts.world_size);
-    (s.indices(0), s.pool())
+    (s.indices(0), s.pool_blocks())
 }
 
 /// Rank `opts.rank`'s part of the global `order`: the loader's own plan of
 /// it with `with_rank(rank, world_size)` (rounds of `world_size *
 /// batch_size` samples, the rank taking the `rank`-th part of each).
 pub fn rank_part(order: &[usize], opts: &ReadOptions) -> Vec<usize> {
-    use crate::pipeline::plan::{Batching, View};
+    use crate::pipeline::order::{Order, SampleOrder};
+    use crate::pipeline::schedule::View;
     if opts.world_size <= 1 {
         return order.to_vec();
     }
-    let batching = Batching::Fixed {
-        sampler: std::sync::Arc::new(crate::sampler::ListSampler::new(order.to_vec())),
+    let list = crate::sampler::ListSampler::new(order.to_vec());
+    let order = Order::Samples {
+        samples: SampleOrder::Sampler(std::sync::Arc::new(list)),
         batch_size: opts.batch_size.max(1),
         drop_last: false,
-        ranked: None,
     };
-    batching.plan(View { world_size: opts.world_size, rank: opts.rank, slice: None }, 0, 0, None).concat()
+    order.schedule(View { world_size: opts.world_size, rank: opts.rank, slice: None }, 0, 0, None).concat()
 }
 
 /// The read side of a benchmark run.

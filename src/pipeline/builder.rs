@@ -8,12 +8,11 @@ use burn::tensor::Device;
 
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
-use crate::pipeline::mixture::{ChildPools, FittedMix};
-use crate::pipeline::order::OrderKind;
-use crate::pipeline::plan::{Batching, Clock, Cursor, View};
-use crate::pipeline::ranked::RankedSamples;
+use crate::pipeline::order::{BatchOrder, Order, SampleOrder};
+use crate::pipeline::schedule::{Clock, Cursor, View};
 use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset};
+use crate::sampler::FittedMix;
 use crate::sampler::{BatchSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, SequentialSampler};
 use crate::source::Reader;
 
@@ -314,54 +313,41 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
         let prefetch = crate::pipeline::Prefetcher::new(self.num_workers.unwrap_or(1));
         let (rank, world_size) = self.world;
         Error::check_rank(rank, world_size)?;
-        let mut mixture: Option<Arc<dyn ChildPools>> = None;
         let reader = &**dataset.reader();
-        let (batching, kind) = match self.batch_sampler {
+        let order = match self.batch_sampler {
             Some(bs) => {
                 if self.sampler.is_some() || self.shuffle || self.batch_size.is_some() || self.drop_last {
                     return Err(Error::Config(
                         "batch_sampler is exclusive with sampler, shuffle, batch_size and drop_last".into(),
                     ));
                 }
-                match self.mixture.map(|m| m.fit_batches(reader)) {
-                    Some(Some(f)) => {
-                        mixture = Some(f.clone());
-                        (Batching::Lists(f.clone(), Some(f)), OrderKind::BatchSampler)
-                    }
-                    _ => (Batching::Lists(bs, None), OrderKind::BatchSampler),
-                }
+                Order::Batches(match self.mixture.and_then(|m| m.fit_batches(reader)) {
+                    Some(f) => BatchOrder::Mixture(f),
+                    None => BatchOrder::Sampler(bs),
+                })
             }
             None => {
                 let bsz = self.batch_size.unwrap_or(1);
                 Error::check_at_least_one("batch_size", bsz)?;
-                let mut ranked: Option<Arc<dyn RankedSamples>> = None;
-                let (sampler, kind): (Arc<dyn Sampler>, _) = match (self.sampler, self.shuffle) {
-                    (Some(s), false) => match self.mixture.map(|m| m.fit_samples(reader, bsz)) {
-                        Some(Some(f)) => {
-                            mixture = Some(f.clone());
-                            ranked = Some(f.clone());
-                            (f, OrderKind::Sampler)
-                        }
-                        _ => (s, OrderKind::Sampler),
+                let samples = match (self.sampler, self.shuffle) {
+                    (Some(s), false) => match self.mixture.and_then(|m| m.fit_samples(reader, bsz)) {
+                        Some(f) => SampleOrder::Mixture(f),
+                        None => SampleOrder::Sampler(s),
                     },
                     (inner, true) => {
-                        let d = Arc::new(DefaultShuffle::new(reader, inner, bsz, self.seed, world_size));
-                        ranked = Some(d.clone());
-                        (d.clone(), OrderKind::Shuffle(d))
+                        SampleOrder::Shuffle(Arc::new(DefaultShuffle::new(reader, inner, bsz, self.seed, world_size)))
                     }
-                    (None, false) => (Arc::new(SequentialSampler::new(dataset.len())), OrderKind::Sequential),
+                    (None, false) => SampleOrder::Sequential(SequentialSampler::new(dataset.len())),
                 };
-                (Batching::Fixed { sampler, batch_size: bsz, drop_last: self.drop_last, ranked }, kind)
+                Order::Samples { samples, batch_size: bsz, drop_last: self.drop_last }
             }
         };
         Ok(DataLoader {
             dataset,
             prefetch,
-            batching,
+            order,
             view: View { world_size, rank, slice: None },
-            order: kind,
             seed: self.shuffle.then_some(self.seed),
-            mixture,
             resume: Arc::new(Mutex::new(None)),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
@@ -370,7 +356,7 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
             device: device.clone(),
             clock: Arc::new(Mutex::new(Clock::default())),
             cursor: Arc::new(Mutex::new(Cursor::default())),
-            plan_cache: Arc::new(Mutex::new(None)),
+            schedule_cache: Arc::new(Mutex::new(None)),
             uploader: Arc::new(std::sync::OnceLock::new()),
         })
     }

@@ -48,13 +48,13 @@ use burn::tensor::Device;
 use crate::data::CollatedBatch;
 use crate::error::{Error, Result};
 use crate::pipeline::AtomicBatch;
-use crate::pipeline::mixture::ChildPools;
-use crate::pipeline::order::OrderKind;
-use crate::pipeline::plan::{Batching, Clock, Cursor, Live, PlanCounts, View, lock};
+use crate::pipeline::order::Order;
 use crate::pipeline::ranked::{Items, Resume};
+use crate::pipeline::schedule::{Clock, Cursor, Live, ScheduleCounts, View};
 use crate::pipeline::upload::{self, Item, Uploader, items, to_device};
 use crate::pipeline::{BatchTransform, Dataset, Pending, Prefetcher};
 use crate::source::Reader;
+use crate::threads::lock;
 
 /// Counters of a [`DataLoader`] (all epochs, all its iterators).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -85,15 +85,13 @@ pub struct DataLoader<R: Reader> {
     pub(super) dataset: Dataset<R>,
     /// The background reads (a pool and queue per device copy and slice).
     pub(super) prefetch: Prefetcher,
-    pub(super) batching: Batching,
+    /// What orders the epochs and cuts them into batches: the loader's
+    /// sampler (the default shuffle and a fitted mixture, which a loaded
+    /// state steers, among them).
+    pub(super) order: Order,
     pub(super) view: View,
-    /// What orders the epochs (for [`LoaderState`]); the default shuffle,
-    /// which a loaded state steers, is one.
-    pub(super) order: OrderKind,
     /// The shuffle's seed (`with_shuffle(true)`).
     pub(super) seed: Option<u64>,
-    /// A mixing sampler's per-child pools, which a loaded state steers.
-    pub(super) mixture: Option<Arc<dyn ChildPools>>,
     /// Resumes with other numbers of ranks in the current epoch (a ranked
     /// order's), shared by clones and copies.
     pub(super) resume: Arc<Mutex<Option<Resume>>>,
@@ -105,7 +103,7 @@ pub struct DataLoader<R: Reader> {
     pub(super) clock: Arc<Mutex<Clock>>,
     pub(super) cursor: Arc<Mutex<Cursor>>,
     /// Counts of the last plan of a batch sampler, whose counts need one.
-    pub(super) plan_cache: Arc<Mutex<Option<PlanCounts>>>,
+    pub(super) schedule_cache: Arc<Mutex<Option<ScheduleCounts>>>,
     /// The upload threads (with `use_streams`), started by the first
     /// `iter()` and shared by clones on the same device.
     pub(super) uploader: Arc<OnceLock<std::result::Result<Arc<Uploader>, String>>>,
@@ -116,11 +114,9 @@ impl<R: Reader> Clone for DataLoader<R> {
         DataLoader {
             dataset: self.dataset.clone(),
             prefetch: self.prefetch.clone(),
-            batching: self.batching.clone(),
-            view: self.view,
             order: self.order.clone(),
+            view: self.view,
             seed: self.seed,
-            mixture: self.mixture.clone(),
             resume: self.resume.clone(),
             prefetch_factor: self.prefetch_factor,
             pin_memory: self.pin_memory,
@@ -129,7 +125,7 @@ impl<R: Reader> Clone for DataLoader<R> {
             device: self.device.clone(),
             clock: self.clock.clone(),
             cursor: self.cursor.clone(),
-            plan_cache: self.plan_cache.clone(),
+            schedule_cache: self.schedule_cache.clone(),
             uploader: self.uploader.clone(),
         }
     }
@@ -174,16 +170,20 @@ impl<R: Reader + 'static> DataLoader<R> {
     fn counts(&self) -> (usize, usize) {
         let (epoch, pos) = self.next_start();
         let resume = self.resume_of(epoch);
-        if let Some(c) = self.batching.counts(self.view, pos, resume.as_ref()) {
+        if let Some(c) = self.order.counts(self.view, pos, resume.as_ref()) {
             return c;
         }
-        let mut cache = lock(&self.plan_cache);
+        let mut cache = lock(&self.schedule_cache);
         match *cache {
             Some(c) if (c.epoch, c.position) == (epoch, pos) => (c.batches, c.items),
             _ => {
-                let plan = self.batching.plan(self.view, epoch, pos, resume.as_ref());
-                let c =
-                    PlanCounts { epoch, position: pos, batches: plan.len(), items: plan.iter().map(Vec::len).sum() };
+                let plan = self.order.schedule(self.view, epoch, pos, resume.as_ref());
+                let c = ScheduleCounts {
+                    epoch,
+                    position: pos,
+                    batches: plan.len(),
+                    items: plan.iter().map(Vec::len).sum(),
+                };
                 *cache = Some(c);
                 (c.batches, c.items)
             }
@@ -214,7 +214,7 @@ impl<R: Reader + 'static> DataLoader<R> {
     /// every rank) without reading them (resume mid-epoch).
     pub fn set_epoch_step(&self, k: usize) {
         let (epoch, _) = self.next_start();
-        let position = self.batching.advance(self.view, 0, k);
+        let position = self.order.advance(self.view, 0, k);
         *lock(&self.resume) = None;
         let mut clock = lock(&self.clock);
         *clock = Clock { epoch, position, generation: clock.generation + 1 };
@@ -254,7 +254,7 @@ impl<R: Reader + 'static> DataLoader<R> {
     /// The batches the next `iter()` would yield, without reading anything.
     pub fn planned_batches(&self) -> Vec<Vec<usize>> {
         let (epoch, pos) = self.next_start();
-        self.batching.plan(self.view, epoch, pos, self.resume_of(epoch).as_ref())
+        self.order.schedule(self.view, epoch, pos, self.resume_of(epoch).as_ref())
     }
 
     /// Iterates one epoch. Items are `Result`s: a read error is yielded as
@@ -307,7 +307,7 @@ impl<R: Reader + 'static> DataLoader<R> {
             let mut c = lock(&self.cursor);
             c.sync(&clock);
             let (epoch, start) = (c.next_epoch, c.next_position);
-            let (total, batches) = self.batching.plan_lazy(self.view, epoch, start, self.resume_of(epoch).as_ref());
+            let (total, batches) = self.order.schedule_lazy(self.view, epoch, start, self.resume_of(epoch).as_ref());
             c.iters += 1;
             c.live = Some(Live { id: c.iters, epoch, start, yielded: 0, total });
             c.next_epoch = epoch + 1;
@@ -654,7 +654,7 @@ impl<R: Reader + 'static> BurnDataLoader<AtomicBatch> for DataLoader<R> {
         };
         l.view.slice = Some((s, e.max(s)));
         l.cursor = Arc::new(Mutex::new(*lock(&self.cursor)));
-        l.plan_cache = Arc::new(Mutex::new(None));
+        l.schedule_cache = Arc::new(Mutex::new(None));
         l.prefetch = l.prefetch.fresh();
         l.uploader = Arc::new(OnceLock::new());
         Arc::new(l)

@@ -15,8 +15,8 @@
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
 //! | `order` | what orders the epochs (`OrderKind`: sequential, a sampler, a batch sampler or the default shuffle) |
-//! | `plan` | epoch plans per rank and device slice |
-//! | `ranked` | orders planned rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
+//! | `schedule` | epoch schedules: the batches of each rank and device slice |
+//! | `ranked` | orders drawn rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
 //! | `resume` | [`LoaderState`](crate::LoaderState), [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
 //! | `shuffle` | what `with_shuffle(true)` reads: a full permutation, or the block pool sized from the cache |
 //! | `mixture` | the mixing samplers fitted to the reader: a block pool for each child larger than its share of the cache |
@@ -26,13 +26,12 @@ pub(crate) mod builder;
 pub(crate) mod dataset;
 pub(crate) mod loader;
 pub mod loss;
-pub(crate) mod mixture;
-mod order;
-pub(crate) mod plan;
+pub(crate) mod order;
 pub(crate) mod prefetch;
 pub(crate) mod ranked;
 mod reads;
 pub(crate) mod resume;
+pub(crate) mod schedule;
 pub(crate) mod shuffle;
 mod stage;
 mod upload;

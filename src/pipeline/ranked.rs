@@ -26,10 +26,12 @@
 //! the samples each old rank had left in storage order and draws each part
 //! through a fresh pool (`sampler/regroup.rs`).
 
+use crate::sampler::{FittedMix, MultiDatasetBatchSampler, MultiDatasetSampler};
+
 /// A lazily drawn sequence of plan items (samples or batches).
 pub(crate) type Items<T> = Box<dyn Iterator<Item = T> + Send>;
 
-/// A sample order planned per rank ([`Batching::Fixed`](super::plan::Batching)
+/// A sample order drawn per rank ([`Order::Samples`](super::order::Order)
 /// with one): `None` while the order is one global order (a full
 /// permutation), cut in rounds.
 pub(crate) trait RankedSamples: Send + Sync {
@@ -162,7 +164,7 @@ impl Parts {
 /// `len_of(r, base_world)`, under `resume`: the rank's items in order,
 /// drawn as they are taken, and the lengths of every rank's rest (for equal
 /// batch counts).
-pub(crate) fn plan_iter<T: 'static>(
+pub(crate) fn schedule_iter<T: 'static>(
     resume: Option<&Resume>,
     (rank, world, pos, unit): (usize, usize, usize, usize),
     len_of: impl Fn(usize, usize) -> usize,
@@ -203,6 +205,28 @@ fn parts_for(
     (parts, base_world)
 }
 
+// A fitted mixture reads each rank its own region of each child.
+impl RankedSamples for FittedMix<MultiDatasetSampler> {
+    fn is_ranked(&self) -> bool {
+        true
+    }
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
+        Some(Box::new(self.mix().rank_draws(epoch, rank, world, self.orders())))
+    }
+    fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {
+        Some(self.mix().rank_len(rank, world))
+    }
+}
+
+impl RankedBatches for FittedMix<MultiDatasetBatchSampler> {
+    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Items<Vec<usize>> {
+        Box::new(self.mix().rank_batch_draws(epoch, rank, world, self.orders()))
+    }
+    fn rank_len(&self, rank: usize, world: usize) -> usize {
+        self.mix().rank_len(rank, world)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,7 +236,7 @@ mod tests {
         move |r, _| (0..lens[r]).map(|i| r * 1000 + i).collect()
     }
 
-    /// `plan_iter` over those orders, collected.
+    /// `schedule_iter` over those orders, collected.
     fn plan_items(
         resume: Option<&Resume>,
         at: (usize, usize, usize, usize),
@@ -220,7 +244,7 @@ mod tests {
         lens: &[usize],
     ) -> (Vec<usize>, Vec<usize>) {
         let lens = lens.to_vec();
-        let (items, rest) = plan_iter(resume, at, len_of, move |r, _| {
+        let (items, rest) = schedule_iter(resume, at, len_of, move |r, _| {
             Box::new((0..lens[r]).map(move |i| r * 1000 + i)) as Items<usize>
         });
         (items.collect(), rest)

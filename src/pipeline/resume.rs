@@ -6,10 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::pipeline::DataLoader;
-use crate::pipeline::plan::{Batching, Clock, lock};
 use crate::pipeline::ranked::Resume;
+use crate::pipeline::schedule::Clock;
 use crate::pipeline::shuffle::ShuffleKind;
 use crate::source::Reader;
+use crate::threads::lock;
 
 impl<R: Reader + 'static> DataLoader<R> {
     /// Where this loader is: the epoch being iterated and how much of it all
@@ -25,7 +26,7 @@ impl<R: Reader + 'static> DataLoader<R> {
             c.sync(&clock);
             match c.live {
                 Some(l) if l.yielded < l.total && self.view.slice.is_none() => {
-                    (l.epoch, self.batching.advance(self.view, l.start, l.yielded), l.yielded)
+                    (l.epoch, self.order.advance(self.view, l.start, l.yielded), l.yielded)
                 }
                 Some(l) if l.yielded < l.total => (l.epoch, l.start, 0),
                 Some(l) => (l.epoch + 1, 0, 0),
@@ -39,18 +40,16 @@ impl<R: Reader + 'static> DataLoader<R> {
             step,
             seed: self.seed,
             sampler: self.order.name().to_string(),
-            pool_blocks: self.order.shuffle().and_then(|s| s.pool()),
-            child_pool_blocks: self.mixture.as_ref().map(|m| m.pools()),
+            pool_blocks: self.order.shuffle().and_then(|s| s.pool_blocks()),
+            child_pool_blocks: self.order.mixture().map(|m| m.pools()),
+            child_pool_runs: None,
             order_world_size: self
-                .batching
+                .order
                 .is_ranked()
                 .then(|| resume.as_ref().map_or(self.view.world_size, |r| r.base_world)),
             resumed: resume.map(|r| r.cuts).unwrap_or_default(),
-            epoch_len: self.batching.global_len(),
-            batch_size: match &self.batching {
-                Batching::Fixed { batch_size, .. } => Some(*batch_size),
-                Batching::Lists(..) => None,
-            },
+            epoch_len: self.order.global_len(),
+            batch_size: self.order.batch_size(),
             world_size: self.view.world_size,
             rank: self.view.rank,
         }
@@ -87,7 +86,9 @@ impl<R: Reader + 'static> DataLoader<R> {
             child_pool_blocks: state
                 .child_pool_blocks
                 .clone()
+                .or_else(|| state.child_pool_runs.as_ref().map(|runs| crate::sampler::runs_as_chunk_blocks(runs)))
                 .or_else(|| here.child_pool_blocks.clone().filter(|_| state.position == 0)),
+            child_pool_runs: None,
             ..state.clone()
         };
         let state = &lenient;
@@ -109,7 +110,7 @@ impl<R: Reader + 'static> DataLoader<R> {
                     here: here.sampler,
                 });
             }
-            if let (Some(m), Some(pools)) = (&self.mixture, &state.child_pool_blocks)
+            if let (Some(m), Some(pools)) = (self.order.mixture(), &state.child_pool_blocks)
                 && !m.adopt(pools)
             {
                 return Err(Error::StateMismatch {
@@ -124,16 +125,15 @@ impl<R: Reader + 'static> DataLoader<R> {
         // over the old ranks' parts (see `ranked`). A new epoch (position 0)
         // is planned for this run's ranks.
         let world = self.view.world_size;
-        let resume =
-            state.order_world_size.filter(|_| state.position > 0 && self.batching.is_ranked()).and_then(|w0| {
-                let mut cuts = state.resumed.clone();
-                if cuts.last().map_or(w0, |c| c.1) != world {
-                    cuts.push((state.position, world));
-                }
-                (!cuts.is_empty()).then_some(Resume { epoch: state.epoch, base_world: w0, cuts })
-            });
+        let resume = state.order_world_size.filter(|_| state.position > 0 && self.order.is_ranked()).and_then(|w0| {
+            let mut cuts = state.resumed.clone();
+            if cuts.last().map_or(w0, |c| c.1) != world {
+                cuts.push((state.position, world));
+            }
+            (!cuts.is_empty()).then_some(Resume { epoch: state.epoch, base_world: w0, cuts })
+        });
         *lock(&self.resume) = resume;
-        *lock(&self.plan_cache) = None;
+        *lock(&self.schedule_cache) = None;
         let mut clock = lock(&self.clock);
         *clock = Clock { epoch: state.epoch(), position: state.position(), generation: clock.generation + 1 };
         Ok(())
@@ -193,10 +193,14 @@ pub struct LoaderState {
     /// Blocks in the pool of the block-pool shuffle.
     #[serde(default)]
     pub(crate) pool_blocks: Option<usize>,
-    /// A mixing sampler's pool blocks per dataset (`None` for a dataset
-    /// walked in a permutation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A mixing sampler's pool size per dataset, in chunk blocks (`None`
+    /// for a dataset walked in a permutation).
+    #[serde(default, rename = "child_pool_chunk_blocks", skip_serializing_if = "Option::is_none")]
     pub(crate) child_pool_blocks: Option<Vec<Option<usize>>>,
+    /// The same counted in runs of four chunk blocks, as the key
+    /// `child_pool_blocks` holds them: read, never written.
+    #[serde(default, rename = "child_pool_blocks", skip_serializing)]
+    pub(crate) child_pool_runs: Option<Vec<Option<usize>>>,
     /// The number of ranks the epoch's order was planned for, when each
     /// rank reads its own part of the data (the block pool, a mixture).
     #[serde(default)]
@@ -259,8 +263,9 @@ impl LoaderState {
         self.order_world_size
     }
 
-    /// A mixing sampler's pool blocks per dataset (`None` for a dataset
-    /// walked in a permutation), when a loader fitted one to its reader.
+    /// A mixing sampler's pool size per dataset in chunk blocks (`None`
+    /// for a dataset walked in a permutation), when a loader fitted one to
+    /// its reader.
     pub fn child_pool_blocks(&self) -> Option<&[Option<usize>]> {
         self.child_pool_blocks.as_deref()
     }

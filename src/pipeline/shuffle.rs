@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, pool_blocks, shuffle};
 use crate::source::Reader;
 
-use super::plan::lock;
 use super::ranked::{Items, RankedSamples, Resume, ResumeAt};
+use crate::threads::lock;
 
-/// What `with_shuffle(true)` reads: a full permutation (`pool == None`) or
+/// What `with_shuffle(true)` reads: a full permutation (`pool_blocks == None`) or
 /// the block pool, switchable by [`DataLoader::load_state`](crate::DataLoader::load_state)
 /// so that a resumed epoch follows the saved state alone.
 pub(crate) struct DefaultShuffle {
@@ -37,7 +37,8 @@ pub(crate) struct DefaultShuffle {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Cfg {
-    pool: Option<usize>,
+    /// Chunk blocks in the block pool; `None`: a full permutation.
+    pool_blocks: Option<usize>,
 }
 
 impl DefaultShuffle {
@@ -53,16 +54,16 @@ impl DefaultShuffle {
         let len = inner.as_ref().map_or(reader.len(), |s| s.len());
         let chunked = reader.chunked();
         let block_starts: Arc<[usize]> = chunked.map(|c| c.chunk_blocks()).unwrap_or_default().into();
-        let pool = match chunked {
+        let pool_blocks = match chunked {
             None => {
                 log::info!("shuffle: full permutation of {len} samples ({} has no chunk cache)", reader.name());
                 None
             }
             Some(c) => {
                 let fit = c.cache_fit();
-                let pool = pool_blocks(fit, block_starts.len());
+                let chosen = pool_blocks(fit, block_starts.len());
                 let mib = |b: u64| b as f64 / f64::from(1 << 20);
-                match pool {
+                match chosen {
                     None => log::info!(
                         "shuffle: full permutation of {len} samples ({} decodes to {:.0} MiB, the cache holds {:.0} MiB)",
                         reader.name(),
@@ -78,7 +79,7 @@ impl DefaultShuffle {
                         mib(fit.cache_bytes)
                     ),
                 }
-                pool
+                chosen
             }
         };
         let whole = (inner.is_none() && !block_starts.is_empty())
@@ -93,48 +94,48 @@ impl DefaultShuffle {
             batch_size,
             seed,
             world_size: world_size.max(1),
-            cfg: Mutex::new(Cfg { pool }),
+            cfg: Mutex::new(Cfg { pool_blocks }),
         }
     }
 
     /// The name [`LoaderState`](crate::LoaderState) records.
     pub(crate) fn kind(&self) -> ShuffleKind {
-        match (lock(&self.cfg).pool, &self.inner) {
+        match (lock(&self.cfg).pool_blocks, &self.inner) {
             (Some(_), _) => ShuffleKind::BlockPool,
             (None, Some(_)) => ShuffleKind::SamplerPermutation,
             (None, None) => ShuffleKind::Permutation,
         }
     }
 
-    /// Pool blocks, `None` for a full permutation.
-    pub(crate) fn pool(&self) -> Option<usize> {
-        lock(&self.cfg).pool
+    /// Chunk blocks in the block pool, `None` for a full permutation.
+    pub(crate) fn pool_blocks(&self) -> Option<usize> {
+        lock(&self.cfg).pool_blocks
     }
 
     /// Follows a saved state: its kind and pool size from now on. `false`
     /// when the saved kind is not one this shuffle can read (a block pool
     /// over a reader without chunks).
-    pub(crate) fn adopt(&self, kind: ShuffleKind, pool: Option<usize>) -> bool {
+    pub(crate) fn adopt(&self, kind: ShuffleKind, pool_blocks: Option<usize>) -> bool {
         let full = if self.inner.is_some() { ShuffleKind::SamplerPermutation } else { ShuffleKind::Permutation };
-        let pool = match (kind, pool) {
+        let pool_blocks = match (kind, pool_blocks) {
             (k, _) if k == full => None,
-            (ShuffleKind::BlockPool, Some(k)) if !self.block_starts.is_empty() => Some(k.max(1)),
+            (ShuffleKind::BlockPool, Some(n)) if !self.block_starts.is_empty() => Some(n.max(1)),
             _ => return false,
         };
-        lock(&self.cfg).pool = pool;
+        lock(&self.cfg).pool_blocks = pool_blocks;
         true
     }
 
-    /// The block pool of `epoch` with `k` blocks (over the shuffled list,
-    /// or the whole dataset).
-    fn pool_sampler(&self, epoch: u64, k: usize) -> Option<ChunkShuffleSampler> {
+    /// The block pool of `epoch` with `pool_blocks` chunk blocks (over the
+    /// shuffled list, or the whole dataset).
+    fn pool_sampler(&self, epoch: u64, pool_blocks: usize) -> Option<ChunkShuffleSampler> {
         match (&self.inner, &self.whole) {
             (Some(s), _) => Some(
                 ChunkShuffleSampler::grouped(&self.block_starts, &s.indices(epoch), self.batch_size)
                     .with_seed(self.seed)
-                    .with_pool_blocks(k),
+                    .with_pool_blocks(pool_blocks),
             ),
-            (None, Some(w)) => Some(w.clone().with_pool_blocks(k)),
+            (None, Some(w)) => Some(w.clone().with_pool_blocks(pool_blocks)),
             // A pool is only chosen (or adopted) with blocks to draw from.
             (None, None) => None,
         }
@@ -174,11 +175,11 @@ impl ShuffleKind {
 /// [`ranked`](super::ranked)); a full permutation is one global order.
 impl RankedSamples for DefaultShuffle {
     fn is_ranked(&self) -> bool {
-        self.pool().is_some()
+        self.pool_blocks().is_some()
     }
     fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
-        let k = self.pool()?;
-        self.pool_sampler(epoch, k).map(|s| Box::new(s.rank_draws(epoch, rank, world)) as Items<usize>)
+        let pool_blocks = self.pool_blocks()?;
+        self.pool_sampler(epoch, pool_blocks).map(|s| Box::new(s.rank_draws(epoch, rank, world)) as Items<usize>)
     }
 
     /// The block pool resumes in storage order
@@ -186,14 +187,14 @@ impl RankedSamples for DefaultShuffle {
     /// samples the old ranks had left of a few regions, read through a pool
     /// of its own.
     fn resumed_iter(&self, epoch: u64, resume: &Resume, at: ResumeAt) -> Option<Items<usize>> {
-        let k = self.pool()?;
+        let pool_blocks = self.pool_blocks()?;
         debug_assert_eq!(resume.cuts.last().map(|c| c.1), Some(at.world));
-        let s = self.pool_sampler(epoch, k)?;
+        let s = self.pool_sampler(epoch, pool_blocks)?;
         Some(s.resumed_draws(epoch, (resume.base_world, &resume.cuts), at.unit, (at.rank, at.pos)))
     }
 
     fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {
-        self.pool()?;
+        self.pool_blocks()?;
         let w = world.max(1) as u128;
         let bound = |q: usize| (self.len as u128 * q as u128 / w) as usize;
         Some(bound(rank + 1) - bound(rank))
@@ -202,7 +203,7 @@ impl RankedSamples for DefaultShuffle {
 
 impl Sampler for DefaultShuffle {
     fn indices(&self, epoch: u64) -> Vec<usize> {
-        let Some(k) = self.pool() else {
+        let Some(pool_blocks) = self.pool_blocks() else {
             return match &self.inner {
                 Some(s) => {
                     let mut v = s.indices(epoch);
@@ -214,7 +215,7 @@ impl Sampler for DefaultShuffle {
         };
         // The order every rank agrees on, cut in rounds as the loader cuts
         // it (what the benchmark reads one rank of).
-        match self.pool_sampler(epoch, k) {
+        match self.pool_sampler(epoch, pool_blocks) {
             Some(s) => s.global_order(epoch, self.world_size),
             None => RandomSampler::new(self.len, self.seed).indices(epoch),
         }

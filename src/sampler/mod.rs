@@ -41,6 +41,7 @@ mod block_pool;
 mod child_order;
 mod chunk_shuffle;
 mod distributed;
+mod fit;
 mod mixing;
 mod piece_set;
 mod regroup;
@@ -50,6 +51,7 @@ pub use block_pool::{DEFAULT_POOL_BLOCKS, MIN_POOL_BLOCKS, POOL_RAMP_BLOCKS, poo
 pub use child_order::ChildOrder;
 pub use chunk_shuffle::ChunkShuffleSampler;
 pub use distributed::{DistributedBatchSampler, DistributedSampler, Shard};
+pub(crate) use fit::{ChildPools, FittedMix, runs_as_chunk_blocks};
 pub use mixing::{
     EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,
     MultiDatasetSamplerBuilder, SamplesPerDataset,

@@ -10,18 +10,22 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | this one | [`ReaderOptions`], the reader, opening |
-//! | `state` | open-time checks; the [`State`] snapshot of pointers, mask and field arrays |
-//! | `pointers` | the pointer arrays paged: pages decoded as reads need them, checked, held compact |
-//! | `active` | the samples a soft delete left: a bitmap with a select index (logical to physical) |
-//! | `plan` | read planning: which inner chunks a request touches |
+//! The reader composes three parts, each a type of its own:
+//!
+//! | module | owns |
+//! |---|---|
+//! | this one | [`ReaderOptions`], the reader (the parts composed), opening |
+//! | `chunks` | the chunk source: bytes, field arrays, cache, codec options, one chunk decoded and checked; `direct`: the shard-index, crc32c and zstd decode; `fetch`: a remote request's chunks fetched many at a time, merged, decoded as they arrive |
+//! | `decode` | the chunks a request needs, each decoded once through the cache, checked, narrowed, kept compact |
 //! | `cache` | the decoded-chunk cache ([`ChunkCache`]) |
-//! | `memory` | memory for decoded chunks: recycled, huge-page-advised blocks |
-//! | `decode` | decoding each needed chunk once, through the cache |
-//! | `direct` | the direct shard-index, crc32c and zstd decode |
-//! | `fetch` | remote stores: a request's chunks fetched many at a time, merged, decoded as they arrive |
+//! | `chunk_memory` | memory for decoded chunks: recycled, huge-page-advised blocks |
+//! | `compact` | compact forms of decoded chunks (dictionaries, sample-local int16 neighbors) |
+//! | `state` | the `State` snapshot (pointer pages, mask, field arrays) and the open code that reads and checks it |
+//! | `pointers` | the pointer pages: pages decoded as reads need them, checked, held compact |
+//! | `active` | the samples a soft delete left: a bitmap with a select index (logical to physical) |
+//! | `plan` | read planning: which rows and inner chunks a request touches |
+//! | `rows` | the row copy: functions over decoded chunks into samples and collated batches |
 //! | `neighbors` | neighbor-index checks per decoded chunk, refused samples |
-//! | `rows` | row copy into samples and collated batches |
 //! | `strings` | string labels: opened with the state, rows copied into samples and batches |
 //! | `reader_impl` | the [`Reader`] implementation |
 
@@ -29,27 +33,22 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use zarrs::array::CodecOptions;
-
-use crate::data::CollateOptions;
 use crate::data::{DType, Level};
 use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::source::Reader;
-use crate::store::bytes::ByteStorage as Store;
 use crate::store::bytes::{ByteSource, ByteStorage, IoStats, LocalBytes};
 use crate::store::format;
-use cache::{CacheStats, ChunkCache, DEFAULT_CACHE_BYTES};
-use direct::{DirectDecode, ShardIndex};
-use zarrs::array::{Array, ArrayShardedReadableExtCache};
+use cache::{CacheStats, DEFAULT_CACHE_BYTES};
+pub(crate) use chunks::{ChunkSource, FieldArray};
+pub(crate) use state::State;
 
 mod active;
 pub(crate) mod cache;
 mod chunk_memory;
+mod chunks;
 mod compact;
 mod decode;
-mod direct;
-mod fetch;
 mod neighbors;
 mod plan;
 mod pointers;
@@ -182,17 +181,10 @@ impl ReaderOptions {
 /// # Ok(()) }
 /// ```
 pub struct AtomicDataZarrReader {
-    location: Location,
-    /// The location as text, what [`Reader::name`] returns.
-    name: Arc<str>,
-    /// Where the bytes come from (local files or a remote store).
-    bytes: Arc<dyn ByteSource>,
-    /// The same, as zarrs storage.
-    store: Arc<ByteStorage>,
+    /// The bytes, the cache and the decode.
+    chunks: ChunkSource,
+    /// The store as last opened or refreshed: pointer pages, mask, field arrays.
     state: RwLock<Arc<State>>,
-    cache: ChunkCache,
-    codec_options: CodecOptions,
-    next_id: std::sync::atomic::AtomicU32,
     /// Decoded bytes a batched read holds at once
     /// ([`ReaderOptions::with_window_decode_bytes`]).
     window_decode_bytes: u64,
@@ -205,7 +197,10 @@ pub const DEFAULT_WINDOW_DECODE_BYTES: u64 = 256 << 20;
 
 impl std::fmt::Debug for AtomicDataZarrReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AtomicDataZarrReader").field("location", &self.location).field("len", &self.len()).finish()
+        f.debug_struct("AtomicDataZarrReader")
+            .field("location", &self.chunks.location)
+            .field("len", &self.len())
+            .finish()
     }
 }
 
@@ -291,29 +286,11 @@ impl AtomicDataZarrReader {
     }
 
     fn open_source(location: Location, bytes: Arc<dyn ByteSource>, options: ReaderOptions) -> Result<Self> {
-        let store = Arc::new(ByteStorage(bytes.clone()));
-        // Rayon already parallelises over chunks; codec-internal threads on
-        // top would oversubscribe the cores.
-        // Checksums are checked whatever zarrs' global config says.
-        let codec_options = CodecOptions::default().with_concurrent_target(1).with_validate_checksums(true);
+        // The chunk memory may map the cache's budget and two read windows.
+        let memory_limit = options.cache_bytes.saturating_add(options.window_decode_bytes.saturating_mul(2));
         let reader = AtomicDataZarrReader {
-            name: Arc::from(location.to_string()),
-            location,
-            bytes,
-            store,
-            state: RwLock::new(Arc::new(State {
-                num_samples: 0,
-                pointers: pointers::PointerPages::empty(),
-                active: None,
-                fields: vec![],
-                strings: vec![],
-            })),
-            cache: ChunkCache::with_memory_limit(
-                options.cache_bytes,
-                options.cache_bytes.saturating_add(options.window_decode_bytes.saturating_mul(2)),
-            ),
-            codec_options,
-            next_id: std::sync::atomic::AtomicU32::new(0),
+            chunks: ChunkSource::new(location, bytes, options.cache_bytes, memory_limit),
+            state: RwLock::new(Arc::new(State::empty())),
             window_decode_bytes: options.window_decode_bytes,
             buffers: crate::data::BatchBuffers::new(usize::try_from(options.batch_buffer_bytes).unwrap_or(usize::MAX)),
         };
@@ -324,28 +301,28 @@ impl AtomicDataZarrReader {
     /// Requests made to the store and bytes received so far (opening
     /// included): for a remote store, the round trips an epoch costs.
     pub fn io_stats(&self) -> IoStats {
-        self.bytes.stats()
+        self.chunks.bytes.stats()
     }
 
     /// The store's byte source (for tools that read more than samples:
     /// `inspect`).
     pub fn byte_source(&self) -> Arc<dyn ByteSource> {
-        self.bytes.clone()
+        self.chunks.bytes.clone()
     }
 
     /// The store as zarrs storage (over [`Self::byte_source`]).
     pub(crate) fn storage(&self) -> Arc<ByteStorage> {
-        self.store.clone()
+        self.chunks.store.clone()
     }
 
     /// Whether the store is remote (object storage or HTTP).
     pub fn is_remote(&self) -> bool {
-        self.bytes.is_remote()
+        self.chunks.bytes.is_remote()
     }
 
     /// Where the store is: its path or URL.
     pub fn location(&self) -> &Location {
-        &self.location
+        &self.chunks.location
     }
 
     /// Physical sample count (deleted ones included).
@@ -362,7 +339,7 @@ impl AtomicDataZarrReader {
 
     /// Cache counters.
     pub fn cache_stats(&self) -> CacheStats {
-        self.cache.stats()
+        self.chunks.cache.stats()
     }
 
     /// Bytes of pointer-array pages the reader holds now (outside the chunk
@@ -390,8 +367,8 @@ impl AtomicDataZarrReader {
 
     /// Empties the decoded-chunk cache and zeroes its counters.
     pub fn clear_cache(&self) {
-        self.cache.clear();
-        self.cache.reset_counters();
+        self.chunks.cache.clear();
+        self.chunks.cache.reset_counters();
     }
 
     /// Dtype and trailing shape of every field.
@@ -404,86 +381,37 @@ impl AtomicDataZarrReader {
         self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn chunk_error(&self, f: &FieldArray, chunk: u64, reason: impl Into<String>) -> Error {
-        Error::Chunk { store: self.location.clone(), array: f.rel.clone(), chunk, reason: reason.into() }
-    }
-}
-
-/// One field array, opened.
-pub(crate) struct FieldArray {
-    pub name: String,
-    pub rel: String,
-    pub level: Level,
-    pub dtype: DType,
-    pub trailing: Vec<usize>,
-    pub row_elems: usize,
-    pub row_bytes: usize,
-    pub chunk_rows: u64,
-    pub array: Array<Store>,
-    pub shard_cache: ArrayShardedReadableExtCache,
-    /// Cache key of this array; unique within a reader's lifetime.
-    pub id: u32,
-    /// Set when inner chunks can be decoded without zarrs' codec pipeline.
-    pub direct: Option<DirectDecode>,
-    /// Shard indexes read by the direct path, by shard number.
-    pub shard_indexes: std::sync::Mutex<std::collections::HashMap<u64, ShardIndex>>,
-    /// Set once a chunk of this int64 array held a value outside int32: the
-    /// array is then never narrowed (see [`CollateOptions::narrow_int64`]).
-    pub wide_only: std::sync::atomic::AtomicBool,
-    /// `neighbor_list` only: physical samples seen with an index outside
-    /// their own atoms. Each chunk is checked once, when it is decoded (see
-    /// [`AtomicDataZarrReader::verify_neighbors`]), so batches copied from
-    /// cached chunks pay nothing for the check; batch paths refuse these
-    /// samples, `read` and `read_many` return them as stored.
-    pub bad_samples: RwLock<std::collections::BTreeSet<usize>>,
-    /// Whether `bad_samples` is non-empty (read without the lock per batch).
-    pub any_bad: std::sync::atomic::AtomicBool,
-}
-
-impl FieldArray {
-    /// Decoded bytes of one (inner) chunk, in the stored dtype.
-    pub(super) fn chunk_bytes(&self) -> u64 {
-        self.chunk_rows.saturating_mul(self.row_bytes as u64)
+    /// Decodes every inner chunk that holds rows of the store's samples,
+    /// once each, in parallel over (array, chunk) on rayon's threads, through
+    /// the same decode path as reads but without the cache, and drops the
+    /// result. This is the decode floor: no epoch can decode less (with a
+    /// cold cache) or decode it faster. Returns what it decoded.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("f.zarr");
+    /// let samples = atomzarr::data::synth::generate(20, 2, 5, 0)?;
+    /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
+    /// let r = AtomicDataZarrReader::open(&path)?;
+    /// let c = r.decode_every_chunk()?;
+    /// assert!(c.chunks_decoded >= 8 && c.decoded_bytes > 0); // one chunk per field at least
+    /// assert_eq!(r.cache_stats().entries, 0); // nothing cached
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Chunk`], [`Error::Checksum`] or [`Error::Zarr`] naming the array
+    /// and chunk that fails to decode; [`Error::Io`] or [`Error::Remote`] when its
+    /// bytes cannot be read.
+    pub fn decode_every_chunk(&self) -> Result<crate::source::DecodeCounters> {
+        decode::decode_all(&self.chunks, &self.snapshot())
     }
 
-    /// Whether a request with `opts` reads this array at all.
-    pub(super) fn wanted(&self, opts: CollateOptions) -> bool {
-        !(opts.skip_edges() && self.level == Level::Edge)
-    }
-
-    /// Whether this request reads the array's chunks narrowed to int32.
-    pub(super) fn narrowed(&self, opts: CollateOptions) -> bool {
-        opts.narrow_int64() && self.dtype == DType::Int64 && !self.wide_only.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// A consistent snapshot of the store (swapped whole by `refresh`).
-pub(crate) struct State {
-    pub num_samples: usize,
-    /// The pointer arrays, paged (see `pointers`).
-    pub pointers: pointers::PointerPages,
-    /// The active samples (logical to physical); `None` when nothing is deleted.
-    pub active: Option<active::Active>,
-    pub fields: Vec<FieldArray>,
-    /// The string labels (`strings/`), in name order.
-    pub strings: Vec<strings::StringArray>,
-}
-
-impl State {
-    /// Rows of every physical sample together on `level`'s axis.
-    pub(crate) fn rows_of(&self, level: Level) -> u64 {
-        match level {
-            Level::Atom => self.pointers.atoms.total,
-            Level::Edge => self.pointers.edges.total,
-            Level::System => self.num_samples as u64,
-        }
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.active.as_ref().map_or(self.num_samples, active::Active::len)
-    }
-
-    pub(super) fn physical(&self, logical: usize) -> usize {
-        self.active.as_ref().map_or(logical, |a| a.physical(logical))
+    /// Every entry of the `level` pointer array of `st` (for whole-store
+    /// tools: repair), pages decoded in parallel and not kept.
+    pub(crate) fn pointer_values(&self, st: &State, level: Level) -> Result<Vec<i64>> {
+        st.pointers.values(&self.chunks, level)
     }
 }

@@ -23,19 +23,19 @@ pub(super) struct WindowRows {
 
 impl WindowRows {
     /// The rows of physical samples `physical` (in order), from the
-    /// pointer pages `reader` holds or decodes.
+    /// pointer pages `st` holds or decodes through `src`.
     pub(super) fn new(
-        reader: &super::AtomicDataZarrReader,
+        src: &super::ChunkSource,
         st: &super::State,
         physical: Vec<usize>,
     ) -> crate::error::Result<WindowRows> {
-        let a = reader.page_set(st, Level::Atom, &physical)?;
-        let e = reader.page_set(st, Level::Edge, &physical)?;
+        let a = st.pointers.page_set(src, Level::Atom, &physical)?;
+        let e = st.pointers.page_set(src, Level::Edge, &physical)?;
         let mut atoms = Vec::with_capacity(physical.len());
         let mut edges = Vec::with_capacity(physical.len());
         for &p in &physical {
-            atoms.push(a.rows(reader, st, p)?);
-            edges.push(e.rows(reader, st, p)?);
+            atoms.push(a.rows(src, &st.pointers, p)?);
+            edges.push(e.rows(src, &st.pointers, p)?);
         }
         Ok(WindowRows { physical, atoms, edges })
     }
@@ -192,15 +192,16 @@ pub(super) struct WindowPlan {
 
 impl WindowPlan {
     /// The plan of `batches` (logical indices, checked against `state`),
-    /// laid out as `opts`, by `reader`.
+    /// laid out as `opts`, its pointer pages read through `src`, decoded
+    /// `window_decode_bytes` at a time.
     pub(super) fn new(
-        reader: &super::AtomicDataZarrReader,
+        src: &super::ChunkSource,
+        window_decode_bytes: u64,
         state: Arc<super::State>,
         batches: &[Vec<usize>],
         opts: crate::data::CollateOptions,
     ) -> crate::error::Result<WindowPlan> {
-        let window_decode_bytes = reader.window_decode_bytes;
-        let rows = WindowRows::new(reader, &state, batches.iter().flatten().map(|&i| state.physical(i)).collect())?;
+        let rows = WindowRows::new(src, &state, batches.iter().flatten().map(|&i| state.physical(i)).collect())?;
         let need = Needed::of(&state, &rows.all(), opts);
         let mut bounds = Vec::with_capacity(batches.len());
         let mut at = 0;

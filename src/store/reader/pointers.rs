@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use super::{AtomicDataZarrReader, FieldArray, State};
+use super::active::Active;
+use super::{ChunkSource, FieldArray};
 use crate::data::{DType, HostData, Level};
 use crate::error::{Error, Result};
 use crate::store::format;
@@ -217,7 +218,7 @@ pub(crate) struct PointerPages {
 
 impl PointerPages {
     /// The arrays `atoms` and `edges`, `entries` used of each, pages not
-    /// read yet (see [`AtomicDataZarrReader::read_last_pages`]), for a
+    /// read yet (see [`PointerPages::read_last_pages`]), for a
     /// reader whose chunk cache's budget is `cache_bytes`.
     pub(super) fn new(atoms: FieldArray, edges: FieldArray, entries: usize, cache_bytes: u64) -> PointerPages {
         let budget = PAGE_BYTES.max(usize::try_from(cache_bytes / 8).unwrap_or(usize::MAX));
@@ -290,12 +291,12 @@ impl PageSet {
     /// The rows of physical sample `p` (one of the samples the set was made
     /// for), checked to run forwards.
     #[inline]
-    pub(super) fn rows(&self, reader: &AtomicDataZarrReader, st: &State, p: usize) -> Result<Range<u64>> {
+    pub(super) fn rows(&self, src: &ChunkSource, pages: &PointerPages, p: usize) -> Result<Range<u64>> {
         let (Some(a), Some(b)) = (self.get(p), self.get(p + 1)) else {
             return Err(Error::Internal(format!("pointer page of sample {p} not fetched")));
         };
         if b < a {
-            return Err(reader.pointers_decrease(st, self.level, p, a, b));
+            return Err(pages.pointers_decrease(src, self.level, p, a, b));
         }
         Ok(a as u64..b as u64)
     }
@@ -305,8 +306,8 @@ impl PageSet {
 /// of the last one at hand (a window's lookups take the lock once per
 /// change of page, not per entry).
 pub(super) struct Cursor<'a> {
-    reader: &'a AtomicDataZarrReader,
-    st: &'a State,
+    src: &'a ChunkSource,
+    pages: &'a PointerPages,
     level: Level,
     page: Option<(usize, Arc<Page>)>,
 }
@@ -314,7 +315,7 @@ pub(super) struct Cursor<'a> {
 impl Cursor<'_> {
     fn page_of(&mut self, c: usize) -> Result<&Page> {
         if self.page.as_ref().is_none_or(|(held, _)| *held != c) {
-            let page = self.reader.page(self.st, self.level, c)?;
+            let page = self.pages.page(self.src, self.level, c)?;
             self.page = Some((c, page));
         }
         // Set just above.
@@ -326,7 +327,7 @@ impl Cursor<'_> {
 
     /// Entry `j` of the array.
     pub(super) fn get(&mut self, j: usize) -> Result<i64> {
-        let rows = self.st.pointers.of(self.level).page_rows;
+        let rows = self.pages.of(self.level).page_rows;
         let page = self.page_of(j / rows)?;
         if j % rows >= page.len() {
             return Err(Error::Internal(format!("pointer {j} past the pointers in use")));
@@ -340,7 +341,7 @@ impl Cursor<'_> {
         // The page stays at hand: the second entry rarely needs another.
         let (a, b) = (self.get(p)?, self.get(p + 1)?);
         if b < a {
-            return Err(self.reader.pointers_decrease(self.st, self.level, p, a, b));
+            return Err(self.pages.pointers_decrease(self.src, self.level, p, a, b));
         }
         Ok(a as u64..b as u64)
     }
@@ -349,7 +350,7 @@ impl Cursor<'_> {
     /// none): a binary search, over the pages first (by their first values,
     /// learned or decoded), then in the page.
     pub(super) fn first_above(&mut self, row: u64, lo: usize, hi: usize) -> Result<usize> {
-        let arr = self.st.pointers.of(self.level);
+        let arr = self.pages.of(self.level);
         let rows = arr.page_rows;
         // Pages are searched through their first entries.
         let (mut a, mut b) = (lo / rows, hi.div_ceil(rows));
@@ -370,16 +371,21 @@ impl Cursor<'_> {
     }
 }
 
-impl AtomicDataZarrReader {
-    /// A cursor over the `level` pointer array of `st`.
-    pub(super) fn cursor<'a>(&'a self, st: &'a State, level: Level) -> Cursor<'a> {
-        Cursor { reader: self, st, level, page: None }
+impl PointerPages {
+    /// Samples the pointers describe (entries less one).
+    pub(super) fn num_samples(&self) -> usize {
+        self.atoms.entries.saturating_sub(1)
+    }
+
+    /// A cursor over the `level` pointer array, its pages decoded through `src`.
+    pub(super) fn cursor<'a>(&'a self, src: &'a ChunkSource, level: Level) -> Cursor<'a> {
+        Cursor { src, pages: self, level, page: None }
     }
 
     /// The pages of the `level` pointer array that physical samples
     /// `physical` need (both of each sample's entries).
-    pub(super) fn page_set(&self, st: &State, level: Level, physical: &[usize]) -> Result<PageSet> {
-        let rows = st.pointers.of(level).page_rows;
+    pub(super) fn page_set(&self, src: &ChunkSource, level: Level, physical: &[usize]) -> Result<PageSet> {
+        let rows = self.of(level).page_rows;
         let shift = rows.is_power_of_two().then(|| rows.trailing_zeros());
         let mut set = PageSet { level, rows, shift, lo: 0, pages: Vec::new() };
         let (Some(&min), Some(&max)) = (physical.iter().min(), physical.iter().max()) else { return Ok(set) };
@@ -388,7 +394,7 @@ impl AtomicDataZarrReader {
         for &p in physical {
             for c in [set.split(p).0, set.split(p + 1).0] {
                 if set.pages[c - set.lo].is_none() {
-                    set.pages[c - set.lo] = Some(self.page(st, level, c)?);
+                    set.pages[c - set.lo] = Some(self.page(src, level, c)?);
                 }
             }
         }
@@ -396,41 +402,41 @@ impl AtomicDataZarrReader {
     }
 
     /// Page `c` of the `level` pointer array: held, or decoded, checked and kept.
-    pub(super) fn page(&self, st: &State, level: Level, c: usize) -> Result<Arc<Page>> {
-        let arr = st.pointers.of(level);
+    pub(super) fn page(&self, src: &ChunkSource, level: Level, c: usize) -> Result<Arc<Page>> {
+        let arr = self.of(level);
         if let Some(p) = arr.cached(c) {
             return Ok(p);
         }
-        let page = Arc::new(Page::of(&self.page_values(st, level, c)?));
+        let page = Arc::new(Page::of(&self.page_values(src, level, c)?));
         arr.keep(c, page.clone());
         Ok(page)
     }
 
     /// The entries of page `c` of the `level` pointer array, decoded and
     /// checked (see the module's notes), not kept.
-    pub(super) fn page_values(&self, st: &State, level: Level, c: usize) -> Result<Vec<i64>> {
-        let arr = st.pointers.of(level);
+    pub(super) fn page_values(&self, src: &ChunkSource, level: Level, c: usize) -> Result<Vec<i64>> {
+        let arr = self.of(level);
         let Some(f) = &arr.array else {
-            return Err(Error::inconsistent(&self.location, arr.rel, "the store is not open"));
+            return Err(Error::inconsistent(&src.location, arr.rel, "the store is not open"));
         };
         let start = c.saturating_mul(arr.page_rows);
         if start >= arr.entries {
-            return Err(self.chunk_error(f, c as u64, format!("page past the {} pointers in use", arr.entries)));
+            return Err(src.chunk_error(f, c as u64, format!("page past the {} pointers in use", arr.entries)));
         }
         let len = (arr.entries - start).min(arr.page_rows);
-        let raw = self.decode_raw(f, c as u64)?;
+        let raw = src.decode_raw(f, c as u64)?;
         let mut values: Vec<i64> = match (f.dtype, bytemuck::try_cast_slice::<u8, i64>(&raw)) {
             (DType::Int64, Ok(v)) => v.get(..len).map(<[i64]>::to_vec).unwrap_or_default(),
             _ => HostData::from_bytes(f.dtype, &raw).ok().and_then(|d| d.to_i64_vec()).unwrap_or_default(),
         };
         if values.len() < len {
-            return Err(self.chunk_error(f, c as u64, "decoded page shorter than its pointers"));
+            return Err(src.chunk_error(f, c as u64, "decoded page shorter than its pointers"));
         }
         values.truncate(len);
         let total = arr.total as i64;
         if start == 0 && values.first() != Some(&0) {
             return Err(Error::inconsistent(
-                &self.location,
+                &src.location,
                 &f.rel,
                 format!("first pointer is {:?}, expected 0", values.first()),
             ));
@@ -439,7 +445,7 @@ impl AtomicDataZarrReader {
         let last_page = start + len == arr.entries;
         for (j, w) in values.windows(2).enumerate() {
             if w[1] < w[0] {
-                return Err(self.pointers_decrease(st, level, start + j, w[0], w[1]));
+                return Err(self.pointers_decrease(src, level, start + j, w[0], w[1]));
             }
         }
         if let (Some(&lo), Some(&hi)) = (values.first(), values.last())
@@ -447,20 +453,20 @@ impl AtomicDataZarrReader {
         {
             let (at, v) = if lo < 0 { (start, lo) } else { (start + len - 1, hi) };
             return Err(Error::inconsistent(
-                &self.location,
+                &src.location,
                 &f.rel,
                 format!("pointer {at} is {v}, outside 0..={total} (the last pointer)"),
             ));
         }
-        self.check_neighbors(st, level, c, &values)?;
+        self.check_neighbors(src, level, c, &values)?;
         Ok(values)
     }
 
     /// Records page `c`'s first and last values and checks them against
     /// its neighbors' (where a decode has seen them): the pages of an array
     /// are in order.
-    fn check_neighbors(&self, st: &State, level: Level, c: usize, values: &[i64]) -> Result<()> {
-        let arr = st.pointers.of(level);
+    fn check_neighbors(&self, src: &ChunkSource, level: Level, c: usize, values: &[i64]) -> Result<()> {
+        let arr = self.of(level);
         let (Some(&first), Some(&last), Some(ends)) = (values.first(), values.last(), arr.ends.get(c)) else {
             return Ok(());
         };
@@ -472,36 +478,32 @@ impl AtomicDataZarrReader {
         if let Some(before) = c.checked_sub(1).and_then(|b| arr.end(b, 1))
             && before > first
         {
-            return Err(self.pointers_decrease(st, level, start - 1, before, first));
+            return Err(self.pointers_decrease(src, level, start - 1, before, first));
         }
         if let Some(after) = arr.end(c + 1, 0)
             && after < last
         {
-            return Err(self.pointers_decrease(st, level, start + values.len() - 1, last, after));
+            return Err(self.pointers_decrease(src, level, start + values.len() - 1, last, after));
         }
         Ok(())
     }
 
     /// The error of pointers `p` and `p + 1` of `level` decreasing (`a`
     /// then `b`).
-    pub(super) fn pointers_decrease(&self, st: &State, level: Level, p: usize, a: i64, b: i64) -> Error {
-        Error::inconsistent(
-            &self.location,
-            st.pointers.of(level).rel,
-            format!("pointers decrease at sample {p}: {a} then {b}"),
-        )
+    pub(super) fn pointers_decrease(&self, src: &ChunkSource, level: Level, p: usize, a: i64, b: i64) -> Error {
+        Error::inconsistent(&src.location, self.of(level).rel, format!("pointers decrease at sample {p}: {a} then {b}"))
     }
 
     /// Reads the last page of each pointer array (checked), and sets the
     /// totals from them.
-    pub(super) fn read_last_pages(&self, st: &mut State) -> Result<()> {
+    pub(super) fn read_last_pages(&mut self, src: &ChunkSource) -> Result<()> {
         for level in [Level::Atom, Level::Edge] {
-            let arr = st.pointers.of(level);
+            let arr = self.of(level);
             let c = arr.pages().saturating_sub(1);
-            let values = self.page_values(st, level, c)?;
+            let values = self.page_values(src, level, c)?;
             let total = values.last().copied().unwrap_or(0);
             let page = Arc::new(Page::of(&values));
-            let arr = if level == Level::Edge { &mut st.pointers.edges } else { &mut st.pointers.atoms };
+            let arr = if level == Level::Edge { &mut self.edges } else { &mut self.atoms };
             // Non-negative: checked with the page.
             arr.total = total as u64;
             arr.keep(c, page);
@@ -511,10 +513,10 @@ impl AtomicDataZarrReader {
 
     /// Every entry of the `level` pointer array (for whole-store tools:
     /// repair), pages decoded in parallel and not kept.
-    pub(crate) fn pointer_values(&self, st: &State, level: Level) -> Result<Vec<i64>> {
-        let pages: Vec<Vec<i64>> = (0..st.pointers.of(level).pages())
+    pub(crate) fn values(&self, src: &ChunkSource, level: Level) -> Result<Vec<i64>> {
+        let pages: Vec<Vec<i64>> = (0..self.of(level).pages())
             .into_par_iter()
-            .map(|c| self.page_values(st, level, c))
+            .map(|c| self.page_values(src, level, c))
             .collect::<Result<_>>()?;
         Ok(pages.concat())
     }
@@ -522,10 +524,10 @@ impl AtomicDataZarrReader {
     /// Entries `1..=upto` of the atom pointers whose values are at most
     /// `max`: the leading ones (the array is non-decreasing), what the
     /// append-bug diagnosis looks for.
-    pub(super) fn leading_atom_pointers(&self, st: &State, upto: usize, max: i64) -> Result<Vec<i64>> {
-        let mut cur = self.cursor(st, Level::Atom);
+    pub(super) fn leading_atom_pointers(&self, src: &ChunkSource, upto: usize, max: i64) -> Result<Vec<i64>> {
+        let mut cur = self.cursor(src, Level::Atom);
         let mut out = vec![0];
-        for j in 1..=upto.min(st.num_samples) {
+        for j in 1..=upto.min(self.num_samples()) {
             let v = cur.get(j)?;
             if v > max {
                 break;
@@ -538,25 +540,31 @@ impl AtomicDataZarrReader {
     /// The first entry of every run of samples whose first row (on `level`'s
     /// axis) lies in one `chunk_rows`-row chunk, as logical indices: the
     /// pages are decoded in parallel, searched and dropped (not kept).
-    pub(super) fn blocks_by_first_row(&self, st: &State, level: Level, chunk_rows: u64) -> Result<Vec<usize>> {
-        let arr = st.pointers.of(level);
-        let n = st.num_samples;
+    pub(super) fn blocks_by_first_row(
+        &self,
+        src: &ChunkSource,
+        active: Option<&Active>,
+        level: Level,
+        chunk_rows: u64,
+    ) -> Result<Vec<usize>> {
+        let arr = self.of(level);
+        let n = self.num_samples();
         let rows = arr.page_rows;
         let chunk_rows = chunk_rows.max(1);
         // Active samples before each page (logical index of its first active one).
-        let before: Vec<usize> = match &st.active {
+        let before: Vec<usize> = match active {
             None => (0..arr.pages()).map(|c| c * rows).collect(),
             Some(a) => a.counts_before((0..arr.pages()).map(|c| c * rows)),
         };
         let per_page: Vec<Vec<(usize, u64)>> = (0..arr.pages())
             .into_par_iter()
             .map(|c| -> Result<Vec<(usize, u64)>> {
-                let values = self.page_values(st, level, c)?;
+                let values = self.page_values(src, level, c)?;
                 let start = c * rows;
                 let end = (start + values.len()).min(n);
                 let mut out = Vec::new();
                 let mut logical = before[c];
-                match &st.active {
+                match active {
                     None => {
                         // Where the chunk of the first row changes: a search per chunk.
                         let mut j = start;
@@ -599,12 +607,12 @@ impl AtomicDataZarrReader {
     /// The physical samples with rows in inner chunk `chunk` of an edge
     /// array chunked by `chunk_rows`, in order, each with its rows there
     /// (chunk-relative; empty for a sample without edges) and its atom rows.
-    pub(super) fn edge_runs(&self, st: &State, chunk_rows: u64, chunk: u64) -> Result<Vec<EdgeRun>> {
-        let n = st.num_samples;
+    pub(super) fn edge_runs(&self, src: &ChunkSource, chunk_rows: u64, chunk: u64) -> Result<Vec<EdgeRun>> {
+        let n = self.num_samples();
         let c0 = chunk * chunk_rows;
-        let c1 = (c0 + chunk_rows).min(st.pointers.edges.total);
-        let mut edges = self.cursor(st, Level::Edge);
-        let mut atoms = self.cursor(st, Level::Atom);
+        let c1 = (c0 + chunk_rows).min(self.edges.total);
+        let mut edges = self.cursor(src, Level::Edge);
+        let mut atoms = self.cursor(src, Level::Atom);
         // The first sample whose edges end past the chunk's first row.
         let first = edges.first_above(c0, 1, n + 1)?.saturating_sub(1);
         let mut runs = Vec::new();
@@ -622,7 +630,7 @@ impl AtomicDataZarrReader {
 }
 
 #[derive(Clone)]
-/// A sample's rows in one edge chunk ([`AtomicDataZarrReader::edge_runs`]).
+/// A sample's rows in one edge chunk ([`PointerPages::edge_runs`]).
 pub(super) struct EdgeRun {
     /// Physical sample.
     pub(super) sample: usize,

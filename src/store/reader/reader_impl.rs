@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::AtomicDataZarrReader;
-use super::decode::{Decode, Decoded};
+use super::decode::{self, Decode, Decoded};
 use super::plan::{WindowPlan, WindowRows, widths};
+use super::{AtomicDataZarrReader, State, rows};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, Level};
 use crate::error::{Error, Result};
 use crate::source::{ChunkedReader, DecodeCounters, ReadPlan, Reader, SampleMetadata};
@@ -19,7 +19,7 @@ impl Reader for AtomicDataZarrReader {
     }
 
     fn name(&self) -> &str {
-        &self.name
+        &self.chunks.name
     }
 
     fn field_levels(&self) -> BTreeMap<String, Level> {
@@ -31,22 +31,25 @@ impl Reader for AtomicDataZarrReader {
         let physical: Vec<usize> = indices
             .iter()
             .map(|&i| {
-                Error::check_indices(|| self.name.to_string(), [&i], st.len())?;
+                Error::check_indices(|| self.chunks.name.to_string(), [&i], st.len())?;
                 Ok(st.physical(i))
             })
             .collect::<Result<_>>()?;
-        let rows = WindowRows::new(self, &st, physical)?;
-        let dec = self.decode_needed(&st, &rows.all(), CollateOptions::default())?;
+        let rows = WindowRows::new(&self.chunks, &st, physical)?;
+        let dec = decode::decode_needed(&self.chunks, &st, &rows.all(), CollateOptions::default())?;
         let one = |k: usize| rows.part(k..k + 1);
         // A few samples are copied faster than rayon hands them out.
         let mut samples: Vec<AtomicData> = if rows.physical.len() < 16 {
-            (0..rows.physical.len()).map(|k| self.assemble(&st, &dec, one(k))).collect::<Result<_>>()?
+            (0..rows.physical.len()).map(|k| rows::assemble(&self.chunks, &st, &dec, one(k))).collect::<Result<_>>()?
         } else {
-            (0..rows.physical.len()).into_par_iter().map(|k| self.assemble(&st, &dec, one(k))).collect::<Result<_>>()?
+            (0..rows.physical.len())
+                .into_par_iter()
+                .map(|k| rows::assemble(&self.chunks, &st, &dec, one(k)))
+                .collect::<Result<_>>()?
         };
         if !st.strings.is_empty() {
             for (k, s) in samples.iter_mut().enumerate() {
-                self.fill_strings(&st.strings, one(k), &mut s.strings)?;
+                rows::fill_strings(&self.chunks, &st.strings, one(k), &mut s.strings)?;
             }
         }
         Ok(samples)
@@ -63,16 +66,19 @@ impl Reader for AtomicDataZarrReader {
 
     fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
         let st = self.snapshot();
-        Error::check_indices(|| self.name.to_string(), [&index], st.len())?;
+        Error::check_indices(|| self.chunks.name.to_string(), [&index], st.len())?;
         let p = st.physical(index);
         let count = |r: std::ops::Range<u64>| (r.end - r.start) as usize;
-        Ok((count(self.cursor(&st, Level::Atom).rows(p)?), count(self.cursor(&st, Level::Edge).rows(p)?)))
+        Ok((
+            count(st.pointers.cursor(&self.chunks, Level::Atom).rows(p)?),
+            count(st.pointers.cursor(&self.chunks, Level::Edge).rows(p)?),
+        ))
     }
 
     fn refresh(&self) -> Result<()> {
-        let new = self.load_state()?;
+        let new = State::load(&self.chunks)?;
         // Appends rewrite the last partial chunk, so cached chunks may be stale.
-        self.cache.clear();
+        self.chunks.cache.clear();
         *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
         Ok(())
     }
@@ -84,9 +90,9 @@ impl Reader for AtomicDataZarrReader {
     /// is busy with the one before, which must not evict them first.
     fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
         let st = self.snapshot();
-        Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
-        let mut window = WindowPlan::new(self, st, &batches, options)?;
-        window.kept = Some(self.cache.protect(window.chunk_keys()));
+        Error::check_indices(|| self.chunks.name.to_string(), batches.iter().flatten(), st.len())?;
+        let mut window = WindowPlan::new(&self.chunks, self.window_decode_bytes, st, &batches, options)?;
+        window.kept = Some(self.chunks.cache.protect(window.chunk_keys()));
         Ok(ReadPlan::new(batches, options).with_prepared(window))
     }
 
@@ -102,8 +108,8 @@ impl Reader for AtomicDataZarrReader {
         let mut window = match prepared {
             Some(w) => w,
             None => {
-                Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
-                WindowPlan::new(self, st.clone(), &batches, opts)?
+                Error::check_indices(|| self.chunks.name.to_string(), batches.iter().flatten(), st.len())?;
+                WindowPlan::new(&self.chunks, self.window_decode_bytes, st.clone(), &batches, opts)?
             }
         };
         // The read holds the chunks it finds or decodes until it has copied
@@ -117,7 +123,7 @@ impl Reader for AtomicDataZarrReader {
         // bound (then a group of batches at a time, below).
         let whole = loop {
             let sample_bytes = window.rows.all().sample_bytes(&st);
-            match self.decode(&st, &mut window.need, window.decode_bound, sample_bytes)? {
+            match decode::decode(&self.chunks, &st, &mut window.need, window.decode_bound, sample_bytes)? {
                 Decode::Done(dec) => break Some(dec),
                 Decode::OverBound => break None,
                 // An array turned out not to fit int32: read it as stored.
@@ -128,9 +134,9 @@ impl Reader for AtomicDataZarrReader {
         let collate = |dec: &[Decoded], group: std::ops::Range<usize>, out: &mut [CollatedBatch]| {
             out.par_iter_mut().zip(group.into_par_iter()).try_for_each(|(dst, b)| -> Result<()> {
                 let part = w.rows.part(w.bounds[b].clone());
-                self.collate_into(&st, dec, &batches[b], part, opts, dst)?;
+                rows::collate_into(&self.chunks, &self.buffers, &st, dec, &batches[b], part, opts, dst)?;
                 if !st.strings.is_empty() {
-                    self.fill_strings(&st.strings, part, &mut dst.strings)?;
+                    rows::fill_strings(&self.chunks, &st.strings, part, &mut dst.strings)?;
                 }
                 Ok(())
             })
@@ -139,14 +145,14 @@ impl Reader for AtomicDataZarrReader {
             return collate(&dec, 0..batches.len(), out);
         }
         for g in w.groups() {
-            let dec = self.decode_needed(&st, &w.rows_of(&g), opts)?;
+            let dec = decode::decode_needed(&self.chunks, &st, &w.rows_of(&g), opts)?;
             collate(&dec, g.clone(), &mut out[g])?;
         }
         Ok(())
     }
 
     fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.name.clone() }
+        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.chunks.name.clone() }
     }
 
     fn chunked(&self) -> Option<&dyn ChunkedReader> {
@@ -162,10 +168,7 @@ impl AtomicDataZarrReader {
     /// stores the per-atom ones too), the others bulky. The split depends
     /// on the store alone, not on the cache, so the blocks built on it (and
     /// a shuffle's order) do not change with the cache size.
-    fn sized_fields<'a>(
-        &self,
-        st: &'a crate::store::reader::State,
-    ) -> (Vec<(&'a crate::store::reader::FieldArray, u64)>, usize) {
+    fn sized_fields<'a>(&self, st: &'a State) -> (Vec<(&'a super::FieldArray, u64)>, usize) {
         let mut sized: Vec<_> = st
             .fields
             .iter()
@@ -203,10 +206,10 @@ impl ChunkedReader for AtomicDataZarrReader {
         let st = self.snapshot();
         let n = st.num_samples;
         let (sized, first_bulky) = self.sized_fields(&st);
-        let total = |f: &crate::store::reader::FieldArray| st.rows_of(f.level);
+        let total = |f: &super::FieldArray| st.rows_of(f.level);
         let candidates = &sized[first_bulky..];
         // Samples per chunk: chunk rows over mean rows per sample.
-        let span = |f: &crate::store::reader::FieldArray| f.chunk_rows as f64 * n as f64 / total(f) as f64;
+        let span = |f: &super::FieldArray| f.chunk_rows as f64 * n as f64 / total(f) as f64;
         let Some(&(coarsest, _)) = candidates.iter().max_by(|a, b| span(a.0).total_cmp(&span(b.0))) else {
             return (0..st.len()).collect();
         };
@@ -222,22 +225,22 @@ impl ChunkedReader for AtomicDataZarrReader {
                 starts.retain(|&s| s < st.len());
                 Ok(starts)
             }
-            level => self.blocks_by_first_row(&st, level, coarsest.chunk_rows),
+            level => st.pointers.blocks_by_first_row(&self.chunks, st.active.as_ref(), level, coarsest.chunk_rows),
         };
         blocks.unwrap_or_else(|e| {
             // The reads that meet the bad pointers will fail with this error;
             // the order just loses its blocks.
-            log::warn!("{}: blocks of the chunks not found ({e}); one block for the store", self.name);
+            log::warn!("{}: blocks of the chunks not found ({e}); one block for the store", self.chunks.name);
             vec![0]
         })
     }
 
     fn decode_counters(&self) -> DecodeCounters {
-        self.cache.decode_counters()
+        self.chunks.cache.decode_counters()
     }
 
     fn cache_bytes_held(&self) -> u64 {
-        self.cache.stats().bytes
+        self.chunks.cache.stats().bytes
     }
 
     fn cache_fit(&self) -> crate::source::CacheFit {
@@ -246,13 +249,13 @@ impl ChunkedReader for AtomicDataZarrReader {
         crate::source::CacheFit {
             decoded_bytes: sized.iter().map(|&(_, b)| b).sum(),
             resident_bytes: sized[..first_bulky].iter().map(|&(_, b)| b).sum(),
-            cache_bytes: self.cache.budget(),
+            cache_bytes: self.chunks.cache.budget(),
         }
     }
 
     /// The chunk memory may map the budget plus two read windows' chunks,
     /// as at open.
     fn set_cache_bytes(&self, bytes: u64) {
-        self.cache.set_budget(bytes, bytes.saturating_add(self.window_decode_bytes.saturating_mul(2)));
+        self.chunks.cache.set_budget(bytes, bytes.saturating_add(self.window_decode_bytes.saturating_mul(2)));
     }
 }

@@ -1,21 +1,19 @@
 //! String labels on the read side: the listed `strings/` arrays opened
-//! with the state, their rows copied into samples and collated batches.
+//! with the state, their chunks decoded and held (`rows` copies them into
+//! samples and collated batches).
 //!
 //! Labels are small next to the numeric fields, so this path stays simple:
 //! whole chunks decoded by zarrs (checksums checked), the last few kept per
 //! array in a small LRU (a batch's samples share chunks); a refresh drops
 //! them with the state.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use zarrs::array::Array;
 
-use super::AtomicDataZarrReader;
-use super::plan::BatchRows;
-use crate::data::chunks_of;
-use crate::data::{Level, StringField};
+use super::ChunkSource;
+use crate::data::Level;
 use crate::error::{Error, Result};
 use crate::store::bytes::ByteStorage as Store;
 use crate::store::format;
@@ -29,28 +27,28 @@ pub(crate) struct StringArray {
     pub rel: String,
     pub level: Level,
     array: Array<Store>,
-    chunk_rows: u64,
+    pub(super) chunk_rows: u64,
     cache: Mutex<lru::LruCache<u64, Arc<Vec<String>>>>,
 }
 
-impl AtomicDataZarrReader {
+impl StringArray {
     /// Opens the listed string labels; each must have a row per sample
     /// (system) or per atom (atom).
-    pub(super) fn open_strings(
-        &self,
+    pub(super) fn open_all(
+        src: &ChunkSource,
         root: &format::RootAttrs,
         num_samples: u64,
         total_atoms: u64,
     ) -> Result<Vec<StringArray>> {
         let mut out = Vec::new();
-        for (name, level) in format::string_fields(&self.location, root)? {
+        for (name, level) in format::string_fields(&src.location, root)? {
             let rel = format::string_path(&name);
-            let array = crate::store::arrays::open_array(&self.location, &self.store, &rel)?;
+            let array = crate::store::arrays::open_array(&src.location, &src.store, &rel)?;
             let is_string =
                 matches!(array.metadata(), zarrs::array::ArrayMetadata::V3(m) if m.data_type.name() == "string");
             if !is_string || array.dimensionality() != 1 {
                 return Err(Error::inconsistent(
-                    &self.location,
+                    &src.location,
                     &rel,
                     "a string label must be a 1-d Zarr `string` array",
                 ));
@@ -58,64 +56,34 @@ impl AtomicDataZarrReader {
             let need = if level == Level::Atom { total_atoms } else { num_samples };
             let len = array.shape()[0];
             if len < need {
-                return Err(Error::inconsistent(&self.location, &rel, format!("{len} rows, the pointers need {need}")));
+                return Err(Error::inconsistent(&src.location, &rel, format!("{len} rows, the pointers need {need}")));
             }
             let chunk_rows = array
                 .chunk_shape(&[0])
                 .ok()
                 .and_then(|s| s.first().map(|n| n.get()))
-                .ok_or_else(|| Error::format(&self.location, format!("{rel}: cannot determine the chunk shape")))?;
+                .ok_or_else(|| Error::format(&src.location, format!("{rel}: cannot determine the chunk shape")))?;
             let cap = NonZeroUsize::new(CACHED_CHUNKS).unwrap_or(NonZeroUsize::MIN);
             out.push(StringArray { name, rel, level, array, chunk_rows, cache: Mutex::new(lru::LruCache::new(cap)) });
         }
         Ok(out)
     }
 
-    fn string_chunk(&self, s: &StringArray, c: u64) -> Result<Arc<Vec<String>>> {
+    /// Chunk `c` of the label, decoded (or held).
+    pub(super) fn chunk(&self, src: &ChunkSource, c: u64) -> Result<Arc<Vec<String>>> {
         // A poisoned lock still holds a valid cache.
-        let mut cache = s.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(hit) = cache.get(&c) {
             return Ok(hit.clone());
         }
-        let v: Vec<String> = s.array.retrieve_chunk_opt(&[c], &self.codec_options).map_err(|e| Error::Chunk {
-            store: self.location.clone(),
-            array: s.rel.clone(),
+        let v: Vec<String> = self.array.retrieve_chunk_opt(&[c], &src.codec_options).map_err(|e| Error::Chunk {
+            store: src.location.clone(),
+            array: self.rel.clone(),
             chunk: c,
             reason: e.to_string(),
         })?;
         let v = Arc::new(v);
         cache.put(c, v.clone());
         Ok(v)
-    }
-
-    /// Appends the string rows of the samples of `samples` (in order) to
-    /// `out`, one entry per label; `out` is cleared first.
-    pub(super) fn fill_strings(
-        &self,
-        arrays: &[StringArray],
-        samples: BatchRows<'_>,
-        out: &mut BTreeMap<String, StringField>,
-    ) -> Result<()> {
-        out.clear();
-        for s in arrays {
-            let mut values = Vec::new();
-            for k in 0..samples.len() {
-                let rows = samples.rows(s.level, k);
-                for c in chunks_of(&rows, s.chunk_rows) {
-                    let chunk = self.string_chunk(s, c)?;
-                    let lo = (rows.start.max(c * s.chunk_rows) - c * s.chunk_rows) as usize;
-                    let hi = (rows.end.min((c + 1) * s.chunk_rows) - c * s.chunk_rows) as usize;
-                    let part = chunk.get(lo..hi).ok_or_else(|| Error::Chunk {
-                        store: self.location.clone(),
-                        array: s.rel.clone(),
-                        chunk: c,
-                        reason: format!("decoded chunk of {} rows, rows {lo}..{hi} wanted", chunk.len()),
-                    })?;
-                    values.extend(part.iter().cloned());
-                }
-            }
-            out.insert(s.name.clone(), StringField { level: s.level, values });
-        }
-        Ok(())
     }
 }

@@ -65,6 +65,7 @@ use crate::error::{Error, Result};
 use crate::store::chunk_bytes::{self, Fault, MISSING};
 use crate::store::codec::ChainSpec;
 use crate::store::durable::Store;
+use crate::threads::lock;
 
 /// The zstd frame magic number (little endian on disk).
 const ZSTD_MAGIC: u32 = 0xFD2F_B528;
@@ -257,11 +258,6 @@ fn max_block(head: &[u8], chunk_bytes: usize) -> std::io::Result<usize> {
 pub(super) struct Tails {
     committed: Mutex<HashMap<String, Tail>>,
     staged: Mutex<HashMap<String, Tail>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Each update is one insert, remove or clear: a poisoned map is whole.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Tails {

@@ -1,5 +1,5 @@
 //! The mixing samplers fitted to the reader a [`DataLoader`](crate::DataLoader)
-//! reads: [`MultiDatasetSampler`] or [`MultiDatasetBatchSampler`] over a
+//! reads (the loader fits them when it is built): [`MultiDatasetSampler`] or [`MultiDatasetBatchSampler`] over a
 //! [`MultiReader`](crate::MultiReader) whose children are stores.
 //!
 //! A shuffled mixture walks each child pass after pass. Walked in a
@@ -18,16 +18,18 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::sampler::{
+use super::{
     BatchSampler, ChildOrder, ChunkShuffleSampler, MultiDatasetBatchSampler, MultiDatasetSampler, POOL_RAMP_BLOCKS,
     Sampler, pool_blocks_at_least,
 };
 use crate::source::Reader;
 
-use super::plan::lock;
-use super::ranked::{Items, RankedBatches, RankedSamples};
+// The children's orders are swapped whole: valid whatever a panicking thread did.
+use crate::threads::lock;
 
-/// Chunk blocks per block of a dataset's pool. A block's rows of the
+/// Chunk blocks per block of a dataset's sampler: its pool draws runs of
+/// this many adjacent chunk blocks, and counts its size in chunk blocks
+/// like every block pool. A block's rows of the
 /// arrays whose chunks are finer than the blocks' (the edge arrays, say)
 /// start and end inside chunks it shares with the neighbouring blocks,
 /// which the pool draws at other times: each such chunk is decoded once per
@@ -38,6 +40,12 @@ use super::ranked::{Items, RankedBatches, RankedSamples};
 /// samples (a batch still draws its samples of a store from 0.76-0.85 as
 /// many distinct windows of 0.1% of the store).
 const BLOCKS_PER_POOL_BLOCK: usize = 4;
+
+/// Pool sizes counted in runs of [`BLOCKS_PER_POOL_BLOCK`] chunk blocks,
+/// in chunk blocks.
+pub(crate) fn runs_as_chunk_blocks(runs: &[Option<usize>]) -> Vec<Option<usize>> {
+    runs.iter().map(|p| p.map(|r| r * BLOCKS_PER_POOL_BLOCK)).collect()
+}
 
 /// What the two mixing samplers share for fitting.
 pub(crate) trait Mixing: Send + Sync {
@@ -87,8 +95,11 @@ impl Mixing for MultiDatasetBatchSampler {
 /// A mixing sampler with each child's order chosen for the reader.
 pub(crate) struct FittedMix<M> {
     mix: M,
-    /// Each child's chunk blocks (local block starts; empty without chunks).
+    /// Each child's runs of [`BLOCKS_PER_POOL_BLOCK`] chunk blocks (local
+    /// starts; empty without chunks): the blocks its sampler draws.
     blocks: Vec<Arc<[usize]>>,
+    /// Each child's chunk blocks.
+    chunk_blocks: Vec<usize>,
     /// Each child's draws per batch (its pool grows a block per this many).
     ramp: Vec<usize>,
     /// The children's orders; switched whole by a loaded state.
@@ -119,29 +130,33 @@ impl<M: Mixing> FittedMix<M> {
             return Err(format!("the reader has {} parts for the sampler's {} datasets", fits.len(), lengths.len()));
         }
         let mut blocks = Vec::with_capacity(lengths.len());
+        let mut chunk_blocks = Vec::with_capacity(lengths.len());
         let mut lo = 0;
         for &len in &lengths {
             let local: Vec<usize> = starts.iter().filter(|&&g| g >= lo && g < lo + len).map(|&g| g - lo).collect();
             // Runs of adjacent chunk blocks: see `BLOCKS_PER_POOL_BLOCK`.
             let runs: Vec<usize> = local.iter().copied().step_by(BLOCKS_PER_POOL_BLOCK).collect();
             blocks.push(Arc::from(runs));
+            chunk_blocks.push(local.len());
             lo += len;
         }
         let ramp = (0..lengths.len()).map(|d| mix.draws_per_batch(d, batch_size)).collect();
-        let fitted = FittedMix { mix, blocks, ramp, children: Mutex::new(Arc::new(Vec::new())) };
+        let fitted = FittedMix { mix, blocks, chunk_blocks, ramp, children: Mutex::new(Arc::new(Vec::new())) };
         let pools: Vec<Option<usize>> = (0..lengths.len())
             .map(|d| {
                 let fit = fits[d];
                 let floor = fitted.ramp[d].div_ceil(BLOCKS_PER_POOL_BLOCK).max(POOL_RAMP_BLOCKS);
-                let k = pool_blocks_at_least(fit, fitted.blocks[d].len(), floor).filter(|_| fitted.mix.shuffles());
+                // Sized in runs (the sampler's blocks), counted in chunk blocks.
+                let runs = pool_blocks_at_least(fit, fitted.blocks[d].len(), floor).filter(|_| fitted.mix.shuffles());
+                let k = runs.map(|r| r * BLOCKS_PER_POOL_BLOCK);
                 let mib = |b: u64| b as f64 / f64::from(1 << 20);
                 let name = format!("mixture dataset {d} ({} samples)", lengths[d]);
                 match k {
                     _ if !fitted.mix.shuffles() => log::info!("{name}: in order (shuffle off)"),
                     Some(k) => log::info!(
-                        "{name}: block pool of {k} of {} blocks (decodes to {:.0} MiB, more than its {:.0} MiB share \
+                        "{name}: block pool of {k} of {} chunk blocks (decodes to {:.0} MiB, more than its {:.0} MiB share \
                          of the cache; a permutation would decode nearly all of it in every read window)",
-                        fitted.blocks[d].len(),
+                        fitted.chunk_blocks[d],
                         mib(fit.decoded_bytes),
                         mib(fit.cache_bytes)
                     ),
@@ -163,13 +178,14 @@ impl<M: Mixing> FittedMix<M> {
         Ok(fitted)
     }
 
-    /// Each child's pool blocks (`None`: a permutation), as
+    /// Each child's pool size in chunk blocks (`None`: a permutation), as
     /// [`LoaderState`](crate::LoaderState) records them.
     pub(crate) fn pools(&self) -> Vec<Option<usize>> {
-        lock(&self.children).iter().map(ChildOrder::pool_blocks).collect()
+        let runs: Vec<Option<usize>> = lock(&self.children).iter().map(ChildOrder::pool_blocks).collect();
+        runs_as_chunk_blocks(&runs)
     }
 
-    /// Follows saved pool sizes from now on; `false` when they do not fit
+    /// Follows saved pool sizes (chunk blocks) from now on; `false` when they do not fit
     /// these children (another count, or a pool over a child without
     /// chunks).
     pub(crate) fn adopt(&self, pools: &[Option<usize>]) -> bool {
@@ -190,7 +206,8 @@ impl<M: Mixing> FittedMix<M> {
                         return false;
                     }
                     let seed = self.mix.seed() ^ (d as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
-                    ChildOrder::Pool(s.with_pool_blocks(*k).with_seed(seed))
+                    let runs = k.div_ceil(BLOCKS_PER_POOL_BLOCK).max(1);
+                    ChildOrder::Pool(s.with_pool_blocks(runs).with_seed(seed))
                 }
             });
         }
@@ -198,7 +215,13 @@ impl<M: Mixing> FittedMix<M> {
         true
     }
 
-    fn orders(&self) -> Arc<Vec<ChildOrder>> {
+    /// The mixing sampler as given.
+    pub(crate) fn mix(&self) -> &M {
+        &self.mix
+    }
+
+    /// The children's orders now.
+    pub(crate) fn orders(&self) -> Arc<Vec<ChildOrder>> {
         lock(&self.children).clone()
     }
 }
@@ -229,32 +252,11 @@ impl Sampler for FittedMix<MultiDatasetSampler> {
     }
 }
 
-impl RankedSamples for FittedMix<MultiDatasetSampler> {
-    fn is_ranked(&self) -> bool {
-        true
-    }
-    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Option<Items<usize>> {
-        Some(Box::new(self.mix.rank_draws(epoch, rank, world, self.orders())))
-    }
-    fn rank_len(&self, rank: usize, world: usize) -> Option<usize> {
-        Some(self.mix.rank_len(rank, world))
-    }
-}
-
 impl BatchSampler for FittedMix<MultiDatasetBatchSampler> {
     fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
-        self.mix.rank_batch_draws(epoch, 0, 1, self.orders()).collect()
+        self.mix().rank_batch_draws(epoch, 0, 1, self.orders()).collect()
     }
     fn len(&self) -> usize {
         BatchSampler::len(&self.mix)
-    }
-}
-
-impl RankedBatches for FittedMix<MultiDatasetBatchSampler> {
-    fn rank_iter(&self, epoch: u64, rank: usize, world: usize) -> Items<Vec<usize>> {
-        Box::new(self.mix.rank_batch_draws(epoch, rank, world, self.orders()))
-    }
-    fn rank_len(&self, rank: usize, world: usize) -> usize {
-        self.mix.rank_len(rank, world)
     }
 }

@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use zarrs::array::{Array, ArrayToBytesCodecTraits, CodecChain, CodecError};
 
-use super::AtomicDataZarrReader;
-use super::FieldArray;
-use super::cache::ChunkBuf;
+use super::{ChunkSource, FieldArray};
 use crate::data::DType;
 use crate::error::{Error, Result};
 use crate::store::bytes::{ByteStorage as Store, Bytes};
 use crate::store::chunk_bytes::{self, Fault};
 use crate::store::codec::ChainSpec;
+use crate::store::reader::cache::ChunkBuf;
 
 /// How the reader decodes an array's (inner) chunks itself: it reads each
 /// chunk's encoded bytes (for sharded arrays, through the shard index it
@@ -104,7 +103,7 @@ pub(super) type ShardIndex = Option<Arc<Vec<(u64, u64)>>>;
 impl DirectDecode {
     /// The plan for `array` (its codec chain `chain`), if the reader can
     /// find its chunks' bytes.
-    pub(super) fn plan(array: &Array<Store>, dtype: DType, chain: &ChainSpec) -> Option<DirectDecode> {
+    pub(crate) fn of(array: &Array<Store>, dtype: DType, chain: &ChainSpec) -> Option<DirectDecode> {
         let (shard, shape) = match chain.sharding() {
             Some(s) => {
                 let r = chain.row_shards()?;
@@ -158,7 +157,7 @@ pub(super) enum Located {
     At { key: String, range: Option<std::ops::Range<u64>> },
 }
 
-impl AtomicDataZarrReader {
+impl ChunkSource {
     /// Where chunk `chunk` of `f` is stored, for the direct path (reading
     /// the shard index first if it is not cached).
     pub(super) fn locate(&self, f: &FieldArray, chunk: u64) -> Result<Located> {

@@ -15,12 +15,15 @@
 use std::ops::Range;
 use std::sync::{OnceLock, mpsc};
 
-use super::AtomicDataZarrReader;
-use super::State;
-use super::cache::ChunkBytes;
 use super::direct::{Located, ShardLayout};
+use super::{ChunkSource, FieldArray};
 use crate::error::{Error, Result};
 use crate::store::bytes::{Bytes, RangeRequest};
+use crate::store::reader::cache::{ChunkBuf, ChunkBytes};
+
+/// What becomes of a decoded chunk: `(field, chunk, bytes)` to the chunk
+/// as a request keeps it (`None`: the array turned wide-only).
+pub(crate) type Keep<'a> = dyn Fn(usize, u64, ChunkBuf) -> Result<Option<ChunkBytes>> + Sync + 'a;
 
 /// Largest merged request (bytes): merging stops here, so one response
 /// never holds a whole large shard.
@@ -90,10 +93,12 @@ type Slot = OnceLock<Result<Option<ChunkBytes>>>;
 /// One `fetch_and_decode` call: what it wants, where each chunk lies, and
 /// a result slot per wanted chunk, filled from rayon jobs.
 struct Fetch<'a> {
-    reader: &'a AtomicDataZarrReader,
-    st: &'a State,
+    src: &'a ChunkSource,
+    fields: &'a [FieldArray],
     wanted: &'a [(usize, u64)],
-    widths: &'a [super::cache::Width],
+    /// What becomes of a decoded chunk (field, chunk, bytes): the
+    /// request's checks, width and cache (see `decode::keep_decoded`).
+    keep: &'a Keep<'a>,
     located: Vec<Located>,
     results: Vec<Slot>,
 }
@@ -107,29 +112,28 @@ impl Fetch<'_> {
     /// does not read).
     fn decode_through_zarrs(&self, slot: usize) {
         let (fi, c) = self.wanted[slot];
-        let f = &self.st.fields[fi];
-        let r =
-            self.reader.decode_raw(f, c).and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.widths[fi], raw));
+        let f = &self.fields[fi];
+        let r = self.src.decode_raw(f, c).and_then(|raw| (self.keep)(fi, c, raw));
         self.set(slot, r);
     }
 
     /// Decodes the encoded bytes of `slot`.
     fn decode(&self, slot: usize, encoded: Bytes) {
         let (fi, c) = self.wanted[slot];
-        let f = &self.st.fields[fi];
+        let f = &self.fields[fi];
         let expected = f.chunk_bytes() as usize;
         let r = self
-            .reader
+            .src
             .decode_encoded(f, c, &encoded, expected)
-            .and_then(|raw| self.reader.check_len(f, c, raw))
-            .and_then(|raw| self.reader.keep_decoded(self.st, f, c, self.widths[fi], raw));
+            .and_then(|raw| self.src.check_len(f, c, raw))
+            .and_then(|raw| (self.keep)(fi, c, raw));
         self.set(slot, r);
     }
 
     /// The error of the chunk in `slot`.
     fn chunk_error(&self, slot: usize, why: String) -> Error {
         let (fi, c) = self.wanted[slot];
-        self.reader.chunk_error(&self.st.fields[fi], c, why)
+        self.src.chunk_error(&self.fields[fi], c, why)
     }
 
     /// Hands the response `got` to request `key` to a decode job per member
@@ -154,7 +158,7 @@ impl Fetch<'_> {
             Ok(None) => return Err(self.chunk_error(members[0].0, format!("object {key} vanished"))),
             Err(e) => {
                 let (fi, c) = self.wanted[members[0].0];
-                return Err(self.reader.read_error(&self.st.fields[fi], c, e));
+                return Err(self.src.read_error(&self.fields[fi], c, e));
             }
         };
         for (slot, sub) in members.iter().cloned() {
@@ -169,7 +173,7 @@ impl Fetch<'_> {
             };
             s.spawn(move |_| {
                 if let Located::At { key, range } = &self.located[slot] {
-                    self.reader.bytes.keep(key, range.as_ref(), &part);
+                    self.src.bytes.keep(key, range.as_ref(), &part);
                 }
                 self.decode(slot, part)
             });
@@ -178,111 +182,102 @@ impl Fetch<'_> {
     }
 }
 
-impl AtomicDataZarrReader {
-    /// Decodes chunks `wanted` ((field, chunk) pairs of `st`) of a remote
-    /// store as described in the module docs. One entry per wanted chunk, as
-    /// `decode_chunk_as` returns it (`None`: the array turned wide-only).
-    pub(super) fn fetch_and_decode(
-        &self,
-        st: &State,
-        wanted: &[(usize, u64)],
-        widths: &[super::cache::Width],
-    ) -> Result<Vec<Option<ChunkBytes>>> {
-        self.read_shard_indexes(st, wanted)?;
-        // Every index is cached now: locating makes no request.
-        let located: Vec<Located> =
-            wanted.iter().map(|&(fi, c)| self.locate(&st.fields[fi], c)).collect::<Result<_>>()?;
-        let job =
-            Fetch { reader: self, st, wanted, widths, located, results: wanted.iter().map(|_| Slot::new()).collect() };
-        // Chunks the source's disk cache holds are decoded without a request.
-        let mut held: Vec<(usize, Bytes)> = Vec::new();
-        let mut slots: Vec<(usize, &Located)> = Vec::with_capacity(job.located.len());
+/// Decodes chunks `wanted` ((field, chunk) pairs of `fields`) of a remote
+/// store as described in the module docs, each handed to `keep`. One entry
+/// per wanted chunk, as `keep` returns it (`None`: the array turned
+/// wide-only).
+pub(crate) fn fetch_and_decode(
+    src: &ChunkSource,
+    fields: &[FieldArray],
+    wanted: &[(usize, u64)],
+    keep: &Keep<'_>,
+) -> Result<Vec<Option<ChunkBytes>>> {
+    read_shard_indexes(src, fields, wanted)?;
+    // Every index is cached now: locating makes no request.
+    let located: Vec<Located> = wanted.iter().map(|&(fi, c)| src.locate(&fields[fi], c)).collect::<Result<_>>()?;
+    let job = Fetch { src, fields, wanted, keep, located, results: wanted.iter().map(|_| Slot::new()).collect() };
+    // Chunks the source's disk cache holds are decoded without a request.
+    let mut held: Vec<(usize, Bytes)> = Vec::new();
+    let mut slots: Vec<(usize, &Located)> = Vec::with_capacity(job.located.len());
+    for (slot, loc) in job.located.iter().enumerate() {
+        if let Located::At { key, range } = loc
+            && let Some(b) = src.bytes.cached(key, range.as_ref())
+        {
+            held.push((slot, b));
+            continue;
+        }
+        slots.push((slot, loc));
+    }
+    let (requests, parts) = merge(&slots, src.bytes.merge_gap());
+    let mut failure: Option<Error> = None;
+    rayon::in_place_scope(|s| {
+        let job = &job;
+        // Chunks the direct path does not read go through zarrs meanwhile.
         for (slot, loc) in job.located.iter().enumerate() {
-            if let Located::At { key, range } = loc
-                && let Some(b) = self.bytes.cached(key, range.as_ref())
-            {
-                held.push((slot, b));
-                continue;
+            if *loc == Located::Elsewhere {
+                s.spawn(move |_| job.decode_through_zarrs(slot));
             }
-            slots.push((slot, loc));
         }
-        let (requests, parts) = merge(&slots, self.bytes.merge_gap());
-        let mut failure: Option<Error> = None;
-        rayon::in_place_scope(|s| {
-            let job = &job;
-            // Chunks the direct path does not read go through zarrs meanwhile.
-            for (slot, loc) in job.located.iter().enumerate() {
-                if *loc == Located::Elsewhere {
-                    s.spawn(move |_| job.decode_through_zarrs(slot));
-                }
-            }
-            for (slot, b) in held {
-                s.spawn(move |_| job.decode(slot, b));
-            }
-            let (tx, rx) = mpsc::channel();
-            let keys: Vec<String> = requests.iter().map(|r| r.key.clone()).collect();
-            self.bytes.fetch_many(requests, tx);
-            for (ri, got) in rx {
-                if let Err(e) = job.deliver(s, &keys[ri], &parts[ri], got) {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        });
-        if let Some(e) = failure {
-            return Err(e);
+        for (slot, b) in held {
+            s.spawn(move |_| job.decode(slot, b));
         }
-        job.results
-            .into_iter()
-            .map(|r| {
-                r.into_inner().unwrap_or_else(|| Err(Error::Internal("remote fetch left a chunk undecoded".into())))
-            })
-            .collect()
+        let (tx, rx) = mpsc::channel();
+        let keys: Vec<String> = requests.iter().map(|r| r.key.clone()).collect();
+        src.bytes.fetch_many(requests, tx);
+        for (ri, got) in rx {
+            if let Err(e) = job.deliver(s, &keys[ri], &parts[ri], got) {
+                failure = Some(e);
+                break;
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
     }
+    job.results
+        .into_iter()
+        .map(|r| r.into_inner().unwrap_or_else(|| Err(Error::Internal("remote fetch left a chunk undecoded".into()))))
+        .collect()
+}
 
-    /// Reads the shard indexes `wanted` needs that are not cached yet, up to
-    /// the source's concurrency at a time (each is one suffix request).
-    fn read_shard_indexes(&self, st: &State, wanted: &[(usize, u64)]) -> Result<()> {
-        let mut shards: Vec<(usize, u64)> = wanted
-            .iter()
-            .filter_map(|&(fi, c)| {
-                let f = &st.fields[fi];
-                let (shard, _) = f.direct.as_ref()?.shard_of(c)?;
-                let known =
-                    f.shard_indexes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(&shard);
-                (!known).then_some((fi, c))
-            })
-            .collect();
-        shards.sort_unstable();
-        shards
-            .dedup_by_key(|&mut (fi, c)| (fi, st.fields[fi].direct.as_ref().and_then(|d| d.shard_of(c)).map(|s| s.0)));
-        if shards.is_empty() {
-            return Ok(());
-        }
-        // Indexes at the end of their shard: one suffix request each, all
-        // in flight together; any other layout one at a time.
-        let mut suffixes: Vec<(usize, u64, ShardLayout)> = Vec::new();
-        for &(fi, c) in &shards {
-            let f = &st.fields[fi];
-            let Some((shard, layout)) = f.direct.as_ref().and_then(|d| d.shard_of(c)) else { continue };
-            if layout.index_at_end() {
-                suffixes.push((fi, shard, layout));
-            } else {
-                self.shard_index(f, shard, layout)?;
-            }
-        }
-        let requests: Vec<(String, u64)> = suffixes
-            .iter()
-            .map(|&(fi, shard, layout)| (self.shard_key(&st.fields[fi], shard), layout.index_len()))
-            .collect();
-        let found = self.bytes.get_suffixes(&requests);
-        for ((fi, shard, layout), got) in suffixes.into_iter().zip(found) {
-            let f = &st.fields[fi];
-            let got = got.map_err(|e| self.read_error(f, shard * layout.inner_per_shard(), e))?;
-            self.parse_shard_index(f, shard, layout, got)?;
-        }
-        Ok(())
+/// Reads the shard indexes `wanted` needs that are not cached yet, up to
+/// the source's concurrency at a time (each is one suffix request).
+fn read_shard_indexes(src: &ChunkSource, fields: &[FieldArray], wanted: &[(usize, u64)]) -> Result<()> {
+    let mut shards: Vec<(usize, u64)> = wanted
+        .iter()
+        .filter_map(|&(fi, c)| {
+            let f = &fields[fi];
+            let (shard, _) = f.direct.as_ref()?.shard_of(c)?;
+            let known = f.shard_indexes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(&shard);
+            (!known).then_some((fi, c))
+        })
+        .collect();
+    shards.sort_unstable();
+    shards.dedup_by_key(|&mut (fi, c)| (fi, fields[fi].direct.as_ref().and_then(|d| d.shard_of(c)).map(|s| s.0)));
+    if shards.is_empty() {
+        return Ok(());
     }
+    // Indexes at the end of their shard: one suffix request each, all
+    // in flight together; any other layout one at a time.
+    let mut suffixes: Vec<(usize, u64, ShardLayout)> = Vec::new();
+    for &(fi, c) in &shards {
+        let f = &fields[fi];
+        let Some((shard, layout)) = f.direct.as_ref().and_then(|d| d.shard_of(c)) else { continue };
+        if layout.index_at_end() {
+            suffixes.push((fi, shard, layout));
+        } else {
+            src.shard_index(f, shard, layout)?;
+        }
+    }
+    let requests: Vec<(String, u64)> =
+        suffixes.iter().map(|&(fi, shard, layout)| (src.shard_key(&fields[fi], shard), layout.index_len())).collect();
+    let found = src.bytes.get_suffixes(&requests);
+    for ((fi, shard, layout), got) in suffixes.into_iter().zip(found) {
+        let f = &fields[fi];
+        let got = got.map_err(|e| src.read_error(f, shard * layout.inner_per_shard(), e))?;
+        src.parse_shard_index(f, shard, layout, got)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Epoch plans of a [`DataLoader`](crate::DataLoader): which batches one
+//! Epoch schedules of a [`DataLoader`](crate::DataLoader): which batches one
 //! rank (or one device slice) reads in an epoch, from a resume position
 //! (the state that records it, [`LoaderState`](crate::LoaderState), is
 //! `resume`'s).
@@ -11,23 +11,8 @@
 //! batches, exactly the first `s * world_size * batch_size` samples of the
 //! order were consumed, whatever the world size was.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use crate::sampler::{BatchSampler, Sampler};
-
-use super::ranked::{Items, RankedBatches, RankedSamples, Resume, ResumeAt, plan_iter, rest_lens};
-
-/// How an epoch is cut into batches.
-#[derive(Clone)]
-pub(crate) enum Batching {
-    /// Fixed-size batches over a sampler's order; positions count samples.
-    /// With `ranked`, an order planned rank by rank whenever it says so
-    /// (see [`ranked`](super::ranked)).
-    Fixed { sampler: Arc<dyn Sampler>, batch_size: usize, drop_last: bool, ranked: Option<Arc<dyn RankedSamples>> },
-    /// A batch sampler's batches; positions count batches. With `ranked`,
-    /// batches planned rank by rank.
-    Lists(Arc<dyn BatchSampler>, Option<Arc<dyn RankedBatches>>),
-}
+use super::order::Order;
+use super::ranked::{Items, Resume, ResumeAt, rest_lens, schedule_iter};
 
 /// This loader's place among ranks and device slices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,21 +29,21 @@ fn part(len: usize, w: usize, r: usize) -> (usize, usize) {
     (len * r / w, len * (r + 1) / w)
 }
 
-impl Batching {
+impl Order {
     /// The global length of an epoch in position units (samples or batches),
     /// without planning it where the sampler knows its length.
     pub fn global_len(&self) -> usize {
         match self {
-            Batching::Fixed { sampler, .. } => sampler.len(),
-            Batching::Lists(bs, _) => bs.len(),
+            Order::Samples { samples, .. } => samples.sampler().len(),
+            Order::Batches(b) => b.sampler().len(),
         }
     }
 
     /// Whether `epoch`'s order is planned rank by rank.
     pub fn is_ranked(&self) -> bool {
         match self {
-            Batching::Fixed { ranked, .. } => ranked.as_ref().is_some_and(|r| r.is_ranked()),
-            Batching::Lists(_, ranked) => ranked.is_some(),
+            Order::Samples { samples, .. } => samples.ranked().is_some_and(|r| r.is_ranked()),
+            Order::Batches(b) => b.ranked().is_some(),
         }
     }
 
@@ -67,9 +52,10 @@ impl Batching {
     /// for fixed-size batches (`None` for batch samplers, whose batch sizes
     /// are only known from a plan).
     pub fn counts(&self, view: View, pos: usize, resume: Option<&Resume>) -> Option<(usize, usize)> {
-        let Batching::Fixed { sampler, batch_size: b, drop_last, ranked } = self else { return None };
+        let Order::Samples { samples, batch_size: b, drop_last } = self else { return None };
         let (w, b) = (view.world_size, *b);
-        let (batches, items) = match ranked.as_ref().filter(|_| self.is_ranked()) {
+        let sampler = samples.sampler();
+        let (batches, items) = match samples.ranked().filter(|_| self.is_ranked()) {
             Some(r) => {
                 let lens = rest_lens(resume, (w, pos, b), |q, w| r.rank_len(q, w).unwrap_or(0));
                 let n = equal_batches(&lens, b, *drop_last);
@@ -100,21 +86,27 @@ impl Batching {
     /// The batches this view reads in `epoch` from global position `pos`
     /// (`resume`: the epoch's resumes with other numbers of ranks, for a
     /// ranked order).
-    pub fn plan(&self, view: View, epoch: u64, pos: usize, resume: Option<&Resume>) -> Vec<Vec<usize>> {
-        self.plan_lazy(view, epoch, pos, resume).1.collect()
+    pub fn schedule(&self, view: View, epoch: u64, pos: usize, resume: Option<&Resume>) -> Vec<Vec<usize>> {
+        self.schedule_lazy(view, epoch, pos, resume).1.collect()
     }
 
-    /// [`plan`](Self::plan) as the number of batches and the batches drawn
-    /// as they are taken: a ranked order's epoch is never held whole (only
-    /// its samplers' state), so planning costs nothing up front.
-    pub fn plan_lazy(&self, view: View, epoch: u64, pos: usize, resume: Option<&Resume>) -> (usize, Items<Vec<usize>>) {
+    /// [`schedule`](Self::schedule) as the number of batches and the
+    /// batches drawn as they are taken: a ranked order's epoch is never held
+    /// whole (only its samplers' state), so scheduling costs nothing up front.
+    pub fn schedule_lazy(
+        &self,
+        view: View,
+        epoch: u64,
+        pos: usize,
+        resume: Option<&Resume>,
+    ) -> (usize, Items<Vec<usize>>) {
         let w = view.world_size;
         let ranked_fixed = match self {
-            Batching::Fixed { ranked: Some(r), .. } if self.is_ranked() => Some(r.clone()),
+            Order::Samples { samples, .. } if self.is_ranked() => samples.ranked(),
             _ => None,
         };
         let lazy: (usize, Items<Vec<usize>>) = match (self, ranked_fixed) {
-            (Batching::Fixed { batch_size: b, drop_last, .. }, Some(r)) => {
+            (Order::Samples { batch_size: b, drop_last, .. }, Some(r)) => {
                 let b = *b;
                 let r2 = r.clone();
                 let own = resume
@@ -122,7 +114,7 @@ impl Batching {
                     .and_then(|res| r.resumed_iter(epoch, res, ResumeAt { rank: view.rank, world: w, pos, unit: b }));
                 let (items, lens) = match own {
                     Some(items) => (items, rest_lens(resume, (w, pos, b), |q, w| r.rank_len(q, w).unwrap_or(0))),
-                    None => plan_iter(
+                    None => schedule_iter(
                         resume,
                         (view.rank, w, pos, b),
                         |q, w| r.rank_len(q, w).unwrap_or(0),
@@ -134,7 +126,8 @@ impl Batching {
                 let n = equal_batches(&lens, b, *drop_last);
                 (n, Box::new(Chunks { items, b }.chain(std::iter::repeat_with(Vec::new)).take(n)))
             }
-            (Batching::Fixed { sampler, batch_size: b, drop_last, .. }, None) => {
+            (Order::Samples { samples, batch_size: b, drop_last }, None) => {
+                let sampler = samples.sampler();
                 // Rounds of `w * b` items from `pos`, each split among the
                 // ranks; this rank's part of each is cut as it is taken. An
                 // in-order sampler's epoch is the range itself, never held.
@@ -154,38 +147,52 @@ impl Batching {
                 });
                 (count, Box::new(batches))
             }
-            (Batching::Lists(_, Some(r)), _) => {
-                let r2 = r.clone();
-                let (items, lens) = plan_iter(
-                    resume,
-                    (view.rank, w, pos, 1),
-                    |q, w| r.rank_len(q, w),
-                    move |q, w| r2.rank_iter(epoch, q, w),
-                );
-                (lens.get(view.rank).copied().unwrap_or(0), items)
-            }
-            (Batching::Lists(bs, None), _) => {
-                let all = bs.batches(epoch);
-                let mine: Vec<Vec<usize>> =
-                    all.into_iter().skip(pos).enumerate().filter(|(j, _)| j % w == view.rank).map(|(_, b)| b).collect();
-                (mine.len(), Box::new(mine.into_iter()))
-            }
+            (Order::Batches(bo), _) => match bo.ranked() {
+                Some(r) => {
+                    let r2 = r.clone();
+                    let (items, lens) = schedule_iter(
+                        resume,
+                        (view.rank, w, pos, 1),
+                        |q, w| r.rank_len(q, w),
+                        move |q, w| r2.rank_iter(epoch, q, w),
+                    );
+                    (lens.get(view.rank).copied().unwrap_or(0), items)
+                }
+                None => {
+                    let all = bo.sampler().batches(epoch);
+                    let mine: Vec<Vec<usize>> = all
+                        .into_iter()
+                        .skip(pos)
+                        .enumerate()
+                        .filter(|(j, _)| j % w == view.rank)
+                        .map(|(_, b)| b)
+                        .collect();
+                    (mine.len(), Box::new(mine.into_iter()))
+                }
+            },
         };
-        let Some((s, e)) = view.slice else { return lazy };
+        match view.slice {
+            None => lazy,
+            Some(range) => self.sliced(lazy.1, range),
+        }
+    }
+
+    /// Items `s..e` of a rank's batches (Burn's `slice`), as batches.
+    fn sliced(&self, batches: Items<Vec<usize>>, (s, e): (usize, usize)) -> (usize, Items<Vec<usize>>) {
         let out: Vec<Vec<usize>> = match self {
             // Burn's contract: the slice's items re-batched at the batch
             // size, so only its last batch may be short.
-            Batching::Fixed { batch_size: b, .. } => {
-                let flat: Vec<usize> = lazy.1.flatten().collect();
+            Order::Samples { batch_size: b, .. } => {
+                let flat: Vec<usize> = batches.flatten().collect();
                 let (s, e) = (s.min(flat.len()), e.min(flat.len()));
                 flat[s..e.max(s)].chunks(*b).map(<[usize]>::to_vec).collect()
             }
             // Whole batches (a size-aware batch stays within its budgets):
             // those whose first item lies in the range.
-            Batching::Lists(..) => {
+            Order::Batches(_) => {
                 let mut at = 0;
                 let mut out = Vec::new();
-                for b in lazy.1 {
+                for b in batches {
                     let len = b.len();
                     if at >= s && at < e {
                         out.push(b);
@@ -202,8 +209,8 @@ impl Batching {
     pub fn advance(&self, view: View, pos: usize, steps: usize) -> usize {
         let len = self.global_len();
         match self {
-            Batching::Fixed { batch_size, .. } => (pos + steps * view.world_size * batch_size).min(len),
-            Batching::Lists(..) => (pos + steps * view.world_size).min(len),
+            Order::Samples { batch_size, .. } => (pos + steps * view.world_size * batch_size).min(len),
+            Order::Batches(_) => (pos + steps * view.world_size).min(len),
         }
     }
 }
@@ -283,26 +290,22 @@ impl Cursor {
 /// The size of an epoch planned from `(epoch, position)`: what the loader
 /// caches so that `len()` plans a batch sampler's epoch once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PlanCounts {
+pub(crate) struct ScheduleCounts {
     pub(crate) epoch: u64,
     pub(crate) position: usize,
     pub(crate) batches: usize,
     pub(crate) items: usize,
 }
 
-/// Locks a mutex whose data stays consistent even if a holder panicked
-/// (every critical section here writes plain counters).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::order::{BatchOrder, SampleOrder};
     use crate::sampler::{ListBatchSampler, SequentialSampler};
+    use std::sync::Arc;
 
-    fn fixed(n: usize, b: usize, drop_last: bool) -> Batching {
-        Batching::Fixed { sampler: Arc::new(SequentialSampler::new(n)), batch_size: b, drop_last, ranked: None }
+    fn fixed(n: usize, b: usize, drop_last: bool) -> Order {
+        Order::Samples { samples: SampleOrder::Sequential(SequentialSampler::new(n)), batch_size: b, drop_last }
     }
 
     #[test]
@@ -310,8 +313,8 @@ mod tests {
         // 11 samples, 2 ranks, batch 3: a full round of 6, then 5 split 2 / 3.
         let f = fixed(11, 3, false);
         let v = |rank| View { world_size: 2, rank, slice: None };
-        assert_eq!(f.plan(v(0), 0, 0, None), vec![vec![0, 1, 2], vec![6, 7]]);
-        assert_eq!(f.plan(v(1), 0, 0, None), vec![vec![3, 4, 5], vec![8, 9, 10]]);
+        assert_eq!(f.schedule(v(0), 0, 0, None), vec![vec![0, 1, 2], vec![6, 7]]);
+        assert_eq!(f.schedule(v(1), 0, 0, None), vec![vec![3, 4, 5], vec![8, 9, 10]]);
         for n in 0..14 {
             for w in 1..4 {
                 for drop_last in [false, true] {
@@ -319,31 +322,34 @@ mod tests {
                         let f = fixed(n, 3, drop_last);
                         for rank in 0..w {
                             let view = View { world_size: w, rank, slice: None };
-                            let p = f.plan(view, 0, pos, None);
+                            let p = f.schedule(view, 0, pos, None);
                             let items = p.iter().map(Vec::len).sum();
                             assert_eq!(f.counts(view, pos, None), Some((p.len(), items)), "n {n} w {w} pos {pos}");
                             // A sampler that holds its order: the same cuts of
                             // its list (the in-order one cuts the range).
                             let rev: Vec<usize> = (0..n).rev().collect();
-                            let held = Batching::Fixed {
-                                sampler: Arc::new(crate::sampler::ListSampler::new(rev)),
+                            let held = Order::Samples {
+                                samples: SampleOrder::Sampler(Arc::new(crate::sampler::ListSampler::new(rev))),
                                 batch_size: 3,
                                 drop_last,
-                                ranked: None,
                             };
                             let mapped: Vec<Vec<usize>> =
                                 p.iter().map(|b| b.iter().map(|&i| n - 1 - i).collect()).collect();
-                            assert_eq!(held.plan(view, 0, pos, None), mapped, "n {n} w {w} pos {pos}");
+                            assert_eq!(held.schedule(view, 0, pos, None), mapped, "n {n} w {w} pos {pos}");
                             let sl = View { slice: Some((1, 4)), ..view };
-                            let ps = f.plan(sl, 0, pos, None);
+                            let ps = f.schedule(sl, 0, pos, None);
                             assert_eq!(f.counts(sl, pos, None), Some((ps.len(), ps.iter().map(Vec::len).sum())));
                         }
                     }
                 }
             }
         }
-        let l = Batching::Lists(Arc::new(ListBatchSampler::new(vec![vec![0], vec![1, 2], vec![3], vec![4]])), None);
-        assert_eq!(l.plan(View { world_size: 2, rank: 1, slice: None }, 0, 1, None), vec![vec![3]]);
-        assert_eq!(l.plan(View { world_size: 1, rank: 0, slice: Some((1, 4)) }, 0, 0, None), vec![vec![1, 2], vec![3]]);
+        let lists = ListBatchSampler::new(vec![vec![0], vec![1, 2], vec![3], vec![4]]);
+        let l = Order::Batches(BatchOrder::Sampler(Arc::new(lists)));
+        assert_eq!(l.schedule(View { world_size: 2, rank: 1, slice: None }, 0, 1, None), vec![vec![3]]);
+        assert_eq!(
+            l.schedule(View { world_size: 1, rank: 0, slice: Some((1, 4)) }, 0, 0, None),
+            vec![vec![1, 2], vec![3]]
+        );
     }
 }
