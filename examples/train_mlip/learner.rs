@@ -42,7 +42,8 @@ use burn::train::{
     ExecutionStrategy, InferenceStep, Learner, MultiDeviceOptim, SupervisedTraining, TrainOutput, TrainStep,
 };
 
-use crate::model::{GraphBatch, Mlip, MlipConfig, Prediction, loss};
+use crate::model::{GraphBatch, Mlip, MlipConfig, Prediction};
+use crate::step::loss;
 use crate::training::BoxError;
 
 /// The potential as burn-train trains it: the model and its loss constants.
@@ -70,7 +71,7 @@ impl Potential {
         // validated the sample, so a failure here is a bug worth stopping on.
         let batch = GraphBatch::from_atomic(batch).unwrap_or_else(|e| panic!("train_mlip: bad batch: {e}"));
         let pred: Prediction = self.mlip.forward(&batch);
-        let weights = crate::model::LossWeights { energy: self.energy_weight, force: 1.0 };
+        let weights = crate::step::LossWeights { energy: self.energy_weight, force: 1.0 };
         let l = loss(&self.mlip, &pred, &batch, weights);
         let out = StepOutput {
             loss: l.clone().detach(),

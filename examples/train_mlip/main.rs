@@ -50,12 +50,14 @@ mod model;
 mod partitioned;
 mod physics;
 mod report;
+mod step;
 mod training;
 
 use burn::tensor::Device;
 use clap::Parser;
 use cli::{Args, BackendArg};
-use model::{Scatter, Trainer};
+use model::Scatter;
+use step::Trainer;
 use training::{BoxError, LoaderOptions, TrainingSet};
 
 fn main() -> Result<(), BoxError> {

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::cli::Args;
-use crate::model::{Forces, Metrics, Scatter, Trainer};
+use crate::model::{Forces, Scatter};
+use crate::step::{Metrics, Trainer};
 use crate::training::{BoxError, EpochReport, TrainingSet};
 
 /// The split, the E0s and the training statistics.

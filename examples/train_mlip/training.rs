@@ -18,7 +18,8 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Device;
 
-use crate::model::{DataStats, GraphBatch, Metrics, Mlip, MlipConfig, Trainer};
+use crate::model::{GraphBatch, Mlip, MlipConfig};
+use crate::step::{DataStats, Metrics, Trainer};
 
 /// Boxed error for the example's plumbing.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

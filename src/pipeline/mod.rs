@@ -14,7 +14,7 @@
 //! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |
-//! | `order` | what orders the epochs (`OrderKind`: sequential, a sampler, a batch sampler or the default shuffle) |
+//! | `order` | what orders the epochs (`Order`: the one owner of the sampler, batch sampler, default shuffle or fitted mixture, and how its order is cut into batches) |
 //! | `schedule` | epoch schedules: the batches of each rank and device slice |
 //! | `ranked` | orders drawn rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
 //! | `resume` | [`LoaderState`](crate::LoaderState), [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
