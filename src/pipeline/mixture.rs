@@ -22,7 +22,7 @@ use crate::sampler::{
     BatchSampler, ChildOrder, ChunkShuffleSampler, MultiDatasetBatchSampler, MultiDatasetSampler, POOL_RAMP_BLOCKS,
     Sampler, pool_blocks_at_least,
 };
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 
 use super::plan::lock;
 use super::ranked::{Items, RankedBatches, RankedSamples};

@@ -3,7 +3,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
+//! | `reader` | the [`Reader`] contract every backend implements ([`Schema`], [`Capabilities`]), its capabilities ([`SampleIndex`], [`PlannedReader`], [`ChunkedReader`]) and conveniences ([`ReaderExt`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
 //! | `plan` | [`ReadPlan`]: a window's collated read, planned before it is read |
 //! | `in_memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
@@ -25,6 +25,8 @@ pub use multi::DATASET_INDEX;
 pub use budget::split_cache_budget;
 pub(crate) use multi::MultiReader;
 pub use plan::ReadPlan;
-pub use reader::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
+pub(crate) use plan::{Prepared, PreparesWindows};
+pub use reader::{CacheFit, Capabilities, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
+pub use reader::{PlannedReader, SampleIndex, Schema};
 pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};
 pub(crate) use reader::{neighbor_index_error, reread_neighbor_error};

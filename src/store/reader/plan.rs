@@ -176,7 +176,7 @@ pub(super) fn widths(st: &super::State, opts: crate::data::CollateOptions) -> Ve
 /// it was planned against, the rows of its samples, its batches as ranges
 /// of those rows, the chunks each array must decode and in which width, and
 /// how many decoded bytes beyond the cache the read may hold at once.
-pub(super) struct WindowPlan {
+pub(crate) struct WindowPlan {
     pub(super) state: Arc<super::State>,
     pub(super) rows: WindowRows,
     pub(super) bounds: Vec<Range<usize>>,

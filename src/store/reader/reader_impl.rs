@@ -1,7 +1,6 @@
-//! [`AtomicDataZarrReader`] as a [`Reader`]: index checks, then the decode
-//! and row-copy paths of this folder.
+//! [`AtomicDataZarrReader`] as a [`Reader`] with its capabilities: the
+//! decode and row-copy paths of this folder behind the contract.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -11,7 +10,8 @@ use super::decode::{Decode, Decoded};
 use super::plan::{WindowPlan, WindowRows, widths};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, Level};
 use crate::error::{Error, Result};
-use crate::source::{ChunkedReader, DecodeCounters, ReadPlan, Reader, SampleMetadata};
+use crate::source::{Capabilities, ChunkedReader, DecodeCounters, PlannedReader, Prepared, PreparesWindows};
+use crate::source::{ReadPlan, Reader, SampleIndex, SampleMetadata, Schema};
 
 impl Reader for AtomicDataZarrReader {
     fn len(&self) -> usize {
@@ -22,19 +22,19 @@ impl Reader for AtomicDataZarrReader {
         &self.name
     }
 
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        self.snapshot().fields.iter().map(|f| (f.name.clone(), f.level)).collect()
+    fn schema(&self) -> Schema {
+        let st = self.snapshot();
+        Schema {
+            fields: st.fields.iter().map(|f| (f.name.clone(), f.level)).collect(),
+            strings: st.strings.iter().map(|s| (s.name.clone(), s.level)).collect(),
+        }
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         let st = self.snapshot();
-        let physical: Vec<usize> = indices
-            .iter()
-            .map(|&i| {
-                Error::check_indices(|| self.name.to_string(), [&i], st.len())?;
-                Ok(st.physical(i))
-            })
-            .collect::<Result<_>>()?;
+        // The raw read refuses an index the snapshot does not have.
+        Error::check_indices(|| self.name.to_string(), indices, st.len())?;
+        let physical: Vec<usize> = indices.iter().map(|&i| st.physical(i)).collect();
         let rows = WindowRows::new(self, &st, physical)?;
         let dec = self.decode_needed(&st, &rows.all(), CollateOptions::default())?;
         let one = |k: usize| rows.part(k..k + 1);
@@ -52,60 +52,64 @@ impl Reader for AtomicDataZarrReader {
         Ok(samples)
     }
 
-    fn string_levels(&self) -> BTreeMap<String, Level> {
-        self.snapshot().strings.iter().map(|s| (s.name.clone(), s.level)).collect()
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities { index: Some(self), planned: Some(self), chunked: Some(self) }
+    }
+}
+
+/// Physical indices from the delete mask, sizes from the pointer arrays.
+impl SampleIndex for AtomicDataZarrReader {
+    fn metadata(&self, index: usize) -> SampleMetadata {
+        SampleMetadata { index, physical_index: self.snapshot().physical(index), source: self.name.clone() }
     }
 
-    fn physical_index(&self, index: usize) -> usize {
+    fn sizes(&self, index: usize) -> Result<(usize, usize)> {
         let st = self.snapshot();
-        if index < st.len() { st.physical(index) } else { index }
-    }
-
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        let st = self.snapshot();
-        Error::check_indices(|| self.name.to_string(), [&index], st.len())?;
         let p = st.physical(index);
         let count = |r: std::ops::Range<u64>| (r.end - r.start) as usize;
         Ok((count(self.cursor(&st, Level::Atom).rows(p)?), count(self.cursor(&st, Level::Edge).rows(p)?)))
     }
 
-    fn refresh(&self) -> Result<()> {
-        let new = self.load_state()?;
-        // Appends rewrite the last partial chunk, so cached chunks may be stale.
-        self.cache.clear();
-        *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+    fn reload(&self) -> Result<()> {
+        self.refresh()
+    }
+}
+
+impl PreparesWindows for AtomicDataZarrReader {
+    type Window = WindowPlan;
+}
+
+impl PlannedReader for AtomicDataZarrReader {
+    /// Finds each sample's rows and the chunks every array needs
+    /// (a `WindowPlan`, against the reader's current snapshot), and keeps
+    /// those chunks in the cache until the read starts (or the plan is
+    /// dropped): the DataLoader plans a window on its own thread while a
+    /// read thread is busy with the one before, which must not evict them
+    /// first.
+    fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
+        let mut window = WindowPlan::new(self, self.snapshot(), plan.batches(), plan.options())?;
+        window.kept = Some(self.cache.protect(window.chunk_keys()));
+        plan.set_prepared(Prepared::Window(window));
         Ok(())
     }
 
-    /// Finds each sample's rows and the chunks every array needs
-    /// (a `WindowPlan`), and keeps those chunks in the cache until the read
-    /// starts (or the plan is dropped):
-    /// the DataLoader plans a window on its own thread while a read thread
-    /// is busy with the one before, which must not evict them first.
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
-        let st = self.snapshot();
-        Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
-        let mut window = WindowPlan::new(self, st, &batches, options)?;
-        window.kept = Some(self.cache.protect(window.chunk_keys()));
-        Ok(ReadPlan::new(batches, options).with_prepared(window))
-    }
-
     /// Decodes the plan's chunks (those the cache does not hold), then
-    /// copies every batch's rows from them, batches in parallel. A plan made
-    /// elsewhere, or against a snapshot `refresh` has since replaced, is
-    /// made again here. When the chunks to decode are over the plan's
-    /// decode bound and the cache's room, a group of batches at a time.
-    fn read_plan(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    /// copies every batch's rows from them, batches in parallel. A plan
+    /// this reader did not prepare against its current snapshot (another
+    /// reader's, or one made before `refresh`) is an
+    /// [`Error::PlanMismatch`]. When the chunks to decode are over the
+    /// plan's decode bound and the cache's room, a group of batches at a
+    /// time.
+    fn read_prepared(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
         let st = self.snapshot();
-        let prepared = plan.take_prepared::<WindowPlan>().filter(|w| Arc::ptr_eq(&w.state, &st));
-        let (batches, opts, _) = plan.into_parts::<()>();
-        let mut window = match prepared {
-            Some(w) => w,
-            None => {
-                Error::check_indices(|| self.name.to_string(), batches.iter().flatten(), st.len())?;
-                WindowPlan::new(self, st.clone(), &batches, opts)?
+        let mut window = match plan.take_prepared() {
+            Prepared::Window(w) if Arc::ptr_eq(&w.state, &st) => w,
+            Prepared::Window(_) => {
+                return Err(Error::plan_mismatch(&self.name, "planned against another snapshot of a store"));
             }
+            _ => return Err(Error::plan_mismatch(&self.name, "planned by a reader of another kind")),
         };
+        let (batches, opts) = plan.into_parts();
         // The read holds the chunks it finds or decodes until it has copied
         // them: other windows planned meanwhile need the protection now.
         drop(window.kept.take());
@@ -144,17 +148,21 @@ impl Reader for AtomicDataZarrReader {
         }
         Ok(())
     }
-
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.name.clone() }
-    }
-
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        Some(self)
-    }
 }
 
 impl AtomicDataZarrReader {
+    /// Loads the store's state again (what [`ReaderExt::refresh`](crate::ReaderExt::refresh)
+    /// does for this reader; opening starts with it). Plans made before
+    /// are not the reader's any more: they were made against the old
+    /// snapshot.
+    pub(crate) fn refresh(&self) -> Result<()> {
+        let new = self.load_state()?;
+        // Appends rewrite the last partial chunk, so cached chunks may be stale.
+        self.cache.clear();
+        *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+        Ok(())
+    }
+
     /// The fields with rows and a chunk grid, with their decoded bytes,
     /// smallest first, and the index of the first bulky one: the smallest
     /// fields that together hold at most [`RESIDENT_SHARE`]`⁻¹` of the
