@@ -72,7 +72,8 @@
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          readers: random access to samples
 //! │   ├── reader.rs      the Reader contract: Reader (core), its capabilities (SampleIndex,
-//! │   │                  PlannedReader, ChunkedReader), ReaderExt (conveniences)
+//! │   │                  PlannedReader), ReaderExt (conveniences)
+//! │   ├── chunked.rs     ChunkedReader: the chunked-store capability, decode counters, cache fit
 //! │   ├── plan.rs        ReadPlan: a window's read, planned before it is read
 //! │   ├── in_memory.rs   InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space

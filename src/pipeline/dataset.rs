@@ -463,6 +463,8 @@ impl<R: Reader + 'static> Dataset<R> {
 /// assert_eq!(as_reader.sample_sizes(2)?, ds.reader().sample_sizes(2)?);
 /// # Ok(()) }
 /// ```
+// A wrapper forwards every capability: none may fall back to a default.
+#[deny(clippy::missing_trait_methods)]
 impl<R: Reader + 'static> Reader for Dataset<R> {
     fn len(&self) -> usize {
         self.read.reader.len()

@@ -17,6 +17,7 @@ use crate::data::{AtomicData, BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYT
 use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
+use crate::source::plan::{BatchSource, MixedPlan};
 use crate::source::split_cache_budget;
 use crate::source::{CacheFit, Capabilities, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, PlannedReader};
 use crate::source::{Prepared, ReadPlan, Reader, ReaderExt, SampleIndex, SampleMetadata, Schema};
@@ -215,23 +216,6 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
     Ok(())
 }
 
-/// A [`MultiReader`]'s preparation of a window (in its [`ReadPlan`]): the
-/// offsets it was split against, each child's plan of its share, and where
-/// each output batch's samples come from.
-pub(crate) struct MixedWindow {
-    offsets: Arc<Vec<usize>>,
-    children: Vec<Option<ReadPlan>>,
-    sources: Vec<Source>,
-}
-
-/// Where one output batch's samples come from.
-enum Source {
-    /// Every sample from one child sub-batch `(child, j)`, in order.
-    Single(usize, usize),
-    /// Per sample: `(source slot, graph)` into the list of sub-batches used.
-    Mixed(Vec<(usize, usize)>, Vec<(usize, usize)>),
-}
-
 impl MultiReader {
     /// Children in global index order, `output_strict` on.
     ///
@@ -353,6 +337,8 @@ impl MultiReader {
 }
 
 /// Every method goes to the child that owns the sample, or to all children.
+// A wrapper forwards every capability: none may fall back to a default.
+#[deny(clippy::missing_trait_methods)]
 impl Reader for MultiReader {
     fn len(&self) -> usize {
         self.snapshot().last().copied().unwrap_or(0)
@@ -457,8 +443,10 @@ impl PlannedReader for MultiReader {
     /// child's share with the child, children laid out as stored (the
     /// plan's options are applied to the gathered batches).
     fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
-        let batches = plan.batches();
         let offsets = self.snapshot();
+        // The split needs the offsets the indices were checked against.
+        plan.check_length(&self.source, offsets.last().copied().unwrap_or(0))?;
+        let batches = plan.batches();
         let n = self.children.len();
         let mut child_lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
         let mut sources = Vec::with_capacity(batches.len());
@@ -478,9 +466,9 @@ impl PlannedReader for MultiReader {
                 child_lists[d][j].push(l);
             }
             sources.push(if slots.len() == 1 {
-                Source::Single(slots[0].0, slots[0].1)
+                BatchSource::Single(slots[0].0, slots[0].1)
             } else {
-                Source::Mixed(slots, picks)
+                BatchSource::Mixed(slots, picks)
             });
         }
         let children = child_lists
@@ -499,7 +487,7 @@ impl PlannedReader for MultiReader {
                 Ok(Some(part))
             })
             .collect::<Result<_>>()?;
-        plan.set_prepared(Prepared::Mixed(Box::new(MixedWindow { offsets, children, sources })));
+        plan.set_prepared(Prepared::Mixed(Box::new(MixedPlan { offsets, children, sources })));
         Ok(())
     }
 
@@ -515,7 +503,7 @@ impl PlannedReader for MultiReader {
             _ => return Err(Error::plan_mismatch(&self.source, "planned by a reader of another kind")),
         };
         let (batches, opts) = plan.into_parts();
-        let MixedWindow { offsets, children, sources } = window;
+        let MixedPlan { offsets, children, sources } = window;
         let asked: Vec<Vec<usize>> = children
             .iter()
             .map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default())
@@ -543,12 +531,12 @@ impl PlannedReader for MultiReader {
         let home = BufferHome::of(&self.batch_buffers);
         // Batches served whole by one child are moved, not copied.
         for (dst, source) in out.iter_mut().zip(&sources) {
-            if let Source::Single(d, j) = *source {
+            if let BatchSource::Single(d, j) = *source {
                 *dst = std::mem::take(&mut child_out[d][j]);
             }
         }
         out.par_iter_mut().zip(sources.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, source), b)| {
-            if let Source::Mixed(slots, picks) = source {
+            if let BatchSource::Mixed(slots, picks) = source {
                 if dst.buffers.get().is_none() {
                     dst.buffers = home.clone();
                 }

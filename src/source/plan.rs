@@ -16,6 +16,9 @@
 //! made it: read by another reader, or after its reader's
 //! [`refresh`](crate::ReaderExt::refresh), it is an [`Error::PlanMismatch`].
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
 
@@ -48,29 +51,73 @@ pub struct ReadPlan {
     prepared: Prepared,
 }
 
-/// What a reader prepared for a plan's read: one variant per reader that
-/// prepares anything.
+/// What a reader prepared for a plan's read: one variant per kind of
+/// preparation.
 pub(crate) enum Prepared {
     /// Nothing: the read does all of its work.
     Nothing,
-    /// The Zarr reader's window: rows, chunks, the snapshot it was made against.
-    Window(<crate::store::AtomicDataZarrReader as PreparesWindows>::Window),
+    /// A window of rows copied from stored chunks (the Zarr reader's).
+    Rows(RowWindow),
     /// A [`MultiReader`](crate::MultiReader)'s split of the window among its children.
-    Mixed(Box<crate::source::multi::MixedWindow>),
+    Mixed(Box<MixedPlan>),
 }
 
-/// Names the Zarr reader's window preparation, whose type is private to
-/// the reader's module (the reader implements this beside its `Reader`).
-pub(crate) trait PreparesWindows {
-    /// The Zarr reader's preparation of a window.
-    type Window: Send;
+/// A window prepared by a reader that copies rows out of stored chunks
+/// (the Zarr reader): each sample's rows, the batches as ranges of the
+/// samples, the chunks each array must decode, and the state it was
+/// prepared against.
+pub(crate) struct RowWindow {
+    /// The reader state the window was prepared against, compared by
+    /// address (held, so no other state takes its address meanwhile).
+    pub(crate) snapshot: Arc<dyn Send + Sync>,
+    /// Each sample's physical index, in window order.
+    pub(crate) physical: Vec<usize>,
+    /// Each sample's atom rows.
+    pub(crate) atoms: Vec<Range<u64>>,
+    /// Each sample's edge rows.
+    pub(crate) edges: Vec<Range<u64>>,
+    /// Each batch as a range of the window's samples.
+    pub(crate) bounds: Vec<Range<usize>>,
+    /// Per array, the sorted chunk ids to decode.
+    pub(crate) chunks: Vec<Vec<u64>>,
+    /// Per array, whether it is read narrowed to int32.
+    pub(crate) narrowed: Vec<bool>,
+    /// Decoded bytes past which the window is read a group of batches at a time.
+    pub(crate) decode_bound: u64,
+    /// Keeps the window's chunks in the reader's cache until the read
+    /// starts: a guard that only needs dropping.
+    pub(crate) kept: Option<Box<dyn Send>>,
+}
+
+impl RowWindow {
+    /// Whether the window was prepared against `state`.
+    pub(crate) fn prepared_against<S: Send + Sync>(&self, state: &Arc<S>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.snapshot), Arc::as_ptr(state))
+    }
+}
+
+/// A [`MultiReader`](crate::MultiReader)'s preparation of a window: the
+/// offsets it was split against, each child's plan of its share, and where
+/// each output batch's samples come from.
+pub(crate) struct MixedPlan {
+    pub(crate) offsets: Arc<Vec<usize>>,
+    pub(crate) children: Vec<Option<ReadPlan>>,
+    pub(crate) sources: Vec<BatchSource>,
+}
+
+/// Where one output batch of a [`MixedPlan`] takes its samples from.
+pub(crate) enum BatchSource {
+    /// Every sample from one child sub-batch `(child, j)`, in order.
+    Single(usize, usize),
+    /// Per sample: `(source slot, graph)` into the list of sub-batches used.
+    Mixed(Vec<(usize, usize)>, Vec<(usize, usize)>),
 }
 
 impl std::fmt::Debug for ReadPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let prepared = match self.prepared {
             Prepared::Nothing => "nothing",
-            Prepared::Window(_) => "window",
+            Prepared::Rows(_) => "rows",
             Prepared::Mixed(_) => "mixed",
         };
         f.debug_struct("ReadPlan")

@@ -17,8 +17,8 @@ use crate::data::{Level, chunks_of};
 /// the request count all need the same rows.
 pub(super) struct WindowRows {
     pub(super) physical: Vec<usize>,
-    atoms: Vec<Range<u64>>,
-    edges: Vec<Range<u64>>,
+    pub(super) atoms: Vec<Range<u64>>,
+    pub(super) edges: Vec<Range<u64>>,
 }
 
 impl WindowRows {
@@ -176,7 +176,7 @@ pub(super) fn widths(st: &super::State, opts: crate::data::CollateOptions) -> Ve
 /// it was planned against, the rows of its samples, its batches as ranges
 /// of those rows, the chunks each array must decode and in which width, and
 /// how many decoded bytes beyond the cache the read may hold at once.
-pub(crate) struct WindowPlan {
+pub(super) struct WindowPlan {
     pub(super) state: Arc<super::State>,
     pub(super) rows: WindowRows,
     pub(super) bounds: Vec<Range<usize>>,

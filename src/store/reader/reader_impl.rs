@@ -6,11 +6,12 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::AtomicDataZarrReader;
+use super::cache::Width;
 use super::decode::{Decode, Decoded};
-use super::plan::{WindowPlan, WindowRows, widths};
+use super::plan::{Needed, WindowPlan, WindowRows, widths};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, Level};
 use crate::error::{Error, Result};
-use crate::source::{Capabilities, ChunkedReader, DecodeCounters, PlannedReader, Prepared, PreparesWindows};
+use crate::source::{Capabilities, ChunkedReader, DecodeCounters, PlannedReader, Prepared, RowWindow};
 use crate::source::{ReadPlan, Reader, SampleIndex, SampleMetadata, Schema};
 
 impl Reader for AtomicDataZarrReader {
@@ -75,10 +76,6 @@ impl SampleIndex for AtomicDataZarrReader {
     }
 }
 
-impl PreparesWindows for AtomicDataZarrReader {
-    type Window = WindowPlan;
-}
-
 impl PlannedReader for AtomicDataZarrReader {
     /// Finds each sample's rows and the chunks every array needs
     /// (a `WindowPlan`, against the reader's current snapshot), and keeps
@@ -87,9 +84,25 @@ impl PlannedReader for AtomicDataZarrReader {
     /// read thread is busy with the one before, which must not evict them
     /// first.
     fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
-        let mut window = WindowPlan::new(self, self.snapshot(), plan.batches(), plan.options())?;
+        let st = self.snapshot();
+        // A refresh between the check and this snapshot: the indices were
+        // checked against another length.
+        plan.check_length(&self.name, st.len())?;
+        let mut window = WindowPlan::new(self, st, plan.batches(), plan.options())?;
         window.kept = Some(self.cache.protect(window.chunk_keys()));
-        plan.set_prepared(Prepared::Window(window));
+        let WindowPlan { state, rows: WindowRows { physical, atoms, edges }, bounds, need, decode_bound, kept } =
+            window;
+        plan.set_prepared(Prepared::Rows(RowWindow {
+            snapshot: state,
+            physical,
+            atoms,
+            edges,
+            bounds,
+            narrowed: need.widths.iter().map(|&w| w == Width::Int32).collect(),
+            chunks: need.chunks,
+            decode_bound,
+            kept: kept.map(|k| Box::new(k) as Box<dyn Send>),
+        }));
         Ok(())
     }
 
@@ -102,17 +115,27 @@ impl PlannedReader for AtomicDataZarrReader {
     /// time.
     fn read_prepared(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
         let st = self.snapshot();
-        let mut window = match plan.take_prepared() {
-            Prepared::Window(w) if Arc::ptr_eq(&w.state, &st) => w,
-            Prepared::Window(_) => {
+        let prepared = match plan.take_prepared() {
+            Prepared::Rows(w) if w.prepared_against(&st) => w,
+            Prepared::Rows(_) => {
                 return Err(Error::plan_mismatch(&self.name, "planned against another snapshot of a store"));
             }
             _ => return Err(Error::plan_mismatch(&self.name, "planned by a reader of another kind")),
         };
         let (batches, opts) = plan.into_parts();
+        let RowWindow { physical, atoms, edges, bounds, chunks, narrowed, decode_bound, kept, .. } = prepared;
         // The read holds the chunks it finds or decodes until it has copied
         // them: other windows planned meanwhile need the protection now.
-        drop(window.kept.take());
+        drop(kept);
+        let narrow = narrowed.iter().map(|&n| if n { Width::Int32 } else { Width::Stored }).collect();
+        let mut window = WindowPlan {
+            state: st.clone(),
+            rows: WindowRows { physical, atoms, edges },
+            bounds,
+            need: Needed { chunks, widths: narrow },
+            decode_bound,
+            kept: None,
+        };
         out.resize_with(batches.len(), CollatedBatch::default);
         if batches.is_empty() {
             return Ok(());
