@@ -131,6 +131,16 @@ pub enum Error {
         /// What changed.
         reason: String,
     },
+    /// A [`ReadPlan`](crate::ReadPlan) read by a reader that did not make
+    /// it, or made before its reader's
+    /// [`refresh`](crate::ReaderExt::refresh): plan the read again.
+    #[error("{reader}: not this reader's plan: {reason}; plan the read again")]
+    PlanMismatch {
+        /// The reader asked to read the plan.
+        reader: String,
+        /// How the plan differs from the reader's own.
+        reason: String,
+    },
     /// A saved [`LoaderState`](crate::LoaderState) that does not fit the
     /// loader it is loaded into.
     #[error("loader state does not fit this loader: {what} is {saved} in the state, {here} here")]
@@ -432,6 +442,11 @@ impl Error {
             Some(&bad) => Err(Error::IndexOutOfRange { source_name: source(), index: bad as i64, len }),
             None => Ok(()),
         }
+    }
+
+    /// [`Error::PlanMismatch`] naming `reader`.
+    pub(crate) fn plan_mismatch(reader: &str, reason: impl Into<String>) -> Error {
+        Error::PlanMismatch { reader: reader.to_string(), reason: reason.into() }
     }
 
     /// `index` in `0..len`, counting a negative index from the end

@@ -41,7 +41,8 @@
 //! | prefetch | background reads of a dataset's batches | [`Prefetcher`] |
 //! | batch | collated samples: on the host ([`CollatedBatch`]) or on a device ([`AtomicBatch`]) | |
 //! | window | the batches one fused read brings (`prefetch_factor` of them) | |
-//! | read plan | a window's read, planned (indices checked, rows and chunks found) before a read thread reads it | [`ReadPlan`] |
+//! | read plan | a window's read, planned (indices checked, once; rows and chunks found) before a read thread reads it | [`ReadPlan`] |
+//! | capability | what a reader can do beyond loading samples, handed out by [`Reader::capabilities`] | [`source::SampleIndex`], [`source::PlannedReader`], [`source::ChunkedReader`] |
 //! | block pool | the shuffle of stores larger than the cache: `pool_blocks` chunk blocks resident, samples drawn from them | [`sampler::ChunkShuffleSampler`] |
 //!
 //! ## The tree: one folder per layer, bottom first
@@ -70,7 +71,9 @@
 //! │   ├── batch_edges.rs neighbor lists built into a collated batch, in parallel
 //! │   └── synth.rs       seeded synthetic samples (tests, examples, benchmarks)
 //! ├── source/          readers: random access to samples
-//! │   ├── reader.rs      the Reader contract: Reader (core), ReaderExt (conveniences), ChunkedReader
+//! │   ├── reader.rs      the Reader contract: Reader (core), its capabilities (SampleIndex,
+//! │   │                  PlannedReader), ReaderExt (conveniences)
+//! │   ├── chunked.rs     ChunkedReader: the chunked-store capability, decode counters, cache fit
 //! │   ├── plan.rs        ReadPlan: a window's read, planned before it is read
 //! │   ├── in_memory.rs   InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use atomzarr::source::Schema;
 use atomzarr::{
     AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset,
-    InMemoryReader, Level, Reader, ZarrWriteConfig,
+    InMemoryReader, Reader, ZarrWriteConfig,
 };
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::split::split_dataloader;
@@ -45,8 +46,8 @@ impl Reader for Counting {
     fn name(&self) -> &str {
         "counted"
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        self.inner.field_levels()
+    fn schema(&self) -> Schema {
+        self.inner.schema()
     }
     fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
         self.reads.fetch_add(1, Ordering::Relaxed);
@@ -195,8 +196,8 @@ fn a_read_error_reaches_burns_loop_as_an_err_item() {
         fn name(&self) -> &str {
             "broken"
         }
-        fn field_levels(&self) -> BTreeMap<String, Level> {
-            self.0.field_levels()
+        fn schema(&self) -> Schema {
+            self.0.schema()
         }
         fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
             if indices.contains(&13) {

@@ -16,6 +16,8 @@ mod model;
 mod partitioned;
 #[path = "../examples/train_mlip/physics.rs"]
 mod physics;
+#[path = "../examples/train_mlip/step.rs"]
+mod step;
 
 use burn::tensor::{Bytes, Device, Tensor};
 use model::{Forces, Mlip, MlipConfig, Scatter};

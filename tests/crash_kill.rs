@@ -95,7 +95,7 @@ fn sample(id: u64, customs: usize) -> AtomicData {
 }
 
 fn customs_in(r: &AtomicDataZarrReader) -> usize {
-    r.field_levels().keys().filter(|k| k.starts_with('c') && k[1..].parse::<usize>().is_ok()).count()
+    r.schema().fields.keys().filter(|k| k.starts_with('c') && k[1..].parse::<usize>().is_ok()).count()
 }
 
 fn id_of(s: &AtomicData) -> u64 {
@@ -131,14 +131,14 @@ fn child(path: &Path, seed: u64) -> atomzarr::Result<()> {
             // Never the last sample, so ids are never reused.
             let logical = rng.random_range(0..len - 1);
             let id = id_of(&r.read(logical as i64)?.data);
-            let physical = r.physical_index(logical);
+            let physical = r.sample_metadata(logical).physical_index;
             say(format!("D {id}"));
             w.delete(&[physical])?;
             say(format!("d {id}"));
         } else if roll < 0.16 && customs < 4 {
             let mut ids = vec![0u64; r.num_physical()];
             for (k, s) in r.read_many(&(0..len as i64).collect::<Vec<_>>())?.into_iter().enumerate() {
-                ids[r.physical_index(k)] = id_of(&s.data);
+                ids[r.sample_metadata(k).physical_index] = id_of(&s.data);
             }
             let values: Vec<i64> = ids.iter().map(|&id| custom_value(customs, id)).collect();
             say(format!("C {customs}"));
@@ -465,7 +465,7 @@ fn child_deletes(path: &Path, seed: u64) -> atomzarr::Result<()> {
     say("ready".into());
     for call in 0.. {
         let r = AtomicDataZarrReader::open_opt(path, ReaderOptions::default().with_cache_bytes(0))?;
-        let mut left: Vec<usize> = (0..r.len()).map(|k| r.physical_index(k)).collect();
+        let mut left: Vec<usize> = (0..r.len()).map(|k| r.sample_metadata(k).physical_index).collect();
         if left.len() < 1000 {
             say("exhausted".into());
             loop {
@@ -586,7 +586,7 @@ fn check_deletes(path: &Path, done: &BTreeSet<usize>, open: &[usize], out: &mut 
     assert_eq!(r.len(), n - off.len(), "{when}: reader length");
     let got = r.read_many(&(0..r.len() as i64).collect::<Vec<_>>()).unwrap();
     for (k, s) in got.iter().enumerate() {
-        assert_eq!(s.data, written[r.physical_index(k)], "{when}: kept sample {k}");
+        assert_eq!(s.data, written[r.sample_metadata(k).physical_index], "{when}: kept sample {k}");
     }
 }
 

@@ -873,7 +873,7 @@ fn exercise(store: &Path) -> Result<Outcome, String> {
             // Each sample's rows agree with the pointers the reader reports.
             for (i, s) in s.iter().enumerate() {
                 let (atoms, edges) =
-                    r.get_metadata(i).map_err(|e| format!("get_metadata({i}) after a good read: {e}"))?;
+                    r.sample_sizes(i).map_err(|e| format!("get_metadata({i}) after a good read: {e}"))?;
                 for (name, f) in &s.data.fields {
                     let rows = match f.level {
                         Level::Atom => atoms,

@@ -47,6 +47,8 @@ mod model;
 mod partitioned;
 #[path = "../examples/train_mlip/physics.rs"]
 mod physics;
+#[path = "../examples/train_mlip/step.rs"]
+mod step;
 #[path = "../examples/train_mlip/training.rs"]
 mod training;
 

@@ -11,9 +11,10 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::tensor::Device;
 
 use atomzarr::sampler::{BatchSampler, ListBatchSampler, ListSampler, RandomSampler, Sampler, SamplerBatches};
+use atomzarr::source::Schema;
 use atomzarr::{
     AtomicBatch, AtomicBatcher, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch,
-    DataLoader, Dataset, Error, HostData, Level, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
+    DataLoader, Dataset, Error, HostData, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 fn write_store(path: &Path, n: usize, chunk: u64) -> Vec<AtomicData> {
@@ -192,8 +193,8 @@ impl Reader for Broken {
     fn name(&self) -> &str {
         "broken"
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        BTreeMap::new()
+    fn schema(&self) -> Schema {
+        Schema::default()
     }
     fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
         let one = |i: usize| {
@@ -214,8 +215,8 @@ impl Reader for NanAt1 {
     fn name(&self) -> &str {
         "nan"
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        BTreeMap::new()
+    fn schema(&self) -> Schema {
+        Schema::default()
     }
     fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
         let one = |i: usize| {

@@ -18,7 +18,7 @@ use burn::tensor::Device;
 use atomzarr::sampler::{MultiDatasetBatchSampler, MultiDatasetSampler};
 use atomzarr::{
     AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DataLoader, Dataset, LoaderState, MultiReader,
-    MultiReaderOptions, Reader, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
+    MultiReaderOptions, Reader, ReaderExt, ReaderOptions, ZarrArrayConfig, ZarrWriteConfig,
 };
 
 /// Samples of the two stores.

@@ -14,6 +14,7 @@ use atomzarr::data::CollateOptions;
 use atomzarr::sampler::{
     BatchSampler, EpochPolicy, MultiDatasetBatchSampler, MultiDatasetSampler, SizeAwareOptions, SizeAwareSampler,
 };
+use atomzarr::source::{Capabilities, PlannedReader, Schema};
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, CollatedBatch, DataLoader, Dataset, Error,
     InMemoryOptions, InMemoryReader, Level, MultiReader, MultiReaderOptions, ReadPlan, Reader, ReaderExt,
@@ -55,20 +56,24 @@ impl<R: Reader> Reader for Counting<R> {
     fn name(&self) -> &str {
         self.inner.name()
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        self.inner.field_levels()
+    fn schema(&self) -> Schema {
+        self.inner.schema()
     }
     fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
         self.many.fetch_add(1, Ordering::SeqCst);
         self.inner.load_many(indices)
     }
-    fn get_metadata(&self, index: usize) -> atomzarr::Result<(usize, usize)> {
-        self.inner.get_metadata(index)
+    /// The inner reader's capabilities, its planning counted.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities { planned: Some(self), ..self.inner.capabilities() }
     }
-    fn plan(&self, batches: Vec<Vec<usize>>, opts: CollateOptions) -> atomzarr::Result<ReadPlan> {
-        self.inner.plan(batches, opts)
+}
+
+impl<R: Reader> PlannedReader for Counting<R> {
+    fn prepare(&self, plan: &mut ReadPlan) -> atomzarr::Result<()> {
+        self.inner.capabilities().planned.map_or(Ok(()), |p| p.prepare(plan))
     }
-    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> atomzarr::Result<()> {
+    fn read_prepared(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> atomzarr::Result<()> {
         self.collated.fetch_add(1, Ordering::SeqCst);
         self.inner.read_plan(plan, out)
     }
@@ -189,14 +194,14 @@ fn load_collated_routes_once_per_child_and_restores_request_order() {
     assert!(got[1].metadata.source.contains("a.zarr"));
     // Metadata routed to the child.
     for g in [0usize, 19, 20, 34] {
-        let want = if g < 20 { a.get_metadata(g).unwrap() } else { b.get_metadata(g - 20).unwrap() };
-        assert_eq!(multi.get_metadata(g).unwrap(), want);
+        let want = if g < 20 { a.sample_sizes(g).unwrap() } else { b.sample_sizes(g - 20).unwrap() };
+        assert_eq!(multi.sample_sizes(g).unwrap(), want);
     }
     assert_eq!(multi.to_local_index(20).unwrap(), (1, 0));
     assert_eq!(multi.to_global_index(1, 3).unwrap(), 23);
     assert!(matches!(multi.to_global_index(1, 15), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(multi.read(35), Err(Error::IndexOutOfRange { .. })));
-    assert!(matches!(multi.get_metadata(35), Err(Error::IndexOutOfRange { .. })));
+    assert!(matches!(multi.sample_sizes(35), Err(Error::IndexOutOfRange { .. })));
     // Indices past the end reach load_collated only through read_collated, which checks them.
     assert!(matches!(multi.read_collated(&[vec![0, 40]], &mut out), Err(Error::IndexOutOfRange { .. })));
     assert!(multi.load_collated(&[vec![0, 40]], &mut out).is_err());
@@ -267,7 +272,7 @@ fn output_strict_requires_shared_field_names() {
         let n = s.num_atoms();
         s.with_forces(vec![[0.0; 3]; n])
     });
-    assert!(fixed.field_levels().contains_key("forces") && !fixed.field_levels().contains_key("charges"));
+    assert!(fixed.schema().fields.contains_key("forces") && !fixed.schema().fields.contains_key("charges"));
     let fixed: Arc<dyn Reader> = Arc::new(fixed);
     let multi = MultiReader::new(vec![a, fixed]).unwrap();
     multi.load_collated(&[vec![0, 4]], &mut out).unwrap();
@@ -292,15 +297,15 @@ fn in_memory_dataset_equals_the_store() {
         reader.load_collated(&lists, &mut from_store).unwrap();
         assert_eq!(mem.load_batches(&lists).unwrap(), from_store, "rows copied as the store reader collates them");
         for i in [0usize, 17, 40] {
-            assert_eq!(mem.get_metadata(i).unwrap(), reader.get_metadata(i).unwrap());
+            assert_eq!(mem.sample_sizes(i).unwrap(), reader.sample_sizes(i).unwrap());
         }
-        assert_eq!(mem.field_levels(), reader.field_levels());
+        assert_eq!(mem.schema().fields, reader.schema().fields);
         assert!(mem.nbytes() > 0);
     }
     let mem = InMemoryReader::from_reader(&reader).unwrap();
     assert!(matches!(mem.read(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(mem.load_batches(&[vec![41]]), Err(Error::IndexOutOfRange { .. })));
-    assert!(matches!(mem.get_metadata(41), Err(Error::IndexOutOfRange { .. })));
+    assert!(matches!(mem.sample_sizes(41), Err(Error::IndexOutOfRange { .. })));
     assert!(matches!(
         InMemoryReader::from_reader_opt(&reader, InMemoryOptions::default().with_chunk_size(0)),
         Err(Error::Config(_))
@@ -335,7 +340,7 @@ fn in_memory_keeps_physical_indices_of_a_store_with_deletes() {
     assert_eq!(mem.len(), 8);
     assert_eq!(mem.read(2).unwrap().data, samples[3]);
     assert_eq!(mem.read(2).unwrap().metadata.physical_index, 3);
-    assert_eq!(mem.physical_index(7), 9);
+    assert_eq!(mem.sample_metadata(7).physical_index, 9);
 }
 
 /// A backend whose sample 1 is invalid (a non-finite position: validation
@@ -348,13 +353,15 @@ impl Reader for Broken {
     fn name(&self) -> &str {
         "broken"
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        [
-            ("atomic_numbers".to_string(), Level::Atom),
-            ("positions".into(), Level::Atom),
-            ("neighbor_list".into(), Level::Edge),
-        ]
-        .into()
+    fn schema(&self) -> Schema {
+        Schema::new(
+            [
+                ("atomic_numbers".to_string(), Level::Atom),
+                ("positions".into(), Level::Atom),
+                ("neighbor_list".into(), Level::Edge),
+            ]
+            .into(),
+        )
     }
     fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
         let one = |i: usize| {
@@ -381,7 +388,7 @@ fn dataset_is_a_reader_and_validates_as_a_child() {
     ReaderExt::load_collated(&ds, &[vec![2, 0]], &mut out).unwrap();
     assert_eq!(out, ds.load_batches(&[vec![2, 0]]).unwrap());
     assert_eq!(out[0].fields["atomic_numbers"].data.to_f64_vec(), vec![7.0; 4]);
-    assert_eq!(Reader::get_metadata(&ds, 2).unwrap(), (2, 1));
+    assert_eq!(ReaderExt::sample_sizes(&ds, 2).unwrap(), (2, 1));
     // As a MultiReader child, validation and transforms run in the child
     // even when the outer Dataset skips validation.
     let mem = InMemoryReader::from_samples(&[Broken.load_sample(0).unwrap()], "mem").unwrap();
@@ -466,4 +473,55 @@ fn refresh_picks_up_appends_in_children() {
     assert_eq!(multi.read(9).unwrap().data, other.read(0).unwrap().data);
     assert_eq!(multi.read(8).unwrap().data, more[3]);
     assert_eq!(multi.read(4).unwrap().data, first[4]);
+}
+
+/// A plan belongs to the reader that made it, as it was then: another
+/// reader (of the same store, the same kind or another length), or the same
+/// reader after a refresh, refuses it with a typed error, and a plan made
+/// again reads.
+#[test]
+fn a_plan_of_another_reader_or_from_before_a_refresh_is_refused() {
+    let f = fixture(12, 6);
+    let lists = vec![vec![3, 1], vec![0]];
+    let opts = CollateOptions::default();
+    let is_mismatch = |r: atomzarr::Result<()>| matches!(r, Err(Error::PlanMismatch { .. }));
+    let zarr = AtomicDataZarrReader::open(&f.a_path).unwrap();
+    let twin = AtomicDataZarrReader::open(&f.a_path).unwrap();
+    assert!(is_mismatch(twin.read_plan(zarr.plan(lists.clone(), opts).unwrap(), &mut Vec::new())));
+    assert!(is_mismatch(zarr.read_plan(f.mem.plan(lists.clone(), opts).unwrap(), &mut Vec::new())));
+    let small = InMemoryReader::from_samples(&f.b[..2], "small").unwrap();
+    assert!(is_mismatch(f.mem.read_plan(small.plan(vec![vec![1]], opts).unwrap(), &mut Vec::new())));
+    // Before and after a refresh.
+    let stale = zarr.plan(lists.clone(), opts).unwrap();
+    zarr.refresh().unwrap();
+    assert!(is_mismatch(zarr.read_plan(stale, &mut Vec::new())));
+    let mut out = Vec::new();
+    zarr.read_plan(zarr.plan(lists.clone(), opts).unwrap(), &mut out).unwrap();
+    assert_eq!(out[0].to_samples().unwrap(), vec![f.a[3].clone(), f.a[1].clone()]);
+    // A mixture's plans, and a Dataset's over it.
+    let multi = MultiReader::new(vec![Arc::new(zarr), f.mem.clone()]).unwrap();
+    let other = MultiReader::new(vec![f.mem.clone(), Arc::new(twin)]).unwrap();
+    assert!(is_mismatch(other.read_plan(multi.plan(lists.clone(), opts).unwrap(), &mut Vec::new())));
+    let multi = Arc::new(multi);
+    let ds = Dataset::from_arc(multi.clone()).with_skip_validation(true);
+    let planned = ds.plan(vec![vec![13, 2]]).unwrap();
+    multi.refresh().unwrap();
+    assert!(matches!(ds.read_planned(planned), Err(Error::PlanMismatch { .. })));
+    assert_eq!(ds.read_planned(ds.plan(vec![vec![13, 2]]).unwrap()).unwrap()[0].indices, [13, 2]);
+}
+
+/// Indices are checked when a plan is made, by every reader and wrapper.
+#[test]
+fn indices_are_checked_when_the_plan_is_made() {
+    let f = fixture(5, 4);
+    let zarr = Arc::new(AtomicDataZarrReader::open(&f.a_path).unwrap());
+    let multi = MultiReader::new(vec![zarr.clone(), f.mem.clone()]).unwrap();
+    let ds = Dataset::from_arc(zarr.clone());
+    let oor = |r: atomzarr::Result<atomzarr::ReadPlan>| matches!(r, Err(Error::IndexOutOfRange { index: 9, .. }));
+    let opts = CollateOptions::default();
+    assert!(oor(zarr.plan(vec![vec![0], vec![9]], opts)));
+    assert!(oor(f.mem.plan(vec![vec![9]], opts)));
+    assert!(oor(multi.plan(vec![vec![8, 9]], opts)));
+    assert!(oor(ds.plan(vec![vec![9]])));
+    assert!(oor(ReaderExt::plan(&ds, vec![vec![9]], opts)));
 }

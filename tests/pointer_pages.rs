@@ -79,7 +79,7 @@ fn a_reader_holds_the_pages_of_what_it_read_and_reads_every_sample_right() {
     // both ways and evicts nothing (the store is small).
     for i in (0..n).rev().chain(0..n) {
         let want = (samples[i].num_atoms(), samples[i].num_edges());
-        assert_eq!(r.get_metadata(i).unwrap(), want, "sample {i}");
+        assert_eq!(r.sample_sizes(i).unwrap(), want, "sample {i}");
     }
     // Batches that straddle pages, against the written samples.
     let batches: Vec<Vec<usize>> = (0..n).step_by(97).map(|s| (s..(s + 300).min(n)).collect()).collect();
@@ -108,7 +108,7 @@ fn deleted_samples_read_through_the_pages() {
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert_eq!(r.len(), kept.len());
     for (logical, &p) in kept.iter().enumerate() {
-        assert_eq!(r.get_metadata(logical).unwrap(), (samples[p].num_atoms(), samples[p].num_edges()));
+        assert_eq!(r.sample_sizes(logical).unwrap(), (samples[p].num_atoms(), samples[p].num_edges()));
     }
     let all: Vec<i64> = (0..kept.len() as i64).rev().collect();
     for (s, &i) in r.read_many(&all).unwrap().iter().zip(&all) {

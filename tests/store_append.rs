@@ -53,7 +53,7 @@ fn assert_reads(path: &Path, want: &[AtomicData], what: &str) {
         assert_sample_eq(g, w, &format!("{what}: sample {k}"));
     }
     for (k, s) in want.iter().enumerate() {
-        assert_eq!(r.get_metadata(k).unwrap(), (s.num_atoms(), s.num_edges()), "{what}: get_metadata({k})");
+        assert_eq!(r.sample_sizes(k).unwrap(), (s.num_atoms(), s.num_edges()), "{what}: get_metadata({k})");
     }
 }
 

@@ -13,6 +13,8 @@ mod model;
 mod partitioned;
 #[path = "../examples/train_mlip/physics.rs"]
 mod physics;
+#[path = "../examples/train_mlip/step.rs"]
+mod step;
 #[path = "../examples/train_mlip/training.rs"]
 mod training;
 
@@ -20,8 +22,8 @@ mod common;
 
 use atomzarr::{AtomicDataZarrReader, Reader, ReaderExt};
 use burn::tensor::Device;
-use model::Trainer;
 use physics::{CUTOFF, DatasetSpec, Structure};
+use step::Trainer;
 use training::{LoaderOptions, Split};
 
 /// The training device: the CPU backend with autodiff.

@@ -454,7 +454,7 @@ fn turns(store: &Path, base: u64, defragment: bool) -> Result<(), String> {
             let ids: Vec<u64> =
                 common::read_all(&r).iter().map(|s| s.fields["energy"].data.get_f64(0).unwrap() as u64).collect();
             let k = ids.iter().position(|&x| x == id - 1).ok_or(format!("turn {t}: {} missing", id - 1))?;
-            w.delete(&[r.physical_index(k)]).map_err(|e| format!("turn {t}: delete: {e}"))?;
+            w.delete(&[r.sample_metadata(k).physical_index]).map_err(|e| format!("turn {t}: delete: {e}"))?;
             say(&format!("d {}", id - 1));
             w.defragment(None).map_err(|e| format!("turn {t}: defragment: {e}"))?;
         }

@@ -340,5 +340,5 @@ fn stats_leave_absent_labels_out() {
     let epa = s.energy_per_atom.unwrap();
     assert!((epa.mean - (-1.0 + -1.5) / 2.0).abs() < 1e-6, "{epa:?}");
     assert!((s.elements[0].e0.unwrap() + 1.4).abs() < 1e-6, "E0 fitted from the two energies: {:?}", s.elements[0].e0);
-    assert_eq!(r.string_levels().len(), 0);
+    assert_eq!(r.schema().strings.len(), 0);
 }

@@ -11,7 +11,6 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,12 +19,13 @@ use serde_json::Value;
 
 use atomzarr::data::CollateOptions;
 use atomzarr::sampler::ListSampler;
+use atomzarr::source::{Capabilities, SampleIndex, Schema};
 use atomzarr::store::format;
 use atomzarr::store::repair::{self, RepairReport};
 use atomzarr::testing as arrays;
 use atomzarr::{
     AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, CollatedBatch, DataLoader, Dataset, Error, ErrorPolicy,
-    InMemoryReader, Level, MultiReader, Reader, ReaderExt, ZarrArrayConfig, ZarrWriteConfig,
+    InMemoryReader, MultiReader, Reader, ReaderExt, SampleMetadata, ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 
@@ -120,14 +120,27 @@ impl Reader for Plain {
     fn name(&self) -> &str {
         &self.1
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        self.0.field_levels()
+    fn schema(&self) -> Schema {
+        self.0.schema()
     }
     fn load_many(&self, indices: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
         self.0.load_many(indices)
     }
-    fn physical_index(&self, index: usize) -> usize {
-        self.0.physical_index(index)
+    /// The store's index, under this reader's name; no planning of its own.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities { index: Some(self), ..Capabilities::default() }
+    }
+}
+
+impl SampleIndex for Plain {
+    fn metadata(&self, index: usize) -> SampleMetadata {
+        SampleMetadata { source: Arc::from(self.1.as_str()), ..self.0.sample_metadata(index) }
+    }
+    fn sizes(&self, index: usize) -> atomzarr::Result<(usize, usize)> {
+        self.0.sample_sizes(index)
+    }
+    fn reload(&self) -> atomzarr::Result<()> {
+        self.0.refresh()
     }
 }
 

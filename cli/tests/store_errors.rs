@@ -607,7 +607,7 @@ fn out_of_range_indices_are_index_errors() {
         is_oor(r.read_collated(&[vec![0], vec![i]], &mut out).unwrap_err(), i);
     }
     for i in [len, len + 1, r.num_physical(), usize::MAX] {
-        is_oor(r.get_metadata(i).unwrap_err(), i as i64);
+        is_oor(r.sample_sizes(i).unwrap_err(), i as i64);
         is_oor(r.load_many(&[i]).unwrap_err(), i as i64);
     }
     // The boundaries themselves are fine.

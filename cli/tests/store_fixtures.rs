@@ -28,7 +28,7 @@ fn check_against_expected(r: &AtomicDataZarrReader, want: &Value, what: &str) {
     );
     assert_eq!(r.len(), samples.len(), "{what}: logical sample count");
     let levels: BTreeMap<String, String> =
-        r.field_levels().into_iter().map(|(k, v)| (k, v.as_str().to_string())).collect();
+        r.schema().fields.into_iter().map(|(k, v)| (k, v.as_str().to_string())).collect();
     let want_levels: BTreeMap<String, String> =
         want["fields"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
     assert_eq!(levels, want_levels, "{what}: fields map");
@@ -117,8 +117,11 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
                 }
             }
             let half = r.num_physical() / 2; // FIXTURES.md: write of the first half, append of the rest
-            let first: Vec<i64> =
-                idx.iter().copied().filter(|&i| r.physical_index(i.rem_euclid(n) as usize) < half).collect();
+            let first: Vec<i64> = idx
+                .iter()
+                .copied()
+                .filter(|&i| r.sample_metadata(i.rem_euclid(n) as usize).physical_index < half)
+                .collect();
             check_collated(&r, &first, &format!("{name} first half, cache {cache_bytes}"));
             let fixed =
                 AtomicDataZarrReader::open_opt(&repaired, ReaderOptions::default().with_cache_bytes(cache_bytes))
@@ -130,9 +133,9 @@ fn fixtures_read_in_any_order_with_and_without_cache() {
                 let s = r.read(k).unwrap();
                 assert_sample_matches_json(&s.data, &samples[kk], &format!("{name} read({k})"));
                 assert_eq!(
-                    r.get_metadata(kk).unwrap(),
+                    r.sample_sizes(kk).unwrap(),
                     (s.data.num_atoms(), s.data.num_edges()),
-                    "{name} get_metadata({kk})"
+                    "{name} sample_sizes({kk})"
                 );
             }
         }
@@ -149,7 +152,7 @@ fn logical_indices_skip_deleted_samples_of_the_reference_store() {
     let deleted = [0usize, 5, 6, 41, 79];
     let active: Vec<usize> = (0..80).filter(|p| !deleted.contains(p)).collect();
     for (k, &p) in active.iter().enumerate() {
-        assert_eq!(r.physical_index(k), p);
+        assert_eq!(r.sample_metadata(k).physical_index, p);
         assert_eq!(r.read(k as i64).unwrap().metadata.physical_index, p);
     }
     // What the format document says a delete leaves on disk, checked on the
@@ -210,7 +213,7 @@ fn reference_neighbor_lists_are_store_global_except_the_appended_half() {
         let half = n / 2; // FIXTURES.md: write of the first half, append of the rest
         let mut checked_nonzero_offset = false;
         for k in 0..r.len() {
-            let p = r.physical_index(k);
+            let p = r.sample_metadata(k).physical_index;
             let s = r.read(k as i64).unwrap().data;
             let local = s.field("neighbor_list").unwrap().data.to_i64_vec().unwrap();
             let (e0, e1) = (edges_ptr[p] as usize, edges_ptr[p + 1] as usize);
@@ -381,7 +384,7 @@ fn fixture_copies_take_deletes() {
         copy_dir(&assets().join(format!("{name}.zarr")), &path);
         let r = AtomicDataZarrReader::open(&path).unwrap();
         let logical_to_delete = [0usize, 3, want.len() / 2, want.len() - 1];
-        let physical: Vec<usize> = logical_to_delete.iter().map(|&k| r.physical_index(k)).collect();
+        let physical: Vec<usize> = logical_to_delete.iter().map(|&k| r.sample_metadata(k).physical_index).collect();
         let mut w = AtomicDataZarrWriter::open(&path, ZarrWriteConfig::default()).unwrap();
         w.delete(&physical).unwrap();
         r.refresh().unwrap();
@@ -450,7 +453,7 @@ fn levels_fall_back_to_the_reference_name_table() {
     root["attributes"]["fields"]["custom"].as_object_mut().unwrap().remove("tag");
     std::fs::write(&root_file, serde_json::to_vec(&root).unwrap()).unwrap();
     let r = AtomicDataZarrReader::open(&path).unwrap();
-    assert_eq!(r.field_levels()["tag"], Level::System);
+    assert_eq!(r.schema().fields["tag"], Level::System);
     check_against_expected(&r, &expected("nva_custom_deleted").1, "nva_custom_deleted without tag's level");
 }
 

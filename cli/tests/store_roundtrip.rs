@@ -119,8 +119,8 @@ fn check_reader(r: &AtomicDataZarrReader, m: &Model, what: &str) {
         assert_sample_eq(&s.data, active[k].1, &format!("{what}: read_many index {i}"));
     }
     for (k, (p, s)) in active.iter().enumerate() {
-        assert_eq!(r.get_metadata(k).unwrap(), (s.num_atoms(), s.num_edges()), "{what}: get_metadata({k})");
-        assert_eq!(r.physical_index(k), *p);
+        assert_eq!(r.sample_sizes(k).unwrap(), (s.num_atoms(), s.num_edges()), "{what}: get_metadata({k})");
+        assert_eq!(r.sample_metadata(k).physical_index, *p);
     }
     assert_sample_eq(&r.read(-1).unwrap().data, active[n - 1].1, &format!("{what}: read(-1)"));
     assert_sample_eq(&r.read(-(n as i64)).unwrap().data, active[0].1, &format!("{what}: read(-len)"));
@@ -533,7 +533,7 @@ fn dump_of_our_store_equals_what_it_reads() {
     let fields: BTreeMap<String, String> =
         v["fields"].as_object().unwrap().iter().map(|(k, l)| (k.clone(), l.as_str().unwrap().to_string())).collect();
     let want: BTreeMap<String, String> =
-        r.field_levels().into_iter().map(|(k, l)| (k, l.as_str().to_string())).collect();
+        r.schema().fields.into_iter().map(|(k, l)| (k, l.as_str().to_string())).collect();
     assert_eq!(fields, want);
     let dumped = v["samples"].as_array().unwrap();
     assert_eq!(dumped.len(), 7);
@@ -557,7 +557,7 @@ fn dump_escapes_field_names_as_python_json_does() {
         .unwrap();
     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default()).unwrap().write(&[s]).unwrap();
     let r = AtomicDataZarrReader::open(&path).unwrap();
-    assert!(r.field_levels().contains_key(name));
+    assert!(r.schema().fields.contains_key(name));
     let mut out = Vec::new();
     atomzarr::formats::dump::dump_json(&r, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -683,8 +683,8 @@ fn defragment_with_a_new_config_and_of_an_all_deleted_store() {
     w.defragment(None).unwrap();
     r.refresh().unwrap();
     assert_eq!((r.len(), r.num_physical()), (0, 0));
-    assert_eq!(r.field_levels(), AtomicDataZarrReader::open(&path).unwrap().field_levels());
-    assert!(r.field_levels().contains_key("after") && r.field_levels().contains_key("descriptor"));
+    assert_eq!(r.schema().fields, AtomicDataZarrReader::open(&path).unwrap().schema().fields);
+    assert!(r.schema().fields.contains_key("after") && r.schema().fields.contains_key("descriptor"));
     // The carried-over schema still binds appends.
     let bad = samples(1, 1, 3, 2, &custom_extras(DType::Int8));
     assert!(matches!(w.append(&bad), Err(atomzarr::Error::InvalidInput { .. })), "'after' is missing");
@@ -825,7 +825,7 @@ fn an_empty_store_reads_dumps_and_inspects() {
     w.write(&[]).unwrap();
     let r = AtomicDataZarrReader::open(&path).unwrap();
     assert_eq!((r.len(), r.num_physical()), (0, 0));
-    assert!(r.field_levels().is_empty());
+    assert!(r.schema().fields.is_empty());
     assert!(matches!(r.read(0), Err(atomzarr::Error::IndexOutOfRange { index: 0, len: 0, .. })));
     let (ok, stdout, stderr) = cli(&["dump", path.to_str().unwrap()]);
     assert!(ok, "{stderr}");

@@ -523,7 +523,7 @@ pub fn gaussians(r: &Tensor<2>, r_min: f64, cutoff: f64, k: usize) -> (Tensor<2>
 #[cfg(test)]
 pub mod model_tests {
     use super::*;
-    use crate::step::{LossWeights, Trainer, loss};
+    use crate::step::{LossWeights, loss};
 
     /// A random 2-graph batch: one periodic-looking graph with shifts, one cluster.
     fn toy_batch(device: &Device) -> GraphBatch {

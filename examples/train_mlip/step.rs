@@ -1,6 +1,7 @@
 //! The loss, one training step (model + Adam) and the validation metrics
 //! of the potential in `model.rs`, and the dataset statistics the model is
 //! scaled by.
+#![allow(dead_code)]
 // Index loops over a batch's graphs read like the formulas they implement.
 #![allow(clippy::needless_range_loop)]
 

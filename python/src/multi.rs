@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use atomzarr::source::ChunkedReader;
-use atomzarr::{DType, Dataset, Level, MultiReader, MultiReaderOptions, Reader as _};
+use atomzarr::{DType, Dataset, Level, MultiReader, MultiReaderOptions, Reader as _, ReaderExt as _};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -169,7 +169,7 @@ impl MultiDataset {
         for (name, (level, dtype, trailing)) in first.get().reader.field_schema() {
             d.set_item(name, (level.to_string(), dtype.to_string(), trailing))?;
         }
-        if self.multi.field_levels().contains_key(atomzarr::source::DATASET_INDEX) {
+        if self.multi.schema().fields.contains_key(atomzarr::source::DATASET_INDEX) {
             let none: Vec<usize> = Vec::new();
             d.set_item(atomzarr::source::DATASET_INDEX, (Level::System.to_string(), DType::Int64.to_string(), none))?;
         }

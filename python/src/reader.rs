@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use atomzarr::source::ChunkedReader;
-use atomzarr::{AtomicDataZarrReader, Dataset, Location, Reader as _, ReaderOptions};
+use atomzarr::{AtomicDataZarrReader, Dataset, Location, ReaderExt as _, ReaderOptions};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::pipeline::{DataLoader, Dataset};
 use crate::progress::Progress;
 use crate::sampler::{MultiDatasetBatchSampler, MultiDatasetSampler};
-use crate::source::{DecodeCounters, MultiReader, Reader};
+use crate::source::{DecodeCounters, MultiReader, Reader, ReaderExt};
 use crate::store::AtomicDataZarrReader;
 use crate::{Location, MultiReaderOptions, ReaderOptions};
 

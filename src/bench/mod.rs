@@ -5,7 +5,7 @@
 //! Three read paths are timed:
 //! - `batch`: the public [`DataLoader`](crate::DataLoader) over a [`Dataset`](crate::Dataset) with
 //!   validation skipped, on the CPU (Flex) device: what a training loop sees.
-//! - `raw`: the reader's fused read ([`Reader::plan`](crate::Reader::plan), [`Reader::read_plan`](crate::Reader::read_plan))
+//! - `raw`: the reader's fused read ([`ReaderExt::plan`](crate::ReaderExt::plan), [`ReaderExt::read_plan`](crate::ReaderExt::read_plan))
 //!   in windows of `batch_size * prefetch_factor` samples with what the
 //!   DataLoader asks of it on the CPU device (int64 fields narrowed to
 //!   int32), no loader, pipelined as the loader is (a background thread

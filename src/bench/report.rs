@@ -7,7 +7,7 @@ use super::mix::{MixReport, time_mixture};
 use super::options::{ReadOptions, ReadOrder, ReadPath, ReadResult};
 use super::read::time_reads;
 use crate::error::Result;
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 use crate::{Location, ReaderOptions};
 
 /// Size facts of a store's active samples.
@@ -38,7 +38,7 @@ pub fn store_facts(store: &Location) -> Result<StoreFacts> {
     let n = reader.len();
     let (mut atoms, mut edges) = (0u64, 0u64);
     for i in 0..n {
-        let (a, e) = reader.get_metadata(i)?;
+        let (a, e) = reader.sample_sizes(i)?;
         atoms += a as u64;
         edges += e as u64;
     }

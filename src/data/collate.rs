@@ -11,7 +11,7 @@ use crate::data::{AtomicData, DType, HostData, IndexRange, IndexReport, Level, S
 use crate::error::{Error, Result};
 
 /// How a reader lays out collated batches (see
-/// [`Reader::plan`](crate::Reader::plan)).
+/// [`ReaderExt::plan`](crate::ReaderExt::plan)).
 ///
 /// ```
 /// use atomzarr::data::CollateOptions;

@@ -162,8 +162,9 @@ fn write_data(out: &mut String, d: &HostData) {
 /// The reader's errors (as [`Reader::load_many`]); [`Error::Io`] naming the
 /// reader's source when writing to `w` fails.
 pub fn dump_json(reader: &dyn Reader, w: &mut dyn Write) -> Result<()> {
-    let mut levels = reader.field_levels();
-    levels.extend(reader.string_levels());
+    let schema = reader.schema();
+    let mut levels = schema.fields;
+    levels.extend(schema.strings);
     let mut out = String::new();
     let _ = write!(out, "{{\"num_samples\": {}, \"fields\": {{", reader.len());
     for (i, (name, level)) in levels.iter().enumerate() {

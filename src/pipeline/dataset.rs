@@ -38,7 +38,7 @@ use crate::data::neighbors;
 use crate::data::{CollateOptions, CollatedBatch};
 use crate::error::{Error, Result};
 use crate::prep::transforms::CollatedTransform;
-use crate::source::{ChunkedReader, ReadPlan, Reader, ReaderExt};
+use crate::source::{Capabilities, PlannedReader, ReadPlan, Reader, ReaderExt, Schema};
 
 /// Validation and transforms over a [`Reader`] (background reads are a
 /// [`Prefetcher`](crate::Prefetcher)'s). Cloning is cheap and shares the
@@ -48,7 +48,7 @@ pub struct Dataset<R: Reader> {
     read: ReadCtx<R>,
     /// The batch layout of reads that do not name one (`load_batches`).
     collate: CollateOptions,
-    /// The fields of a transformed sample, found once (see `field_levels`).
+    /// The fields of a transformed sample, found once (see `schema`).
     transformed_levels: Arc<OnceLock<std::collections::BTreeMap<String, crate::data::Level>>>,
 }
 
@@ -162,7 +162,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// `neighbor_list` and `shifts` (its rows could not follow the new edges).
     pub fn with_cutoff(mut self, cutoff: f64) -> Result<Self> {
         neighbors::check_cutoff(cutoff)?;
-        let levels = self.read.reader.field_levels();
+        let levels = self.read.reader.schema().fields;
         if let Some(name) = neighbors::foreign_edge_field(levels.iter().map(|(n, l)| (n, *l))) {
             return Err(Error::invalid(
                 self.read.reader.name(),
@@ -202,7 +202,7 @@ impl<R: Reader + 'static> Dataset<R> {
     /// impl Reader for Three {
     ///     fn len(&self) -> usize { 3 }
     ///     fn name(&self) -> &str { "three" }
-    ///     fn field_levels(&self) -> std::collections::BTreeMap<String, atomzarr::Level> { Default::default() }
+    ///     fn schema(&self) -> atomzarr::source::Schema { Default::default() }
     ///     fn load_many(&self, idx: &[usize]) -> atomzarr::Result<Vec<AtomicData>> {
     ///         idx.iter().map(|&i| AtomicData::new(vec![1, 1], vec![[0.0; 3]; 2])?.with_neighbor_list(vec![[0, if i == 1 { 9 } else { 1 }]], None)).collect()
     ///     }
@@ -330,7 +330,7 @@ impl<R: Reader + 'static> Dataset<R> {
 
     /// The plan of reading `lists` as [`Dataset::load_batches`] would
     /// (indices checked; on the reader's collated path, the reader's own
-    /// plan, see [`Reader::plan`]). The [`DataLoader`](crate::DataLoader)
+    /// preparation, see [`PlannedReader::prepare`]). The [`DataLoader`](crate::DataLoader)
     /// plans each window on its own thread and hands the plan to a read
     /// thread ([`Dataset::read_planned`]).
     ///
@@ -447,12 +447,11 @@ impl<R: Reader + 'static> Dataset<R> {
 /// A Dataset is itself a [`Reader`], so Datasets compose: as a
 /// [`MultiReader`](crate::MultiReader) child, under an
 /// [`InMemoryReader`](crate::InMemoryReader), or wrapped again. Loads return
-/// validated (unless skipped) and transformed samples; `plan` and
-/// `read_plan` are [`Dataset::plan`] and [`Dataset::read_planned`] laid out
-/// as their options say; sizes, metadata
-/// and refresh go to the reader.
-/// Every method is forwarded (the reader's chunk capability included), so
-/// wrapping a reader in a Dataset loses none of its hooks.
+/// validated (unless skipped) and transformed samples; its planning
+/// ([`PlannedReader`]) is [`Dataset::plan`] and [`Dataset::read_planned`]
+/// laid out as the plan's options say; the index (metadata, sizes,
+/// refresh) and the chunk capability are the reader's, so wrapping a reader
+/// in a Dataset loses none of them.
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
@@ -461,9 +460,10 @@ impl<R: Reader + 'static> Dataset<R> {
 /// let ds = Dataset::new(mem).with_transform(|s| Ok(s.with_energy(1.0)));
 /// let as_reader: &dyn Reader = &ds;
 /// assert_eq!(as_reader.read(2)?.data.field("energy").unwrap().data.to_f64_vec(), vec![1.0]);
-/// assert_eq!(as_reader.get_metadata(2)?, ds.get_metadata(2)?);
+/// assert_eq!(as_reader.sample_sizes(2)?, ds.reader().sample_sizes(2)?);
 /// # Ok(()) }
 /// ```
+// A wrapper forwards every capability: none may fall back to a default.
 #[deny(clippy::missing_trait_methods)]
 impl<R: Reader + 'static> Reader for Dataset<R> {
     fn len(&self) -> usize {
@@ -474,67 +474,52 @@ impl<R: Reader + 'static> Reader for Dataset<R> {
         self.read.reader.name()
     }
 
-    /// The reader's fields; with transforms, those of the first sample as
-    /// transformed (a transform may add or drop fields), found at the first
-    /// call and kept (until another transform is added), falling back to
-    /// the reader's when that sample cannot be read.
-    fn field_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
+    /// The reader's schema; with transforms, the fields of the first sample
+    /// as transformed (a transform may add or drop fields), found at the
+    /// first call and kept (until another transform is added), falling back
+    /// to the reader's when that sample cannot be read.
+    fn schema(&self) -> Schema {
+        let schema = self.read.reader.schema();
         let transformed =
             !(self.read.transforms.is_empty() && self.read.collated.is_empty() && self.read.cutoff.is_none());
         if !transformed || self.is_empty() {
-            return self.read.reader.field_levels();
+            return schema;
         }
         if let Some(levels) = self.transformed_levels.get() {
-            return levels.clone();
+            return Schema { fields: levels.clone(), ..schema };
         }
         match self.get_sample(0) {
             Ok(s) => {
                 let levels: std::collections::BTreeMap<_, _> =
                     s.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect();
-                self.transformed_levels.get_or_init(|| levels).clone()
+                Schema { fields: self.transformed_levels.get_or_init(|| levels).clone(), ..schema }
             }
-            Err(_) => self.read.reader.field_levels(),
+            Err(_) => schema,
         }
-    }
-
-    fn string_levels(&self) -> std::collections::BTreeMap<String, crate::data::Level> {
-        self.read.reader.string_levels()
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         let ctx = &self.read;
-        ctx.check(&[indices.to_vec()])?;
-        let samples = self.read.reader.load_many(indices)?;
+        let samples = ctx.reader.load_many(indices)?;
         let samples = samples.into_iter().zip(indices).map(|(s, &i)| ctx.sample(i, s)).collect::<Result<_>>()?;
         ctx.collated_samples(indices, samples)
     }
 
-    fn physical_index(&self, index: usize) -> usize {
-        self.read.reader.physical_index(index)
+    fn capabilities(&self) -> Capabilities<'_> {
+        let inner = self.read.reader.capabilities();
+        Capabilities { index: inner.index, planned: Some(self), chunked: inner.chunked }
+    }
+}
+
+/// The Dataset's reads: the reader's own planning on its collated path,
+/// samples validated and transformed otherwise.
+impl<R: Reader + 'static> PlannedReader for Dataset<R> {
+    fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
+        self.read.prepare(plan)
     }
 
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        self.read.reader.get_metadata(index)
-    }
-
-    fn refresh(&self) -> Result<()> {
-        self.read.reader.refresh()
-    }
-
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
-        self.read.plan(batches, options)
-    }
-
-    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    fn read_prepared(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
         *out = self.read.read(plan)?;
         Ok(())
-    }
-
-    fn metadata_for(&self, i: usize) -> crate::source::SampleMetadata {
-        self.read.reader.metadata_for(i)
-    }
-
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        self.read.reader.chunked()
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! With `prefetch_factor = k > 0`, consecutive batches are grouped `k` at a
 //! time into one fused read (`batch_size * k` indices in one planned read,
-//! [`Reader::plan`](crate::Reader::plan) then `read_plan`), and
+//! [`ReaderExt::plan`](crate::ReaderExt::plan) then `read_plan`), and
 //! two fused reads are kept in flight: one being consumed while the next is
 //! read in the background. With `prefetch_factor = 0` each batch is one
 //! synchronous read. Either way the batches are exactly the sampler's, in its
@@ -53,7 +53,7 @@ use crate::pipeline::ranked::{Items, Resume};
 use crate::pipeline::schedule::{Clock, Cursor, Live, ScheduleCounts, View};
 use crate::pipeline::upload::{self, Item, Uploader, items, to_device};
 use crate::pipeline::{BatchTransform, Dataset, Pending, Prefetcher};
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 use crate::threads::lock;
 
 /// Counters of a [`DataLoader`] (all epochs, all its iterators).

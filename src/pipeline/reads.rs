@@ -111,16 +111,27 @@ impl<R: Reader> ReadCtx<R> {
         self.skip_validation && self.transforms.is_empty()
     }
 
-    /// The plan of `lists` laid out as `collate`: the reader's own plan on
-    /// the collated path (stored edges left out when lists are built at a
-    /// cutoff), else a plan of the samples to validate.
+    /// The plan of `lists` laid out as `collate`: indices checked, then
+    /// prepared ([`ReadCtx::prepare`]).
     pub(super) fn plan(&self, lists: Vec<Vec<usize>>, collate: CollateOptions) -> Result<ReadPlan> {
-        self.check(&lists)?;
-        if self.collated_path() {
-            // Lists built at a cutoff replace the stored edges: not decoded.
-            return self.reader.plan(lists, collate.with_skip_edges(self.cutoff.is_some()));
+        let mut plan = ReadPlan::checked(self.reader.name(), self.reader.len(), lists, collate)?;
+        self.prepare(&mut plan)?;
+        Ok(plan)
+    }
+
+    /// On the collated path the reader's own preparation (stored edges left
+    /// out when lists are built at a cutoff); otherwise nothing: the
+    /// samples are read, validated and transformed at the read.
+    pub(super) fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
+        if !self.collated_path() {
+            return Ok(());
         }
-        Ok(ReadPlan::new(lists, collate))
+        // Lists built at a cutoff replace the stored edges: not decoded.
+        plan.set_options(plan.options().with_skip_edges(self.cutoff.is_some()));
+        match self.reader.capabilities().planned {
+            Some(p) => p.prepare(plan),
+            None => Ok(()),
+        }
     }
 
     pub(super) fn load_batches(&self, lists: &[Vec<usize>], collate: CollateOptions) -> Result<Vec<CollatedBatch>> {
@@ -237,7 +248,8 @@ impl<R: Reader> ReadCtx<R> {
             self.reader.read_plan(plan, &mut out)?;
             return Ok(out);
         }
-        let (lists, collate, _) = plan.into_parts::<()>();
+        plan.check_length(self.reader.name(), self.reader.len())?;
+        let (lists, collate) = plan.into_parts();
         let flat: Vec<usize> = lists.iter().flatten().copied().collect();
         let samples = self.reader.load_many(&flat)?;
         let samples: Vec<AtomicData> =

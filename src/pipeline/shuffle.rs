@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::sampler::{ChunkShuffleSampler, RandomSampler, Sampler, epoch_rng, pool_blocks, shuffle};
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 
 use super::ranked::{Items, RankedSamples, Resume, ResumeAt};
 use crate::threads::lock;

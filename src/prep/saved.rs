@@ -250,7 +250,7 @@ impl SavedStats {
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
-    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, ReaderExt, ZarrWriteConfig};
     /// use atomzarr::prep::stats::{StatsOptions, dataset_stats};
     /// use atomzarr::prep::saved::SavedStats;
     /// let dir = tempfile::tempdir().unwrap();

@@ -246,8 +246,7 @@ enum KeySource {
 
 fn key_source<R: Reader + ?Sized>(reader: &R, by: Option<&str>) -> Result<KeySource> {
     let Some(by) = by else { return Ok(KeySource::Physical) };
-    let strings = reader.string_levels();
-    let fields = reader.field_levels();
+    let crate::source::Schema { fields, strings } = reader.schema();
     let level = match (strings.get(by), fields.get(by)) {
         (Some(l), _) => *l,
         (None, Some(l)) => *l,
@@ -352,7 +351,7 @@ impl Split {
                     let idx: Vec<usize> = (start..(start + CHUNK).min(len)).collect();
                     if let KeySource::Physical = src {
                         let atoms =
-                            idx.iter().map(|&i| reader.get_metadata(i).map(|m| m.0 as u64)).collect::<Result<_>>()?;
+                            idx.iter().map(|&i| reader.sample_sizes(i).map(|m| m.0 as u64)).collect::<Result<_>>()?;
                         return Ok((vec![None; idx.len()], atoms));
                     }
                     let mut out = Vec::new();
@@ -379,7 +378,7 @@ impl Split {
                             (g.part, None)
                         }
                         None => {
-                            let part = rule.part_of_key(&reader.physical_index(i).to_string());
+                            let part = rule.part_of_key(&reader.sample_metadata(i).physical_index.to_string());
                             (part, Some(GroupSize { part, samples: 1, atoms }))
                         }
                     };

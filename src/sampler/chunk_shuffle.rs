@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 
 use super::block_pool::{DEFAULT_POOL_BLOCKS, PoolDraws};
 use super::{BatchSampler, Sampler, Shard, epoch_rng, shuffle};

@@ -22,7 +22,7 @@ use super::{
     BatchSampler, ChildOrder, ChunkShuffleSampler, MultiDatasetBatchSampler, MultiDatasetSampler, POOL_RAMP_BLOCKS,
     Sampler, pool_blocks_at_least,
 };
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 
 // The children's orders are swapped whole: valid whatever a panicking thread did.
 use crate::threads::lock;

@@ -2,7 +2,7 @@
 //! of a fixed sample count, bin-packed by atom count.
 
 use crate::error::{Error, Result};
-use crate::source::Reader;
+use crate::source::{Reader, ReaderExt};
 
 use super::{BatchSampler, ChunkShuffleSampler, Sampler, epoch_rng, pool_blocks};
 
@@ -118,7 +118,7 @@ impl SizeAwareOptions {
 /// that can exceed a limit). Check [`SizeAwareSampler::oversize`] if that
 /// must not happen.
 ///
-/// Sizes come from [`Reader::get_metadata`] (pointer arrays only, no field
+/// Sizes come from [`ReaderExt::sample_sizes`](crate::ReaderExt::sample_sizes) (pointer arrays only, no field
 /// reads), taken once at construction.
 ///
 /// [`BatchSampler::len`] is the batch count of epoch 0; other epochs may
@@ -223,7 +223,7 @@ impl SizeAwareSampler {
         self.blocks.as_ref()
     }
 
-    /// As [`SizeAwareSampler::new`], with sizes from `reader.get_metadata`
+    /// As [`SizeAwareSampler::new`], with sizes from `reader.sample_sizes`
     /// for every index (a [`Dataset`](crate::Dataset), a
     /// [`MultiReader`](crate::MultiReader) or any other reader). On a store
     /// larger than its reader's cache (the rule of
@@ -232,10 +232,10 @@ impl SizeAwareSampler {
     /// `with_shuffle(true)` reads one.
     ///
     /// # Errors
-    /// The reader's error from [`Reader::get_metadata`]; otherwise as
+    /// The reader's error from [`ReaderExt::sample_sizes`](crate::ReaderExt::sample_sizes); otherwise as
     /// [`SizeAwareSampler::new`].
     pub fn from_reader<R: Reader + ?Sized>(reader: &R, options: SizeAwareOptions) -> Result<Self> {
-        let sizes = (0..reader.len()).map(|i| reader.get_metadata(i)).collect::<Result<Vec<_>>>()?;
+        let sizes = (0..reader.len()).map(|i| reader.sample_sizes(i)).collect::<Result<Vec<_>>>()?;
         let s = Self::new(sizes, options)?;
         let Some(chunked) = reader.chunked().filter(|_| options.shuffle) else { return Ok(s) };
         let blocks = ChunkShuffleSampler::for_reader(reader, options.max_batch_size.unwrap_or(64))?;

@@ -15,10 +15,10 @@ use rayon::prelude::*;
 
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, IndexRange, IndexReport, Level};
-use crate::data::{CollateOptions, CollatedBatch, FieldLayout, bad_indices};
+use crate::data::{CollatedBatch, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
-use crate::source::{ChunkedReader, ReadPlan, Reader, ReaderExt, SampleMetadata};
+use crate::source::{Capabilities, PlannedReader, ReadPlan, Reader, ReaderExt, SampleIndex, SampleMetadata, Schema};
 
 type Layout = Vec<FieldLayout>;
 
@@ -322,14 +322,14 @@ impl InMemoryReader {
             data.edges_ptr.push(0);
         }
         let levels = if n == 0 {
-            reader.field_levels()
+            reader.schema().fields
         } else {
             data.fields.iter().map(|(k, f)| (k.clone(), f.level)).collect()
         };
         // Checked once here (whatever the reader's batch path checked), so
         // batches copied from the resident data need no check.
         verify_neighbors(&data, |k, r| crate::source::reread_neighbor_error(reader, k, r))?;
-        let physical: Vec<usize> = (0..n).map(|i| reader.physical_index(i)).collect();
+        let physical: Vec<usize> = (0..n).map(|i| reader.sample_metadata(i).physical_index).collect();
         let physical = physical.iter().enumerate().any(|(i, &p)| i != p).then_some(physical);
         Ok(InMemoryReader { data, levels, source: format!("{} (in memory)", reader.name()), physical })
     }
@@ -386,9 +386,6 @@ impl InMemoryReader {
     }
 }
 
-/// Every method is written out: the resident copy answers sizes from its
-/// pointers and copies batches straight from its buffers.
-#[deny(clippy::missing_trait_methods)]
 impl Reader for InMemoryReader {
     fn len(&self) -> usize {
         self.data.num_graphs()
@@ -398,55 +395,58 @@ impl Reader for InMemoryReader {
         &self.source
     }
 
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        self.levels.clone()
-    }
-
-    fn string_levels(&self) -> BTreeMap<String, Level> {
-        self.data.strings.iter().map(|(k, f)| (k.clone(), f.level)).collect()
+    fn schema(&self) -> Schema {
+        let strings = self.data.strings.iter().map(|(k, f)| (k.clone(), f.level)).collect();
+        Schema::new(self.levels.clone()).with_strings(strings)
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
+        // The raw read refuses an index it does not have.
         self.check(indices)?;
         indices.iter().map(|&i| self.sample(i)).collect()
     }
 
-    fn physical_index(&self, index: usize) -> usize {
-        self.physical.as_ref().and_then(|p| p.get(index).copied()).unwrap_or(index)
+    fn capabilities(&self) -> Capabilities<'_> {
+        // Resident buffers: no chunks, no decode.
+        Capabilities { index: Some(self), planned: Some(self), chunked: None }
+    }
+}
+
+/// Physical indices of the source, sizes from the resident pointers.
+impl SampleIndex for InMemoryReader {
+    fn metadata(&self, index: usize) -> SampleMetadata {
+        let physical_index = self.physical.as_ref().and_then(|p| p.get(index).copied()).unwrap_or(index);
+        SampleMetadata { index, physical_index, source: Arc::from(self.source.as_str()) }
     }
 
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        self.check(&[index])?;
+    fn sizes(&self, index: usize) -> Result<(usize, usize)> {
         let d = &self.data;
-        Ok((
-            (d.atoms_ptr[index + 1] - d.atoms_ptr[index]) as usize,
-            (d.edges_ptr[index + 1] - d.edges_ptr[index]) as usize,
-        ))
+        match (d.graph_rows(Level::Atom, index), d.graph_rows(Level::Edge, index)) {
+            (Some(a), Some(e)) => Ok((a.len(), e.len())),
+            _ => Err(Error::Internal(format!("{}: sample {index} out of range of its pointers", self.source))),
+        }
     }
 
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.source.as_str()) }
-    }
-
-    fn refresh(&self) -> Result<()> {
+    fn reload(&self) -> Result<()> {
         // A resident copy: nothing changes under it.
         Ok(())
     }
+}
 
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
-        for b in &batches {
-            self.check(b)?;
-        }
-        Ok(ReadPlan::new(batches, options))
+/// Nothing to prepare: batches are copied straight from the resident
+/// buffers.
+impl PlannedReader for InMemoryReader {
+    fn prepare(&self, _plan: &mut ReadPlan) -> Result<()> {
+        Ok(())
     }
 
     /// Gathers rows from the resident buffers, then lays them out as the
-    /// plan says.
-    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
-        let (batches, opts, _) = plan.into_parts::<()>();
-        for b in &batches {
-            self.check(b)?;
-        }
+    /// plan says. A plan made for another number of samples is an
+    /// [`Error::PlanMismatch`] (the resident data never changes, so a plan
+    /// of the same length reads the same samples).
+    fn read_prepared(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        plan.check_length(&self.source, self.len())?;
+        let (batches, opts) = plan.into_parts();
         out.resize_with(batches.len(), CollatedBatch::default);
         out.par_iter_mut().zip(batches.par_iter()).try_for_each(|(dst, b)| {
             let picks: Vec<(usize, usize)> = b.iter().map(|&i| (0, i)).collect();
@@ -459,10 +459,5 @@ impl Reader for InMemoryReader {
             }
             Ok(())
         })
-    }
-
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        // Resident buffers: no chunks, no decode.
-        None
     }
 }

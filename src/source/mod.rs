@@ -3,7 +3,8 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `reader` | the [`Reader`] contract every backend implements, its conveniences ([`ReaderExt`]) and the chunked-store capability ([`ChunkedReader`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
+//! | `reader` | the [`Reader`] contract every backend implements ([`Schema`], [`Capabilities`]), its capabilities ([`SampleIndex`], [`PlannedReader`]) and conveniences ([`ReaderExt`]); [`Sample`](crate::Sample), [`SampleMetadata`] |
+//! | `chunked` | the chunked-store capability ([`ChunkedReader`]): [`DecodeCounters`], [`CacheFit`] |
 //! | `plan` | [`ReadPlan`]: a window's collated read, planned before it is read |
 //! | `in_memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
@@ -14,17 +15,21 @@
 //! other formats are read as frames, a batch at a time, by [`crate::formats`].
 
 mod budget;
+pub(crate) mod chunked;
 pub(crate) mod in_memory;
 pub(crate) mod multi;
-mod plan;
+pub(crate) mod plan;
 pub(crate) mod reader;
 
 pub(crate) use in_memory::gather;
 pub use multi::DATASET_INDEX;
 // The types also at the crate root are public there only.
 pub use budget::split_cache_budget;
+pub use chunked::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
 pub(crate) use multi::MultiReader;
 pub use plan::ReadPlan;
-pub use reader::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
+pub(crate) use plan::{Prepared, RowWindow};
+pub use reader::Capabilities;
+pub use reader::{PlannedReader, SampleIndex, Schema};
 pub(crate) use reader::{Reader, ReaderExt, SampleMetadata};
 pub(crate) use reader::{neighbor_index_error, reread_neighbor_error};

@@ -17,10 +17,10 @@ use crate::data::{AtomicData, BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYT
 use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
+use crate::source::plan::{BatchSource, MixedPlan};
 use crate::source::split_cache_budget;
-use crate::source::{
-    CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, ReadPlan, Reader, ReaderExt, SampleMetadata,
-};
+use crate::source::{CacheFit, Capabilities, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, PlannedReader};
+use crate::source::{Prepared, ReadPlan, Reader, ReaderExt, SampleIndex, SampleMetadata, Schema};
 
 /// Options of [`MultiReader::with_options`].
 ///
@@ -110,7 +110,7 @@ impl MultiReaderOptions {
     ///     children.push(Arc::new(AtomicDataZarrReader::open(&path)?));
     /// }
     /// let multi = MultiReader::with_options(children, MultiReaderOptions::default().with_cache_bytes(100_000))?;
-    /// let fits = atomzarr::Reader::chunked(&multi).unwrap().part_fits();
+    /// let fits = atomzarr::ReaderExt::chunked(&multi).unwrap().part_fits();
     /// assert_eq!(fits.iter().map(|f| f.cache_bytes).sum::<u64>(), 100_000);
     /// assert!(fits[0].fits() && !fits[1].fits()); // the small store is cached whole
     /// # Ok(()) }
@@ -169,6 +169,14 @@ impl std::fmt::Debug for MultiReader {
     }
 }
 
+/// `(child, local index)` of `global`, an index below the last offset
+/// (checked by the caller).
+fn owner(offsets: &[usize], global: usize) -> (usize, usize) {
+    // The last offset <= global; empty children share their offset and are skipped.
+    let d = offsets.partition_point(|&o| o <= global).saturating_sub(1);
+    (d, global - offsets[d])
+}
+
 fn offsets_of(children: &[Arc<dyn Reader>]) -> Vec<usize> {
     let mut o = Vec::with_capacity(children.len() + 1);
     o.push(0);
@@ -185,7 +193,7 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
         if c.is_empty() {
             continue;
         }
-        let levels = c.field_levels();
+        let levels = c.schema().fields;
         let Some((r, want)) = &reference else {
             reference = Some((d, levels));
             continue;
@@ -206,23 +214,6 @@ fn check_strict(children: &[Arc<dyn Reader>]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A [`MultiReader`]'s preparation of a window (in its [`ReadPlan`]): the
-/// offsets it was split against, each child's plan of its share, and where
-/// each output batch's samples come from.
-struct MixedWindow {
-    offsets: Arc<Vec<usize>>,
-    children: Vec<Option<ReadPlan>>,
-    sources: Vec<Source>,
-}
-
-/// Where one output batch's samples come from.
-enum Source {
-    /// Every sample from one child sub-batch `(child, j)`, in order.
-    Single(usize, usize),
-    /// Per sample: `(source slot, graph)` into the list of sub-batches used.
-    Mixed(Vec<(usize, usize)>, Vec<(usize, usize)>),
 }
 
 impl MultiReader {
@@ -250,7 +241,7 @@ impl MultiReader {
             check_strict(&children)?;
         }
         if options.dataset_index
-            && let Some(c) = children.iter().find(|c| c.field_levels().contains_key(DATASET_INDEX))
+            && let Some(c) = children.iter().find(|c| c.schema().fields.contains_key(DATASET_INDEX))
         {
             return Err(Error::invalid(
                 format!("MultiReader with_dataset_index: child {}", c.name()),
@@ -298,7 +289,7 @@ impl MultiReader {
         &self.children
     }
 
-    /// Child lengths (as of construction or the last [`Reader::refresh`]).
+    /// Child lengths (as of construction or the last [`ReaderExt::refresh`]).
     pub fn child_lens(&self) -> Vec<usize> {
         self.offsets().windows(2).map(|w| w[1] - w[0]).collect()
     }
@@ -321,9 +312,7 @@ impl MultiReader {
     fn locate(&self, offsets: &[usize], global: usize) -> Result<(usize, usize)> {
         let len = offsets.last().copied().unwrap_or(0);
         Error::check_indices(|| self.source.clone(), [&global], len)?;
-        // The last offset <= global; empty children share their offset and are skipped.
-        let d = offsets.partition_point(|&o| o <= global) - 1;
-        Ok((d, global - offsets[d]))
+        Ok(owner(offsets, global))
     }
 
     /// `(child, local index)` of a global index.
@@ -348,6 +337,7 @@ impl MultiReader {
 }
 
 /// Every method goes to the child that owns the sample, or to all children.
+// A wrapper forwards every capability: none may fall back to a default.
 #[deny(clippy::missing_trait_methods)]
 impl Reader for MultiReader {
     fn len(&self) -> usize {
@@ -358,20 +348,15 @@ impl Reader for MultiReader {
         &self.source
     }
 
-    /// The first non-empty child's fields (all of them share these under
-    /// `output_strict`).
-    fn field_levels(&self) -> BTreeMap<String, Level> {
+    /// The first non-empty child's schema (all of them share its fields
+    /// under `output_strict`), with [`DATASET_INDEX`] when it is added.
+    fn schema(&self) -> Schema {
         let c = self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]);
-        let mut levels = c.field_levels();
+        let mut schema = c.schema();
         if self.dataset_index {
-            levels.insert(DATASET_INDEX.to_string(), Level::System);
+            schema.fields.insert(DATASET_INDEX.to_string(), Level::System);
         }
-        levels
-    }
-
-    fn string_levels(&self) -> BTreeMap<String, Level> {
-        let c = self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]);
-        c.string_levels()
+        schema
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
@@ -411,22 +396,34 @@ impl Reader for MultiReader {
         out.into_iter().map(|s| s.ok_or_else(|| Error::Internal("MultiReader: a sample went missing".into()))).collect()
     }
 
-    fn physical_index(&self, index: usize) -> usize {
+    /// The children's capabilities combined: the index and planning always
+    /// (each child answers for its samples), [`ChunkedReader`] when at
+    /// least one child has stored chunks.
+    fn capabilities(&self) -> Capabilities<'_> {
+        let chunked = self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader);
+        Capabilities { index: Some(self), planned: Some(self), chunked }
+    }
+}
+
+/// Each sample's facts from the child that owns it.
+impl SampleIndex for MultiReader {
+    /// The child's metadata, under the global index.
+    fn metadata(&self, index: usize) -> SampleMetadata {
         match self.to_local_index(index) {
-            Ok((d, l)) => self.children[d].physical_index(l),
-            Err(_) => index,
+            Ok((d, l)) => SampleMetadata { index, ..self.children[d].sample_metadata(l) },
+            Err(_) => SampleMetadata { index, physical_index: index, source: Arc::from(self.source.as_str()) },
         }
     }
 
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
+    fn sizes(&self, index: usize) -> Result<(usize, usize)> {
         let (d, l) = self.to_local_index(index)?;
-        self.children[d].get_metadata(l)
+        self.children[d].sample_sizes(l)
     }
 
     /// Refreshes every child, then the offsets (and, under `output_strict`,
     /// re-checks the fields). Refresh children through the MultiReader, not
     /// directly, or the offsets go stale.
-    fn refresh(&self) -> Result<()> {
+    fn reload(&self) -> Result<()> {
         for c in &self.children {
             c.refresh()?;
         }
@@ -438,22 +435,27 @@ impl Reader for MultiReader {
         self.share_cache();
         Ok(())
     }
+}
 
+impl PlannedReader for MultiReader {
     /// Splits the window among the children (one sub-batch per output
     /// batch a child has samples in, in its local indices) and plans each
-    /// child's share with the child, children laid out as stored (`options`
-    /// is applied to the gathered batches).
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
+    /// child's share with the child, children laid out as stored (the
+    /// plan's options are applied to the gathered batches).
+    fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
         let offsets = self.snapshot();
+        // The split needs the offsets the indices were checked against.
+        plan.check_length(&self.source, offsets.last().copied().unwrap_or(0))?;
+        let batches = plan.batches();
         let n = self.children.len();
         let mut child_lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); n];
         let mut sources = Vec::with_capacity(batches.len());
-        for b in &batches {
+        for b in batches {
             let mut slot_of: Vec<Option<usize>> = vec![None; n];
             let mut slots: Vec<(usize, usize)> = Vec::new();
             let mut picks = Vec::with_capacity(b.len());
             for &g in b {
-                let (d, l) = self.locate(&offsets, g)?;
+                let (d, l) = owner(&offsets, g);
                 let slot = *slot_of[d].get_or_insert_with(|| {
                     slots.push((d, child_lists[d].len()));
                     child_lists[d].push(Vec::new());
@@ -464,31 +466,44 @@ impl Reader for MultiReader {
                 child_lists[d][j].push(l);
             }
             sources.push(if slots.len() == 1 {
-                Source::Single(slots[0].0, slots[0].1)
+                BatchSource::Single(slots[0].0, slots[0].1)
             } else {
-                Source::Mixed(slots, picks)
+                BatchSource::Mixed(slots, picks)
             });
         }
         let children = child_lists
             .into_iter()
             .zip(&self.children)
-            .map(|(lists, c)| (!lists.is_empty()).then(|| c.plan(lists, CollateOptions::default())).transpose())
+            .zip(offsets.windows(2))
+            .map(|((lists, c), o)| {
+                if lists.is_empty() {
+                    return Ok(None);
+                }
+                // The window's indices were checked; each child's share is in its range.
+                let mut part = ReadPlan::part(o[1] - o[0], lists, CollateOptions::default());
+                if let Some(p) = c.capabilities().planned {
+                    p.prepare(&mut part)?;
+                }
+                Ok(Some(part))
+            })
             .collect::<Result<_>>()?;
-        Ok(ReadPlan::new(batches, options).with_prepared(MixedWindow { offsets, children, sources }))
+        plan.set_prepared(Prepared::Mixed(Box::new(MixedPlan { offsets, children, sources })));
+        Ok(())
     }
 
     /// One read per child, children in parallel; batches that mix children
-    /// are gathered from the children's batches.
-    fn read_plan(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
-        let window = match plan.take_prepared::<MixedWindow>() {
-            Some(w) if Arc::ptr_eq(&w.offsets, &self.snapshot()) => w,
-            _ => {
-                let (batches, options, _) = plan.into_parts::<()>();
-                return self.read_plan(self.plan(batches, options)?, out);
+    /// are gathered from the children's batches. A plan made before a
+    /// refresh, or by another reader, is an [`Error::PlanMismatch`].
+    fn read_prepared(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        let window = match plan.take_prepared() {
+            Prepared::Mixed(w) if Arc::ptr_eq(&w.offsets, &self.snapshot()) => *w,
+            Prepared::Mixed(_) => {
+                return Err(Error::plan_mismatch(&self.source, "planned by another mixture, or before a refresh"));
             }
+            _ => return Err(Error::plan_mismatch(&self.source, "planned by a reader of another kind")),
         };
-        let (batches, opts, _) = plan.into_parts::<()>();
-        let MixedWindow { offsets, children, sources } = window;
+        let (batches, opts) = plan.into_parts();
+        let MixedPlan { offsets, children, sources } = window;
         let asked: Vec<Vec<usize>> = children
             .iter()
             .map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default())
@@ -516,12 +531,12 @@ impl Reader for MultiReader {
         let home = BufferHome::of(&self.batch_buffers);
         // Batches served whole by one child are moved, not copied.
         for (dst, source) in out.iter_mut().zip(&sources) {
-            if let Source::Single(d, j) = *source {
+            if let BatchSource::Single(d, j) = *source {
                 *dst = std::mem::take(&mut child_out[d][j]);
             }
         }
         out.par_iter_mut().zip(sources.par_iter()).zip(batches.par_iter()).try_for_each(|((dst, source), b)| {
-            if let Source::Mixed(slots, picks) = source {
+            if let BatchSource::Mixed(slots, picks) = source {
                 if dst.buffers.get().is_none() {
                     dst.buffers = home.clone();
                 }
@@ -551,28 +566,13 @@ impl Reader for MultiReader {
         }
         if self.dataset_index {
             for (dst, b) in out.iter_mut().zip(&batches) {
-                let children =
-                    b.iter().map(|&g| self.locate(&offsets, g).map(|(d, _)| d as i64)).collect::<Result<_>>()?;
+                let children = b.iter().map(|&g| owner(&offsets, g).0 as i64).collect();
                 let data = HostData::Int64(children);
                 dst.fields
                     .insert(DATASET_INDEX.into(), CollatedField { level: Level::System, trailing_shape: vec![], data });
             }
         }
         Ok(())
-    }
-
-    /// The child's metadata, under the global index.
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        match self.to_local_index(i) {
-            Ok((d, l)) => SampleMetadata { index: i, ..self.children[d].metadata_for(l) },
-            Err(_) => SampleMetadata { index: i, physical_index: i, source: Arc::from(self.source.as_str()) },
-        }
-    }
-
-    /// The children's capabilities combined ([`ChunkedReader`] for
-    /// `MultiReader`) when at least one child has stored chunks.
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        self.children.iter().any(|c| c.chunked().is_some()).then_some(self as &dyn ChunkedReader)
     }
 }
 

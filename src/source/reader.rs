@@ -1,31 +1,39 @@
 //! The backend contract: a [`Reader`] owns storage I/O and nothing else.
 //!
-//! Three traits, in the manner of object_store's `ObjectStore` and
+//! The traits, in the manner of object_store's `ObjectStore` and
 //! `ObjectStoreExt`:
 //!
 //! - [`Reader`], the core a backend implements: [`Reader::len`],
-//!   [`Reader::name`], [`Reader::field_levels`] and [`Reader::load_many`],
-//!   plus methods with defaults it overrides when it can do better (sizes
-//!   from pointers, a collated read planned ahead: [`Reader::plan`] and
-//!   [`Reader::read_plan`], see [`ReadPlan`]);
-//! - [`ReaderExt`], the conveniences every reader gets for free:
-//!   [`ReaderExt::read`] and [`ReaderExt::read_many`] (negative indices,
-//!   bounds checks, [`SampleMetadata`]), [`ReaderExt::read_collated`];
-//! - [`ChunkedReader`], the optional capability of a reader over stored
-//!   chunks (chunk blocks, the cache's fit and budget, decode counters), reached through
-//!   [`Reader::chunked`].
+//!   [`Reader::name`], [`Reader::schema`] and [`Reader::load_many`], and
+//!   [`Reader::capabilities`], what else it can do (default: nothing more);
+//! - the capabilities, each an optional trait a reader hands out in its
+//!   [`Capabilities`]: [`SampleIndex`] (where a sample came from and its
+//!   sizes without loading it; refresh), [`PlannedReader`] (collated reads
+//!   prepared ahead, see [`ReadPlan`]) and [`ChunkedReader`] (chunk blocks,
+//!   the cache's fit and budget, decode counters);
+//! - [`ReaderExt`], what every reader gets for free, built on the core and
+//!   the capabilities: [`ReaderExt::read`] and [`ReaderExt::read_many`]
+//!   (negative indices, bounds checks, [`SampleMetadata`]),
+//!   [`ReaderExt::sample_metadata`], [`ReaderExt::sample_sizes`],
+//!   [`ReaderExt::refresh`], [`ReaderExt::plan`] and
+//!   [`ReaderExt::read_plan`], [`ReaderExt::read_collated`].
+//!
+//! A wrapper (an [`Arc`], a [`Dataset`](crate::Dataset), a
+//! [`MultiReader`](crate::MultiReader)) forwards the five methods of
+//! [`Reader`], and with [`Reader::capabilities`] every capability of what
+//! it wraps.
 //!
 //! ```
-//! use std::collections::BTreeMap;
 //! use atomzarr::{AtomicData, Level, Reader, ReaderExt, Result};
+//! use atomzarr::source::Schema;
 //!
 //! /// A toy backend that makes each sample on demand.
 //! struct Dimers;
 //! impl Reader for Dimers {
 //!     fn len(&self) -> usize { 10 }
 //!     fn name(&self) -> &str { "dimers" }
-//!     fn field_levels(&self) -> BTreeMap<String, Level> {
-//!         [("atomic_numbers".into(), Level::Atom), ("positions".into(), Level::Atom)].into()
+//!     fn schema(&self) -> Schema {
+//!         Schema::new([("atomic_numbers".into(), Level::Atom), ("positions".into(), Level::Atom)].into())
 //!     }
 //!     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
 //!         indices.iter().map(|&i| AtomicData::new(vec![1, 1], vec![[0.0; 3], [0.5 + i as f32 * 0.1, 0.0, 0.0]])).collect()
@@ -37,6 +45,7 @@
 //! assert_eq!(many[1].metadata.index, 9);
 //! assert_eq!(many[0].data, many[2].data);
 //! assert!(r.read(10).is_err());
+//! assert_eq!(r.sample_sizes(2).unwrap(), (2, 0)); // the default loads the sample
 //! assert!(r.chunked().is_none());
 //! ```
 
@@ -47,6 +56,7 @@ use crate::data::{AtomicData, Level};
 use crate::data::{CollateOptions, CollatedBatch, IndexReport, collate_lists};
 use crate::error::{Error, Result};
 use crate::source::ReadPlan;
+use crate::source::chunked::ChunkedReader;
 
 /// Where a sample came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,84 +78,24 @@ pub struct Sample {
     pub metadata: SampleMetadata,
 }
 
-/// Decode counters of a reader that decodes stored chunks (the Zarr reader):
-/// how many bytes it decoded and how many bytes of samples it was asked for.
-/// Their ratio is the decode amplification: 1 when every decoded byte was
-/// delivered once, `k` when each chunk was decoded `k` times over (a cache
-/// too small for the read order) or when most of each chunk was not needed.
-///
-/// ```
-/// use atomzarr::source::DecodeCounters;
-/// let before = DecodeCounters { decoded_bytes: 100, sample_bytes: 100, chunks_decoded: 1 };
-/// let after = DecodeCounters { decoded_bytes: 1100, sample_bytes: 600, chunks_decoded: 9 };
-/// let epoch = after.since(&before);
-/// assert_eq!(epoch.amplification(), Some(2.0));
-/// assert_eq!(DecodeCounters::default().amplification(), None);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DecodeCounters {
-    /// Bytes of decoded chunks (each decode counted, cache hits not).
-    pub decoded_bytes: u64,
-    /// Bytes of field data of the samples requested (in the stored dtypes).
-    pub sample_bytes: u64,
-    /// Chunks decoded.
-    pub chunks_decoded: u64,
-}
-
-impl DecodeCounters {
-    /// `decoded_bytes / sample_bytes`; `None` before any sample byte was read.
-    pub fn amplification(&self) -> Option<f64> {
-        (self.sample_bytes > 0).then(|| self.decoded_bytes as f64 / self.sample_bytes as f64)
-    }
-
-    /// The counts since `earlier` (a snapshot of the same reader).
-    pub fn since(&self, earlier: &DecodeCounters) -> DecodeCounters {
-        DecodeCounters {
-            decoded_bytes: self.decoded_bytes.saturating_sub(earlier.decoded_bytes),
-            sample_bytes: self.sample_bytes.saturating_sub(earlier.sample_bytes),
-            chunks_decoded: self.chunks_decoded.saturating_sub(earlier.chunks_decoded),
-        }
-    }
-}
-
-/// Counters of several readers added up (a [`MultiReader`](crate::MultiReader)'s children).
-///
-/// ```
-/// use atomzarr::source::DecodeCounters;
-/// let a = DecodeCounters { decoded_bytes: 10, sample_bytes: 5, chunks_decoded: 1 };
-/// assert_eq!([a, a].into_iter().sum::<DecodeCounters>(), DecodeCounters { decoded_bytes: 20, sample_bytes: 10, chunks_decoded: 2 });
-/// ```
-impl std::iter::Sum for DecodeCounters {
-    fn sum<I: Iterator<Item = DecodeCounters>>(iter: I) -> DecodeCounters {
-        iter.fold(DecodeCounters::default(), |a, c| DecodeCounters {
-            decoded_bytes: a.decoded_bytes.saturating_add(c.decoded_bytes),
-            sample_bytes: a.sample_bytes.saturating_add(c.sample_bytes),
-            chunks_decoded: a.chunks_decoded.saturating_add(c.chunks_decoded),
-        })
-    }
-}
-
 /// Storage backend: the contract a new source of samples implements.
 ///
 /// Four methods are required: [`Reader::len`], [`Reader::name`],
-/// [`Reader::field_levels`] and [`Reader::load_many`]. The provided methods
-/// have defaults built on those, which a backend overrides when it can do
-/// better: answer sizes from pointers ([`Reader::get_metadata`]), name
-/// physical indices, pick up new data ([`Reader::refresh`]), and read
-/// collated batches without materialising samples ([`Reader::plan`] and
-/// [`Reader::read_plan`]). Indices given to them are logical and, past
-/// [`Reader::plan`], already in `0..len()`. Each method builds its own
-/// errors, naming the reader and the sample.
+/// [`Reader::schema`] and [`Reader::load_many`]. The fifth,
+/// [`Reader::capabilities`], hands out what else the reader can do (each a
+/// trait of its own: [`SampleIndex`], [`PlannedReader`], [`ChunkedReader`]);
+/// by default it can do nothing more, and [`ReaderExt`] builds the rest
+/// from the four. Each method builds its own errors, naming the reader and
+/// the sample.
 ///
 /// Callers use [`ReaderExt`] (implemented for every `Reader`): `read`,
-/// `read_many` and `read_collated` normalise negative indices, check bounds
-/// and attach [`SampleMetadata`]. A store made of chunks also exposes
-/// [`ChunkedReader`] through [`Reader::chunked`].
+/// `read_many`, `plan` and `read_collated` normalise negative indices,
+/// check bounds and attach [`SampleMetadata`].
 ///
 /// A reader that wraps another (as [`Arc`], [`Dataset`](crate::Dataset) and
-/// [`MultiReader`](crate::MultiReader) do) must forward every method, or
-/// the wrapped reader's overrides are lost; put
-/// `#[deny(clippy::missing_trait_methods)]` on such an impl.
+/// [`MultiReader`](crate::MultiReader) do) implements the five methods, its
+/// [`Reader::capabilities`] forwarding those of the wrapped reader (or its
+/// own), so that none is lost.
 // `is_empty` is a convenience, so it lives in ReaderExt with the others.
 #[allow(clippy::len_without_is_empty)]
 pub trait Reader: Send + Sync {
@@ -156,11 +106,14 @@ pub trait Reader: Send + Sync {
     /// metadata and errors.
     fn name(&self) -> &str;
 
-    /// Field name to level, for every field a sample has.
-    fn field_levels(&self) -> BTreeMap<String, Level>;
+    /// What a sample holds: each field's level and each string label's.
+    fn schema(&self) -> Schema;
 
     /// Loads samples, results aligned with `indices` (duplicates allowed).
     /// A backend that reads one sample at a time maps over `indices`.
+    /// Callers check indices against [`Reader::len`] first ([`ReaderExt`]
+    /// does); a backend refuses one it does not have with an error, never
+    /// a panic.
     ///
     /// # Errors
     /// Whatever the backend's storage returns (for a store: [`Error::Chunk`],
@@ -168,79 +121,8 @@ pub trait Reader: Send + Sync {
     /// [`Error::Remote`]); an index out of range is an [`Error::IndexOutOfRange`].
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>>;
 
-    /// String label name to level, for every string label a sample has
-    /// ([`AtomicData::strings`]). Default: none.
-    fn string_levels(&self) -> BTreeMap<String, Level> {
-        BTreeMap::new()
-    }
-
-    /// Physical index of logical `index` (identity for stores without deletes).
-    fn physical_index(&self, index: usize) -> usize {
-        index
-    }
-
-    /// Metadata of logical `i`. Default: `i`, [`Reader::physical_index`]
-    /// and [`Reader::name`]; a wrapper names the reader that owns the sample.
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: Arc::from(self.name()) }
-    }
-
-    /// `(num_atoms, num_edges)` of logical `index`. Readers with pointer
-    /// arrays answer without reading field data; the default loads the sample.
-    ///
-    /// # Errors
-    /// [`Error::IndexOutOfRange`], or the error of loading the sample.
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        let s = self.load_sample(self.check_index(index as i64)?)?;
-        Ok((s.num_atoms(), s.num_edges()))
-    }
-
-    /// Picks up appends and deletes made since opening. Default: nothing to do.
-    ///
-    /// # Errors
-    /// The backend's error reading its new state.
-    fn refresh(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// Plans the collated read of `batches` laid out as `options`: checks
-    /// every index against [`Reader::len`] and prepares what the read needs.
-    /// Default: nothing to prepare ([`ReadPlan::new`]). The Zarr reader finds
-    /// each sample's rows and the chunks every array must decode, and keeps
-    /// those chunks in its cache until the read (so a window planned while
-    /// another is read is not evicted first).
-    ///
-    /// # Errors
-    /// [`Error::IndexOutOfRange`] naming the reader for an index not below `len()`.
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
-        Error::check_indices(|| self.name().to_string(), batches.iter().flatten(), self.len())?;
-        Ok(ReadPlan::new(batches, options))
-    }
-
-    /// Reads a plan of this reader's [`Reader::plan`] into `out` (resized to
-    /// its batches, buffers reused), one backend read for all its batches.
-    /// Default: [`Reader::load_many`], host collation, then the plan's
-    /// layout applied; the Zarr reader copies rows from decoded chunks and
-    /// lays them out while it copies.
-    ///
-    /// # Errors
-    /// The error of [`Reader::load_many`]; [`Error::NeighborIndex`] naming
-    /// the sample whose neighbor list points outside it;
-    /// [`Error::InvalidInput`] naming the reader when `load_many` returns
-    /// another number of samples than asked for.
-    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
-        let (batches, options, _) = plan.into_parts::<()>();
-        let flat: Vec<usize> = batches.iter().flatten().copied().collect();
-        let samples = self.load_many(&flat)?;
-        out.resize_with(batches.len(), CollatedBatch::default);
-        collate_lists(out, &batches, &samples, options.narrow_int64(), self.name(), &|i, report| {
-            neighbor_index_error(self, i, report)
-        })
-    }
-
-    /// The reader's chunked-store capability: chunk blocks, the cache hint
-    /// and decode counters. `None` (the default) for a reader without
-    /// stored chunks.
+    /// What the reader can do beyond loading samples. Default: nothing more
+    /// ([`Capabilities::default`]).
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -249,120 +131,188 @@ pub trait Reader: Send + Sync {
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("c.zarr");
     /// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&samples)?;
-    /// assert!(AtomicDataZarrReader::open(&path)?.chunked().is_some());
-    /// assert!(InMemoryReader::from_samples(&samples, "mem")?.chunked().is_none());
+    /// let zarr = AtomicDataZarrReader::open(&path)?;
+    /// let caps = zarr.capabilities();
+    /// assert!(caps.index.is_some() && caps.planned.is_some() && caps.chunked.is_some());
+    /// let mem = InMemoryReader::from_samples(&samples, "mem")?;
+    /// assert!(mem.capabilities().chunked.is_none());
     /// # Ok(()) }
     /// ```
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        None
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
     }
 }
 
-/// The capability of a reader over stored chunks (the Zarr reader, and the
-/// wrappers over it), reached through [`Reader::chunked`].
+/// What a sample of a reader holds: the level of each field and of each
+/// string label ([`AtomicData::strings`]).
+///
+/// ```
+/// use atomzarr::Level;
+/// use atomzarr::source::Schema;
+/// let s = Schema::new([("energy".to_string(), Level::System)].into())
+///     .with_strings([("config_type".to_string(), Level::System)].into());
+/// assert_eq!(s.fields["energy"], Level::System);
+/// assert_eq!(s.strings.len(), 1);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schema {
+    /// Field name to level.
+    pub fields: BTreeMap<String, Level>,
+    /// String label name to level.
+    pub strings: BTreeMap<String, Level>,
+}
+
+impl Schema {
+    /// Fields, no string labels.
+    pub fn new(fields: BTreeMap<String, Level>) -> Schema {
+        Schema { fields, strings: BTreeMap::new() }
+    }
+
+    /// The schema with string labels `strings`.
+    pub fn with_strings(mut self, strings: BTreeMap<String, Level>) -> Schema {
+        self.strings = strings;
+        self
+    }
+}
+
+/// The optional capabilities of a reader, as [`Reader::capabilities`]
+/// hands them out: each `None` when the reader lacks it.
+///
+/// ```
+/// let none = atomzarr::source::Capabilities::default();
+/// assert!(none.index.is_none() && none.planned.is_none() && none.chunked.is_none());
+/// ```
+#[derive(Clone, Copy, Default)]
+pub struct Capabilities<'a> {
+    /// Per-sample facts without loading the sample, and refresh.
+    pub index: Option<&'a dyn SampleIndex>,
+    /// Collated reads prepared ahead.
+    pub planned: Option<&'a dyn PlannedReader>,
+    /// Stored chunks: blocks, cache, decode counters.
+    pub chunked: Option<&'a dyn ChunkedReader>,
+}
+
+impl std::fmt::Debug for Capabilities<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("index", &self.index.is_some())
+            .field("planned", &self.planned.is_some())
+            .field("chunked", &self.chunked.is_some())
+            .finish()
+    }
+}
+
+/// The capability of a reader that knows its samples without loading them
+/// (the Zarr reader from its pointers and delete mask, an
+/// [`InMemoryReader`](crate::InMemoryReader) from its resident pointers, a
+/// [`MultiReader`](crate::MultiReader) from its children), reached through
+/// [`Reader::capabilities`]. Callers use [`ReaderExt::sample_metadata`],
+/// [`ReaderExt::sample_sizes`] and [`ReaderExt::refresh`], which check the
+/// index first; indices given here are in `0..len()`.
 ///
 /// ```
 /// # fn main() -> atomzarr::Result<()> {
-/// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ReaderExt, ZarrWriteConfig};
-/// let dir = tempfile::tempdir().unwrap();
-/// let path = dir.path().join("c.zarr");
-/// AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(4, 2, 5, 0)?)?;
-/// let reader = AtomicDataZarrReader::open(&path)?;
-/// reader.read_many(&[0, 3])?;
-/// let chunked = reader.chunked().unwrap();
-/// assert_eq!(chunked.chunk_blocks()[0], 0);
-/// assert!(chunked.decode_counters().sample_bytes > 0);
+/// use atomzarr::{InMemoryReader, Reader, ReaderExt};
+/// let mem = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 5, 0)?, "mem")?;
+/// let index = mem.capabilities().index.unwrap();
+/// assert_eq!(index.metadata(2).physical_index, 2);
+/// assert_eq!(index.sizes(2)?.0, mem.read_many(&[2])?[0].data.num_atoms());
 /// # Ok(()) }
 /// ```
-pub trait ChunkedReader: Send + Sync {
-    /// How samples share storage chunks: the logical indices where a new
-    /// block of samples starts (strictly increasing from 0), each block
-    /// being the samples whose rows start in one chunk of the store's
-    /// bulkiest arrays. Depends on the store alone (not on the cache).
-    /// [`ChunkShuffleSampler::for_reader`](crate::sampler::ChunkShuffleSampler::for_reader)
-    /// shuffles these blocks.
-    fn chunk_blocks(&self) -> Vec<usize>;
+pub trait SampleIndex: Send + Sync {
+    /// Where logical `index` came from: its physical index and the reader
+    /// that owns it (a wrapper's child, by name).
+    fn metadata(&self, index: usize) -> SampleMetadata;
 
-    /// Decode counters since the reader was opened (or its counters reset).
-    fn decode_counters(&self) -> DecodeCounters;
+    /// `(num_atoms, num_edges)` of logical `index`, without reading field data.
+    ///
+    /// # Errors
+    /// The backend's error reading its pointers.
+    fn sizes(&self, index: usize) -> Result<(usize, usize)>;
 
-    /// Bytes the chunk cache holds now (cached chunks as they are kept,
-    /// compact forms included; at most the cache's budget): with it the
-    /// memory a reader holds beyond its cache can be told.
-    fn cache_bytes_held(&self) -> u64;
-
-    /// The store's decoded size against the reader's chunk cache: what the
-    /// [`DataLoader`](crate::DataLoader)'s default shuffle decides by.
-    fn cache_fit(&self) -> CacheFit;
-
-    /// Sets the byte budget of the reader's chunk cache (evicting down to it
-    /// at once): how a [`MultiReader`](crate::MultiReader) gives its
-    /// children their shares of one budget.
-    fn set_cache_bytes(&self, bytes: u64);
-
-    /// [`cache_fit`](Self::cache_fit) of each part whose samples a mixing
-    /// sampler draws apart, in index order: a
-    /// [`MultiReader`](crate::MultiReader)'s children (a child without
-    /// chunks counts as fitting); one part, the whole reader, otherwise.
-    fn part_fits(&self) -> Vec<CacheFit> {
-        vec![self.cache_fit()]
-    }
+    /// Loads the reader's index again, picking up appends and deletes made
+    /// since it was opened. Plans made before are not the reader's any more
+    /// ([`Error::PlanMismatch`] when read).
+    ///
+    /// # Errors
+    /// The backend's error reading its new state.
+    fn reload(&self) -> Result<()>;
 }
 
-/// Default byte budget of a reader's decoded-chunk cache, and of the one
-/// budget a [`MultiReader`](crate::MultiReader)'s children share: lets a
-/// store of about 1 GiB decoded stay resident.
-pub const DEFAULT_CACHE_BYTES: u64 = 1280 << 20;
-
-/// A store's decoded bytes against its reader's chunk cache
-/// ([`ChunkedReader::cache_fit`]).
+/// The capability of a reader that prepares a collated read ahead and reads
+/// batches without materialising samples (the Zarr reader copies rows from
+/// decoded chunks; an [`InMemoryReader`](crate::InMemoryReader) from its
+/// resident buffers), reached through [`Reader::capabilities`]. Callers use
+/// [`ReaderExt::plan`], which checks the indices and calls
+/// [`PlannedReader::prepare`], and [`ReaderExt::read_plan`].
+///
+/// A backend outside this crate prepares nothing in `prepare` and does its
+/// work in `read_prepared`. A wrapper that reads its own way hands itself
+/// out as the capability and forwards the rest:
 ///
 /// ```
-/// use atomzarr::source::CacheFit;
-/// let fit = CacheFit { decoded_bytes: 3 << 30, resident_bytes: 100 << 20, cache_bytes: 1 << 30 };
-/// assert!(!fit.fits());
-/// assert_eq!(fit.bulky_bytes(), (3 << 30) - (100 << 20));
+/// # fn main() -> atomzarr::Result<()> {
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use atomzarr::{AtomicData, CollatedBatch, InMemoryReader, ReadPlan, Reader, ReaderExt, Result};
+/// use atomzarr::source::{Capabilities, PlannedReader, Schema};
+///
+/// /// Counts the collated reads of the reader it wraps.
+/// struct Counted<R> { inner: R, reads: AtomicUsize }
+/// impl<R: Reader> Reader for Counted<R> {
+///     fn len(&self) -> usize { self.inner.len() }
+///     fn name(&self) -> &str { self.inner.name() }
+///     fn schema(&self) -> Schema { self.inner.schema() }
+///     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> { self.inner.load_many(indices) }
+///     fn capabilities(&self) -> Capabilities<'_> {
+///         Capabilities { planned: Some(self), ..self.inner.capabilities() }
+///     }
+/// }
+/// impl<R: Reader> PlannedReader for Counted<R> {
+///     fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
+///         self.inner.capabilities().planned.map_or(Ok(()), |p| p.prepare(plan))
+///     }
+///     fn read_prepared(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+///         self.reads.fetch_add(1, Ordering::Relaxed);
+///         self.inner.read_plan(plan, out)
+///     }
+/// }
+///
+/// let mem = InMemoryReader::from_samples(&atomzarr::data::synth::generate(4, 2, 5, 0)?, "mem")?;
+/// let counted = Counted { inner: mem, reads: AtomicUsize::new(0) };
+/// counted.read_collated(&[vec![0, 1], vec![-1]], &mut Vec::new())?;
+/// assert_eq!(counted.reads.load(Ordering::Relaxed), 1);
+/// assert_eq!(counted.sample_sizes(3)?, counted.inner.sample_sizes(3)?); // the index, forwarded
+/// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CacheFit {
-    /// Decoded bytes of every array of the store (live and deleted rows).
-    pub decoded_bytes: u64,
-    /// Decoded bytes of the arrays that stay resident: the smallest ones,
-    /// which together hold at most an eighth of the store (their chunking
-    /// costs nothing once decoded; see
-    /// [`ChunkedReader::chunk_blocks`]).
-    pub resident_bytes: u64,
-    /// The cache's byte budget.
-    pub cache_bytes: u64,
+pub trait PlannedReader: Send + Sync {
+    /// Prepares the read of `plan`, made by [`ReaderExt::plan`] of this
+    /// reader (its indices checked). The Zarr reader finds each sample's
+    /// rows and the chunks every array must decode, and keeps those chunks
+    /// in its cache until the read (so a window planned while another is
+    /// read is not evicted first).
+    ///
+    /// # Errors
+    /// [`Error::PlanMismatch`] when the reader changed length since the
+    /// plan's indices were checked (a refresh in between); the backend's
+    /// error preparing the read (reading pointers).
+    fn prepare(&self, plan: &mut ReadPlan) -> Result<()>;
+
+    /// Reads `plan` into `out` (resized to its batches, buffers reused), one
+    /// backend read for all its batches.
+    ///
+    /// # Errors
+    /// [`Error::PlanMismatch`] when `plan` is not this reader's (made by
+    /// another reader, or before a refresh); the backend's read errors;
+    /// [`Error::NeighborIndex`] naming the sample whose neighbor list points
+    /// outside it.
+    fn read_prepared(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()>;
 }
 
-impl CacheFit {
-    /// Whether the whole decoded store fits the cache.
-    pub fn fits(&self) -> bool {
-        self.decoded_bytes <= self.cache_bytes
-    }
-
-    /// Decoded bytes of the arrays that do not stay resident.
-    pub fn bulky_bytes(&self) -> u64 {
-        self.decoded_bytes.saturating_sub(self.resident_bytes)
-    }
-}
-
-impl std::ops::Add for CacheFit {
-    type Output = CacheFit;
-    fn add(self, o: CacheFit) -> CacheFit {
-        CacheFit {
-            decoded_bytes: self.decoded_bytes.saturating_add(o.decoded_bytes),
-            resident_bytes: self.resident_bytes.saturating_add(o.resident_bytes),
-            cache_bytes: self.cache_bytes.saturating_add(o.cache_bytes),
-        }
-    }
-}
-
-/// The conveniences every [`Reader`] gets: checked reads with negative
-/// indices and metadata, and the collated path with default options.
-/// Implemented for every `Reader` (including `dyn Reader`); never
-/// implemented by hand.
+/// The conveniences every [`Reader`] gets, built on its core and its
+/// capabilities: checked reads with negative indices and metadata,
+/// per-sample facts, refresh, and the collated path (planned, or with
+/// default options). Implemented for every `Reader` (including
+/// `dyn Reader`); never implemented by hand.
 pub trait ReaderExt: Reader {
     /// True when there are no samples.
     fn is_empty(&self) -> bool {
@@ -385,11 +335,114 @@ pub trait ReaderExt: Reader {
         }
     }
 
-    /// A read that was not planned ahead: [`Reader::plan`], then
-    /// [`Reader::read_plan`] (indices logical, in `0..len()`).
+    /// Where logical `index` came from: the index, its physical index in
+    /// the store (counting deleted samples) and the reader that owns it.
+    /// From the [`SampleIndex`] capability; without it, `index` itself and
+    /// [`Reader::name`]. An index out of range is given back as it is.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use std::sync::Arc;
+    /// use atomzarr::{InMemoryReader, MultiReader, ReaderExt};
+    /// let a = InMemoryReader::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
+    /// let b = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
+    /// let multi = MultiReader::new(vec![Arc::new(a), Arc::new(b)])?;
+    /// let m = multi.sample_metadata(3);
+    /// assert_eq!((m.index, m.physical_index, m.source.as_ref()), (3, 1, "b"));
+    /// # Ok(()) }
+    /// ```
+    fn sample_metadata(&self, index: usize) -> SampleMetadata {
+        match self.capabilities().index {
+            Some(x) if index < self.len() => SampleMetadata { index, ..x.metadata(index) },
+            _ => SampleMetadata { index, physical_index: index, source: Arc::from(self.name()) },
+        }
+    }
+
+    /// `(num_atoms, num_edges)` of logical `index`: from the
+    /// [`SampleIndex`] capability (pointers, no field data), else by
+    /// loading the sample.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicData, InMemoryReader, ReaderExt};
+    /// let s = AtomicData::new(vec![8, 1, 1], vec![[0.0; 3]; 3])?;
+    /// let mem = InMemoryReader::from_samples(&[s], "water")?;
+    /// assert_eq!(mem.sample_sizes(0)?, (3, 0));
+    /// assert!(mem.sample_sizes(1).is_err());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
-    /// As [`Reader::plan`] and [`Reader::read_plan`].
+    /// [`Error::IndexOutOfRange`], or the error of reading the sizes.
+    fn sample_sizes(&self, index: usize) -> Result<(usize, usize)> {
+        Error::check_indices(|| self.name().to_string(), [&index], self.len())?;
+        match self.capabilities().index {
+            Some(x) => x.sizes(index),
+            None => self.load_sample(index).map(|s| (s.num_atoms(), s.num_edges())),
+        }
+    }
+
+    /// Picks up appends and deletes made since opening ([`SampleIndex::reload`]);
+    /// nothing to do for a reader without the capability.
+    ///
+    /// # Errors
+    /// The backend's error reading its new state.
+    fn refresh(&self) -> Result<()> {
+        self.capabilities().index.map_or(Ok(()), |x| x.reload())
+    }
+
+    /// The reader's chunked-store capability ([`Reader::capabilities`]'s
+    /// `chunked`): `None` for a reader without stored chunks.
+    fn chunked(&self) -> Option<&dyn ChunkedReader> {
+        self.capabilities().chunked
+    }
+
+    /// Plans the collated read of `batches` laid out as `options`: checks
+    /// every index against [`Reader::len`] (the one check of a collated
+    /// read), then lets a [`PlannedReader`] prepare what the read needs.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] naming the reader for an index not below
+    /// `len()`; the error of [`PlannedReader::prepare`].
+    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
+        let mut plan = ReadPlan::checked(self.name(), self.len(), batches, options)?;
+        if let Some(p) = self.capabilities().planned {
+            p.prepare(&mut plan)?;
+        }
+        Ok(plan)
+    }
+
+    /// Reads a plan of this reader's [`ReaderExt::plan`] into `out`
+    /// (resized to its batches, buffers reused), one backend read for all
+    /// its batches: [`PlannedReader::read_prepared`]; without the
+    /// capability, [`Reader::load_many`] and host collation
+    /// (`collate_lists`), the plan's layout applied.
+    ///
+    /// # Errors
+    /// [`Error::PlanMismatch`] for a plan of another reader or made before
+    /// a refresh; the error of the read; [`Error::NeighborIndex`] naming
+    /// the sample whose neighbor list points outside it;
+    /// [`Error::InvalidInput`] naming the reader when `load_many` returns
+    /// another number of samples than asked for.
+    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+        if let Some(p) = self.capabilities().planned {
+            return p.read_prepared(plan, out);
+        }
+        plan.check_length(self.name(), self.len())?;
+        let (batches, options) = plan.into_parts();
+        let flat: Vec<usize> = batches.iter().flatten().copied().collect();
+        let samples = self.load_many(&flat)?;
+        out.resize_with(batches.len(), CollatedBatch::default);
+        collate_lists(out, &batches, &samples, options.narrow_int64(), self.name(), &|i, report| {
+            neighbor_index_error(self, i, report)
+        })
+    }
+
+    /// A read that was not planned ahead: [`ReaderExt::plan`], then
+    /// [`ReaderExt::read_plan`] (indices logical, in `0..len()`).
+    ///
+    /// # Errors
+    /// As [`ReaderExt::plan`] and [`ReaderExt::read_plan`].
     fn load_collated_opt(
         &self,
         batches: &[Vec<usize>],
@@ -422,7 +475,7 @@ pub trait ReaderExt: Reader {
     fn read(&self, index: i64) -> Result<Sample> {
         let i = self.check_index(index)?;
         let data = self.load_sample(i)?;
-        Ok(Sample { data, metadata: self.metadata_for(i) })
+        Ok(Sample { data, metadata: self.sample_metadata(i) })
     }
 
     /// Many samples in the caller's order (duplicates allowed).
@@ -438,11 +491,11 @@ pub trait ReaderExt: Reader {
                 reason: format!("load_many returned {} samples for {} indices", data.len(), idx.len()),
             });
         }
-        Ok(data.into_iter().zip(&idx).map(|(data, &i)| Sample { data, metadata: self.metadata_for(i) }).collect())
+        Ok(data.into_iter().zip(&idx).map(|(data, &i)| Sample { data, metadata: self.sample_metadata(i) }).collect())
     }
 
     /// Collated batches for logical (possibly negative) indices; see
-    /// [`Reader::read_plan`].
+    /// [`ReaderExt::read_plan`].
     ///
     /// # Errors
     /// As [`ReaderExt::read_collated_opt`].
@@ -470,16 +523,21 @@ pub trait ReaderExt: Reader {
     ///
     /// # Errors
     /// [`Error::IndexOutOfRange`] for any index, or the error of
-    /// [`Reader::read_plan`].
+    /// [`ReaderExt::read_plan`].
     fn read_collated_opt(
         &self,
         batches: &[Vec<i64>],
         opts: CollateOptions,
         out: &mut Vec<CollatedBatch>,
     ) -> Result<()> {
+        // Negative indices counted from the end here; `plan` checks the rest.
         let len = self.len();
-        let checked: Vec<Vec<usize>> = batches.iter().map(|b| check_all(self, b, len)).collect::<Result<_>>()?;
-        self.read_plan(self.plan(checked, opts)?, out)
+        let resolve = |&i: &i64| {
+            if i < 0 { checked_index(self, i, len) } else { usize::try_from(i).map_err(|_| out_of_range(self, i, len)) }
+        };
+        let resolved: Vec<Vec<usize>> =
+            batches.iter().map(|b| b.iter().map(resolve).collect::<Result<_>>()).collect::<Result<_>>()?;
+        self.read_plan(self.plan(resolved, opts)?, out)
     }
 }
 
@@ -489,7 +547,7 @@ impl<R: Reader + ?Sized> ReaderExt for R {}
 /// holds `report.value` outside its atoms, found in samples the reader
 /// returned: the reader's source and the sample's physical index.
 pub(crate) fn neighbor_index_error<R: Reader + ?Sized>(reader: &R, index: usize, report: IndexReport) -> Error {
-    let meta = reader.metadata_for(index);
+    let meta = reader.sample_metadata(index);
     Error::NeighborIndex {
         source_name: meta.source.to_string(),
         index,
@@ -523,6 +581,13 @@ fn checked_index<R: Reader + ?Sized>(r: &R, index: i64, len: usize) -> Result<us
     Error::checked_index(|| r.name().to_string(), index, len)
 }
 
+/// [`Error::IndexOutOfRange`] for `index` of `r`.
+fn out_of_range<R: Reader + ?Sized>(r: &R, index: i64, len: usize) -> Error {
+    Error::IndexOutOfRange { source_name: r.name().to_string(), index, len }
+}
+
+/// A shared reader is the reader: its five methods forwarded, its
+/// capabilities those of the reader.
 #[deny(clippy::missing_trait_methods)]
 impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn len(&self) -> usize {
@@ -531,35 +596,14 @@ impl<R: Reader + ?Sized> Reader for Arc<R> {
     fn name(&self) -> &str {
         (**self).name()
     }
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        (**self).field_levels()
+    fn schema(&self) -> Schema {
+        (**self).schema()
     }
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         (**self).load_many(indices)
     }
-    fn string_levels(&self) -> BTreeMap<String, Level> {
-        (**self).string_levels()
-    }
-    fn physical_index(&self, index: usize) -> usize {
-        (**self).physical_index(index)
-    }
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        (**self).metadata_for(i)
-    }
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        (**self).get_metadata(index)
-    }
-    fn refresh(&self) -> Result<()> {
-        (**self).refresh()
-    }
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
-        (**self).plan(batches, options)
-    }
-    fn read_plan(&self, plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
-        (**self).read_plan(plan, out)
-    }
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        (**self).chunked()
+    fn capabilities(&self) -> Capabilities<'_> {
+        (**self).capabilities()
     }
 }
 
@@ -577,8 +621,8 @@ mod tests {
         fn name(&self) -> &str {
             "short-reader"
         }
-        fn field_levels(&self) -> BTreeMap<String, Level> {
-            BTreeMap::new()
+        fn schema(&self) -> Schema {
+            Schema::default()
         }
         fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
             let n = indices.len().saturating_sub(1);

@@ -98,7 +98,7 @@ impl Labels {
             .filter(|k| fields.contains_key(&presence_name(k)) && !is_float(fields[*k].1))
             .cloned()
             .collect();
-        Ok(Labels { strings: r.string_levels(), fields, tracked, stored: r.num_physical(), first: None })
+        Ok(Labels { strings: r.schema().strings, fields, tracked, stored: r.num_physical(), first: None })
     }
 
     /// [`super::Missing::Error`]: every frame must have the first frame's

@@ -9,7 +9,7 @@
 //!
 //! Eviction is least-recently-used with one exception: the chunks of windows
 //! planned and not yet read ([`ChunkCache::protect`], held by the plan that
-//! `Reader::plan` returns until its read starts or it is dropped) are
+//! `ReaderExt::plan` returns until its read starts or it is dropped) are
 //! evicted only when nothing else is left. So a read whose chunks do not fit
 //! next to the cached ones evicts chunks no upcoming read is known to need
 //! first, and the next window finds its chunks still there. Within one read

@@ -177,7 +177,7 @@ impl ReaderOptions {
 /// let got = r.read_many(&[4, 0, -1])?;
 /// assert_eq!(got[0].data, samples[4]);
 /// assert_eq!(got[2].metadata.index, 4);
-/// assert_eq!(r.get_metadata(3)?, (4, 0));
+/// assert_eq!(r.sample_sizes(3)?, (4, 0));
 /// # Ok(()) }
 /// ```
 pub struct AtomicDataZarrReader {

@@ -17,8 +17,8 @@ use crate::data::{Level, chunks_of};
 /// the request count all need the same rows.
 pub(super) struct WindowRows {
     pub(super) physical: Vec<usize>,
-    atoms: Vec<Range<u64>>,
-    edges: Vec<Range<u64>>,
+    pub(super) atoms: Vec<Range<u64>>,
+    pub(super) edges: Vec<Range<u64>>,
 }
 
 impl WindowRows {
@@ -171,8 +171,9 @@ pub(super) fn widths(st: &super::State, opts: crate::data::CollateOptions) -> Ve
     st.fields.iter().map(|f| if f.narrowed(opts) { Width::Int32 } else { Width::Stored }).collect()
 }
 
-/// The Zarr reader's preparation of a window, carried in its
-/// [`ReadPlan`](crate::ReadPlan) from `plan` to `read_plan`: the snapshot
+/// The Zarr reader's preparation of a window, made by `prepare` and carried
+/// in a [`ReadPlan`](crate::ReadPlan) to `read_prepared` in the contract's
+/// terms (a `RowWindow`): the snapshot
 /// it was planned against, the rows of its samples, its batches as ranges
 /// of those rows, the chunks each array must decode and in which width, and
 /// how many decoded bytes beyond the cache the read may hold at once.

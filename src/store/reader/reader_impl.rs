@@ -1,17 +1,18 @@
-//! [`AtomicDataZarrReader`] as a [`Reader`]: index checks, then the decode
-//! and row-copy paths of this folder.
+//! [`AtomicDataZarrReader`] as a [`Reader`] with its capabilities: the
+//! decode and row-copy paths of this folder behind the contract.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::cache::Width;
 use super::decode::{self, Decode, Decoded};
-use super::plan::{WindowPlan, WindowRows, widths};
+use super::plan::{Needed, WindowPlan, WindowRows, widths};
 use super::{AtomicDataZarrReader, State, rows};
 use crate::data::{AtomicData, CollateOptions, CollatedBatch, Level};
 use crate::error::{Error, Result};
-use crate::source::{ChunkedReader, DecodeCounters, ReadPlan, Reader, SampleMetadata};
+use crate::source::{Capabilities, ChunkedReader, DecodeCounters, PlannedReader, Prepared, RowWindow};
+use crate::source::{ReadPlan, Reader, SampleIndex, SampleMetadata, Schema};
 
 impl Reader for AtomicDataZarrReader {
     fn len(&self) -> usize {
@@ -22,19 +23,19 @@ impl Reader for AtomicDataZarrReader {
         &self.chunks.name
     }
 
-    fn field_levels(&self) -> BTreeMap<String, Level> {
-        self.snapshot().fields.iter().map(|f| (f.name.clone(), f.level)).collect()
+    fn schema(&self) -> Schema {
+        let st = self.snapshot();
+        Schema {
+            fields: st.fields.iter().map(|f| (f.name.clone(), f.level)).collect(),
+            strings: st.strings.iter().map(|s| (s.name.clone(), s.level)).collect(),
+        }
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         let st = self.snapshot();
-        let physical: Vec<usize> = indices
-            .iter()
-            .map(|&i| {
-                Error::check_indices(|| self.chunks.name.to_string(), [&i], st.len())?;
-                Ok(st.physical(i))
-            })
-            .collect::<Result<_>>()?;
+        // The raw read refuses an index the snapshot does not have.
+        Error::check_indices(|| self.chunks.name.to_string(), indices, st.len())?;
+        let physical: Vec<usize> = indices.iter().map(|&i| st.physical(i)).collect();
         let rows = WindowRows::new(&self.chunks, &st, physical)?;
         let dec = decode::decode_needed(&self.chunks, &st, &rows.all(), CollateOptions::default())?;
         let one = |k: usize| rows.part(k..k + 1);
@@ -55,18 +56,19 @@ impl Reader for AtomicDataZarrReader {
         Ok(samples)
     }
 
-    fn string_levels(&self) -> BTreeMap<String, Level> {
-        self.snapshot().strings.iter().map(|s| (s.name.clone(), s.level)).collect()
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities { index: Some(self), planned: Some(self), chunked: Some(self) }
+    }
+}
+
+/// Physical indices from the delete mask, sizes from the pointer arrays.
+impl SampleIndex for AtomicDataZarrReader {
+    fn metadata(&self, index: usize) -> SampleMetadata {
+        SampleMetadata { index, physical_index: self.snapshot().physical(index), source: self.chunks.name.clone() }
     }
 
-    fn physical_index(&self, index: usize) -> usize {
+    fn sizes(&self, index: usize) -> Result<(usize, usize)> {
         let st = self.snapshot();
-        if index < st.len() { st.physical(index) } else { index }
-    }
-
-    fn get_metadata(&self, index: usize) -> Result<(usize, usize)> {
-        let st = self.snapshot();
-        Error::check_indices(|| self.chunks.name.to_string(), [&index], st.len())?;
         let p = st.physical(index);
         let count = |r: std::ops::Range<u64>| (r.end - r.start) as usize;
         Ok((
@@ -75,46 +77,71 @@ impl Reader for AtomicDataZarrReader {
         ))
     }
 
-    fn refresh(&self) -> Result<()> {
-        let new = State::load(&self.chunks)?;
-        // Appends rewrite the last partial chunk, so cached chunks may be stale.
-        self.chunks.cache.clear();
-        *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+    fn reload(&self) -> Result<()> {
+        self.refresh()
+    }
+}
+
+impl PlannedReader for AtomicDataZarrReader {
+    /// Finds each sample's rows and the chunks every array needs
+    /// (a `WindowPlan`, against the reader's current snapshot), and keeps
+    /// those chunks in the cache until the read starts (or the plan is
+    /// dropped): the DataLoader plans a window on its own thread while a
+    /// read thread is busy with the one before, which must not evict them
+    /// first.
+    fn prepare(&self, plan: &mut ReadPlan) -> Result<()> {
+        let st = self.snapshot();
+        // A refresh between the check and this snapshot: the indices were
+        // checked against another length.
+        plan.check_length(&self.chunks.name, st.len())?;
+        let mut window = WindowPlan::new(&self.chunks, self.window_decode_bytes, st, plan.batches(), plan.options())?;
+        window.kept = Some(self.chunks.cache.protect(window.chunk_keys()));
+        let WindowPlan { state, rows: WindowRows { physical, atoms, edges }, bounds, need, decode_bound, kept } =
+            window;
+        plan.set_prepared(Prepared::Rows(RowWindow {
+            snapshot: state,
+            physical,
+            atoms,
+            edges,
+            bounds,
+            narrowed: need.widths.iter().map(|&w| w == Width::Int32).collect(),
+            chunks: need.chunks,
+            decode_bound,
+            kept: kept.map(|k| Box::new(k) as Box<dyn Send>),
+        }));
         Ok(())
     }
 
-    /// Finds each sample's rows and the chunks every array needs
-    /// (a `WindowPlan`), and keeps those chunks in the cache until the read
-    /// starts (or the plan is dropped):
-    /// the DataLoader plans a window on its own thread while a read thread
-    /// is busy with the one before, which must not evict them first.
-    fn plan(&self, batches: Vec<Vec<usize>>, options: CollateOptions) -> Result<ReadPlan> {
-        let st = self.snapshot();
-        Error::check_indices(|| self.chunks.name.to_string(), batches.iter().flatten(), st.len())?;
-        let mut window = WindowPlan::new(&self.chunks, self.window_decode_bytes, st, &batches, options)?;
-        window.kept = Some(self.chunks.cache.protect(window.chunk_keys()));
-        Ok(ReadPlan::new(batches, options).with_prepared(window))
-    }
-
     /// Decodes the plan's chunks (those the cache does not hold), then
-    /// copies every batch's rows from them, batches in parallel. A plan made
-    /// elsewhere, or against a snapshot `refresh` has since replaced, is
-    /// made again here. When the chunks to decode are over the plan's
-    /// decode bound and the cache's room, a group of batches at a time.
-    fn read_plan(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
+    /// copies every batch's rows from them, batches in parallel. A plan
+    /// this reader did not prepare against its current snapshot (another
+    /// reader's, or one made before `refresh`) is an
+    /// [`Error::PlanMismatch`]. When the chunks to decode are over the
+    /// plan's decode bound and the cache's room, a group of batches at a
+    /// time.
+    fn read_prepared(&self, mut plan: ReadPlan, out: &mut Vec<CollatedBatch>) -> Result<()> {
         let st = self.snapshot();
-        let prepared = plan.take_prepared::<WindowPlan>().filter(|w| Arc::ptr_eq(&w.state, &st));
-        let (batches, opts, _) = plan.into_parts::<()>();
-        let mut window = match prepared {
-            Some(w) => w,
-            None => {
-                Error::check_indices(|| self.chunks.name.to_string(), batches.iter().flatten(), st.len())?;
-                WindowPlan::new(&self.chunks, self.window_decode_bytes, st.clone(), &batches, opts)?
+        let prepared = match plan.take_prepared() {
+            Prepared::Rows(w) if w.prepared_against(&st) => w,
+            Prepared::Rows(_) => {
+                return Err(Error::plan_mismatch(&self.chunks.name, "planned against another snapshot of a store"));
             }
+            _ => return Err(Error::plan_mismatch(&self.chunks.name, "planned by a reader of another kind")),
         };
+        let (batches, opts) = plan.into_parts();
+        let RowWindow { physical, atoms, edges, bounds, chunks, narrowed, decode_bound, kept, .. } = prepared;
         // The read holds the chunks it finds or decodes until it has copied
         // them: other windows planned meanwhile need the protection now.
-        drop(window.kept.take());
+        drop(kept);
+        let narrow = narrowed.iter().map(|&n| if n { Width::Int32 } else { Width::Stored }).collect();
+        let mut window = WindowPlan {
+            state: st.clone(),
+            rows: WindowRows { physical, atoms, edges },
+            bounds,
+            need: Needed { chunks, widths: narrow },
+            decode_bound,
+            kept: None,
+        };
         out.resize_with(batches.len(), CollatedBatch::default);
         if batches.is_empty() {
             return Ok(());
@@ -150,17 +177,21 @@ impl Reader for AtomicDataZarrReader {
         }
         Ok(())
     }
-
-    fn metadata_for(&self, i: usize) -> SampleMetadata {
-        SampleMetadata { index: i, physical_index: self.physical_index(i), source: self.chunks.name.clone() }
-    }
-
-    fn chunked(&self) -> Option<&dyn ChunkedReader> {
-        Some(self)
-    }
 }
 
 impl AtomicDataZarrReader {
+    /// Loads the store's state again (what [`ReaderExt::refresh`](crate::ReaderExt::refresh)
+    /// does for this reader; opening starts with it). Plans made before
+    /// are not the reader's any more: they were made against the old
+    /// snapshot.
+    pub(crate) fn refresh(&self) -> Result<()> {
+        let new = State::load(&self.chunks)?;
+        // Appends rewrite the last partial chunk, so cached chunks may be stale.
+        self.chunks.cache.clear();
+        *self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+        Ok(())
+    }
+
     /// The fields with rows and a chunk grid, with their decoded bytes,
     /// smallest first, and the index of the first bulky one: the smallest
     /// fields that together hold at most [`RESIDENT_SHARE`]`⁻¹` of the
