@@ -4,10 +4,7 @@
 
 mod common;
 
-use atomzarr::{
-    AtomicDataZarrReader, AtomicDataZarrWriter, Codec, Error, Reader, ReaderExt, Shuffle, ZarrArrayConfig,
-    ZarrWriteConfig,
-};
+use atomzarr::{AtomicDataZarrReader, Error, Reader, ReaderExt};
 
 /// The error of reading every sample of `store`, whose positions chunk
 /// claims 64 MiB in its blosc header (the chunk decodes to 192 bytes).
@@ -26,20 +23,7 @@ fn read_reason(store: &std::path::Path) -> String {
 #[test]
 fn the_bounded_decoders_come_and_go_with_the_setting() {
     let dir = common::tmpdir();
-    let store = dir.path().join("blosc.zarr");
-    // No chunk checksum: it would refuse the edited header before blosc sees it.
-    let c = ZarrArrayConfig::default()
-        .with_codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle })
-        .with_chunk_size(16)
-        .with_checksum(false);
-    AtomicDataZarrWriter::create(&store, ZarrWriteConfig::default().with_core(c))
-        .unwrap()
-        .write(&atomzarr::data::synth::generate(8, 3, 6, 1).unwrap())
-        .unwrap();
-    let chunk = store.join("core/positions/c/0/0");
-    let mut b = std::fs::read(&chunk).unwrap();
-    b[4..8].copy_from_slice(&(64u32 << 20).to_le_bytes());
-    std::fs::write(&chunk, b).unwrap();
+    let store = common::blosc_store_claiming(dir.path(), 64 << 20);
 
     let bounded = "blosc: header claims 67108864 bytes";
     assert!(read_reason(&store).contains(bounded), "installed by the first open");

@@ -258,23 +258,8 @@ fn a_zstd_header_claiming_a_huge_size_is_an_error_not_an_abort() {
 
 #[test]
 fn a_blosc_header_claiming_a_huge_size_is_an_error() {
-    use atomzarr::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
     let dir = common::tmpdir();
-    let store = dir.path().join("blosc.zarr");
-    // No chunk checksum: it would refuse the edited header before blosc sees it.
-    let c = ZarrArrayConfig::default()
-        .with_codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle })
-        .with_chunk_size(16)
-        .with_checksum(false);
-    let config = ZarrWriteConfig::default().with_core(c);
-    AtomicDataZarrWriter::create(&store, config)
-        .unwrap()
-        .write(&atomzarr::data::synth::generate(8, 3, 6, 1).unwrap())
-        .unwrap();
-    let chunk = store.join("core/positions/c/0/0");
-    let mut b = std::fs::read(&chunk).unwrap();
-    b[4..8].copy_from_slice(&u32::MAX.to_le_bytes()); // decoded size: 4 GiB
-    std::fs::write(&chunk, b).unwrap();
+    let store = common::blosc_store_claiming(dir.path(), u32::MAX); // decoded size: 4 GiB
     match read_error(&store) {
         Error::Chunk { array, reason, .. } => {
             assert_eq!(array, "core/positions");

@@ -98,8 +98,6 @@ pub(crate) struct FittedMix<M> {
     /// Each child's runs of [`BLOCKS_PER_POOL_BLOCK`] chunk blocks (local
     /// starts; empty without chunks): the blocks its sampler draws.
     blocks: Vec<Arc<[usize]>>,
-    /// Each child's chunk blocks.
-    chunk_blocks: Vec<usize>,
     /// Each child's draws per batch (its pool grows a block per this many).
     ramp: Vec<usize>,
     /// The children's orders; switched whole by a loaded state.
@@ -141,7 +139,7 @@ impl<M: Mixing> FittedMix<M> {
             lo += len;
         }
         let ramp = (0..lengths.len()).map(|d| mix.draws_per_batch(d, batch_size)).collect();
-        let fitted = FittedMix { mix, blocks, chunk_blocks, ramp, children: Mutex::new(Arc::new(Vec::new())) };
+        let fitted = FittedMix { mix, blocks, ramp, children: Mutex::new(Arc::new(Vec::new())) };
         let pools: Vec<Option<usize>> = (0..lengths.len())
             .map(|d| {
                 let fit = fits[d];
@@ -156,7 +154,7 @@ impl<M: Mixing> FittedMix<M> {
                     Some(k) => log::info!(
                         "{name}: block pool of {k} of {} chunk blocks (decodes to {:.0} MiB, more than its {:.0} MiB share \
                          of the cache; a permutation would decode nearly all of it in every read window)",
-                        fitted.chunk_blocks[d],
+                        chunk_blocks[d],
                         mib(fit.decoded_bytes),
                         mib(fit.cache_bytes)
                     ),

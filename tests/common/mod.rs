@@ -73,6 +73,27 @@ pub fn fixture_names() -> Vec<String> {
 
 /// Copies a directory tree, making every copy writable (the fixtures are
 /// read-only and `fs::copy` keeps permissions).
+/// An 8-sample blosc-lz4 store at `dir/blosc.zarr` without chunk checksums
+/// (a checksum would refuse the edited header before blosc sees it), whose
+/// first `core/positions` chunk's blosc header claims `decoded` bytes.
+pub fn blosc_store_claiming(dir: &Path, decoded: u32) -> PathBuf {
+    use atomzarr::{AtomicDataZarrWriter, Codec, Shuffle, ZarrArrayConfig, ZarrWriteConfig};
+    let store = dir.join("blosc.zarr");
+    let c = ZarrArrayConfig::default()
+        .with_codec(Codec::BloscLz4 { clevel: 5, shuffle: Shuffle::Shuffle })
+        .with_chunk_size(16)
+        .with_checksum(false);
+    AtomicDataZarrWriter::create(&store, ZarrWriteConfig::default().with_core(c))
+        .unwrap()
+        .write(&atomzarr::data::synth::generate(8, 3, 6, 1).unwrap())
+        .unwrap();
+    let chunk = store.join("core/positions/c/0/0");
+    let mut b = std::fs::read(&chunk).unwrap();
+    b[4..8].copy_from_slice(&decoded.to_le_bytes());
+    std::fs::write(&chunk, b).unwrap();
+    store
+}
+
 pub fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     set_writable(dst);

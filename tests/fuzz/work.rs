@@ -386,7 +386,7 @@ pub(crate) enum Seg {
 
 /// JSON paths of every node (or only of number leaves), pre-order.
 pub(crate) fn paths(v: &Value, numbers_only: bool) -> Vec<Vec<Seg>> {
-    pub(crate) fn walk(v: &Value, at: &mut Vec<Seg>, numbers_only: bool, out: &mut Vec<Vec<Seg>>) {
+    fn walk(v: &Value, at: &mut Vec<Seg>, numbers_only: bool, out: &mut Vec<Vec<Seg>>) {
         if !numbers_only || v.is_number() {
             out.push(at.clone());
         }
