@@ -483,6 +483,11 @@ impl Error {
         Error::InvalidInput { context: context.into(), reason: reason.into() }
     }
 
+    /// A parse error of the file as a whole (no line or record).
+    pub(crate) fn in_file(file: &std::path::Path, field: &str, reason: impl std::fmt::Display) -> Self {
+        Error::Parse { file: file.to_path_buf(), line: 0, field: field.to_string(), reason: reason.to_string() }
+    }
+
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         Error::Io { path: path.to_path_buf(), source }
     }

@@ -26,10 +26,12 @@
 use crate::data::{AtomicData, Field, HostData, Level, StringField};
 use crate::error::{Error, Result};
 use crate::formats::units::{Factors, scale_f32};
+use crate::formats::{Frame, Frames};
+use std::path::{Path, PathBuf};
 
 /// A value of `key_value_pairs`.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum KeyValue {
+pub enum KeyValue {
     Int(i64),
     Float(f64),
     Bool(bool),
@@ -38,7 +40,7 @@ pub(crate) enum KeyValue {
 
 /// The parts of a row the import keeps (flat row-major arrays).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct AseRow {
+pub struct AseRow {
     pub id: i64,
     pub numbers: Vec<i64>,
     pub positions: Vec<f64>,
@@ -192,4 +194,65 @@ pub(crate) fn key_value(k: &str, v: &serde_json::Value) -> std::result::Result<K
         Value::String(s) => KeyValue::Str(s.clone()),
         other => return Err(format!("key_value_pairs[{k}]: {other} is not a number, bool or string")),
     })
+}
+
+/// Where an ASE database's rows come from (SQLite's `systems` table,
+/// fairchem's LMDB): batches of raw rows in id order, and how one becomes an
+/// [`AseRow`]. [`AseRows`] does the rest, the same for both.
+pub trait RowSource: Send {
+    /// One raw row: what is read under the database's lock, before parsing.
+    type Raw: Send;
+    /// Up to `max` raw rows after those already read (`done` of them);
+    /// empty at the end. `file` names the database in errors.
+    fn next_rows(&mut self, max: usize, file: &Path, done: u64) -> Result<Vec<Self::Raw>>;
+    /// The raw row of `record` (numbered from 1) as an [`AseRow`], on a rayon thread.
+    fn parse(file: &Path, record: usize, raw: Self::Raw) -> Result<AseRow>;
+}
+
+/// Streams the rows of an ASE database as frames: raw rows read a batch at
+/// a time, so memory holds one batch whatever the database's size, then
+/// parsed and converted in parallel.
+pub struct AseRows<S> {
+    path: PathBuf,
+    source: S,
+    done: u64,
+    total: u64,
+    factors: Factors,
+}
+
+impl<S: RowSource> AseRows<S> {
+    /// The `total` rows of `source`, in the database at `path`, whose energies and lengths are in `units`.
+    pub(crate) fn new(path: &Path, source: S, total: u64, units: crate::formats::units::Units) -> Self {
+        AseRows { path: path.to_path_buf(), source, done: 0, total, factors: units.factors() }
+    }
+}
+
+impl<S: RowSource> Frames for AseRows<S> {
+    fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
+        let raw = self.source.next_rows(max_frames.max(1), &self.path, self.done)?;
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        let start = self.done as usize;
+        self.done += raw.len() as u64;
+        let (factors, file) = (&self.factors, self.path.as_path());
+        use rayon::prelude::*;
+        raw.into_par_iter()
+            .enumerate()
+            .map(|(k, raw)| {
+                let record = start + k + 1;
+                let row = S::parse(file, record, raw)?;
+                Ok(Frame { line: record, data: row.into_frame(factors, file, record)? })
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn progress(&self) -> (u64, u64) {
+        (self.done, self.total)
+    }
 }

@@ -8,23 +8,21 @@
 //! one batch of rows whatever the database's size. What becomes what:
 //! `source::ase_row`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, Result};
-use crate::formats::ase_row::{AseRow, key_values};
-use crate::formats::units::{Factors, Units};
-use crate::formats::{Frame, Frames};
+use crate::formats::ase_row::{AseRow, AseRows, RowSource, key_values};
+use crate::formats::units::Units;
 
 /// Streams the rows of an ASE SQLite database as frames.
-pub struct AseDbFrames {
-    path: PathBuf,
+pub type AseDbFrames = AseRows<SqliteRows>;
+
+/// The `systems` table, read in id order a batch at a time.
+pub struct SqliteRows {
     conn: Connection,
     last_id: i64,
-    done: u64,
-    total: u64,
-    factors: Factors,
 }
 
 const COLUMNS: &str = "id, numbers, positions, cell, pbc, initial_magmoms, initial_charges, masses, tags, momenta, \
@@ -38,7 +36,7 @@ fn ints(b: Option<Vec<u8>>) -> Option<Vec<i64>> {
     b.map(|b| b.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
 }
 
-impl AseDbFrames {
+impl AseRows<SqliteRows> {
     /// Opens a database read-only; `units` are its energies' and lengths'
     /// (ASE's eV and Å unless told otherwise).
     ///
@@ -46,41 +44,26 @@ impl AseDbFrames {
     /// [`Error::Parse`] naming `path` when it cannot be opened as an SQLite
     /// database with a `systems` table.
     pub fn open(path: &Path, units: Units) -> Result<AseDbFrames> {
-        let sql = |e: rusqlite::Error| Error::Parse {
-            file: path.to_path_buf(),
-            line: 0,
-            field: "systems".into(),
-            reason: format!("not an ASE database? {e}"),
-        };
+        let sql = |e: rusqlite::Error| Error::in_file(path, "systems", format!("not an ASE database? {e}"));
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(sql)?;
         let total: i64 = conn.query_row("SELECT COUNT(*) FROM systems", [], |r| r.get(0)).map_err(sql)?;
-        Ok(AseDbFrames {
-            path: path.to_path_buf(),
-            conn,
-            last_id: i64::MIN,
-            done: 0,
-            total: total.max(0) as u64,
-            factors: units.factors(),
-        })
+        Ok(AseRows::new(path, SqliteRows { conn, last_id: i64::MIN }, total.max(0) as u64, units))
     }
 }
 
-impl Frames for AseDbFrames {
-    fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
-        let path = self.path.clone();
-        let sql = |e: rusqlite::Error| Error::Parse {
-            file: path.clone(),
-            line: 0,
-            field: "systems".into(),
-            reason: e.to_string(),
-        };
+impl RowSource for SqliteRows {
+    /// The row without its `key_value_pairs`, and their JSON.
+    type Raw = (AseRow, Option<String>);
+
+    fn next_rows(&mut self, max: usize, file: &Path, _done: u64) -> Result<Vec<Self::Raw>> {
+        let sql = |e: rusqlite::Error| Error::in_file(file, "systems", e);
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT {COLUMNS} FROM systems WHERE id > ?1 ORDER BY id LIMIT ?2"))
             .map_err(sql)?;
-        let mut rows = stmt.query(rusqlite::params![self.last_id, max_frames.max(1) as i64]).map_err(sql)?;
+        let mut rows = stmt.query(rusqlite::params![self.last_id, max as i64]).map_err(sql)?;
         let mut raw: Vec<(AseRow, Option<String>)> = Vec::new();
         while let Some(r) = rows.next().map_err(sql)? {
             let row = AseRow {
@@ -111,39 +94,21 @@ impl Frames for AseDbFrames {
             let kvp: Option<String> = r.get(18).map_err(sql)?;
             raw.push((row, kvp));
         }
-        if raw.is_empty() {
-            return Ok(None);
-        }
         if let Some((last, _)) = raw.last() {
             self.last_id = last.id;
         }
-        let start = self.done as usize;
-        self.done += raw.len() as u64;
-        use rayon::prelude::*;
-        let frames = raw
-            .into_par_iter()
-            .enumerate()
-            .map(|(k, (mut row, kvp))| {
-                let record = start + k + 1;
-                if let Some(j) = kvp {
-                    row.key_value_pairs = key_values(&j).map_err(|reason| Error::Parse {
-                        file: self.path.clone(),
-                        line: record,
-                        field: "key_value_pairs".into(),
-                        reason,
-                    })?;
-                }
-                Ok(Frame { line: record, data: row.into_frame(&self.factors, &self.path, record)? })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Some(frames))
+        Ok(raw)
     }
 
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn progress(&self) -> (u64, u64) {
-        (self.done, self.total)
+    fn parse(file: &Path, record: usize, (mut row, kvp): Self::Raw) -> Result<AseRow> {
+        if let Some(j) = kvp {
+            row.key_value_pairs = key_values(&j).map_err(|reason| Error::Parse {
+                file: file.to_path_buf(),
+                line: record,
+                field: "key_value_pairs".into(),
+                reason,
+            })?;
+        }
+        Ok(row)
     }
 }

@@ -12,29 +12,26 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
-use rayon::prelude::*;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::formats::ase_row::AseRow;
-use crate::formats::units::{Factors, Units};
-use crate::formats::{Frame, Frames};
+use crate::formats::ase_row::{AseRow, AseRows, RowSource};
+use crate::formats::units::Units;
 
 /// Streams the rows of an `.aselmdb` file as frames.
-pub struct AseLmdbFrames {
-    path: PathBuf,
+pub type AseLmdbFrames = AseRows<LmdbRows>;
+
+/// The compressed rows of an `.aselmdb` file, in id order without the deleted ids.
+pub struct LmdbRows {
     env: Env<WithoutTls>,
     db: Database<Bytes, Bytes>,
     next_id: i64,
     end_id: i64,
     deleted: BTreeSet<i64>,
-    done: u64,
-    total: u64,
-    factors: Factors,
 }
 
 /// The row as orjson wrote it (unknown keys, `data` among them, skipped).
@@ -71,7 +68,7 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> std::result::Result<T, 
     serde_json::from_slice(&json).map_err(|e| format!("not the JSON of a row ({e})"))
 }
 
-impl AseLmdbFrames {
+impl AseRows<LmdbRows> {
     /// Opens an `.aselmdb` file read-only; `units` are its energies' and
     /// lengths' (eV and Å unless told otherwise).
     ///
@@ -79,12 +76,7 @@ impl AseLmdbFrames {
     /// [`Error::Parse`] naming `path` when it cannot be opened as an LMDB file,
     /// has no main database, or its `nextid` or `deleted_ids` entries do not decode.
     pub fn open(path: &Path, units: Units) -> Result<AseLmdbFrames> {
-        let lmdb = |e: heed::Error| Error::Parse {
-            file: path.to_path_buf(),
-            line: 0,
-            field: "lmdb".into(),
-            reason: e.to_string(),
-        };
+        let lmdb = |e: heed::Error| Error::in_file(path, "lmdb", e);
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
         // SAFETY: NO_LOCK is unsafe when another process writes the file
         // meanwhile; an import reads a finished data set (the same as
@@ -94,18 +86,11 @@ impl AseLmdbFrames {
             unsafe { opts.flags(EnvFlags::NO_SUB_DIR | EnvFlags::READ_ONLY | EnvFlags::NO_LOCK).max_dbs(1).open(path) }
                 .map_err(lmdb)?;
         let rtxn = env.read_txn().map_err(lmdb)?;
-        let db: Database<Bytes, Bytes> = env.open_database(&rtxn, None).map_err(lmdb)?.ok_or_else(|| Error::Parse {
-            file: path.to_path_buf(),
-            line: 0,
-            field: "lmdb".into(),
-            reason: "no main database".into(),
-        })?;
-        let bad = |key: &str, reason: String| Error::Parse {
-            file: path.to_path_buf(),
-            line: 0,
-            field: key.to_string(),
-            reason,
-        };
+        let db: Database<Bytes, Bytes> = env
+            .open_database(&rtxn, None)
+            .map_err(lmdb)?
+            .ok_or_else(|| Error::in_file(path, "lmdb", "no main database"))?;
+        let bad = |key: &str, reason: String| Error::in_file(path, key, reason);
         let next_id: i64 = match db.get(&rtxn, b"nextid").map_err(lmdb)? {
             Some(b) => decode(b).map_err(|r| bad("nextid", r))?,
             None => 1,
@@ -116,32 +101,20 @@ impl AseLmdbFrames {
         };
         let total = (1..next_id).filter(|i| !deleted.contains(i)).count() as u64;
         drop(rtxn);
-        Ok(AseLmdbFrames {
-            path: path.to_path_buf(),
-            env,
-            db,
-            next_id: 1,
-            end_id: next_id,
-            deleted,
-            done: 0,
-            total,
-            factors: units.factors(),
-        })
+        Ok(AseRows::new(path, LmdbRows { env, db, next_id: 1, end_id: next_id, deleted }, total, units))
     }
 }
 
-impl Frames for AseLmdbFrames {
-    fn next_batch(&mut self, max_frames: usize) -> Result<Option<Vec<Frame>>> {
-        let lmdb = |e: heed::Error| Error::Parse {
-            file: self.path.clone(),
-            line: 0,
-            field: "lmdb".into(),
-            reason: e.to_string(),
-        };
+impl RowSource for LmdbRows {
+    /// The row's id and its compressed JSON.
+    type Raw = (i64, Vec<u8>);
+
+    fn next_rows(&mut self, max: usize, file: &Path, done: u64) -> Result<Vec<Self::Raw>> {
+        let lmdb = |e: heed::Error| Error::in_file(file, "lmdb", e);
         let mut raw: Vec<(i64, Vec<u8>)> = Vec::new();
         {
             let rtxn = self.env.read_txn().map_err(lmdb)?;
-            while raw.len() < max_frames.max(1) && self.next_id < self.end_id {
+            while raw.len() < max && self.next_id < self.end_id {
                 let id = self.next_id;
                 self.next_id += 1;
                 if self.deleted.contains(&id) {
@@ -152,8 +125,8 @@ impl Frames for AseLmdbFrames {
                     // fairchem's reader fails here too ("missing from the database").
                     None => {
                         return Err(Error::Parse {
-                            file: self.path.clone(),
-                            line: self.done as usize + raw.len() + 1,
+                            file: file.to_path_buf(),
+                            line: done as usize + raw.len() + 1,
                             field: "lmdb".into(),
                             reason: format!("id {id} is below nextid and not deleted, but missing"),
                         });
@@ -161,68 +134,47 @@ impl Frames for AseLmdbFrames {
                 }
             }
         }
-        if raw.is_empty() {
-            return Ok(None);
-        }
-        let start = self.done as usize;
-        self.done += raw.len() as u64;
-        let (path, factors) = (&self.path, &self.factors);
-        let frames = raw
-            .par_iter()
-            .enumerate()
-            .map(|(k, (id, bytes))| {
-                let record = start + k + 1;
-                let err = |field: &str, reason: String| Error::Parse {
-                    file: path.clone(),
-                    line: record,
-                    field: field.to_string(),
-                    reason: format!("row id {id}: {reason}"),
-                };
-                let j: RowJson = decode(bytes).map_err(|r| err("row", r))?;
-                let pbc = j.pbc.unwrap_or_default();
-                let key_value_pairs = j
-                    .key_value_pairs
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|(k, v)| {
-                        Ok((
-                            k.clone(),
-                            crate::formats::ase_row::key_value(k, v).map_err(|r| err("key_value_pairs", r))?,
-                        ))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let row = AseRow {
-                    id: *id,
-                    numbers: j.numbers,
-                    positions: flat(j.positions),
-                    cell: j.cell.map(flat).unwrap_or_else(|| vec![0.0; 9]),
-                    pbc: [pbc.first() == Some(&true), pbc.get(1) == Some(&true), pbc.get(2) == Some(&true)],
-                    energy: j.energy,
-                    free_energy: j.free_energy,
-                    magmom: j.magmom,
-                    forces: j.forces.map(flat),
-                    stress: j.stress.map(|s| s.flat()).transpose().map_err(|r| err("stress", r))?,
-                    dipole: j.dipole,
-                    magmoms: j.magmoms,
-                    charges: j.charges,
-                    initial_magmoms: j.initial_magmoms,
-                    initial_charges: j.initial_charges,
-                    masses: j.masses,
-                    momenta: j.momenta.map(flat),
-                    tags: j.tags,
-                    key_value_pairs,
-                };
-                Ok(Frame { line: record, data: row.into_frame(factors, path, record)? })
+        Ok(raw)
+    }
+
+    fn parse(file: &Path, record: usize, (id, bytes): Self::Raw) -> Result<AseRow> {
+        let err = |field: &str, reason: String| Error::Parse {
+            file: file.to_path_buf(),
+            line: record,
+            field: field.to_string(),
+            reason: format!("row id {id}: {reason}"),
+        };
+        let j: RowJson = decode(&bytes).map_err(|r| err("row", r))?;
+        let pbc = j.pbc.unwrap_or_default();
+        let key_value_pairs = j
+            .key_value_pairs
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| {
+                Ok((k.clone(), crate::formats::ase_row::key_value(k, v).map_err(|r| err("key_value_pairs", r))?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some(frames))
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn progress(&self) -> (u64, u64) {
-        (self.done, self.total)
+        let row = AseRow {
+            id,
+            numbers: j.numbers,
+            positions: flat(j.positions),
+            cell: j.cell.map(flat).unwrap_or_else(|| vec![0.0; 9]),
+            pbc: [pbc.first() == Some(&true), pbc.get(1) == Some(&true), pbc.get(2) == Some(&true)],
+            energy: j.energy,
+            free_energy: j.free_energy,
+            magmom: j.magmom,
+            forces: j.forces.map(flat),
+            stress: j.stress.map(|s| s.flat()).transpose().map_err(|r| err("stress", r))?,
+            dipole: j.dipole,
+            magmoms: j.magmoms,
+            charges: j.charges,
+            initial_magmoms: j.initial_magmoms,
+            initial_charges: j.initial_charges,
+            masses: j.masses,
+            momenta: j.momenta.map(flat),
+            tags: j.tags,
+            key_value_pairs,
+        };
+        Ok(row)
     }
 }

@@ -77,7 +77,7 @@ pub struct Hdf5Frames {
 }
 
 fn h5err(path: &Path, field: &str, e: impl std::fmt::Display) -> Error {
-    Error::Parse { file: path.to_path_buf(), line: 0, field: field.to_string(), reason: e.to_string() }
+    Error::in_file(path, field, e)
 }
 
 /// A numeric dataset as f64 (floats) or i64 (integers) in a [`HostData`].

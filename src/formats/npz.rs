@@ -121,7 +121,7 @@ struct EntryLoc {
 }
 
 fn entry_locations(path: &Path) -> Result<BTreeMap<String, EntryLoc>> {
-    let bad = |r: String| Error::Parse { file: path.to_path_buf(), line: 0, field: "npz".into(), reason: r };
+    let bad = |r: String| Error::in_file(path, "npz", r);
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let mut zip = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| bad(format!("not a zip archive ({e})")))?;
     let mut out = BTreeMap::new();
@@ -143,7 +143,7 @@ fn entry_locations(path: &Path) -> Result<BTreeMap<String, EntryLoc>> {
 
 impl NpyStream {
     fn open(path: &Path, name: &str, loc: &EntryLoc) -> Result<NpyStream> {
-        let bad = |r: String| Error::Parse { file: path.to_path_buf(), line: 0, field: name.to_string(), reason: r };
+        let bad = |r: String| Error::in_file(path, name, r);
         let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
         file.seek(SeekFrom::Start(loc.start)).map_err(|e| Error::io(path, e))?;
         let raw = BufReader::with_capacity(1 << 20, file.take(loc.len));
@@ -284,7 +284,7 @@ struct Extras {
 
 impl Archive<'_> {
     fn bad(&self, field: &str, r: String) -> Error {
-        Error::Parse { file: self.path.to_path_buf(), line: 0, field: field.into(), reason: r }
+        Error::in_file(self.path, field, r)
     }
 
     fn has(&self, k: &str) -> bool {
