@@ -143,14 +143,16 @@
 //! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
 //! ├── pipeline/        dataset.rs (Dataset; reads.rs: validation, transforms, ErrorPolicy)
 //! │                    and prefetch.rs (Prefetcher) → builder.rs (order.rs: what orders
-//! │                    the epochs; shuffle.rs: what with_shuffle(true) reads) → loader.rs
+//! │                    the epochs; in_order.rs: index order split in ranges per rank;
+//! │                    shuffle.rs: what with_shuffle(true) reads) → loader.rs
 //! │                    (DataLoader; schedule.rs: epoch schedules; ranked.rs: orders drawn
 //! │                    per rank; resume.rs: LoaderState, saved and loaded; upload.rs: upload
 //! │                    threads) →
 //! │                    batch.rs (AtomicBatch; stage.rs: fields in device dtypes, pinned
 //! │                    staging); loss.rs: losses that leave absent labels out
 //! ├── bench/           feature `bench`: the I/O benchmark behind `atomzarr roundtrip` and
-//! │                    `atomzarr read` (options, write for roundtrip, read loops,
+//! │                    `atomzarr read` (options, write for roundtrip, read loops over
+//! │                    indices.rs: a rank's samples as a range or a list,
 //! │                    mix: several stores read as one mixture, content checksum,
 //! │                    memory peak, report rows)
 //! └── testing.rs       feature `testing`: test hooks for the crate's own tests (hidden)
@@ -270,6 +272,7 @@ pub use location::Location;
 pub use pipeline::batch::{AtomicBatch, AtomicBatcher, BatchData, BatchField};
 pub use pipeline::builder::DataLoaderBuilder;
 pub use pipeline::dataset::{Dataset, ErrorPolicy};
+pub use pipeline::in_order::RankSplit;
 pub use pipeline::loader::{DataLoader, LoaderStats};
 pub use pipeline::prefetch::Prefetcher;
 pub use pipeline::resume::LoaderState;

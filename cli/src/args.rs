@@ -404,9 +404,9 @@ pub(crate) struct ReadArgs {
     #[arg(long)]
     pub(crate) max_samples: Option<usize>,
     /// Read rank R's part of the epoch (of --world-size ranks), as a
-    /// data-parallel rank's loader does (with default-shuffle: its own
-    /// blocks; several stores: the loader's with_rank over the mixture's
-    /// sampler).
+    /// data-parallel rank's loader does (sequential: its contiguous range
+    /// of the store; default-shuffle: its own blocks; several stores: the
+    /// loader's with_rank over the mixture's sampler).
     #[arg(long, default_value_t = 0)]
     pub(crate) rank: usize,
     /// Ranks the epoch is split over (see --rank).

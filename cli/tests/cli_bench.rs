@@ -589,6 +589,54 @@ fn bad_options_fail_with_a_message() {
     }
 }
 
+/// `read --read-order sequential --rank R`: rank R's contiguous range of
+/// the store, as a loader with `with_rank` reads it; the ranks together
+/// decode the store about once.
+#[test]
+fn sequential_ranks_read_contiguous_ranges_and_decode_their_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    rows(&["roundtrip", "-n", "4000", "--chunk-size", "64", "--edge-chunk-size", "256", "--output-dir", out, "--json"]);
+    let store = dir.path().join("bench_4000.zarr");
+    let store = store.to_str().unwrap();
+    let hex = |r: &Value| u64::from_str_radix(r["content_checksum"].as_str().unwrap(), 16).unwrap();
+    // The whole store's content, one rank; the content hash is a sum over
+    // samples, so the ranks' hashes add up to it only if together they read
+    // every sample once.
+    let whole = hex(&rows(&["read", store, "--json", "--read-order", "sequential", "--checksum"])[0]);
+    for mode in ["batch", "raw", "single"] {
+        let (mut seen, mut sum) = (0, 0u64);
+        for rank in 0..4 {
+            let rank_s = rank.to_string();
+            let r = &rows(&[
+                "read",
+                store,
+                "--json",
+                "--read-order",
+                "sequential",
+                "--read-mode",
+                mode,
+                "--rank",
+                &rank_s,
+                "--world-size",
+                "4",
+                "--checksum",
+            ])[0];
+            sum = sum.wrapping_add(hex(r));
+            let ctx = format!("rank {rank}, {mode}");
+            assert_eq!(u(r, "samples_read"), 1000, "{ctx}: a quarter each");
+            assert_eq!(u(r, "unique_samples"), 1000, "{ctx}");
+            assert_eq!(r["order_ok"], true, "{ctx}: samples {}.. in order", 1000 * rank);
+            // Its range's chunks, and a partial chunk at each end.
+            let amp = r["decode_amplification"].as_f64().unwrap();
+            assert!(amp <= 1.1, "{ctx}: decode amplification {amp}");
+            seen += u(r, "unique_samples");
+        }
+        assert_eq!(seen, 4000, "{mode}");
+        assert_eq!(sum, whole, "{mode}: the ranks together read the store once");
+    }
+}
+
 #[test]
 fn default_shuffle_reads_the_block_pool_per_rank_on_a_store_larger_than_the_cache() {
     let dir = tempfile::tempdir().unwrap();

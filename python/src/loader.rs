@@ -52,7 +52,7 @@ macro_rules! each {
 enum Order {
     /// `shuffle` alone decides (the loader's default order).
     Default,
-    /// `sampler="random" | "sequential" | "chunk-shuffle"`.
+    /// `sampler="random" | "sequential" | "sequential-interleaved" | "chunk-shuffle"`.
     Named(String),
     /// A `MultiDatasetSampler`.
     Mixing(ForLoader<atomzarr::sampler::MultiDatasetSampler>),
@@ -103,8 +103,11 @@ fn build<R: atomzarr::Reader + 'static>(
         // alone picks the block pool on a store larger than the cache).
         (Order::Named(n), _) if n == "random" => b = b.with_sampler(RandomSampler::new(len, args.seed)),
         (Order::Named(n), false) if n == "sequential" => {}
-        (Order::Named(n), true) if n == "sequential" => {
-            return Err(PyValueError::new_err("sampler=\"sequential\" with shuffle=True: choose one"));
+        (Order::Named(n), false) if n == "sequential-interleaved" => {
+            b = b.with_rank_split(atomzarr::RankSplit::Interleaved);
+        }
+        (Order::Named(n), true) if n.starts_with("sequential") => {
+            return Err(PyValueError::new_err(format!("sampler={n:?} with shuffle=True: choose one")));
         }
         (Order::Named(n), _) if n == "chunk-shuffle" => {
             let s = ChunkShuffleSampler::for_reader(&*reader, args.batch_size).map_err(to_py)?.with_seed(args.seed);
@@ -112,7 +115,7 @@ fn build<R: atomzarr::Reader + 'static>(
         }
         (Order::Named(other), _) => {
             return Err(PyValueError::new_err(format!(
-                "sampler {other:?} is not one of \"random\", \"sequential\", \"chunk-shuffle\""
+                "sampler {other:?} is not one of \"random\", \"sequential\", \"sequential-interleaved\", \"chunk-shuffle\""
             )));
         }
         (Order::Batches(_), _) => {}
@@ -205,8 +208,12 @@ struct Follow {
 /// (the store's chunk blocks permuted, batches drawn from a pool of
 /// blocks sized from the cache: each chunk decoded about once per
 /// epoch); the choice is logged. `sampler`: "random" (a full
-/// permutation per epoch, whatever the store), "sequential",
-/// "chunk-shuffle" (the block pool with 16 blocks), or, over a
+/// permutation per epoch, whatever the store), "sequential" (index
+/// order; with ranks, a contiguous range each, so the ranks together
+/// decode the store once), "sequential-interleaved" (index order split
+/// as the toolkit splits it: rounds of `world_size * batch_size`, every
+/// rank decoding the whole store), "chunk-shuffle" (the block pool with
+/// 16 blocks), or, over a
 /// MultiDataset, a `MultiDatasetSampler` (batches of `batch_size` of its
 /// order). `batch_sampler`: a `MultiDatasetBatchSampler` over the
 /// MultiDataset (it makes the batches: `batch_size`, `shuffle` and

@@ -67,6 +67,7 @@
 //! | `write` | [`roundtrip`]: generate, write (timed), read back ([`WriteOptions`]) |
 
 mod content;
+mod indices;
 mod memory;
 mod mix;
 mod options;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::content::{sample_bytes, sample_hash};
+use super::indices::Indices;
 use super::memory::{minor_faults, peak_rss, reset_peak_rss};
 use super::options::{
     ReadOptions, ReadOrder, ReadPath, ReadResult, chunk_shuffle_order, default_shuffle_order, rank_part, read_order,
@@ -99,12 +100,17 @@ pub fn time_reads(
         return Err(Error::inconsistent(store, "/", format!("expected {e} readable samples, found {n}")));
     }
     let t_order = Instant::now();
-    let (order, pool_blocks) = match opts.order {
-        ReadOrder::ChunkShuffle => (chunk_shuffle_order(&*reader, opts)?, Some(opts.pool_blocks)),
-        ReadOrder::DefaultShuffle => default_shuffle_order(&*reader, opts),
-        o => (read_order(n, o, opts.seed, opts.block_size)?, None),
+    let (mut order, pool_blocks) = match opts.order {
+        ReadOrder::Sequential => (Indices::in_order(n, opts), None),
+        ReadOrder::ChunkShuffle => {
+            (Indices::List(rank_part(&chunk_shuffle_order(&*reader, opts)?, opts)), Some(opts.pool_blocks))
+        }
+        ReadOrder::DefaultShuffle => {
+            let (order, pool) = default_shuffle_order(&*reader, opts);
+            (Indices::List(rank_part(&order, opts)), pool)
+        }
+        o => (Indices::List(rank_part(&read_order(n, o, opts.seed, opts.block_size)?, opts)), None),
     };
-    let mut order = rank_part(&order, opts);
     if let Some(m) = opts.max_samples {
         order.truncate(m);
     }
@@ -171,8 +177,8 @@ pub(super) fn open_reader(
 /// reader's batch pool ([`CollatedBatch::recycle`]), as the loader's device
 /// tensors do when dropped, so later windows write into memory already
 /// mapped.
-fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &Progress) -> Result<Tally> {
-    let windows: Vec<&[usize]> = order.chunks(opts.read_window()).collect();
+fn read_raw(reader: &AtomicDataZarrReader, order: &Indices, opts: &ReadOptions, pb: &Progress) -> Result<Tally> {
+    let windows = order.windows(opts.read_window());
     let lists = |w: &[usize]| -> Vec<Vec<usize>> { w.chunks(opts.batch_size).map(<[usize]>::to_vec).collect() };
     // What the DataLoader asks of the reader on the CPU device, so that
     // `batch` against `raw` is the loader's overhead alone.
@@ -190,7 +196,7 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         scope.spawn(move || {
             // Each window is planned while the one before is read (as the
             // DataLoader does): its chunks stay cached until its own read.
-            let mut plans = windows.iter().map(|w| reader.plan(lists(w), collate)).enumerate();
+            let mut plans = windows.iter().map(|w| reader.plan(lists(&order.slice(w.clone())), collate)).enumerate();
             let mut next = plans.next();
             while let Some((wi, this)) = next {
                 next = plans.next();
@@ -208,7 +214,7 @@ fn read_raw(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, 
         });
         for msg in rx {
             let (wi, out) = msg?;
-            let window = windows[wi];
+            let window = order.slice(windows[wi].clone());
             let mut k = 0;
             for b in out {
                 for &i in &b.indices {
@@ -316,9 +322,9 @@ fn with_cutoff(batches: &mut [CollatedBatch], opts: &ReadOptions) -> Result<()> 
 }
 
 /// The single path: one `read(i)` per sample.
-fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOptions, pb: &Progress) -> Result<Tally> {
+fn read_single(reader: &AtomicDataZarrReader, order: &Indices, opts: &ReadOptions, pb: &Progress) -> Result<Tally> {
     let mut tally = Tally::new(reader.len(), opts.checksum);
-    for &i in order {
+    for i in order.iter() {
         let mut s = reader.read(i as i64)?;
         if let Some(c) = opts.cutoff {
             s.data = crate::data::neighbors::with_neighbors(s.data, c)
@@ -336,7 +342,7 @@ fn read_single(reader: &AtomicDataZarrReader, order: &[usize], opts: &ReadOption
 /// skipped) on the CPU device, as the reference's batch mode does.
 fn read_loader(
     reader: &Arc<AtomicDataZarrReader>,
-    order: &[usize],
+    order: &Indices,
     opts: &ReadOptions,
     pb: &Progress,
 ) -> Result<Tally> {
@@ -354,11 +360,15 @@ fn read_loader(
         .with_batch_size(opts.batch_size)
         .with_prefetch_factor(opts.prefetch())
         .with_pin_memory(opts.pin_memory);
-    builder = if opts.order == ReadOrder::DefaultShuffle {
+    builder = match (opts.order, order) {
         // Exactly what a user's shuffled loader reads (its own plan).
-        builder.with_shuffle(true).with_seed(opts.seed).with_rank(opts.rank, opts.world_size)
-    } else {
-        builder.with_sampler(ListSampler::new(order.to_vec()))
+        (ReadOrder::DefaultShuffle, _) => {
+            builder.with_shuffle(true).with_seed(opts.seed).with_rank(opts.rank, opts.world_size)
+        }
+        // A user's in-order loader: its own range, never a list.
+        (ReadOrder::Sequential, _) => builder.with_rank(opts.rank, opts.world_size),
+        (_, Indices::List(l)) => builder.with_sampler(ListSampler::new(l.clone())),
+        (_, Indices::Range(r)) => builder.with_sampler(ListSampler::new(r.clone().collect())),
     };
     let loader = builder.build(&device)?;
     let mut tally = Tally::new(reader.len(), opts.checksum);
@@ -366,7 +376,7 @@ fn read_loader(
     for batch in loader.iter() {
         let batch: AtomicBatch = batch?;
         for &i in &batch.indices {
-            tally.sample(i, order.get(k).copied().unwrap_or(usize::MAX));
+            tally.sample(i, order.get(k).unwrap_or(usize::MAX));
             k += 1;
         }
         tally.bytes +=

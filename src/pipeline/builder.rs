@@ -8,12 +8,13 @@ use burn::tensor::Device;
 
 use crate::data::CollateOptions;
 use crate::error::{Error, Result};
+use crate::pipeline::in_order::{InOrder, RankSplit};
 use crate::pipeline::order::{BatchOrder, Order, SampleOrder};
 use crate::pipeline::schedule::{Clock, Cursor, View};
 use crate::pipeline::shuffle::DefaultShuffle;
 use crate::pipeline::{AtomicBatch, BatchTransform, DataLoader, Dataset};
 use crate::sampler::FittedMix;
-use crate::sampler::{BatchSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, SequentialSampler};
+use crate::sampler::{BatchSampler, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler};
 use crate::source::Reader;
 
 impl<R: Reader + 'static> DataLoader<R> {
@@ -35,6 +36,7 @@ impl<R: Reader + 'static> DataLoader<R> {
             num_streams: None,
             batch_transforms: Vec::new(),
             world: (0, 1),
+            rank_split: None,
             int64: false,
         }
     }
@@ -59,6 +61,7 @@ pub struct DataLoaderBuilder<R: Reader> {
     pub(super) num_streams: Option<usize>,
     pub(super) batch_transforms: Vec<BatchTransform>,
     pub(super) world: (usize, usize),
+    pub(super) rank_split: Option<RankSplit>,
     pub(super) int64: bool,
 }
 
@@ -191,31 +194,43 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
 
     /// Reads rank `rank` of `world_size` ranks' share of every epoch (default
     /// `0, 1`: all of it). Every rank builds the same loader (same sampler,
-    /// seed and batch size) and computes the same global order; the order is
-    /// read in rounds of `world_size * batch_size` samples, rank `r` taking
-    /// the `r`-th part of each round. Under the block-pool shuffle (see
-    /// [`with_shuffle`](Self::with_shuffle)) the global order is made so
-    /// that the `r`-th parts are rank `r`'s own region of the store
-    /// ([`ChunkShuffleSampler::global_order`](crate::sampler::ChunkShuffleSampler::global_order)):
-    /// each rank decodes about `1 / world_size` of the store. Every rank gets the same number of
-    /// batches (collectives stay in step) and no sample is repeated to pad
-    /// them: the last round's samples are split as evenly as they go, so
-    /// its batches may be shorter (empty on some ranks when fewer samples
-    /// than ranks are left; `drop_last` drops that round instead). A
-    /// [`LoaderState`](crate::LoaderState) saved on one world size resumes on another:
-    /// the rest of the saved epoch is the rest of the same global order,
-    /// cut in rounds for the new number of ranks. Under the block pool and
-    /// a fitted mixing sampler, where each rank reads its own region, the
-    /// new ranks take over the old ranks' regions in contiguous stretches
-    /// instead: the rest of the old ranks' orders, laid end to end in rank
-    /// order, cut into equal parts (see
-    /// [`DataLoader::load_state`](crate::DataLoader::load_state)); the next
-    /// epoch is planned for the new number. With a
-    /// `batch_sampler`, whole batches go round-robin to the ranks (ranks may
-    /// then get one batch more than others). `build` refuses
-    /// `rank >= world_size`.
+    /// seed and batch size) and computes the same epoch; each rank's share
+    /// is the part of the data it decodes alone where the order allows:
+    /// - in index order (no sampler, no shuffle), a contiguous range of the
+    ///   dataset ([`RankSplit::Ranges`], `len * rank / world_size ..`), so
+    ///   the ranks together decode each chunk once; the toolkit's
+    ///   interleaved rounds are [`with_rank_split`](Self::with_rank_split)`(RankSplit::Interleaved)`;
+    /// - under the block-pool shuffle (see [`with_shuffle`](Self::with_shuffle))
+    ///   and a fitted mixing sampler, rank `r` draws from its own region of
+    ///   each store, about `1 / world_size` of it;
+    /// - any other sampler's order (and a full permutation) is read in
+    ///   rounds of `world_size * batch_size` samples, rank `r` taking the
+    ///   `r`-th part of each.
+    ///
+    /// Every rank gets the same number of batches (collectives stay in
+    /// step) and no sample is repeated to pad them: a rank with fewer
+    /// samples left gets shorter (at the very end, empty) batches;
+    /// `drop_last` keeps only the full batches every rank has. A
+    /// [`LoaderState`](crate::LoaderState) saved on one world size resumes
+    /// on another: rounds go on with the rest of the same global order, cut
+    /// for the new number of ranks; where each rank reads its own part, the
+    /// new ranks take over the old ranks' parts in contiguous stretches (the
+    /// rest of the old ranks' orders, laid end to end in rank order, cut
+    /// into equal parts; see [`DataLoader::load_state`](crate::DataLoader::load_state));
+    /// the next epoch is planned for the new number. With a `batch_sampler`,
+    /// whole batches go round-robin to the ranks (ranks may then get one
+    /// batch more than others). `build` refuses `rank >= world_size`.
     pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
         self.world = (rank, world_size);
+        self
+    }
+
+    /// How ranks split an epoch read in index order (default
+    /// [`RankSplit::Ranges`]: a contiguous range each). Only for a loader
+    /// with no sampler, batch sampler or shuffle: [`build`](Self::build)
+    /// refuses it with one, rather than ignore it.
+    pub fn with_rank_split(mut self, split: RankSplit) -> Self {
+        self.rank_split = Some(split);
         self
     }
 
@@ -291,9 +306,9 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
     /// # Errors
     /// [`Error::Config`] for `with_num_streams` without `with_use_streams`,
     /// `with_num_streams(0)`, `with_num_workers(0)`, `with_batch_size(0)`,
-    /// `rank >= world_size`, or a batch sampler with a sampler, `shuffle`,
-    /// `batch_size` or `drop_last`.
-    pub fn build(self, device: &Device) -> Result<DataLoader<R>> {
+    /// `rank >= world_size`, a batch sampler with a sampler, `shuffle`,
+    /// `batch_size` or `drop_last`, or `with_rank_split` with any of them.
+    pub fn build(mut self, device: &Device) -> Result<DataLoader<R>> {
         Error::check_at_least_one("num_streams", self.num_streams.unwrap_or(1))?;
         let num_streams = match (self.num_streams, self.use_streams) {
             (Some(n), false) => {
@@ -337,11 +352,19 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
                     (inner, true) => {
                         SampleOrder::Shuffle(Arc::new(DefaultShuffle::new(reader, inner, bsz, self.seed, world_size)))
                     }
-                    (None, false) => SampleOrder::Sequential(SequentialSampler::new(dataset.len())),
+                    (None, false) => SampleOrder::Sequential(Arc::new(InOrder::new(
+                        dataset.len(),
+                        self.rank_split.take().unwrap_or_default(),
+                    ))),
                 };
                 Order::Samples { samples, batch_size: bsz, drop_last: self.drop_last }
             }
         };
+        if let Some(split) = self.rank_split {
+            return Err(Error::Config(format!(
+                "with_rank_split({split:?}) splits an epoch read in index order: this loader has a sampler, batch sampler or shuffle"
+            )));
+        }
         Ok(DataLoader {
             dataset,
             prefetch,

@@ -18,12 +18,13 @@
 //! | `schedule` | epoch schedules: the batches of each rank and device slice |
 //! | `ranked` | orders drawn rank by rank (a region of the data per rank), and how a resume on another number of ranks hands the old ranks' parts to the new ones |
 //! | `resume` | [`LoaderState`](crate::LoaderState), [`DataLoader::state`] and [`DataLoader::load_state`]: the loader's place saved and followed |
+//! | `in_order` | what a loader with no sampler reads: the dataset in index order, split among ranks in contiguous ranges ([`RankSplit`](crate::RankSplit)) |
 //! | `shuffle` | what `with_shuffle(true)` reads: a full permutation, or the block pool sized from the cache |
-//! | `mixture` | the mixing samplers fitted to the reader: a block pool for each child larger than its share of the cache |
 
 pub(crate) mod batch;
 pub(crate) mod builder;
 pub(crate) mod dataset;
+pub(crate) mod in_order;
 pub(crate) mod loader;
 pub mod loss;
 pub(crate) mod order;

@@ -7,11 +7,10 @@
 
 use std::sync::Arc;
 
+use super::in_order::InOrder;
 use super::ranked::{RankedBatches, RankedSamples};
 use super::shuffle::DefaultShuffle;
-use crate::sampler::{
-    BatchSampler, ChildPools, FittedMix, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler, SequentialSampler,
-};
+use crate::sampler::{BatchSampler, ChildPools, FittedMix, MultiDatasetBatchSampler, MultiDatasetSampler, Sampler};
 
 /// What orders a loader's epochs, and how the order is cut into batches.
 #[derive(Clone)]
@@ -25,8 +24,9 @@ pub(crate) enum Order {
 /// The sample order of [`Order::Samples`].
 #[derive(Clone)]
 pub(crate) enum SampleOrder {
-    /// The dataset in index order.
-    Sequential(SequentialSampler),
+    /// The dataset in index order, split among ranks by a
+    /// [`RankSplit`](super::in_order::RankSplit).
+    Sequential(Arc<InOrder>),
     /// The user's sampler, read as it stands.
     Sampler(Arc<dyn Sampler>),
     /// `with_shuffle(true)`: the default shuffle, which a loaded state
@@ -50,7 +50,7 @@ impl SampleOrder {
     /// The sampler behind the order.
     pub(crate) fn sampler(&self) -> &dyn Sampler {
         match self {
-            SampleOrder::Sequential(s) => s,
+            SampleOrder::Sequential(s) => s.sampler(),
             SampleOrder::Sampler(s) => s.as_ref(),
             SampleOrder::Shuffle(s) => s.as_ref(),
             SampleOrder::Mixture(m) => m.as_ref(),
@@ -61,9 +61,10 @@ impl SampleOrder {
     /// its [`RankedSamples::is_ranked`] says).
     pub(crate) fn ranked(&self) -> Option<Arc<dyn RankedSamples>> {
         match self {
+            SampleOrder::Sequential(s) => Some(s.clone()),
             SampleOrder::Shuffle(s) => Some(s.clone()),
             SampleOrder::Mixture(m) => Some(m.clone()),
-            SampleOrder::Sequential(_) | SampleOrder::Sampler(_) => None,
+            SampleOrder::Sampler(_) => None,
         }
     }
 }
@@ -90,7 +91,7 @@ impl Order {
     /// The name a saved state gives it.
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Order::Samples { samples: SampleOrder::Sequential(_), .. } => "sequential",
+            Order::Samples { samples: SampleOrder::Sequential(s), .. } => s.split().name(),
             Order::Samples { samples: SampleOrder::Shuffle(s), .. } => s.kind().name(),
             Order::Samples { .. } => "sampler",
             Order::Batches(_) => "batch_sampler",
@@ -101,6 +102,14 @@ impl Order {
     pub(crate) fn shuffle(&self) -> Option<&DefaultShuffle> {
         match self {
             Order::Samples { samples: SampleOrder::Shuffle(s), .. } => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The in-order epoch, when no sampler or shuffle orders it.
+    pub(crate) fn in_order(&self) -> Option<&InOrder> {
+        match self {
+            Order::Samples { samples: SampleOrder::Sequential(s), .. } => Some(s),
             _ => None,
         }
     }
@@ -126,6 +135,7 @@ impl Order {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::in_order::RankSplit;
     use crate::pipeline::shuffle::ShuffleKind;
 
     #[test]
@@ -139,11 +149,15 @@ mod tests {
         assert_eq!(ShuffleKind::from_name("sequential"), None);
         let lists = crate::sampler::ListBatchSampler::new(vec![vec![0]]);
         assert_eq!(Order::Batches(BatchOrder::Sampler(Arc::new(lists))).name(), "batch_sampler");
-        let seq = Order::Samples {
-            samples: SampleOrder::Sequential(SequentialSampler::new(3)),
+        let seq = |split| Order::Samples {
+            samples: SampleOrder::Sequential(Arc::new(InOrder::new(3, split))),
             batch_size: 2,
             drop_last: false,
         };
-        assert_eq!((seq.name(), seq.batch_size()), ("sequential", Some(2)));
+        assert_eq!(
+            (seq(RankSplit::Interleaved).name(), seq(RankSplit::Interleaved).batch_size()),
+            ("sequential", Some(2))
+        );
+        assert_eq!(seq(RankSplit::Ranges).name(), "sequential_ranges");
     }
 }

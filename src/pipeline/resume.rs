@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::pipeline::DataLoader;
+use crate::pipeline::in_order::RankSplit;
 use crate::pipeline::ranked::Resume;
 use crate::pipeline::schedule::Clock;
 use crate::pipeline::shuffle::ShuffleKind;
@@ -89,11 +90,19 @@ impl<R: Reader + 'static> DataLoader<R> {
                 .or_else(|| state.child_pool_runs.as_ref().map(|runs| crate::sampler::runs_as_chunk_blocks(runs)))
                 .or_else(|| here.child_pool_blocks.clone().filter(|_| state.position == 0)),
             child_pool_runs: None,
+            // Between epochs, an in-order epoch is split as this loader
+            // splits it (the next epoch is planned anew).
+            sampler: match self.order.in_order() {
+                Some(_) if state.position == 0 && RankSplit::from_name(&state.sampler).is_some() => {
+                    here.sampler.clone()
+                }
+                _ => state.sampler.clone(),
+            },
             ..state.clone()
         };
         let state = &lenient;
-        // The default shuffle and a mixture follow the saved kind and pool
-        // sizes; the rest must match.
+        // The default shuffle, an in-order split and a mixture follow the
+        // saved kind and pool sizes; the rest must match.
         let followed = LoaderState {
             sampler: state.sampler.clone(),
             pool_blocks: state.pool_blocks,
@@ -103,6 +112,15 @@ impl<R: Reader + 'static> DataLoader<R> {
         if state.check_same_order(&followed).is_ok() {
             if let Some(s) = self.order.shuffle()
                 && !ShuffleKind::from_name(&state.sampler).is_some_and(|k| s.adopt(k, state.pool_blocks))
+            {
+                return Err(Error::StateMismatch {
+                    what: "sampler".into(),
+                    saved: state.sampler.clone(),
+                    here: here.sampler,
+                });
+            }
+            if let Some(s) = self.order.in_order()
+                && !s.adopt(&state.sampler)
             {
                 return Err(Error::StateMismatch {
                     what: "sampler".into(),
@@ -229,8 +247,10 @@ impl LoaderState {
     pub fn seed(&self) -> Option<u64> {
         self.seed
     }
-    /// What ordered the epoch (`sequential`, `random`, `block-pool`,
-    /// `sampler`, `batch_sampler`).
+    /// What ordered the epoch: `sequential_ranges` (index order, a
+    /// contiguous range per rank), `sequential` (index order in the
+    /// toolkit's interleaved rounds), `random`, `block-pool`, `sampler`,
+    /// `batch_sampler`.
     pub fn sampler(&self) -> &str {
         &self.sampler
     }

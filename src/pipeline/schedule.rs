@@ -300,12 +300,15 @@ pub(crate) struct ScheduleCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::in_order::InOrder;
     use crate::pipeline::order::{BatchOrder, SampleOrder};
-    use crate::sampler::{ListBatchSampler, SequentialSampler};
+    use crate::sampler::ListBatchSampler;
     use std::sync::Arc;
 
     fn fixed(n: usize, b: usize, drop_last: bool) -> Order {
-        Order::Samples { samples: SampleOrder::Sequential(SequentialSampler::new(n)), batch_size: b, drop_last }
+        // The toolkit's rounds: what a held list sampler is cut into too.
+        let split = crate::pipeline::in_order::RankSplit::Interleaved;
+        Order::Samples { samples: SampleOrder::Sequential(Arc::new(InOrder::new(n, split))), batch_size: b, drop_last }
     }
 
     #[test]
