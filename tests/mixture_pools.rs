@@ -334,3 +334,43 @@ fn batches_mix_each_store() {
         assert!(sum / n as f64 >= 0.5, "store {d}: {:.2}", sum / n as f64);
     }
 }
+
+#[test]
+fn a_store_drawn_several_times_over_is_cached_whole_and_decoded_once() {
+    let s = stores();
+    // Every store's decoded bytes read once, in order, as the reference.
+    let whole: Vec<u64> = {
+        let (multi, kids) = mixture(&s, 1 << 30);
+        let l = DataLoader::builder(Dataset::new(multi).with_skip_validation(true))
+            .with_batch_size(256)
+            .build(&Device::flex())
+            .unwrap();
+        epoch(&l);
+        kids.iter().map(|k| k.chunked().unwrap().decode_counters().decoded_bytes).collect()
+    };
+    // Half the draws from each: A is drawn half a pass, B 2.5 passes. In
+    // equal parts of the budget neither fits; B fits whole if A gives up
+    // what it would not use to save decoding (half a pass decodes about
+    // half of A whatever its pool).
+    let budget = whole[1] + whole[1] / 2;
+    for shuffle in [true, false] {
+        let (multi, kids) = mixture(&s, budget);
+        let w = MultiDatasetSampler::for_lengths(vec![NA, NB])
+            .with_weights(vec![0.5, 0.5])
+            .with_num_samples(NA)
+            .with_shuffle(shuffle)
+            .with_seed(7)
+            .build()
+            .unwrap();
+        let l = sample_loader(multi, w, 0, 1);
+        let b_size = kids[1].chunked().unwrap().cache_fit().decoded_bytes;
+        assert_eq!(kids[1].cache_stats().budget, b_size, "B's share is its decoded size");
+        let got = epoch(&l).concat();
+        assert_eq!(per_store(&got), [NA / 2, NA / 2]);
+        let decoded: Vec<u64> = kids.iter().map(|k| k.chunked().unwrap().decode_counters().decoded_bytes).collect();
+        // B once (a pool would decode it once per pass, 2.5 times).
+        assert!(decoded[1] as f64 <= 1.05 * whole[1] as f64, "shuffle {shuffle}: B decoded {decoded:?} of {whole:?}");
+        assert!(decoded[0] as f64 <= 0.75 * whole[0] as f64, "shuffle {shuffle}: A decoded {decoded:?} of {whole:?}");
+        assert!(kids.iter().map(|k| k.cache_stats().bytes).sum::<u64>() <= budget);
+    }
+}

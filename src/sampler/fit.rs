@@ -56,6 +56,8 @@ pub(crate) trait Mixing: Send + Sync {
     fn own_world(&self) -> usize;
     /// About how many samples of child `d` a batch of `batch_size` draws.
     fn draws_per_batch(&self, d: usize, batch_size: usize) -> usize;
+    /// Samples of each child an epoch draws (all ranks together).
+    fn epoch_counts(&self) -> Vec<usize>;
 }
 
 /// The `Mixing` methods both samplers answer with their own (inherent)
@@ -83,12 +85,18 @@ impl Mixing for MultiDatasetSampler {
         let total: usize = self.counts().iter().sum();
         (batch_size * self.counts()[d]).checked_div(total).unwrap_or(0).max(1)
     }
+    fn epoch_counts(&self) -> Vec<usize> {
+        self.counts().to_vec()
+    }
 }
 
 impl Mixing for MultiDatasetBatchSampler {
     forward_mixing!();
     fn draws_per_batch(&self, d: usize, _batch_size: usize) -> usize {
         self.samples_per_dataset()[d].max(1)
+    }
+    fn epoch_counts(&self) -> Vec<usize> {
+        self.samples_per_dataset().iter().map(|&k| k * self.num_batches()).collect()
     }
 }
 
@@ -121,7 +129,15 @@ impl<M: Mixing> FittedMix<M> {
             ));
         }
         let (fits, starts) = match reader.chunked() {
-            Some(c) => (c.part_fits(), c.chunk_blocks()),
+            Some(c) => {
+                // A child drawn several times over may be cached whole
+                // (decoded once, not once per pass) before the pools are
+                // sized from the shares.
+                let passes: Vec<f64> =
+                    mix.epoch_counts().iter().zip(&lengths).map(|(&k, &n)| k as f64 / n.max(1) as f64).collect();
+                c.share_cache_by_passes(&passes);
+                (c.part_fits(), c.chunk_blocks())
+            }
             None => (vec![Default::default(); lengths.len()], Vec::new()),
         };
         if fits.len() != lengths.len() {

@@ -110,6 +110,16 @@ pub trait ChunkedReader: Send + Sync {
     fn part_fits(&self) -> Vec<CacheFit> {
         vec![self.cache_fit()]
     }
+
+    /// Shares the budget among the [`part_fits`](Self::part_fits) parts for
+    /// an epoch that draws part `d` `passes[d]` times over
+    /// ([`split_cache_budget_by_passes`](crate::source::split_cache_budget_by_passes)):
+    /// what a [`DataLoader`](crate::DataLoader) fitting a mixing sampler
+    /// tells a [`MultiReader`](crate::MultiReader). A reader of one part
+    /// has nothing to share: its whole budget is that part's.
+    fn share_cache_by_passes(&self, passes: &[f64]) {
+        let _ = passes;
+    }
 }
 
 /// Default byte budget of a reader's decoded-chunk cache, and of the one

@@ -8,7 +8,7 @@
 //! | `plan` | [`ReadPlan`]: a window's collated read, planned before it is read |
 //! | `in_memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
-//! | `budget` | one decoded-chunk budget split among a mixture's children ([`split_cache_budget`]) |
+//! | `budget` | one decoded-chunk budget split among a mixture's children ([`split_cache_budget`], [`split_cache_budget_by_passes`]) |
 //!
 //! The Zarr reader ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
 //! lives with the rest of the on-disk format in [`crate::store`]; files of
@@ -24,7 +24,7 @@ pub(crate) mod reader;
 pub(crate) use in_memory::gather;
 pub use multi::DATASET_INDEX;
 // The types also at the crate root are public there only.
-pub use budget::split_cache_budget;
+pub use budget::{split_cache_budget, split_cache_budget_by_passes};
 pub use chunked::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};
 pub(crate) use multi::MultiReader;
 pub use plan::ReadPlan;

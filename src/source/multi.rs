@@ -18,7 +18,7 @@ use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData}
 use crate::error::{Error, Result};
 use crate::source::gather;
 use crate::source::plan::{BatchSource, MixedPlan};
-use crate::source::split_cache_budget;
+use crate::source::split_cache_budget_by_passes;
 use crate::source::{CacheFit, Capabilities, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, PlannedReader};
 use crate::source::{Prepared, ReadPlan, Reader, ReaderExt, SampleIndex, SampleMetadata, Schema};
 
@@ -95,8 +95,12 @@ impl MultiReaderOptions {
     /// room for each child's resident arrays first, then equal parts, a
     /// child taking no more than it needs to be cached whole) and each
     /// child's own budget is set to its share, replacing the budget it was
-    /// opened with. A shuffled mixture sizes each child's block pool from
-    /// its share.
+    /// opened with. A [`DataLoader`](crate::DataLoader) with a mixing
+    /// sampler splits it anew by how many times over its epoch draws each
+    /// child ([`split_cache_budget_by_passes`](crate::source::split_cache_budget_by_passes)):
+    /// a child drawn several times over that fits is cached whole, decoded
+    /// once rather than once per pass. A shuffled mixture sizes each
+    /// child's block pool from its share.
     ///
     /// ```
     /// # fn main() -> atomzarr::Result<()> {
@@ -153,6 +157,9 @@ pub struct MultiReader {
     dataset_index: bool,
     /// The budget the children's caches share (see [`MultiReaderOptions::with_cache_bytes`]).
     cache_bytes: std::sync::atomic::AtomicU64,
+    /// How many times over an epoch draws each child, when a loader's
+    /// mixing sampler said (empty: not known; equal parts).
+    passes: std::sync::Mutex<Vec<f64>>,
     /// Memory of the batches gathered from several children, back from
     /// their consumers for later ones.
     batch_buffers: Arc<BatchBuffers>,
@@ -255,6 +262,7 @@ impl MultiReader {
             output_strict: options.output_strict,
             dataset_index: options.dataset_index,
             cache_bytes: options.cache_bytes.into(),
+            passes: std::sync::Mutex::new(Vec::new()),
             batch_buffers: BatchBuffers::new(DEFAULT_BATCH_BUFFER_BYTES),
             source,
         };
@@ -267,7 +275,8 @@ impl MultiReader {
     fn share_cache(&self) {
         let budget = self.cache_bytes.load(std::sync::atomic::Ordering::Relaxed);
         let fits = self.part_fits();
-        let shares = split_cache_budget(&fits, budget);
+        let passes = crate::threads::lock(&self.passes).clone();
+        let shares = split_cache_budget_by_passes(&fits, budget, &passes);
         let mib = |b: u64| b as f64 / f64::from(1 << 20);
         for ((c, share), fit) in self.children.iter().zip(&shares).zip(&fits) {
             if let Some(ch) = c.chunked() {
@@ -609,6 +618,13 @@ impl ChunkedReader for MultiReader {
     /// Each child's fit against its share of the budget.
     fn part_fits(&self) -> Vec<CacheFit> {
         self.children.iter().map(|c| c.chunked().map(|ch| ch.cache_fit()).unwrap_or_default()).collect()
+    }
+
+    /// Splits the budget anew for an epoch drawing each child `passes`
+    /// times over (see [`split_cache_budget_by_passes`]).
+    fn share_cache_by_passes(&self, passes: &[f64]) {
+        *crate::threads::lock(&self.passes) = passes.to_vec();
+        self.share_cache();
     }
 
     /// The sum over the children.
