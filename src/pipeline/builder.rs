@@ -130,6 +130,8 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
     /// ([`MultiDatasetSampler::rank_order`]). Counts per dataset stay
     /// exact; the pool sizes are recorded in [`LoaderState`](crate::LoaderState).
     /// A mixing sampler given its own `with_rank` is read as it stands.
+    /// What a fitted sampler makes the loader read, rank by rank, is
+    /// [`MultiDatasetSampler::loader_indices`].
     pub fn with_sampler(mut self, s: impl Sampler + 'static) -> Self {
         self.mixture = (&s as &dyn Any).downcast_ref::<MultiDatasetSampler>().cloned().map(Mix::Samples);
         self.sampler = Some(Arc::new(s));
@@ -345,7 +347,7 @@ impl<R: Reader + 'static> DataLoaderBuilder<R> {
                 let bsz = self.batch_size.unwrap_or(1);
                 Error::check_at_least_one("batch_size", bsz)?;
                 let samples = match (self.sampler, self.shuffle) {
-                    (Some(s), false) => match self.mixture.and_then(|m| m.fit_samples(reader, bsz)) {
+                    (Some(s), false) => match self.mixture.and_then(|m| m.fit_samples(reader)) {
                         Some(f) => SampleOrder::Mixture(f),
                         None => SampleOrder::Sampler(s),
                     },
@@ -395,13 +397,9 @@ pub(super) enum Mix {
 impl Mix {
     /// The sampler fitted to `reader`, `None` (logged why) when it is read
     /// as it stands.
-    fn fit_samples<R: Reader + ?Sized>(
-        self,
-        reader: &R,
-        batch_size: usize,
-    ) -> Option<Arc<FittedMix<MultiDatasetSampler>>> {
+    fn fit_samples<R: Reader + ?Sized>(self, reader: &R) -> Option<Arc<FittedMix<MultiDatasetSampler>>> {
         let Mix::Samples(m) = self else { return None };
-        FittedMix::fit(reader, m, batch_size)
+        FittedMix::fit(reader, m)
             .map(Arc::new)
             .map_err(|why| log::info!("MultiDatasetSampler read as given: {why}"))
             .ok()
@@ -410,7 +408,7 @@ impl Mix {
     /// As [`fit_samples`](Self::fit_samples) for the batch sampler.
     fn fit_batches<R: Reader + ?Sized>(self, reader: &R) -> Option<Arc<FittedMix<MultiDatasetBatchSampler>>> {
         let Mix::Batches(m) = self else { return None };
-        FittedMix::fit(reader, m, 0)
+        FittedMix::fit(reader, m)
             .map(Arc::new)
             .map_err(|why| log::info!("MultiDatasetBatchSampler read as given: {why}"))
             .ok()

@@ -41,6 +41,14 @@ use crate::threads::lock;
 /// many distinct windows of 0.1% of the store).
 const BLOCKS_PER_POOL_BLOCK: usize = 4;
 
+/// Samples per batch the pools of a fitted [`MultiDatasetSampler`] ramp
+/// up by (each child's pool grows a block per its share of this many
+/// draws), whatever the loader's batch size: so the order a fitted sampler
+/// gives depends on the reader alone, and the sampler can say what a loader
+/// will read ([`MultiDatasetSampler::loader_indices`]). A batch sampler's
+/// pools ramp by its own batches.
+const FIT_BATCH: usize = 64;
+
 /// Pool sizes counted in runs of [`BLOCKS_PER_POOL_BLOCK`] chunk blocks,
 /// in chunk blocks.
 pub(crate) fn runs_as_chunk_blocks(runs: &[Option<usize>]) -> Vec<Option<usize>> {
@@ -113,9 +121,9 @@ pub(crate) struct FittedMix<M> {
 }
 
 impl<M: Mixing> FittedMix<M> {
-    /// Fits `mix` to `reader` (read in batches of `batch_size`); `Err`
-    /// says why it is read as it stands instead.
-    pub(crate) fn fit<R: Reader + ?Sized>(reader: &R, mix: M, batch_size: usize) -> Result<FittedMix<M>, String> {
+    /// Fits `mix` to `reader`; `Err` says why it is read as it stands
+    /// instead.
+    pub(crate) fn fit<R: Reader + ?Sized>(reader: &R, mix: M) -> Result<FittedMix<M>, String> {
         if mix.own_world() > 1 {
             return Err("the sampler takes its own rank's share (its with_rank); give the ranks to the loader's \
                         with_rank instead for a region of each store per rank"
@@ -154,7 +162,7 @@ impl<M: Mixing> FittedMix<M> {
             chunk_blocks.push(local.len());
             lo += len;
         }
-        let ramp = (0..lengths.len()).map(|d| mix.draws_per_batch(d, batch_size)).collect();
+        let ramp = (0..lengths.len()).map(|d| mix.draws_per_batch(d, FIT_BATCH)).collect();
         let fitted = FittedMix { mix, blocks, ramp, children: Mutex::new(Arc::new(Vec::new())) };
         let pools: Vec<Option<usize>> = (0..lengths.len())
             .map(|d| {
@@ -254,6 +262,75 @@ impl<M: Mixing> ChildPools for FittedMix<M> {
     }
     fn adopt(&self, pools: &[Option<usize>]) -> bool {
         FittedMix::adopt(self, pools)
+    }
+}
+
+impl MultiDatasetSampler {
+    /// The indices a [`DataLoader`](crate::DataLoader) over `reader` built
+    /// with this sampler and `with_rank(rank, world_size)` reads in `epoch`:
+    /// its batches laid end to end (before `drop_last` drops a short
+    /// one). The loader fits the sampler to the reader (a block pool for a
+    /// child larger than its share of the cache, a region of each child per
+    /// rank), so its order differs from [`indices`](Sampler::indices) on
+    /// ranks or with pools; this is the order to log, inspect or replay.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use burn::tensor::Device;
+    /// use std::sync::Arc;
+    /// use atomzarr::sampler::MultiDatasetSampler;
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, MultiReader, Reader, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let mut children: Vec<Arc<dyn Reader>> = Vec::new();
+    /// for (k, n) in [(0, 30), (1, 12)] {
+    ///     let path = dir.path().join(format!("{k}.zarr"));
+    ///     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(n, 2, 4, k)?)?;
+    ///     children.push(Arc::new(AtomicDataZarrReader::open(&path)?));
+    /// }
+    /// let multi = Arc::new(MultiReader::new(children)?);
+    /// let s = MultiDatasetSampler::builder(&multi).with_num_samples(20).with_seed(3).build()?;
+    /// let said = s.loader_indices(&*multi, 0, 1, 2)?;
+    /// let l = DataLoader::builder(Dataset::from_arc(multi)).with_batch_size(4).with_sampler(s).with_rank(1, 2).build(&Device::flex())?;
+    /// let read: Vec<usize> = l.iter().map(|b| b.map(|b| b.indices)).collect::<atomzarr::Result<Vec<_>>>()?.concat();
+    /// assert_eq!(read, said);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`](crate::Error::Config) when the loader would read
+    /// the sampler as it stands (its own `with_rank`, or datasets that are
+    /// not `reader`'s), naming why; [`Error::Config`](crate::Error::Config)
+    /// for `rank >= world_size`.
+    pub fn loader_indices<R: Reader + ?Sized>(
+        &self,
+        reader: &R,
+        epoch: u64,
+        rank: usize,
+        world_size: usize,
+    ) -> crate::Result<Vec<usize>> {
+        crate::Error::check_rank(rank, world_size)?;
+        let fitted = FittedMix::fit(reader, self.clone()).map_err(crate::Error::Config)?;
+        Ok(fitted.mix.rank_draws(epoch, rank, world_size, fitted.orders()).collect())
+    }
+}
+
+impl MultiDatasetBatchSampler {
+    /// The batches a [`DataLoader`](crate::DataLoader) over `reader` built
+    /// with this batch sampler and `with_rank(rank, world_size)` reads in
+    /// `epoch`, as [`MultiDatasetSampler::loader_indices`] says of samples.
+    ///
+    /// # Errors
+    /// As [`MultiDatasetSampler::loader_indices`].
+    pub fn loader_batches<R: Reader + ?Sized>(
+        &self,
+        reader: &R,
+        epoch: u64,
+        rank: usize,
+        world_size: usize,
+    ) -> crate::Result<Vec<Vec<usize>>> {
+        crate::Error::check_rank(rank, world_size)?;
+        let fitted = FittedMix::fit(reader, self.clone()).map_err(crate::Error::Config)?;
+        Ok(fitted.mix.rank_batch_draws(epoch, rank, world_size, fitted.orders()).collect())
     }
 }
 
