@@ -59,6 +59,7 @@ class MultiDataset:
     def refresh(self) -> None: ...
 
 EpochPolicy = Literal["dataset_size", "min_size", "max_size"]
+SamplerOrder = Literal["loader", "toolkit"]
 
 class MultiDatasetSampler:
     def __init__(
@@ -75,6 +76,7 @@ class MultiDatasetSampler:
         distributed_manager: Any = None,
         seed: int = 0,
         drop_last: bool = False,
+        order: SamplerOrder = "loader",
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[int]: ...
@@ -103,6 +105,8 @@ class MultiDatasetSampler:
     def rank(self) -> int: ...
     @property
     def num_replicas(self) -> int: ...
+    @property
+    def order(self) -> SamplerOrder: ...
 
 class MultiDatasetBatchSampler:
     def __init__(
@@ -122,6 +126,7 @@ class MultiDatasetBatchSampler:
         distributed_manager: Any = None,
         seed: int = 0,
         drop_last: bool = False,
+        order: SamplerOrder = "loader",
     ) -> None: ...
     @classmethod
     def balanced(
@@ -139,6 +144,7 @@ class MultiDatasetBatchSampler:
         distributed_manager: Any = None,
         seed: int = 0,
         drop_last: bool = False,
+        order: SamplerOrder = "loader",
     ) -> "MultiDatasetBatchSampler": ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[List[int]]: ...
@@ -169,6 +175,8 @@ class MultiDatasetBatchSampler:
     def rank(self) -> int: ...
     @property
     def num_replicas(self) -> int: ...
+    @property
+    def order(self) -> SamplerOrder: ...
 
 class LoaderIter(Iterator[Batch]):
     def __next__(self) -> Batch: ...

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyIterator, PyType};
 
-use crate::mixing::{EpochCell, ForLoader, config_error, count, cut, epoch_list, no_generator, ranks};
+use crate::mixing::{EpochCell, ForLoader, SamplerOrder, config_error, count, cut, epoch_list, no_generator, ranks};
 use crate::multi::MultiDataset;
 
 /// `samples_per_dataset` as the toolkit reads it: ratios when any entry is
@@ -77,19 +77,21 @@ fn epoch_policy(s: &str) -> PyResult<EpochPolicy> {
 /// than the children hold is a ValueError. `shuffle`: each child's
 /// order and the order inside each batch, reproducible per `(seed,
 /// epoch)`. `num_replicas` / `rank` (or an initialized
-/// `distributed_manager`): iterating yields this rank's batches as the
-/// toolkit does (every `num_replicas`-th, the epoch padded from its
-/// start or, with `drop_last`, cut to a multiple of `num_replicas`).
-/// `generator` is not supported (pass `seed`).
+/// `distributed_manager`): this rank's share of the batches. `generator`
+/// is not supported (pass `seed`).
 ///
-/// A DataLoader given this sampler takes its ranks and deals the
-/// epoch's batches to them (a rank may get one more than another; with
-/// `drop_last` the epoch is first cut to a multiple of `num_replicas`,
-/// so that every rank gets as many), each rank drawing from its own
-/// region of each store. A store larger than its share of the
-/// MultiDataset's cache is drawn through a block pool (every batch
-/// still holds exactly its counts). On one rank, with every store
-/// fitting its share, the loader reads exactly the sampler's batches.
+/// Iterating the sampler yields the batches a DataLoader given it reads.
+/// With `order="loader"` (the default), the loader fits the sampler to
+/// the MultiDataset: the epoch's batches dealt to the ranks (a rank may
+/// get one more than another; with `drop_last` the epoch is first cut to
+/// a multiple of `num_replicas`, so that every rank gets as many), each
+/// rank drawing from its own region of each store, a store larger than
+/// its share of the MultiDataset's cache drawn through a block pool
+/// (every batch still holds exactly its counts); on one rank, with every
+/// store fitting its share, these are the mixing batches themselves. With
+/// `order="toolkit"` they are the toolkit's (every `num_replicas`-th
+/// batch, the epoch padded from its start or, with `drop_last`, cut to a
+/// multiple of `num_replicas`), which a DataLoader reads as they stand.
 #[pyclass(name = "MultiDatasetBatchSampler", module = "atomzarr", frozen)]
 pub struct MultiDatasetBatchSampler {
     dataset: Py<MultiDataset>,
@@ -107,25 +109,32 @@ pub struct MultiDatasetBatchSampler {
     drop_last: bool,
     rank: usize,
     num_replicas: usize,
+    order: SamplerOrder,
     epoch: Arc<EpochCell>,
 }
 
 impl MultiDatasetBatchSampler {
     pub(crate) fn for_loader(&self) -> PyResult<ForLoader<rs::MultiDatasetBatchSampler>> {
-        let sampler = self.loader.clone().map_err(PyValueError::new_err)?;
+        let whole = self.loader.clone().map_err(PyValueError::new_err)?;
+        let mut describe = serde_json::json!({
+            "kind": "MultiDatasetBatchSampler",
+            "lengths": self.lengths,
+            "samples_per_dataset": whole.samples_per_dataset(),
+            "num_batches": whole.num_batches(),
+            "replacement": self.replacement,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+        });
+        let split_by_loader = self.order == SamplerOrder::Loader;
+        if !split_by_loader {
+            describe["order"] = self.order.name().into();
+        }
         Ok(ForLoader {
             lengths: self.lengths.clone(),
             ranks: (self.rank, self.num_replicas),
-            describe: serde_json::json!({
-                "kind": "MultiDatasetBatchSampler",
-                "lengths": self.lengths,
-                "samples_per_dataset": sampler.samples_per_dataset(),
-                "num_batches": sampler.num_batches(),
-                "replacement": self.replacement,
-                "shuffle": self.shuffle,
-                "seed": self.seed,
-            }),
-            sampler,
+            split_by_loader,
+            describe,
+            sampler: if split_by_loader { whole } else { self.local.clone() },
             epoch: Arc::clone(&self.epoch),
         })
     }
@@ -144,8 +153,10 @@ impl MultiDatasetBatchSampler {
         ranks: (usize, usize),
         seed: u64,
         drop_last: bool,
+        order: &str,
     ) -> PyResult<Self> {
         no_generator(generator)?;
+        let order = SamplerOrder::parse(order)?;
         let batch_size = count("batch_size", batch_size, 1)?;
         let per_dataset = per_dataset.filter(|v| !v.is_none());
         if weights.is_some() && per_dataset.is_some() {
@@ -190,6 +201,7 @@ impl MultiDatasetBatchSampler {
             drop_last,
             rank: ranks.0,
             num_replicas: ranks.1,
+            order,
             epoch: Arc::new(EpochCell::default()),
         })
     }
@@ -200,7 +212,8 @@ impl MultiDatasetBatchSampler {
     #[new]
     #[pyo3(signature = (dataset, batch_size, *, weights=None, samples_per_dataset=None, num_batches=None,
                         epoch_policy="dataset_size", replacement=true, shuffle=true, generator=None,
-                        num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false))]
+                        num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false,
+                        order="loader"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dataset: Bound<'_, MultiDataset>,
@@ -217,6 +230,7 @@ impl MultiDatasetBatchSampler {
         distributed_manager: Option<&Bound<'_, PyAny>>,
         seed: u64,
         drop_last: bool,
+        order: &str,
     ) -> PyResult<Self> {
         let ranks = ranks(num_replicas, rank, distributed_manager)?;
         Self::build(
@@ -232,6 +246,7 @@ impl MultiDatasetBatchSampler {
             ranks,
             seed,
             drop_last,
+            order,
         )
     }
 
@@ -239,7 +254,7 @@ impl MultiDatasetBatchSampler {
     #[classmethod]
     #[pyo3(signature = (dataset, batch_size, *, num_batches=None, epoch_policy="dataset_size", replacement=true,
                         shuffle=true, generator=None, num_replicas=None, rank=None, distributed_manager=None,
-                        seed=0, drop_last=false))]
+                        seed=0, drop_last=false, order="loader"))]
     #[allow(clippy::too_many_arguments)]
     fn balanced(
         _cls: &Bound<'_, PyType>,
@@ -255,6 +270,7 @@ impl MultiDatasetBatchSampler {
         distributed_manager: Option<&Bound<'_, PyAny>>,
         seed: u64,
         drop_last: bool,
+        order: &str,
     ) -> PyResult<Self> {
         let ranks = ranks(num_replicas, rank, distributed_manager)?;
         let n = dataset.get().child_lens().len();
@@ -271,19 +287,40 @@ impl MultiDatasetBatchSampler {
             ranks,
             seed,
             drop_last,
+            order,
         )
     }
 
     /// Batches this rank yields per epoch.
     fn __len__(&self) -> usize {
-        self.local.len()
+        match (self.order, &self.loader) {
+            (SamplerOrder::Loader, Ok(whole)) => whole.rank_len(self.rank, self.num_replicas),
+            (SamplerOrder::Loader, Err(_)) => 0,
+            (SamplerOrder::Toolkit, _) => self.local.len(),
+        }
     }
 
-    /// The current epoch's batches (this rank's), lists of global indices.
+    /// The current epoch's batches (this rank's), lists of global indices,
+    /// as a DataLoader given this sampler reads them.
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let epoch = self.epoch.epoch();
-        let batches = py.detach(|| self.local.batches(epoch));
+        let batches = match self.order {
+            SamplerOrder::Toolkit => py.detach(|| self.local.batches(epoch)),
+            SamplerOrder::Loader => {
+                let whole = self.loader.as_ref().map_err(|why| PyValueError::new_err(why.clone()))?;
+                let multi = Arc::clone(&self.dataset.get().multi);
+                py.detach(|| whole.loader_batches(&*multi, epoch, self.rank, self.num_replicas))
+                    .map_err(crate::errors::to_py)?
+            }
+        };
         epoch_list(py, batches)
+    }
+
+    /// `"loader"` or `"toolkit"`: which batches iterating yields (and a
+    /// DataLoader reads).
+    #[getter]
+    fn order(&self) -> &'static str {
+        self.order.name()
     }
 
     /// Makes `epoch` the current epoch (its order); a DataLoader over this

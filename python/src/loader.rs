@@ -174,9 +174,10 @@ fn type_name(x: &Bound<'_, PyAny>) -> String {
 }
 
 /// A mixing sampler's ranks become the loader's (the loader reads each
-/// rank's part of the whole epoch); the loader's own `rank` / `world_size`
-/// may repeat them but not differ.
-fn sampler_ranks(ranks: (usize, usize), args: &mut Args) -> PyResult<()> {
+/// rank's part of the whole epoch, or with `split_by_loader` off the
+/// sampler's part as it stands, on one rank); the loader's own `rank` /
+/// `world_size` may repeat them but not differ.
+fn sampler_ranks(ranks: (usize, usize), split_by_loader: bool, args: &mut Args) -> PyResult<()> {
     let (rank, world) = ranks;
     if world == 1 {
         return Ok(());
@@ -188,7 +189,7 @@ fn sampler_ranks(ranks: (usize, usize), args: &mut Args) -> PyResult<()> {
             own.0, own.1
         )));
     }
-    (args.rank, args.world_size) = (rank, world);
+    (args.rank, args.world_size) = if split_by_loader { (rank, world) } else { (0, 1) };
     Ok(())
 }
 
@@ -301,15 +302,15 @@ impl DataLoader {
         };
         let m = m.get();
         let (follow, mixing) = match &order {
-            Order::Mixing(ForLoader { lengths, ranks, describe, epoch, .. })
-            | Order::Batches(ForLoader { lengths, ranks, describe, epoch, .. }) => {
+            Order::Mixing(ForLoader { lengths, ranks, split_by_loader, describe, epoch, .. })
+            | Order::Batches(ForLoader { lengths, ranks, split_by_loader, describe, epoch, .. }) => {
                 if *lengths != m.child_lens() {
                     return Err(PyValueError::new_err(format!(
                         "the sampler was built for datasets of lengths {lengths:?}, this MultiDataset's are {:?}",
                         m.child_lens()
                     )));
                 }
-                sampler_ranks(*ranks, &mut args)?;
+                sampler_ranks(*ranks, *split_by_loader, &mut args)?;
                 // A setting made before the loader was built is taken too.
                 let follow = Follow { cell: Arc::clone(epoch), seen: AtomicU64::new(0) };
                 (Some(follow), Some(describe.clone()))

@@ -39,14 +39,47 @@ impl EpochCell {
     }
 }
 
-/// What a DataLoader takes from a Python mixing sampler: its order without
-/// ranks (the loader splits the epoch among ranks itself), the ranks it
+/// Which order iterating a mixing sampler yields, and a DataLoader given
+/// it reads (`order=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SamplerOrder {
+    /// `"loader"`: the order a DataLoader fitted to the MultiDataset reads
+    /// (each rank its region of each store, block pools for stores larger
+    /// than their cache share), which iterating the sampler yields too.
+    Loader,
+    /// `"toolkit"`: the toolkit's order (every `num_replicas`-th index of
+    /// the epoch, padded), which a DataLoader then reads as it stands.
+    Toolkit,
+}
+
+impl SamplerOrder {
+    pub(crate) fn parse(order: &str) -> PyResult<SamplerOrder> {
+        match order {
+            "loader" => Ok(SamplerOrder::Loader),
+            "toolkit" => Ok(SamplerOrder::Toolkit),
+            other => Err(PyValueError::new_err(format!("order {other:?} is not one of \"loader\", \"toolkit\""))),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SamplerOrder::Loader => "loader",
+            SamplerOrder::Toolkit => "toolkit",
+        }
+    }
+}
+
+/// What a DataLoader takes from a Python mixing sampler: its order (without
+/// ranks when the loader splits the epoch among ranks itself), the ranks it
 /// was given, and what describes its order in a saved loader state.
 pub(crate) struct ForLoader<S> {
     pub sampler: S,
     pub lengths: Vec<usize>,
     /// `(rank, num_replicas)`.
     pub ranks: (usize, usize),
+    /// Whether the loader cuts `sampler`'s epoch among the ranks (`false`:
+    /// `sampler` is this rank's part already, read as it stands).
+    pub split_by_loader: bool,
     pub describe: serde_json::Value,
     pub epoch: Arc<EpochCell>,
 }
@@ -130,19 +163,24 @@ pub(crate) fn epoch_list<'py>(
 /// ValueError). `shuffle` (default on): the interleaving of the
 /// children and each child's order, reproducible per `(seed, epoch)`.
 /// `num_replicas` / `rank` (or an initialized `distributed_manager`):
-/// iterating yields this rank's share as the toolkit does (every
-/// `num_replicas`-th index of the epoch, padded from its start, or its
-/// tail dropped with `drop_last`, to a multiple of `num_replicas`).
-/// `generator` is not supported (pass `seed`).
+/// this rank's share of the epoch. `generator` is not supported (pass
+/// `seed`).
 ///
-/// A DataLoader given this sampler takes its ranks and reads the
-/// epoch rank by rank: each store's draws dealt to the ranks, each rank
-/// drawing from its own region of each store (with `drop_last`, the
-/// epoch first cut to a multiple of `num_replicas`); every rank gets as
-/// many batches, the last ones possibly short or empty. A store larger
-/// than its share of the MultiDataset's cache is drawn through a block
-/// pool (the counts stay exact). On one rank, with every store fitting
-/// its share, the loader reads exactly the sampler's order.
+/// Iterating the sampler yields what a DataLoader given it reads, in
+/// order (its batches laid end to end, before the loader's own
+/// `drop_last`). With `order="loader"` (the default) that is the order
+/// the loader fits to the MultiDataset: the epoch read rank by rank, each
+/// store's draws dealt to the ranks, each rank drawing from its own region
+/// of each store (with `drop_last`, the epoch first cut to a multiple of
+/// `num_replicas`), a store larger than its share of the MultiDataset's
+/// cache drawn through a block pool (the counts stay exact); every rank
+/// gets as many batches, the last ones possibly short or empty. On one
+/// rank, with every store fitting its share, it is the mixing order
+/// itself. With `order="toolkit"` it is the toolkit's order (every
+/// `num_replicas`-th index of the epoch, padded from its start, or its
+/// tail dropped with `drop_last`, to a multiple of `num_replicas`), and a
+/// DataLoader reads that as it stands (each rank then decodes most of
+/// every store).
 #[pyclass(name = "MultiDatasetSampler", module = "atomzarr", frozen)]
 pub struct MultiDatasetSampler {
     dataset: Py<MultiDataset>,
@@ -163,24 +201,31 @@ pub struct MultiDatasetSampler {
     drop_last: bool,
     rank: usize,
     num_replicas: usize,
+    order: SamplerOrder,
     epoch: Arc<EpochCell>,
 }
 
 impl MultiDatasetSampler {
     pub(crate) fn for_loader(&self) -> PyResult<ForLoader<rs::MultiDatasetSampler>> {
-        let sampler = self.loader.clone().map_err(PyValueError::new_err)?;
+        let whole = self.loader.clone().map_err(PyValueError::new_err)?;
+        let mut describe = serde_json::json!({
+            "kind": "MultiDatasetSampler",
+            "lengths": self.lengths,
+            "counts": whole.counts(),
+            "replacement": self.replacement,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+        });
+        let split_by_loader = self.order == SamplerOrder::Loader;
+        if !split_by_loader {
+            describe["order"] = self.order.name().into();
+        }
         Ok(ForLoader {
             lengths: self.lengths.clone(),
             ranks: (self.rank, self.num_replicas),
-            describe: serde_json::json!({
-                "kind": "MultiDatasetSampler",
-                "lengths": self.lengths,
-                "counts": sampler.counts(),
-                "replacement": self.replacement,
-                "shuffle": self.shuffle,
-                "seed": self.seed,
-            }),
-            sampler,
+            split_by_loader,
+            describe,
+            sampler: if split_by_loader { whole } else { self.local.clone() },
             epoch: Arc::clone(&self.epoch),
         })
     }
@@ -198,7 +243,8 @@ pub(crate) fn cut(n: usize, world: usize, what: &str) -> Result<usize, String> {
 impl MultiDatasetSampler {
     #[new]
     #[pyo3(signature = (dataset, *, weights=None, num_samples=None, replacement=true, shuffle=true, generator=None,
-                        num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false))]
+                        num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false,
+                        order="loader"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dataset: Bound<'_, MultiDataset>,
@@ -212,8 +258,10 @@ impl MultiDatasetSampler {
         distributed_manager: Option<&Bound<'_, PyAny>>,
         seed: u64,
         drop_last: bool,
+        order: &str,
     ) -> PyResult<Self> {
         no_generator(generator)?;
+        let order = SamplerOrder::parse(order)?;
         let (rank, num_replicas) = ranks(num_replicas, rank, distributed_manager)?;
         let multi = &dataset.get().multi;
         let lengths = multi.child_lens();
@@ -250,20 +298,41 @@ impl MultiDatasetSampler {
             drop_last,
             rank,
             num_replicas,
+            order,
             epoch: Arc::new(EpochCell::default()),
         })
     }
 
     /// Indices this rank yields per epoch.
     fn __len__(&self) -> usize {
-        self.local.len()
+        match (self.order, &self.loader) {
+            (SamplerOrder::Loader, Ok(whole)) => whole.rank_len(self.rank, self.num_replicas),
+            (SamplerOrder::Loader, Err(_)) => 0,
+            (SamplerOrder::Toolkit, _) => self.local.len(),
+        }
     }
 
-    /// The current epoch's global indices (this rank's).
+    /// The current epoch's global indices (this rank's), in the order a
+    /// DataLoader given this sampler reads them.
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let epoch = self.epoch.epoch();
-        let idx = py.detach(|| self.local.indices(epoch));
+        let idx = match self.order {
+            SamplerOrder::Toolkit => py.detach(|| self.local.indices(epoch)),
+            SamplerOrder::Loader => {
+                let whole = self.loader.as_ref().map_err(|why| PyValueError::new_err(why.clone()))?;
+                let multi = Arc::clone(&self.dataset.get().multi);
+                py.detach(|| whole.loader_indices(&*multi, epoch, self.rank, self.num_replicas))
+                    .map_err(crate::errors::to_py)?
+            }
+        };
         epoch_list(py, idx)
+    }
+
+    /// `"loader"` or `"toolkit"`: which order iterating yields (and a
+    /// DataLoader reads).
+    #[getter]
+    fn order(&self) -> &'static str {
+        self.order.name()
     }
 
     /// Makes `epoch` the current epoch (its order); a DataLoader over this

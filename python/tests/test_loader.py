@@ -44,6 +44,23 @@ def test_ranks_split_every_epoch(store):
     assert sorted(seen) == list(range(len(store)))
 
 
+def test_in_order_ranks_read_contiguous_ranges_or_the_toolkits_rounds(store):
+    n, world, b = len(store), 3, 4
+    for rank in range(world):
+        ranges = [i for x in epoch(atomzarr.DataLoader(store, batch_size=b, rank=rank, world_size=world)) for i in x]
+        assert ranges == list(range(n * rank // world, n * (rank + 1) // world)), f"rank {rank}: its own range"
+        rounds = epoch(
+            atomzarr.DataLoader(store, batch_size=b, rank=rank, world_size=world, sampler="sequential-interleaved")
+        )
+        # Rounds of world * b samples, rank r taking the r-th part of each.
+        want, start = [], 0
+        while start < n:
+            size = min(world * b, n - start)
+            want.append(list(range(start + size * rank // world, start + size * (rank + 1) // world)))
+            start += size
+        assert rounds == want, f"rank {rank}: the toolkit's rounds"
+
+
 def test_set_epoch_replays_an_epochs_order(store):
     loader = atomzarr.DataLoader(store, batch_size=6, shuffle=True, seed=2)
     first, second = epoch(loader), epoch(loader)

@@ -251,20 +251,20 @@ def test_sampler_without_shuffle_walks_children_in_order(multi):
 def test_sampler_ranks_are_disjoint_and_cover_the_epoch(multi):
     n = len(multi)  # 49 = 3 * 16 + 1
     full = list(atomzarr.MultiDatasetSampler(multi, replacement=False, seed=3))
-    kw = dict(replacement=False, seed=3, num_replicas=3)
+    kw = dict(replacement=False, seed=3, num_replicas=3, order="toolkit")
     shards = [list(atomzarr.MultiDatasetSampler(multi, rank=r, **kw)) for r in range(3)]
     assert [len(x) for x in shards] == [17, 17, 17]
     # Padded from the start of the epoch, dealt every 3rd: the toolkit's (and torch's) shards.
     padded = full + full[:2]
     assert shards == [padded[r::3] for r in range(3)]
     dropped = [
-        list(atomzarr.MultiDatasetSampler(multi, replacement=False, seed=3, num_replicas=3, rank=r, drop_last=True))
+        list(atomzarr.MultiDatasetSampler(multi, replacement=False, seed=3, num_replicas=3, rank=r, drop_last=True, order="toolkit"))
         for r in range(3)
     ]
     assert [len(x) for x in dropped] == [n // 3] * 3
     flat = [i for x in dropped for i in x]
     assert len(set(flat)) == len(flat) == 48 and set(flat) <= set(full)
-    s = atomzarr.MultiDatasetSampler(multi, num_replicas=3, rank=1)
+    s = atomzarr.MultiDatasetSampler(multi, num_replicas=3, rank=1, order="toolkit")
     assert (s.rank, s.num_replicas, len(s)) == (1, 3, 17)
 
 
@@ -283,6 +283,8 @@ def test_sampler_arguments_are_checked(multi, stores):
         atomzarr.MultiDatasetSampler(multi, num_replicas=0)
     with pytest.raises(ValueError, match="generator"):
         atomzarr.MultiDatasetSampler(multi, generator=object())
+    with pytest.raises(ValueError, match="order"):
+        atomzarr.MultiDatasetSampler(multi, order="torch")
     with pytest.raises(TypeError):
         atomzarr.MultiDatasetSampler(stores[0])
 
@@ -294,7 +296,7 @@ def test_distributed_manager_gives_the_ranks(multi):
         def is_initialized(self):
             return True
 
-    s = atomzarr.MultiDatasetSampler(multi, distributed_manager=Manager())
+    s = atomzarr.MultiDatasetSampler(multi, distributed_manager=Manager(), order="toolkit")
     assert (s.rank, s.num_replicas, len(s)) == (3, 4, 13)
 
 
@@ -424,7 +426,7 @@ def test_batch_sampler_epochs_are_reproducible_and_differ(multi):
 
 
 def test_batch_sampler_ranks_deal_whole_batches(multi):
-    kw = dict(batch_size=6, samples_per_dataset=[2, 3, 1], seed=1)  # 9 batches
+    kw = dict(batch_size=6, samples_per_dataset=[2, 3, 1], seed=1, order="toolkit")  # 9 batches
     full = list(atomzarr.MultiDatasetBatchSampler(multi, **kw))
     assert len(full) == 9
     shards = [list(atomzarr.MultiDatasetBatchSampler(multi, num_replicas=2, rank=r, **kw)) for r in range(2)]
@@ -548,6 +550,35 @@ def test_loader_ranks_with_drop_last_cut_the_epoch_evenly(multi, kind):
     s = atomzarr.MultiDatasetSampler(multi, num_samples=1, num_replicas=2, drop_last=True)
     with pytest.raises(ValueError, match="drop_last"):
         atomzarr.DataLoader(multi, batch_size=4, sampler=s)
+
+
+@pytest.mark.parametrize("cache_bytes", [None, 0], ids=["permutations", "block-pools"])
+@pytest.mark.parametrize("order", ["loader", "toolkit"])
+@pytest.mark.parametrize("kind", ["sampler", "batch_sampler"])
+def test_iterating_a_sampler_yields_what_the_loader_reads(stores, kind, order, cache_bytes):
+    multi = atomzarr.MultiDataset(*stores, cache_bytes=cache_bytes)
+    for shuffle in (True, False):
+        for world in (1, 2, 3):
+            seen = []
+            for r in range(world):
+                kw = dict(seed=4, shuffle=shuffle, num_replicas=world, rank=r, order=order, replacement=False)
+                if kind == "sampler":
+                    s = atomzarr.MultiDatasetSampler(multi, weights=[0.3, 0.6, 0.1], num_samples=30, **kw)
+                    read = [i for b in epoch(atomzarr.DataLoader(multi, batch_size=4, sampler=s)) for i in b]
+                    said = list(s)
+                    seen += said
+                else:
+                    s = atomzarr.MultiDatasetBatchSampler(multi, 6, samples_per_dataset=[1, 4, 1], **kw)
+                    read = epoch(atomzarr.DataLoader(multi, batch_sampler=s))
+                    said = list(s)
+                    seen += [i for b in said for i in b]
+                what = f"{kind} {order} shuffle={shuffle} rank {r} of {world}"
+                assert read == said, what
+                assert len(s) == len(said), what
+                assert s.order == order
+            if order == "loader":
+                # The ranks together read the epoch once (no padding).
+                assert len(seen) == len(set(seen)), f"{kind} shuffle={shuffle} world {world}"
 
 
 def test_loader_rank_must_agree_with_the_samplers(multi):
