@@ -5,11 +5,13 @@
 //!
 //! Positions are global: they count what all ranks together consumed of the
 //! epoch's order, so a state saved with one number of ranks resumes with
-//! another. With fixed-size batches (`batch_size` over a sampler) the epoch
-//! is read in *rounds* of `world_size * batch_size` samples of the global
-//! order; round `k` gives rank `r` its `r`-th part. After every rank took `s`
-//! batches, exactly the first `s * world_size * batch_size` samples of the
-//! order were consumed, whatever the world size was.
+//! another. An order drawn rank by rank (index order in ranges, the block
+//! pool, a fitted mixture: see [`ranked`](super::ranked)) gives each rank its
+//! own part. Any other order with fixed-size batches (`batch_size` over a
+//! sampler) is read in *rounds* of `world_size * batch_size` samples of the
+//! global order; round `k` gives rank `r` its `r`-th part. After every rank
+//! took `s` batches, exactly the first `s * world_size * batch_size` samples
+//! of the order were consumed, whatever the world size was.
 
 use super::order::Order;
 use super::ranked::{Items, Resume, ResumeAt, rest_lens, schedule_iter};
