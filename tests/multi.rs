@@ -160,7 +160,10 @@ fn load_collated_routes_once_per_child_and_restores_request_order() {
     ));
     let b = Arc::new(Counting::new(f.mem.clone()));
     let multi = MultiReader::new(vec![a.clone(), b.clone()]).unwrap();
-    let batches = vec![vec![3, 25, 0, 34, 3], vec![21, 20], vec![], vec![19, 1], vec![30]];
+    // Picks alternating between the children, and runs of consecutive
+    // samples of one child (copied as one block).
+    let batches =
+        vec![vec![3, 25, 0, 34, 3], vec![21, 20], vec![], vec![19, 1], vec![30], vec![5, 6, 7, 22, 23, 8, 9, 33]];
     let mut out = Vec::new();
     multi.load_collated(&batches, &mut out).unwrap();
     assert_eq!(a.calls(), (0, 1), "one collated read of child A for all batches");
@@ -180,7 +183,7 @@ fn load_collated_routes_once_per_child_and_restores_request_order() {
     }
     // Buffers are reused across calls; results stay right.
     multi.load_collated(&batches[3..], &mut out).unwrap();
-    assert_eq!(out.len(), 2);
+    assert_eq!(out.len(), 3);
     assert_eq!(out[0].indices, vec![19, 1]);
     assert_eq!(out[0].to_samples().unwrap(), vec![f.a[19].clone(), f.a[1].clone()]);
     // load_many (read_many): one read per child, request order.

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::data::NEIGHBOR_LIST;
 use crate::data::{AtomicData, IndexRange, IndexReport, Level};
-use crate::data::{CollatedBatch, FieldLayout, bad_indices};
+use crate::data::{CollatedBatch, CollatedField, FieldLayout, bad_indices};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::source::{Capabilities, PlannedReader, ReadPlan, Reader, ReaderExt, SampleIndex, SampleMetadata, Schema};
@@ -132,31 +132,52 @@ pub(crate) fn gather_append(
         dst.edges_ptr.push(edges + edges_k.len() as i64);
         atom_rows.push(atoms_k);
     }
+    // Runs of consecutive graphs of one source are copied as one block, and
+    // each field's source is looked up once per field, not once per pick (a
+    // mixture's batch alternates between its children, one pick at a time).
+    let runs = pick_runs(picks);
     for (name, f) in dst.fields.iter_mut() {
         let row_bytes = f.trailing_shape.iter().product::<usize>() * f.data.dtype().size();
         let is_nl = name == NEIGHBOR_LIST;
-        for (pos, (&(s, k), &base)) in picks.iter().zip(&bases).enumerate() {
-            let sf =
-                sources[s].fields.get(name).ok_or_else(|| Error::Internal(format!("gather: field {name} vanished")))?;
-            let rows = sources[s]
-                .graph_rows(f.level, k)
-                .ok_or_else(|| Error::Internal(format!("gather: graph {k} out of range")))?;
-            let bytes = sf
-                .data
-                .as_bytes()
-                .get(rows.start * row_bytes..rows.end * row_bytes)
-                .ok_or_else(|| Error::invalid(format!("field {name}"), "buffer shorter than its pointers"))?;
-            let start = f.data.len();
+        let per_source: Vec<Option<&CollatedField>> = sources.iter().map(|b| b.fields.get(name)).collect();
+        let vanished = || Error::Internal(format!("gather: field {name} vanished"));
+        let out_of_range = |k: usize| Error::Internal(format!("gather: graph {k} out of range"));
+        let short = || Error::invalid(format!("field {name}"), "buffer shorter than its pointers");
+        for run in &runs {
+            let (s, k0) = picks[run.start];
+            let sf = per_source.get(s).copied().flatten().ok_or_else(vanished)?;
+            let bytes_of = |rows: std::ops::Range<usize>| {
+                sf.data.as_bytes().get(rows.start * row_bytes..rows.end * row_bytes).ok_or_else(short)
+            };
             match range_error {
+                // Checked graph by graph: each index against its own graph's atoms.
                 Some(range_error) if is_nl => {
-                    // The graph's atoms are atom_rows[pos] in its source and start at their start + base here.
-                    let (a0, n) = (atom_rows[pos].start as i64, atom_rows[pos].len() as u64);
-                    if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
-                        return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
+                    for pos in run.clone() {
+                        let k = picks[pos].1;
+                        let rows = sources[s].graph_rows(f.level, k).ok_or_else(|| out_of_range(k))?;
+                        let bytes = bytes_of(rows)?;
+                        let start = f.data.len();
+                        // The graph's atoms are atom_rows[pos] in its source and start at their start + base here.
+                        let (a0, n) = (atom_rows[pos].start as i64, atom_rows[pos].len() as u64);
+                        let base = bases[pos];
+                        if !f.data.extend_indices_checked(bytes, IndexRange { lo: a0, n, offset: base })? {
+                            return Err(bad_indices(&f.data, start, a0 + base, n, |r| range_error(pos, r)));
+                        }
                     }
                 }
-                _ if is_nl => f.data.extend_rebased(bytes, base)?,
-                _ => f.data.extend_from_bytes(bytes),
+                _ => {
+                    let k1 = picks[run.end - 1].1;
+                    let first = sources[s].graph_rows(f.level, k0).ok_or_else(|| out_of_range(k0))?;
+                    let last = sources[s].graph_rows(f.level, k1).ok_or_else(|| out_of_range(k1))?;
+                    let bytes = bytes_of(first.start..last.end)?;
+                    // One base for the run: its graphs' atoms are contiguous
+                    // in the source and here alike.
+                    if is_nl {
+                        f.data.extend_rebased(bytes, bases[run.start])?
+                    } else {
+                        f.data.extend_from_bytes(bytes)
+                    }
+                }
             }
         }
     }
@@ -179,6 +200,21 @@ pub(crate) fn gather_append(
         }
     }
     Ok(())
+}
+
+/// `picks` cut into runs of consecutive graphs (`k`, `k + 1`, ...) of one
+/// source, as ranges of positions in `picks`.
+fn pick_runs(picks: &[(usize, usize)]) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=picks.len() {
+        let joins = i < picks.len() && picks[i].0 == picks[i - 1].0 && picks[i].1 == picks[i - 1].1 + 1;
+        if !joins {
+            runs.push(start..i);
+            start = i;
+        }
+    }
+    runs
 }
 
 /// Checks every graph's neighbor indices in `b` against its own atoms.
