@@ -670,3 +670,56 @@ fn size_aware_batches_on_a_store_larger_than_the_cache_stay_in_the_block_pool() 
     let want = ChunkShuffleSampler::for_reader(&small, 64).unwrap();
     assert_eq!(pool.num_blocks(), want.num_blocks());
 }
+
+/// The counts a temperature gives, computed here from the formula:
+/// rates (D_i / D)^(1/T) (or tempered weights), normalised, times the
+/// samples, by largest remainder (ties to the lower index).
+fn tempered_counts(w: &[f64], t: f64, total: usize) -> Vec<usize> {
+    let sum: f64 = w.iter().sum();
+    let p: Vec<f64> = w.iter().map(|x| if *x > 0.0 { (x / sum).powf(1.0 / t) } else { 0.0 }).collect();
+    let z: f64 = p.iter().sum();
+    let raw: Vec<f64> = p.iter().map(|x| x / z * total as f64).collect();
+    let mut c: Vec<usize> = raw.iter().map(|r| r.floor() as usize).collect();
+    let mut by_rem: Vec<usize> = (0..w.len()).filter(|&d| p[d] > 0.0).collect();
+    by_rem.sort_by(|&a, &b| (raw[b] - raw[b].floor()).total_cmp(&(raw[a] - raw[a].floor())).then(a.cmp(&b)));
+    for &d in by_rem.iter().take(total - c.iter().sum::<usize>()) {
+        c[d] += 1;
+    }
+    c
+}
+
+#[test]
+fn temperature_counts_equal_the_formula() {
+    let lengths = vec![1_000_000, 50_000, 2_000, 0, 700];
+    for t in [0.5, 1.0, 2.0, 5.0, 100.0] {
+        for total in [1, 999, 100_000] {
+            let s = MultiDatasetSampler::for_lengths(lengths.clone())
+                .with_temperature(t)
+                .with_num_samples(total)
+                .build()
+                .unwrap();
+            let w: Vec<f64> = lengths.iter().map(|&l| l as f64).collect();
+            assert_eq!(s.counts(), tempered_counts(&w, t, total), "T {t}, {total} samples");
+            assert_eq!(s.counts().iter().sum::<usize>(), total);
+        }
+    }
+    // Tempered weights, and the batch sampler's rates per batch.
+    let s = MultiDatasetSampler::for_lengths(vec![10, 10, 10])
+        .with_weights(vec![0.7, 0.2, 0.1])
+        .with_temperature(3.0)
+        .with_num_samples(1000)
+        .build()
+        .unwrap();
+    assert_eq!(s.counts(), tempered_counts(&[0.7, 0.2, 0.1], 3.0, 1000));
+    let b = MultiDatasetBatchSampler::for_lengths(vec![9_000, 1_000], 64).with_temperature(2.0).build().unwrap();
+    assert_eq!(b.samples_per_dataset(), tempered_counts(&[9_000.0, 1_000.0], 2.0, 64));
+    // Uniform in the limit; refused where it would mean nothing.
+    let u = MultiDatasetSampler::for_lengths(vec![1_000_000, 10]).with_temperature(f64::INFINITY).build().unwrap();
+    assert_eq!(u.counts(), &[500_005, 500_005]);
+    assert!(MultiDatasetSampler::for_lengths(vec![5, 5]).with_temperature(0.0).build().is_err());
+    let counts = MultiDatasetBatchSampler::for_lengths(vec![5, 5], 4)
+        .with_samples_per_dataset(vec![2usize, 2])
+        .with_temperature(2.0)
+        .build();
+    assert!(matches!(counts, Err(atomzarr::Error::Config(_))));
+}

@@ -328,6 +328,11 @@ pub(crate) struct MixArgs {
     /// store's length].
     #[arg(long, value_name = "W,...", value_delimiter = ',', allow_negative_numbers = true)]
     pub(crate) weights: Option<Vec<f64>>,
+    /// Temper the rates (--weights, or the stores' lengths D_i): rates
+    /// (D_i / D)^(1/T), normalised; 1 keeps them, a large T tends to equal
+    /// rates (fairchem's temperature sampling).
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub(crate) temperature: Option<f64>,
     /// Samples per epoch of the sample-by-sample mixture [default: the
     /// stores' samples, summed].
     #[arg(long, value_name = "N")]
@@ -354,6 +359,7 @@ impl MixArgs {
     pub(crate) fn options(&self) -> MixOptions {
         MixOptions {
             weights: self.weights.clone(),
+            temperature: self.temperature,
             num_samples: self.num_samples,
             samples_per_dataset: self.samples_per_dataset.clone(),
             epoch_policy: self.epoch_policy.map(|p| match p {

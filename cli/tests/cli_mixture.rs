@@ -141,6 +141,32 @@ fn check_row(r: &Value, s: &Stores) {
     eprintln!("{} {}: {:.0} samples/s", r["sampler"], r["read_order"], r["read_samples_per_s"].as_f64().unwrap_or(0.0));
 }
 
+/// `--temperature T`: each store's count is its share of the tempered
+/// rates (D_i / D)^(1/T), computed here by the formula.
+#[test]
+fn temperature_draws_the_tempered_counts() {
+    let s = stores();
+    let total = 4000usize;
+    for t in ["1", "2", "8"] {
+        let r = &rows(&["read", &s.a, &s.b, "--json", "--temperature", t, "--num-samples", "4000"])[0];
+        check_row(r, &s);
+        assert_eq!(r["counts_ok"], true, "{r}");
+        let tf: f64 = t.parse().unwrap();
+        let d = (LEN_A + LEN_B) as f64;
+        let p: Vec<f64> = [LEN_A, LEN_B].iter().map(|&n| (n as f64 / d).powf(1.0 / tf)).collect();
+        let a = p[0] / (p[0] + p[1]) * total as f64;
+        // Largest remainder over two stores: A's share rounded, B the rest.
+        let want_a = if a - a.floor() >= 0.5 { a.ceil() } else { a.floor() } as u64;
+        let cs = children(r);
+        assert_eq!(u(&cs[0], "expected_samples"), want_a, "T {t}");
+        assert_eq!(u(&cs[1], "expected_samples"), total as u64 - want_a, "T {t}");
+        assert_eq!(u(&cs[0], "samples_read") + u(&cs[1], "samples_read"), total as u64);
+    }
+    let out = run(&["read", &s.a, &s.b, "--temperature", "2", "--samples-per-dataset", "8,8"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("temperature"));
+}
+
 #[test]
 fn weighted_mixture_draws_the_samplers_counts_from_each_store() {
     let s = stores();

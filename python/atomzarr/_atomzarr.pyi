@@ -77,6 +77,7 @@ class MultiDatasetSampler:
         seed: int = 0,
         drop_last: bool = False,
         order: SamplerOrder = "loader",
+        temperature: Optional[float] = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[int]: ...
@@ -127,6 +128,7 @@ class MultiDatasetBatchSampler:
         seed: int = 0,
         drop_last: bool = False,
         order: SamplerOrder = "loader",
+        temperature: Optional[float] = None,
     ) -> None: ...
     @classmethod
     def balanced(

@@ -67,8 +67,9 @@ fn epoch_policy(s: &str) -> PyResult<EpochPolicy> {
 /// Every batch holds exactly `samples_per_dataset[d]` samples of child
 /// `d`: integer counts summing to `batch_size`, or (when any entry is a
 /// float) ratios allocated over `batch_size` by largest remainder; or
-/// `weights` split the same way (default: the child lengths); the two
-/// are exclusive. `num_batches` per epoch, or from `epoch_policy`:
+/// `weights` split the same way (default: the child lengths), tempered by
+/// `temperature=T` when given (rates raised to `1/T`, normalised); the
+/// two are exclusive. `num_batches` per epoch, or from `epoch_policy`:
 /// "dataset_size" (`ceil(len(dataset) / batch_size)` with replacement,
 /// else as "min_size"), "min_size" (until the first contributing child
 /// is used up), "max_size" (until the largest is, oversampling the
@@ -154,6 +155,7 @@ impl MultiDatasetBatchSampler {
         seed: u64,
         drop_last: bool,
         order: &str,
+        temperature: Option<f64>,
     ) -> PyResult<Self> {
         no_generator(generator)?;
         let order = SamplerOrder::parse(order)?;
@@ -172,6 +174,9 @@ impl MultiDatasetBatchSampler {
             .with_drop_last(drop_last);
         if let Some(w) = weights {
             b = b.with_weights(w);
+        }
+        if let Some(t) = temperature {
+            b = b.with_temperature(t);
         }
         if let Some(v) = per_dataset {
             b = b.with_samples_per_dataset(samples_per_dataset(v, lengths.len())?);
@@ -213,7 +218,7 @@ impl MultiDatasetBatchSampler {
     #[pyo3(signature = (dataset, batch_size, *, weights=None, samples_per_dataset=None, num_batches=None,
                         epoch_policy="dataset_size", replacement=true, shuffle=true, generator=None,
                         num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false,
-                        order="loader"))]
+                        order="loader", temperature=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dataset: Bound<'_, MultiDataset>,
@@ -231,6 +236,7 @@ impl MultiDatasetBatchSampler {
         seed: u64,
         drop_last: bool,
         order: &str,
+        temperature: Option<f64>,
     ) -> PyResult<Self> {
         let ranks = ranks(num_replicas, rank, distributed_manager)?;
         Self::build(
@@ -247,6 +253,7 @@ impl MultiDatasetBatchSampler {
             seed,
             drop_last,
             order,
+            temperature,
         )
     }
 
@@ -288,6 +295,7 @@ impl MultiDatasetBatchSampler {
             seed,
             drop_last,
             order,
+            None,
         )
     }
 

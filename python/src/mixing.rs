@@ -134,12 +134,10 @@ pub(crate) fn no_generator(generator: Option<&Bound<'_, PyAny>>) -> PyResult<()>
     }
 }
 
-/// The rates `weights` (or the lengths) normalised to sum 1, for display;
-/// the Rust builder has checked them.
-pub(crate) fn normalised(weights: Option<&[f64]>, lengths: &[usize]) -> Vec<f64> {
-    let w: Vec<f64> = weights.map_or_else(|| lengths.iter().map(|&l| l as f64).collect(), <[f64]>::to_vec);
-    let sum: f64 = w.iter().sum();
-    w.into_iter().map(|x| x / sum).collect()
+/// The rates `weights` (or the lengths) normalised to sum 1 and tempered,
+/// for display; the Rust builder has checked them.
+pub(crate) fn normalised(weights: Option<&[f64]>, lengths: &[usize], temperature: Option<f64>) -> PyResult<Vec<f64>> {
+    rs::mixture_rates(weights, lengths, temperature).map_err(config_error)
 }
 
 pub(crate) fn epoch_list<'py>(
@@ -156,7 +154,10 @@ pub(crate) fn epoch_list<'py>(
 ///
 /// Each epoch draws exactly `counts[d]` samples of child `d`:
 /// `num_samples` (default: the dataset's length) split by `weights`
-/// (default: the child lengths) by largest remainder. Each child is
+/// (default: the child lengths) by largest remainder; `temperature=T`
+/// tempers those rates (each raised to `1/T`, normalised: with the
+/// default weights `(D_i / D)^(1/T)`, `T=1` proportional, a large `T`
+/// uniform). Each child is
 /// walked in a permutation, a new one for each further pass
 /// (`replacement`, default on: a child's samples repeat only after all
 /// of it was used; off: a count above a child's length is a
@@ -244,7 +245,7 @@ impl MultiDatasetSampler {
     #[new]
     #[pyo3(signature = (dataset, *, weights=None, num_samples=None, replacement=true, shuffle=true, generator=None,
                         num_replicas=None, rank=None, distributed_manager=None, seed=0, drop_last=false,
-                        order="loader"))]
+                        order="loader", temperature=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dataset: Bound<'_, MultiDataset>,
@@ -259,6 +260,7 @@ impl MultiDatasetSampler {
         seed: u64,
         drop_last: bool,
         order: &str,
+        temperature: Option<f64>,
     ) -> PyResult<Self> {
         no_generator(generator)?;
         let order = SamplerOrder::parse(order)?;
@@ -272,6 +274,9 @@ impl MultiDatasetSampler {
             .with_drop_last(drop_last);
         if let Some(w) = &weights {
             b = b.with_weights(w.clone());
+        }
+        if let Some(t) = temperature {
+            b = b.with_temperature(t);
         }
         if let Some(n) = num_samples {
             b = b.with_num_samples(count("num_samples", n, 1)?);
@@ -287,7 +292,7 @@ impl MultiDatasetSampler {
         Ok(MultiDatasetSampler {
             loader,
             num_samples: global.counts().iter().sum(),
-            weights: normalised(weights.as_deref(), &lengths),
+            weights: normalised(weights.as_deref(), &lengths, temperature)?,
             dataset: dataset.unbind(),
             global,
             local,

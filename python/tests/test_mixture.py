@@ -193,6 +193,20 @@ def test_sampler_draws_exact_counts_per_child(multi, weights, num_samples):
         assert all(0 <= g < len(multi) for g in idx)
 
 
+@pytest.mark.parametrize("t", [0.5, 1.0, 3.0, 1e9])
+def test_temperature_counts_equal_the_formula(multi, t):
+    total = sum(LENGTHS)
+    rates = [(n / total) ** (1 / t) for n in LENGTHS]
+    s = atomzarr.MultiDatasetSampler(multi, num_samples=1000, temperature=t)
+    assert s.counts == largest_remainder(rates, 1000)
+    assert per_child(list(s)) == s.counts
+    assert s.weights == pytest.approx([r / sum(rates) for r in rates])
+    bs = atomzarr.MultiDatasetBatchSampler(multi, 60, temperature=t)
+    assert bs.samples_per_dataset == largest_remainder(rates, 60)
+    with pytest.raises(ValueError, match="temperature"):
+        atomzarr.MultiDatasetSampler(multi, temperature=0.0)
+
+
 def test_sampler_rates_follow_the_weights(multi):
     s = atomzarr.MultiDatasetSampler(multi, weights=[2.0, 5.0, 3.0], num_samples=1000, seed=1)
     assert s.weights == pytest.approx([0.2, 0.5, 0.3])

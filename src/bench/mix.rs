@@ -135,6 +135,9 @@ impl MixSampler {
                 if let Some(w) = &m.weights {
                     b = b.with_weights(w.clone());
                 }
+                if let Some(t) = m.temperature {
+                    b = b.with_temperature(t);
+                }
                 if let Some(n) = m.num_samples {
                     b = b.with_num_samples(n);
                 }

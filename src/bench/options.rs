@@ -300,6 +300,11 @@ impl ReadOptions {
             (None, None) => {}
         }
         let batches = m.samples_per_dataset.is_some();
+        if batches && m.temperature.is_some() {
+            return Err(Error::Config(
+                "temperature tempers a weighted mixture's rates; samples_per_dataset fixes exact counts".into(),
+            ));
+        }
         if batches && m.num_samples.is_some() {
             return Err(Error::Config(
                 "num_samples sizes a weighted mixture's epoch; with samples_per_dataset use num_batches".into(),
@@ -354,6 +359,9 @@ pub struct MixOptions {
     /// Per-store rates of the sample-by-sample mixture; `None`:
     /// proportional to each store's length.
     pub weights: Option<Vec<f64>>,
+    /// Tempers the sample-by-sample mixture's rates (weights, or the
+    /// stores' lengths): `p_i ∝ w_i^(1/T)`.
+    pub temperature: Option<f64>,
     /// Samples per epoch of the sample-by-sample mixture; `None`: every
     /// store's samples, summed.
     pub num_samples: Option<usize>,
@@ -374,6 +382,7 @@ impl Default for MixOptions {
     fn default() -> Self {
         MixOptions {
             weights: None,
+            temperature: None,
             num_samples: None,
             samples_per_dataset: None,
             epoch_policy: None,
@@ -388,6 +397,7 @@ impl MixOptions {
     pub fn set_options(&self) -> Vec<&'static str> {
         [
             ("weights", self.weights.is_some()),
+            ("temperature", self.temperature.is_some()),
             ("num_samples", self.num_samples.is_some()),
             ("samples_per_dataset", self.samples_per_dataset.is_some()),
             ("epoch_policy", self.epoch_policy.is_some()),

@@ -19,6 +19,7 @@
 //! a region of the child sized to its draws, so the ranks' samples of a
 //! child are disjoint within a pass and each rank decodes about its share.
 
+use super::rates::{counts_from_weights, normalise_weights};
 use crate::error::{Error, Result};
 use crate::source::MultiReader;
 
@@ -75,44 +76,6 @@ impl From<Vec<f64>> for SamplesPerDataset {
     }
 }
 
-/// Checks per-child weights and normalises them to sum 1. `None` means
-/// proportional to child length.
-fn normalise_weights(weights: Option<&[f64]>, lengths: &[usize], what: &str) -> Result<Vec<f64>> {
-    let w: Vec<f64> = match weights {
-        Some(w) => w.to_vec(),
-        None => lengths.iter().map(|&l| l as f64).collect(),
-    };
-    if w.len() != lengths.len() {
-        return Err(Error::Config(format!("{what}: {} values for {} datasets", w.len(), lengths.len())));
-    }
-    if let Some(bad) = w.iter().find(|x| !x.is_finite() || **x < 0.0) {
-        return Err(Error::Config(format!("{what}: {bad} is not a finite non-negative number")));
-    }
-    let sum: f64 = w.iter().sum();
-    if sum <= 0.0 {
-        return Err(Error::Config(format!("{what}: at least one must be positive (datasets may all be empty)")));
-    }
-    if let Some(d) = (0..w.len()).find(|&d| w[d] > 0.0 && lengths[d] == 0) {
-        return Err(Error::Config(format!("{what}: dataset {d} has a positive rate but no samples")));
-    }
-    Ok(w.into_iter().map(|x| x / sum).collect())
-}
-
-/// Integer counts summing to `total`, proportional to `weights` (largest
-/// remainder; ties go to the lower dataset index).
-fn counts_from_weights(weights: &[f64], total: usize) -> Vec<usize> {
-    let raw: Vec<f64> = weights.iter().map(|w| w * total as f64).collect();
-    let mut counts: Vec<usize> = raw.iter().map(|r| r.floor() as usize).collect();
-    let assigned: usize = counts.iter().sum();
-    // Only datasets with a positive rate may take a remainder slot.
-    let mut order: Vec<usize> = (0..weights.len()).filter(|&d| weights[d] > 0.0).collect();
-    order.sort_by(|&a, &b| (raw[b] - raw[b].floor()).total_cmp(&(raw[a] - raw[a].floor())).then(a.cmp(&b)));
-    for &d in order.iter().take(total.saturating_sub(assigned)) {
-        counts[d] += 1;
-    }
-    counts
-}
-
 fn offsets_of(lengths: &[usize]) -> Vec<usize> {
     let mut o = Vec::with_capacity(lengths.len() + 1);
     o.push(0);
@@ -129,6 +92,7 @@ fn offsets_of(lengths: &[usize]) -> Vec<usize> {
 struct Mixing {
     lengths: Vec<usize>,
     weights: Option<Vec<f64>>,
+    temperature: Option<f64>,
     replacement: bool,
     shuffle: bool,
     seed: u64,
@@ -142,6 +106,7 @@ impl Mixing {
         Mixing {
             lengths,
             weights: None,
+            temperature: None,
             replacement: true,
             shuffle: true,
             seed: 0,
@@ -164,6 +129,22 @@ macro_rules! mixing_setters {
         /// Per-dataset rates (default: proportional to dataset length).
         pub fn with_weights(mut self, w: Vec<f64>) -> Self {
             self.mix.weights = Some(w);
+            self
+        }
+        /// Tempers the rates (the weights, by default the dataset lengths
+        /// `D_i`): each raised to `1 / t` and normalised again, so
+        /// `p_i ∝ (D_i / D)^(1/t)`; `t = 1` keeps them, a large `t` tends to
+        /// equal rates (`f64::INFINITY`: equal). Counts stay exact (largest
+        /// remainder over the tempered rates). `build` refuses `t <= 0`.
+        ///
+        /// ```
+        /// use atomzarr::sampler::MultiDatasetSampler;
+        /// let s = MultiDatasetSampler::for_lengths(vec![9_000, 1_000]).with_temperature(2.0).with_num_samples(400).build().unwrap();
+        /// // sqrt(0.9) : sqrt(0.1) = 0.75 : 0.25
+        /// assert_eq!(s.counts(), &[300, 100]);
+        /// ```
+        pub fn with_temperature(mut self, t: f64) -> Self {
+            self.mix.temperature = Some(t);
             self
         }
         /// Equal rates for every dataset (sets `weights`).
@@ -252,7 +233,8 @@ impl MultiDatasetSamplerBuilder {
     pub fn build(self) -> Result<MultiDatasetSampler> {
         let Self { mix, num_samples } = self;
         let shard = mix.shard()?;
-        let weights = normalise_weights(mix.weights.as_deref(), &mix.lengths, "MultiDatasetSampler weights")?;
+        let weights =
+            normalise_weights(mix.weights.as_deref(), &mix.lengths, mix.temperature, "MultiDatasetSampler weights")?;
         let num_samples = num_samples.unwrap_or_else(|| mix.lengths.iter().sum());
         Error::check_at_least_one("MultiDatasetSampler: num_samples", num_samples)?;
         let counts = counts_from_weights(&weights, num_samples);
@@ -425,6 +407,12 @@ impl MultiDatasetBatchSamplerBuilder {
                     "MultiDatasetBatchSampler: weights and samples_per_dataset are mutually exclusive".into(),
                 ));
             }
+            (_, Some(SamplesPerDataset::Counts(_))) if self.mix.temperature.is_some() => {
+                return Err(Error::Config(
+                    "MultiDatasetBatchSampler: a temperature tempers rates, not exact samples_per_dataset counts"
+                        .into(),
+                ));
+            }
             (_, Some(SamplesPerDataset::Counts(c))) => {
                 if c.len() != n {
                     return Err(Error::Config(format!(
@@ -435,11 +423,21 @@ impl MultiDatasetBatchSamplerBuilder {
                 c.clone()
             }
             (_, Some(SamplesPerDataset::Ratios(r))) => counts_from_weights(
-                &normalise_weights(Some(r), &self.mix.lengths, "MultiDatasetBatchSampler samples_per_dataset ratios")?,
+                &normalise_weights(
+                    Some(r),
+                    &self.mix.lengths,
+                    self.mix.temperature,
+                    "MultiDatasetBatchSampler samples_per_dataset ratios",
+                )?,
                 self.batch_size,
             ),
             (w, None) => counts_from_weights(
-                &normalise_weights(w.as_deref(), &self.mix.lengths, "MultiDatasetBatchSampler weights")?,
+                &normalise_weights(
+                    w.as_deref(),
+                    &self.mix.lengths,
+                    self.mix.temperature,
+                    "MultiDatasetBatchSampler weights",
+                )?,
                 self.batch_size,
             ),
         };

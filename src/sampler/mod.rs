@@ -44,6 +44,7 @@ mod distributed;
 mod fit;
 mod mixing;
 mod piece_set;
+mod rates;
 mod regroup;
 mod size_aware;
 
@@ -56,6 +57,7 @@ pub use mixing::{
     EpochPolicy, MultiDatasetBatchSampler, MultiDatasetBatchSamplerBuilder, MultiDatasetSampler,
     MultiDatasetSamplerBuilder, SamplesPerDataset,
 };
+pub use rates::mixture_rates;
 pub use size_aware::{SizeAwareOptions, SizeAwareSampler};
 
 /// Yields the logical indices of one epoch.
