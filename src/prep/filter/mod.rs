@@ -13,9 +13,11 @@
 //! - **missing**: a label absent (docs/LABELS.md: NaN, `<name>_present`
 //!   false, or an empty string).
 //!
-//! One streaming pass, chunks of samples read and reduced in parallel
-//! (rayon); memory is a chunk of samples per thread and about 50 bytes a
-//! sample (what the selections need of it). Deleting is
+//! One streaming pass over collated batches (the reader's fused read, the
+//! edge arrays left out unless an edge label is asked about), each read
+//! window's batches reduced in parallel (rayon); memory is the reader's
+//! window and cache and about 50 bytes a sample (what the selections need
+//! of it). Deleting is
 //! [`AtomicDataZarrWriter::delete_logical`](crate::AtomicDataZarrWriter::delete_logical),
 //! one call for the whole selection.
 //!
@@ -65,7 +67,6 @@ pub struct FilterOptions {
     energy_z: Option<(f64, EnergyBasis)>,
     duplicates: Option<f64>,
     missing: Vec<String>,
-    chunk_size: usize,
     progress: bool,
 }
 
@@ -76,7 +77,6 @@ impl Default for FilterOptions {
             energy_z: None,
             duplicates: None,
             missing: vec![],
-            chunk_size: 1024,
             progress: false,
         }
     }
@@ -108,11 +108,6 @@ impl FilterOptions {
     /// The labels asked about.
     pub fn missing(&self) -> &[String] {
         &self.missing
-    }
-    /// Samples read per parallel work item. Default 1024.
-    pub fn with_chunk_size(mut self, n: usize) -> Self {
-        self.chunk_size = n.max(1);
-        self
     }
     /// Shows a progress bar (feature `progress`; else log lines).
     pub fn with_progress(mut self, yes: bool) -> Self {
@@ -156,7 +151,7 @@ pub fn select<R: Reader + ?Sized>(reader: &R, options: &FilterOptions) -> Result
         return Err(invalid(format!("the store has no label {l:?}")));
     }
     let want = scan::Wanted { hash_tolerance: options.duplicates, labels: &options.missing };
-    let scanned = scan::scan(reader, &want, options.chunk_size, options.progress)?;
+    let scanned = scan::scan(reader, &want, options.progress)?;
     let rows = &scanned.rows;
     let mut starts = Vec::with_capacity(rows.len() + 1);
     starts.push(0usize);

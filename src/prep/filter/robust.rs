@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 /// The factor that makes the MAD of a normal distribution its standard deviation's scale.
 const MAD_SCALE: f64 = 0.6745;
 
@@ -56,24 +58,46 @@ pub(crate) fn by_composition<'a>(
 pub(crate) fn e0_residuals<'a>(
     members: &[usize],
     y: &[f64],
-    composition: impl Fn(usize) -> &'a [(i64, u32)],
+    composition: impl Fn(usize) -> &'a [(i64, u32)] + Sync,
 ) -> Option<Vec<f64>> {
+    if members.is_empty() {
+        return Some(vec![f64::NAN; y.len()]);
+    }
     let mut zs: Vec<i64> = members.iter().flat_map(|&i| composition(i).iter().map(|c| c.0)).collect();
     zs.sort_unstable();
     zs.dedup();
     let at = |z: i64| zs.binary_search(&z).unwrap_or(0);
     let k = zs.len();
-    let (mut ata, mut atb) = (vec![vec![0.0; k]; k], vec![0.0; k]);
-    for &i in members {
-        let comp = composition(i);
-        let n: f64 = comp.iter().map(|c| f64::from(c.1)).sum();
-        for &(a, na) in comp {
-            atb[at(a)] += f64::from(na) * y[i] * n;
-            for &(b, nb) in comp {
-                ata[at(a)][at(b)] += f64::from(na) * f64::from(nb);
+    // The normal equations A^T A and A^T E, summed in parallel over blocks
+    // of samples (each sample adds its composition's outer product).
+    let (ata, atb) = members
+        .par_chunks(4096)
+        .map(|block| {
+            let (mut ata, mut atb) = (vec![0.0; k * k], vec![0.0; k]);
+            let mut comp: Vec<(usize, f64)> = Vec::new();
+            for &i in block {
+                comp.clear();
+                comp.extend(composition(i).iter().map(|&(z, c)| (at(z), f64::from(c))));
+                let n: f64 = comp.iter().map(|c| c.1).sum();
+                for &(a, na) in &comp {
+                    atb[a] += na * y[i] * n;
+                    let row = &mut ata[a * k..(a + 1) * k];
+                    for &(b, nb) in &comp {
+                        row[b] += na * nb;
+                    }
+                }
             }
-        }
-    }
+            (ata, atb)
+        })
+        .reduce(
+            || (vec![0.0; k * k], vec![0.0; k]),
+            |(mut a, mut b), (x, y)| {
+                a.iter_mut().zip(x).for_each(|(p, q)| *p += q);
+                b.iter_mut().zip(y).for_each(|(p, q)| *p += q);
+                (a, b)
+            },
+        );
+    let ata: Vec<Vec<f64>> = ata.chunks(k.max(1)).map(<[f64]>::to_vec).collect();
     let e0 = crate::prep::stats::solve(ata, atb)?;
     let mut r = vec![f64::NAN; y.len()];
     for &i in members {
