@@ -14,8 +14,8 @@ use atomzarr::store::format;
 use atomzarr::store::verify::{Fault, VerifyOptions, verify};
 use atomzarr::testing as arrays;
 use atomzarr::{
-    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Level, Reader, Shuffle, ZarrArrayConfig,
-    ZarrWriteConfig,
+    AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, Codec, DType, Level, Reader, ReaderExt, Shuffle,
+    ZarrArrayConfig, ZarrWriteConfig,
 };
 use common::*;
 

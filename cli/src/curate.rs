@@ -58,7 +58,11 @@ pub(crate) fn delete(a: &DeleteArgs) -> atomzarr::Result<()> {
         let len = AtomicDataZarrReader::open(&a.store)?.len();
         let out = idx.iter().filter(|&&i| i >= len).count();
         if out > 0 {
-            return Err(Error::IndexOutOfRange { source_name: a.store.display().to_string(), index: idx[idx.len() - 1] as i64, len });
+            return Err(Error::IndexOutOfRange {
+                source_name: a.store.display().to_string(),
+                index: idx[idx.len() - 1] as i64,
+                len,
+            });
         }
         println!("would delete {} of {len} samples of {}", idx.len(), a.store.display());
         return Ok(());
@@ -96,7 +100,10 @@ pub(crate) fn filter(a: &FilterArgs) -> atomzarr::Result<()> {
         if now != report.num_samples {
             return Err(Error::Stale {
                 store: a.store.clone().into(),
-                reason: format!("the store changed during the scan ({} samples, now {now}); run filter again", report.num_samples),
+                reason: format!(
+                    "the store changed during the scan ({} samples, now {now}); run filter again",
+                    report.num_samples
+                ),
             });
         }
         w.delete_logical(&report.selected)?;

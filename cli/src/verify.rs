@@ -26,6 +26,9 @@ pub(crate) fn verify(store: &Location, json: bool) -> atomzarr::Result<()> {
     if r.is_clean() {
         Ok(())
     } else {
-        Err(atomzarr::Error::InvalidInput { context: format!("store {}", r.store), reason: format!("{} faults found (listed above)", r.faults.len()) })
+        Err(atomzarr::Error::InvalidInput {
+            context: format!("store {}", r.store),
+            reason: format!("{} faults found (listed above)", r.faults.len()),
+        })
     }
 }

@@ -153,10 +153,17 @@ fn lstsq(a: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
 }
 
 /// The selections, computed from the samples themselves.
-fn reference(samples: &[AtomicData], max_force: f64, z: f64, by_composition: bool) -> BTreeMap<&'static str, BTreeSet<usize>> {
+fn reference(
+    samples: &[AtomicData],
+    max_force: f64,
+    z: f64,
+    by_composition: bool,
+) -> BTreeMap<&'static str, BTreeSet<usize>> {
     let mut out = BTreeMap::new();
     let force = (0..samples.len())
-        .filter(|&i| f64s(&samples[i], "forces").chunks(3).any(|f| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt() > max_force))
+        .filter(|&i| {
+            f64s(&samples[i], "forces").chunks(3).any(|f| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt() > max_force)
+        })
         .collect();
     out.insert("force", force);
     let zs = |s: &AtomicData| s.field("atomic_numbers").unwrap().data.to_i64_vec().unwrap();
@@ -172,18 +179,24 @@ fn reference(samples: &[AtomicData], max_force: f64, z: f64, by_composition: boo
         groups.values().flat_map(|g| robust(&epa, g, z)).collect()
     } else {
         let elements = [1i64, 6, 8];
-        let a: Vec<Vec<f64>> =
-            samples.iter().map(|s| elements.iter().map(|e| zs(s).iter().filter(|z| *z == e).count() as f64).collect()).collect();
+        let a: Vec<Vec<f64>> = samples
+            .iter()
+            .map(|s| elements.iter().map(|e| zs(s).iter().filter(|z| *z == e).count() as f64).collect())
+            .collect();
         let b: Vec<f64> = samples.iter().map(|s| f64s(s, "energy")[0]).collect();
         let e0 = lstsq(&a, &b);
         let resid: BTreeMap<usize, f64> = (0..samples.len())
-            .map(|i| (i, (b[i] - a[i].iter().zip(&e0).map(|(n, e)| n * e).sum::<f64>()) / samples[i].num_atoms() as f64))
+            .map(|i| {
+                (i, (b[i] - a[i].iter().zip(&e0).map(|(n, e)| n * e).sum::<f64>()) / samples[i].num_atoms() as f64)
+            })
             .collect();
         robust(&resid, &(0..samples.len()).collect::<Vec<_>>(), z)
     };
     out.insert("energy", energy);
     let same = |x: &AtomicData, y: &AtomicData| {
-        ["atomic_numbers", "positions", "cell"].iter().all(|f| x.field(f).unwrap().data.as_bytes() == y.field(f).unwrap().data.as_bytes())
+        ["atomic_numbers", "positions", "cell"]
+            .iter()
+            .all(|f| x.field(f).unwrap().data.as_bytes() == y.field(f).unwrap().data.as_bytes())
     };
     let dup = (0..samples.len()).filter(|&i| (0..i).any(|k| same(&samples[k], &samples[i]))).collect();
     out.insert("duplicate", dup);
@@ -197,7 +210,18 @@ fn indices(v: &Value) -> BTreeSet<usize> {
 }
 
 fn filter_json(store: &Path, extra: &[&str]) -> Value {
-    let mut args = vec!["filter", store.to_str().unwrap(), "--max-force", "30", "--energy-z", "5", "--duplicates", "--missing", "stress", "--json"];
+    let mut args = vec![
+        "filter",
+        store.to_str().unwrap(),
+        "--max-force",
+        "30",
+        "--energy-z",
+        "5",
+        "--duplicates",
+        "--missing",
+        "stress",
+        "--json",
+    ];
     args.extend(extra);
     let (ok, out, err) = cli(&args);
     assert!(ok, "{err}");
@@ -343,9 +367,9 @@ fn logical(path: &Path) -> Vec<AtomicData> {
 #[test]
 fn sigkill_during_filter_apply_or_defragment_leaves_the_last_commit() {
     let dir = disk_tmpdir();
-    let p = planted(3000);
+    let p = planted(1500);
     let template = dir.path().join("t.zarr");
-    drop(write_store(&template, config(), &p.samples[..1000], &p.samples[1000..]));
+    drop(write_store(&template, config(), &p.samples[..500], &p.samples[500..]));
     let selected: BTreeSet<usize> = p.force.iter().chain(&p.duplicate).copied().collect();
     let kept: Vec<AtomicData> =
         p.samples.iter().enumerate().filter(|(i, _)| !selected.contains(i)).map(|(_, s)| s.clone()).collect();

@@ -441,7 +441,9 @@ pub fn assert_verify_finds(store: &Path, e: &atomzarr::Error) -> Vec<atomzarr::s
     // Nothing to check is verify's error too.
     let r = match (r, e) {
         (Err(Error::NotFound { .. }), Error::NotFound { .. }) => return vec![],
-        (r, _) => r.unwrap_or_else(|v| panic!("{}: verify failed ({v}) where a read failed with: {e}", store.display())),
+        (r, _) => {
+            r.unwrap_or_else(|v| panic!("{}: verify failed ({v}) where a read failed with: {e}", store.display()))
+        }
     };
     let faults = r.faults;
     let listed: Vec<String> = faults.iter().map(|f| f.to_string()).collect();

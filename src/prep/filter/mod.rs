@@ -72,13 +72,7 @@ pub struct FilterOptions {
 
 impl Default for FilterOptions {
     fn default() -> Self {
-        FilterOptions {
-            max_force: None,
-            energy_z: None,
-            duplicates: None,
-            missing: vec![],
-            progress: false,
-        }
+        FilterOptions { max_force: None, energy_z: None, duplicates: None, missing: vec![], progress: false }
     }
 }
 
@@ -147,7 +141,9 @@ pub fn select<R: Reader + ?Sized>(reader: &R, options: &FilterOptions) -> Result
         return Err(invalid("at most 64 labels".into()));
     }
     let schema = reader.schema();
-    if let Some(l) = options.missing.iter().find(|l| !schema.fields.contains_key(*l) && !schema.strings.contains_key(*l)) {
+    if let Some(l) =
+        options.missing.iter().find(|l| !schema.fields.contains_key(*l) && !schema.strings.contains_key(*l))
+    {
         return Err(invalid(format!("the store has no label {l:?}")));
     }
     let want = scan::Wanted { hash_tolerance: options.duplicates, labels: &options.missing };
@@ -180,7 +176,9 @@ pub fn select<R: Reader + ?Sized>(reader: &R, options: &FilterOptions) -> Result
                 .collect(),
             EnergyBasis::E0 => {
                 let r = robust::e0_residuals(&members, &y, composition).ok_or_else(|| {
-                    invalid("the compositions do not determine one energy per element (E0 fit); use per composition".into())
+                    invalid(
+                        "the compositions do not determine one energy per element (E0 fit); use per composition".into(),
+                    )
                 })?;
                 robust::outliers(&r, &members, bound)
             }

@@ -167,11 +167,16 @@ fn reduce(v: &View<'_>, j: usize, want: &Wanted<'_>, comps: &mut Vec<(i64, u32)>
 
 /// Reduces every sample of batch `b` (of reader `source`).
 fn reduce_batch(b: &CollatedBatch, source: &str, want: &Wanted<'_>) -> Result<Scanned> {
-    let bad = |index: usize, r: &str| Error::Validation { source_name: source.to_string(), index, reason: r.to_string() };
+    let bad =
+        |index: usize, r: &str| Error::Validation { source_name: source.to_string(), index, reason: r.to_string() };
     let first = b.indices.first().copied().unwrap_or(0);
-    let z = field(b, "atomic_numbers").and_then(HostData::to_i64_vec).ok_or_else(|| bad(first, "no integer atomic_numbers"))?;
+    let z = field(b, "atomic_numbers")
+        .and_then(HostData::to_i64_vec)
+        .ok_or_else(|| bad(first, "no integer atomic_numbers"))?;
     let energy = match b.fields.get("energy") {
-        Some(e) if e.trailing_shape.iter().product::<usize>() != 1 => return Err(bad(first, "energy is not one number")),
+        Some(e) if e.trailing_shape.iter().product::<usize>() != 1 => {
+            return Err(bad(first, "energy is not one number"));
+        }
         Some(e) => Some(e.data.to_f64_vec()),
         None => None,
     };

@@ -86,8 +86,14 @@ impl VerifyOptions {
 /// Every fault of the store itself is in the report.
 pub fn verify(location: impl Into<Location>, options: &VerifyOptions) -> Result<VerifyReport> {
     let location = location.into();
-    let mut report =
-        VerifyReport { store: location.clone(), num_samples: 0, arrays: 0, chunks: 0, decoded_bytes: 0, faults: vec![] };
+    let mut report = VerifyReport {
+        store: location.clone(),
+        num_samples: 0,
+        arrays: 0,
+        chunks: 0,
+        decoded_bytes: 0,
+        faults: vec![],
+    };
     let reader = match AtomicDataZarrReader::open_opt(&location, ReaderOptions::default().with_cache_bytes(0)) {
         Ok(r) => r,
         Err(e @ (Error::NotFound { .. } | Error::Remote { .. })) => return Err(e),
@@ -116,7 +122,9 @@ pub fn verify(location: impl Into<Location>, options: &VerifyOptions) -> Result<
     }
     // The chunks each array's rows in use lie in (never more than its
     // shape holds: a longer claim is a shape fault above).
-    let chunks_of = |f: &FieldArray, rows: u64| rows.min(f.array.shape().first().copied().unwrap_or(0)).div_ceil(f.chunk_rows.max(1));
+    let chunks_of = |f: &FieldArray, rows: u64| {
+        rows.min(f.array.shape().first().copied().unwrap_or(0)).div_ceil(f.chunk_rows.max(1))
+    };
     let mut tasks: Vec<(&FieldArray, u64, u64, Check)> = Vec::new();
     for (rel, f) in &metas {
         let (rows, check) = match *rel {

@@ -110,7 +110,11 @@ fn pointer_faults(store: &Location, rel: &str, v: &[i64], chunk_rows: u64) -> Ve
 
 /// Reads and checks the pointer arrays and the sample mask of a store of
 /// `n` samples (`metas`: the `meta/` arrays that opened).
-pub(crate) fn read_meta(reader: &AtomicDataZarrReader, metas: &[(&str, &FieldArray)], n: usize) -> (Whole, Vec<Fault>, Counted) {
+pub(crate) fn read_meta(
+    reader: &AtomicDataZarrReader,
+    metas: &[(&str, &FieldArray)],
+    n: usize,
+) -> (Whole, Vec<Fault>, Counted) {
     let store = reader.location();
     let (mut whole, mut faults, mut counted) = (Whole::default(), Vec::new(), Counted::default());
     for &(rel, f) in metas {
