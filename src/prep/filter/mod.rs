@@ -61,19 +61,13 @@ pub enum EnergyBasis {
 /// let o = FilterOptions::default().with_energy_z(6.0, EnergyBasis::E0).with_missing("stress");
 /// assert_eq!(o.missing(), ["stress"]);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct FilterOptions {
     max_force: Option<f64>,
     energy_z: Option<(f64, EnergyBasis)>,
     duplicates: Option<f64>,
     missing: Vec<String>,
     progress: bool,
-}
-
-impl Default for FilterOptions {
-    fn default() -> Self {
-        FilterOptions { max_force: None, energy_z: None, duplicates: None, missing: vec![], progress: false }
-    }
 }
 
 impl FilterOptions {
