@@ -16,8 +16,9 @@
 //! One streaming pass over collated batches (the reader's fused read, the
 //! edge arrays left out unless an edge label is asked about), each read
 //! window's batches reduced in parallel (rayon); memory is the reader's
-//! window and cache and about 50 bytes a sample (what the selections need
-//! of it). Deleting is
+//! window and cache, 48 bytes a sample (what the selections need of it)
+//! and, for the energy selection, each sample's composition (16 bytes an
+//! element). Deleting is
 //! [`AtomicDataZarrWriter::delete_logical`](crate::AtomicDataZarrWriter::delete_logical),
 //! one call for the whole selection.
 //!
@@ -140,7 +141,11 @@ pub fn select<R: Reader + ?Sized>(reader: &R, options: &FilterOptions) -> Result
     {
         return Err(invalid(format!("the store has no label {l:?}")));
     }
-    let want = scan::Wanted { hash_tolerance: options.duplicates, labels: &options.missing };
+    let want = scan::Wanted {
+        hash_tolerance: options.duplicates,
+        labels: &options.missing,
+        compositions: options.energy_z.is_some(),
+    };
     let scanned = scan::scan(reader, &want, options.progress)?;
     let rows = &scanned.rows;
     let mut starts = Vec::with_capacity(rows.len() + 1);

@@ -44,6 +44,8 @@ pub(crate) struct Wanted<'a> {
     pub hash_tolerance: Option<f64>,
     /// The labels whose absence is asked about (at most 64).
     pub labels: &'a [String],
+    /// Whether to keep compositions (what the energy selection needs).
+    pub compositions: bool,
 }
 
 /// Samples per collated batch, and batches per read window.
@@ -142,11 +144,13 @@ fn force_max(v: &View<'_>, j: usize) -> f64 {
 /// Reduces sample `j` of the batch.
 fn reduce(v: &View<'_>, j: usize, want: &Wanted<'_>, comps: &mut Vec<(i64, u32)>) -> Row {
     let atoms = rows(v.b, Level::Atom, j);
-    let mut sorted = v.z[atoms.clone()].to_vec();
-    sorted.sort_unstable();
     let before = comps.len();
-    for run in sorted.chunk_by(|a, b| a == b) {
-        comps.push((run[0], run.len() as u32));
+    if want.compositions {
+        let mut sorted = v.z[atoms.clone()].to_vec();
+        sorted.sort_unstable();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            comps.push((run[0], run.len() as u32));
+        }
     }
     let n = atoms.len();
     let energy = v.energy.as_ref().and_then(|e| e.get(j).copied()).unwrap_or(f64::NAN);
