@@ -62,7 +62,7 @@ def test_verify_lists_every_corrupt_chunk_and_nothing_on_a_clean_store(tmp_path)
         chunks[0].write_bytes(bytes(data))
         flipped.append("core/" + field)
     faults = atomzarr.open(str(path), cache_bytes=0).verify()
-    assert sorted(f["array"] for f in faults) == flipped
+    assert sorted(f["array"] for f in faults) == sorted(flipped)
     for f in faults:
         assert f["store"] == str(path) and f["chunk"] == 0 and f["sample"] is None
         assert "checksum" in f["reason"]
