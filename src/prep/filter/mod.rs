@@ -110,14 +110,14 @@ impl FilterOptions {
 pub struct FilterReport {
     /// Logical samples scanned (the reader's length).
     pub num_samples: usize,
+    /// Per label asked about, the samples that lack it.
+    pub missing: BTreeMap<String, Vec<usize>>,
     /// Largest force norm above the bound.
     pub force: Vec<usize>,
     /// Energy per atom an outlier.
     pub energy: Vec<usize>,
     /// Duplicates of an earlier sample.
     pub duplicate: Vec<usize>,
-    /// Per label asked about, the samples that lack it.
-    pub missing: BTreeMap<String, Vec<usize>>,
     /// Every sample selected for any reason.
     pub selected: Vec<usize>,
 }
@@ -156,10 +156,10 @@ pub fn select<R: Reader + ?Sized>(reader: &R, options: &FilterOptions) -> Result
     let composition = |i: usize| &scanned.compositions[starts[i]..starts[i + 1]];
     let mut report = FilterReport {
         num_samples: rows.len(),
+        missing: BTreeMap::new(),
         force: vec![],
         energy: vec![],
         duplicate: vec![],
-        missing: BTreeMap::new(),
         selected: vec![],
     };
     if let Some(bound) = options.max_force {
