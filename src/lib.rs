@@ -106,9 +106,13 @@
 //! │   │                  Around them: state (the snapshot and its open checks),
 //! │   │                  active (the samples a delete left, as a bitmap), plan,
 //! │   │                  decode (a request's chunks, each once), neighbors,
-//! │   │                  strings (string label arrays), reader_impl (the Reader impl)
+//! │   │                  strings (string label arrays), reader_impl (the Reader impl),
+//! │   │                  scan (the meta arrays and single chunks a whole-store check reads)
 //! │   ├── remote/        feature `remote`: URLs on object storage and HTTP (options,
 //! │   │                  bytes: RemoteBytes, disk_cache, copy)
+//! │   ├── verify/        a whole store checked (atomzarr verify): report (Fault,
+//! │   │                  VerifyReport), layout (dtypes and shapes against the format),
+//! │   │                  rows (pointers, masks, neighbor indices, each chunk decoded once)
 //! │   └── repair.rs      finds and fixes nvalchemi-toolkit's append bug
 //! ├── sampler/         sample order and batch membership: sequential/random (mod.rs),
 //! │                    chunk_shuffle, block_pool (the pool's size and draws), regroup
@@ -140,6 +144,8 @@
 //! │   ├── stats.rs       dataset statistics (E0s, energy per atom, force RMS, neighbors)
 //! │   ├── saved.rs       splits and statistics saved in the store, staleness
 //! │   ├── save.rs        saving them (AtomicDataZarrWriter::save_split, save_stats)
+//! │   ├── filter/        the samples to delete (atomzarr filter): scan (one pass over
+//! │   │                  collated batches), robust (z-scores, compositions, E0 residuals)
 //! │   └── transforms.rs  batch transforms: E0s, scale and shift, rotation, weights
 //! ├── pipeline/        dataset.rs (Dataset; reads.rs: validation, transforms, ErrorPolicy)
 //! │                    and prefetch.rs (Prefetcher) → builder.rs (order.rs: what orders

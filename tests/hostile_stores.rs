@@ -32,7 +32,10 @@ fn open_error(store: &Path) -> Error {
     let r = std::panic::catch_unwind(|| AtomicDataZarrReader::open(store));
     match r.expect("open panicked") {
         Ok(r) => panic!("{}: a hostile store opened ({} samples)", store.display(), r.len()),
-        Err(e) => e,
+        Err(e) => {
+            common::assert_verify_finds(store, &e);
+            e
+        }
     }
 }
 
@@ -54,7 +57,10 @@ fn read_error(store: &Path) -> Error {
     let got = std::panic::catch_unwind(AssertUnwindSafe(|| r.read_many(&all))).expect("read_many panicked");
     match got {
         Ok(_) => panic!("{}: a hostile store read", store.display()),
-        Err(e) => e,
+        Err(e) => {
+            common::assert_verify_finds(store, &e);
+            e
+        }
     }
 }
 

@@ -63,6 +63,33 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         wait: WaitArg,
     },
+    /// Soft-delete samples (logical indices, as `dump` numbers them) in one
+    /// call: from a file (one index per line) or a range. `defragment`
+    /// reclaims their space.
+    Delete(DeleteArgs),
+    /// Select samples to delete: forces above a bound, energy-per-atom
+    /// outliers (robust z-score per composition or after E0s), duplicate
+    /// structures, absent labels. Prints counts per reason, writes the
+    /// indices to a file, and deletes them only with --apply (one delete).
+    Filter(FilterArgs),
+    /// Rewrite the store without its deleted samples (crash-safe: the new
+    /// store is built beside it and swapped in).
+    Defragment {
+        /// The store.
+        store: PathBuf,
+        #[command(flatten)]
+        wait: WaitArg,
+    },
+    /// Check a whole store, reading every chunk of every array once:
+    /// checksums, pointers, masks, neighbor indices, shapes and dtypes.
+    /// Lists every fault (store, array, chunk, sample); exit status 1 if any.
+    Verify {
+        /// The store (path or URL).
+        store: Location,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Import data sets into a store (created, or appended to): extended XYZ
     /// (plain, .gz, .xz, .bz2), ASE SQLite .db, fairchem .aselmdb, SPICE and
     /// ANI-1x HDF5, rMD17 and sGDML npz, MPtrj JSON. The format is told from
@@ -161,6 +188,81 @@ pub(crate) enum Cmd {
         #[command(flatten)]
         wait: WaitArg,
     },
+}
+
+/// `atomzarr delete`'s arguments.
+#[derive(Args)]
+pub(crate) struct DeleteArgs {
+    /// The store.
+    pub(crate) store: PathBuf,
+    /// A file of logical indices, one per line (`#` comments allowed).
+    #[arg(long, conflicts_with = "range", required_unless_present = "range")]
+    pub(crate) indices: Option<PathBuf>,
+    /// Logical indices A..B (B excluded) or A..=B.
+    #[arg(long, value_parser = crate::curate::parse_range)]
+    pub(crate) range: Option<std::ops::Range<usize>>,
+    /// Only say what would be deleted.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) wait: WaitArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum BasisArg {
+    /// Within each element composition.
+    Composition,
+    /// After per-element reference energies (the E0 fit of `stats`).
+    E0,
+}
+
+impl From<BasisArg> for atomzarr::prep::filter::EnergyBasis {
+    fn from(b: BasisArg) -> Self {
+        match b {
+            BasisArg::Composition => Self::Composition,
+            BasisArg::E0 => Self::E0,
+        }
+    }
+}
+
+/// `atomzarr filter`'s arguments.
+#[derive(Args)]
+pub(crate) struct FilterArgs {
+    /// The store.
+    pub(crate) store: PathBuf,
+    /// Select samples whose largest per-atom force norm is above this (eV/Å).
+    #[arg(long, value_name = "EV_PER_A")]
+    pub(crate) max_force: Option<f64>,
+    /// Select samples whose energy per atom has a robust z-score
+    /// (0.6745 (x - median) / MAD) above this in absolute value.
+    #[arg(long, value_name = "Z")]
+    pub(crate) energy_z: Option<f64>,
+    /// What --energy-z compares against.
+    #[arg(long, value_enum, default_value_t = BasisArg::E0)]
+    pub(crate) energy_basis: BasisArg,
+    /// Select duplicate structures (same numbers, positions and cell), all
+    /// but the first of each.
+    #[arg(long)]
+    pub(crate) duplicates: bool,
+    /// Compare positions and cell of --duplicates rounded to multiples of
+    /// this (Å); 0 compares them exactly.
+    #[arg(long, default_value_t = 0.0, requires = "duplicates")]
+    pub(crate) tolerance: f64,
+    /// Select samples that lack this label (repeat for several).
+    #[arg(long, value_name = "LABEL")]
+    pub(crate) missing: Vec<String>,
+    /// Where to write the selected logical indices, one per line
+    /// [default: STORE with extension .filter.txt].
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Delete the selected samples (one delete); without it nothing changes.
+    #[arg(long)]
+    pub(crate) apply: bool,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) wait: WaitArg,
 }
 
 /// `atomzarr import`'s arguments.

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod copy;
+mod curate;
 mod dump;
 mod import;
 mod inspect;
@@ -12,6 +13,7 @@ mod output;
 mod repair;
 mod split;
 mod stats;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -27,6 +29,10 @@ fn run(cli: Cli) -> atomzarr::Result<()> {
         Cmd::Roundtrip(a) => bench::roundtrip(&a),
         Cmd::Read { stores, cutoff, mix, read } => bench::read(&stores, cutoff, &mix, &read),
         Cmd::Repair { store, dry_run, json, wait } => repair::repair(&store, dry_run, json, wait.wait),
+        Cmd::Delete(a) => curate::delete(&a),
+        Cmd::Filter(a) => curate::filter(&a),
+        Cmd::Defragment { store, wait } => curate::defragment(&store, wait.wait),
+        Cmd::Verify { store, json } => verify::verify(&store, json),
         Cmd::Import(a) => import::import(a),
         Cmd::Export { store, out } => import::export(&store, &out),
         Cmd::Stats { store, split, part, save, json } => stats::stats(&store, split.as_deref(), &part, save, json),

@@ -173,6 +173,7 @@ fn assert_reads_fail(path: &Path, rel: &str, chunk: u64, what: &str) {
             // The sample mask and the pointers' last pages are read when
             // the store opens.
             assert!(rel.starts_with("meta/"), "{what}: open failed: {e}");
+            assert_verify_finds(path, &e);
             return assert_checksum_error(&e, path, rel, chunk, what);
         }
         Ok(r) => r,
@@ -181,7 +182,10 @@ fn assert_reads_fail(path: &Path, rel: &str, chunk: u64, what: &str) {
     assert!(!rel.starts_with("meta/") || rel.ends_with("_ptr"), "{what}: the store opened");
     let all: Vec<i64> = (0..N as i64).collect();
     match r.read_many(&all) {
-        Err(e) => assert_checksum_error(&e, path, rel, chunk, &format!("{what}, read_many")),
+        Err(e) => {
+            assert_verify_finds(path, &e);
+            assert_checksum_error(&e, path, rel, chunk, &format!("{what}, read_many"));
+        }
         Ok(_) => panic!("{what}: read_many succeeded"),
     }
     let mut out = Vec::new();

@@ -206,6 +206,12 @@ fn cli_batch_and_raw_reads_of_a_bad_store_fail_with_the_message() {
     // One sample at a time is `read`: as stored, no error.
     let (ok, _, stderr) = cli(&["read", store, "--read-mode", "single"]);
     assert!(ok, "single: {stderr}");
+    // `verify` lists it, and only it, and exits 1.
+    let (ok, out, _) = cli(&["verify", store]);
+    assert!(!ok, "verify exits non-zero");
+    let want = format!("sample {BAD_PHYSICAL}: neighbor index {} outside the sample's {} atoms", bad.value, bad.atoms);
+    assert!(out.contains(&want) && out.contains(&format!("store {store}, array core/neighbor_list, chunk ")), "{out}");
+    assert!(out.contains(": 1 faults"), "{out}");
 }
 
 #[test]

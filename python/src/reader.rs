@@ -6,7 +6,7 @@ use atomzarr::source::ChunkedReader;
 use atomzarr::{AtomicDataZarrReader, Dataset, Location, ReaderExt as _, ReaderOptions};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use crate::convert::{batch_dict, sample_dict};
 use crate::errors::to_py;
@@ -114,6 +114,31 @@ impl Reader {
     /// batches whose arrays Python has freed, ready for later batches.
     fn batch_buffer_bytes(&self) -> usize {
         self.reader.batch_buffers().held_bytes()
+    }
+
+    /// Checks the whole store, every chunk of every array read once
+    /// (checksums, pointers, masks, neighbor indices, shapes and dtypes
+    /// against the format; see `atomzarr verify`). Returns the list of
+    /// faults found, each a dict with keys `store`, `array`, `chunk`,
+    /// `sample` (None where the fault has none) and `reason`; an empty list
+    /// for a clean store. Faults of the store are never raised: it raises
+    /// (`StoreNotFoundError`, `AtomzarrError`) only when the store is gone
+    /// or cannot be reached.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let location = self.reader.location().clone();
+        let options = atomzarr::store::verify::VerifyOptions::default();
+        let report = py.detach(|| atomzarr::store::verify::verify(location, &options)).map_err(to_py)?;
+        let out = PyList::empty(py);
+        for f in report.faults {
+            let d = PyDict::new(py);
+            d.set_item("store", f.store.to_string())?;
+            d.set_item("array", f.array)?;
+            d.set_item("chunk", f.chunk)?;
+            d.set_item("sample", f.sample)?;
+            d.set_item("reason", f.reason)?;
+            out.append(d)?;
+        }
+        Ok(out)
     }
 
     /// Re-reads the store's metadata (after another process appended).

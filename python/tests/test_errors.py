@@ -50,6 +50,24 @@ def test_a_corrupt_chunk_is_a_checksum_error(tmp_path):
         list(atomzarr.DataLoader(r, batch_size=2))
 
 
+def test_verify_lists_every_corrupt_chunk_and_nothing_on_a_clean_store(tmp_path):
+    path = tmp_path / "s.zarr"
+    small_store(path, n=4)
+    assert atomzarr.open(str(path)).verify() == []
+    flipped = []
+    for field in ("positions", "energy"):
+        chunks = sorted(p for p in (path / "core" / field).rglob("*") if p.is_file() and p.name != "zarr.json")
+        data = bytearray(chunks[0].read_bytes())
+        data[-1] ^= 0x40
+        chunks[0].write_bytes(bytes(data))
+        flipped.append("core/" + field)
+    faults = atomzarr.open(str(path), cache_bytes=0).verify()
+    assert sorted(f["array"] for f in faults) == sorted(flipped)
+    for f in faults:
+        assert f["store"] == str(path) and f["chunk"] == 0 and f["sample"] is None
+        assert "checksum" in f["reason"]
+
+
 def test_not_a_store_and_bad_indices(tmp_path):
     os.makedirs(tmp_path / "plain")
     (tmp_path / "plain" / "zarr.json").write_text("{not json")

@@ -305,7 +305,7 @@ impl Acc {
 /// Solves the symmetric system `a x = b` by Gaussian elimination with
 /// partial pivoting; `None` when it is singular (relative pivot below 1e-10).
 /// K is the number of elements (at most ~100): no linear-algebra crate needed.
-fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+pub(crate) fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     let k = b.len();
     let scale = a.iter().flatten().fold(0f64, |m, x| m.max(x.abs()));
     if scale == 0.0 {

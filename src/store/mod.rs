@@ -16,6 +16,7 @@
 //! | `reader` | [`AtomicDataZarrReader`], the Zarr [`Reader`](crate::Reader): read planning, decoded-chunk cache, direct decode, row copy |
 //! | [`bytes`] | [`ByteSource`](bytes::ByteSource): the reads the reader makes, from local files or a remote store |
 //! | `remote` | (feature `remote`) stores on object storage and HTTP: URLs, options, the client, disk cache, `copy` |
+//! | [`verify`] | a whole store checked, every chunk read once, every fault listed (`atomzarr verify`) |
 //! | [`repair`] | finds neighbor lists that point outside their sample; rewrites those of nvalchemi-toolkit's append bug (`atomzarr repair`) |
 
 pub(crate) mod arrays;
@@ -31,6 +32,7 @@ pub mod lock;
 pub(crate) mod reader;
 pub mod remote;
 pub mod repair;
+pub mod verify;
 pub(crate) mod writer;
 
 pub use config::ResolvedArrayConfig;

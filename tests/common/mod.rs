@@ -429,3 +429,41 @@ pub fn assert_dumped_field(dumped: &Value, want: &Value, what: &str) {
         assert_close(&flat_numbers(&dumped["data"]), &flat_numbers(want), what);
     }
 }
+
+/// `atomzarr::store::verify` of `store` lists the fault a read of it met
+/// (`e`): a fault of the same array, and of the same chunk or sample where
+/// `e` names one, every fault naming the store. Returns the faults.
+pub fn assert_verify_finds(store: &Path, e: &atomzarr::Error) -> Vec<atomzarr::store::verify::Fault> {
+    use atomzarr::Error;
+    use atomzarr::store::verify::{VerifyOptions, verify};
+    let r = std::panic::catch_unwind(|| verify(store, &VerifyOptions::default()))
+        .unwrap_or_else(|_| panic!("{}: verify panicked", store.display()));
+    // Nothing to check is verify's error too.
+    let r = match (r, e) {
+        (Err(Error::NotFound { .. }), Error::NotFound { .. }) => return vec![],
+        (r, _) => {
+            r.unwrap_or_else(|v| panic!("{}: verify failed ({v}) where a read failed with: {e}", store.display()))
+        }
+    };
+    let faults = r.faults;
+    let listed: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
+    assert!(!faults.is_empty(), "{}: verify found nothing where a read failed with: {e}", store.display());
+    for f in &faults {
+        assert_eq!(f.store, atomzarr::Location::from(store), "{f}");
+    }
+    let has = |array: &str, chunk: Option<u64>, sample: Option<usize>| {
+        faults.iter().any(|f| {
+            f.array.as_deref() == Some(array)
+                && chunk.is_none_or(|c| f.chunk == Some(c))
+                && sample.is_none_or(|s| f.sample == Some(s))
+        })
+    };
+    let found = match e {
+        Error::Inconsistent { array, .. } | Error::Zarr { array, .. } => has(array, None, None),
+        Error::Chunk { array, chunk, .. } | Error::Checksum { array, chunk, .. } => has(array, Some(*chunk), None),
+        Error::NeighborIndex { physical_index, .. } => has("core/neighbor_list", None, Some(*physical_index)),
+        _ => true,
+    };
+    assert!(found, "{}: verify does not list the fault a read met ({e}); it lists {listed:#?}", store.display());
+    faults
+}

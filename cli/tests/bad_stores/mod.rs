@@ -36,7 +36,10 @@ pub(crate) fn good_store(dir: &Path, name: &str, config: ZarrWriteConfig) -> Pat
 pub(crate) fn reader_err(path: &Path) -> Error {
     match AtomicDataZarrReader::open(path) {
         Ok(r) => panic!("{}: opened a bad store ({} samples)", path.display(), r.len()),
-        Err(e) => e,
+        Err(e) => {
+            assert_verify_finds(path, &e);
+            e
+        }
     }
 }
 
@@ -45,12 +48,18 @@ pub(crate) fn reader_err(path: &Path) -> Error {
 pub(crate) fn open_or_read_err(path: &Path) -> Error {
     let r = match AtomicDataZarrReader::open(path) {
         Ok(r) => r,
-        Err(e) => return e,
+        Err(e) => {
+            assert_verify_finds(path, &e);
+            return e;
+        }
     };
     let all: Vec<i64> = (0..r.len() as i64).collect();
     match r.read_many(&all) {
         Ok(_) => panic!("{}: read every sample of a bad store", path.display()),
-        Err(e) => e,
+        Err(e) => {
+            assert_verify_finds(path, &e);
+            e
+        }
     }
 }
 

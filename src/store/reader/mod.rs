@@ -54,6 +54,7 @@ mod plan;
 mod pointers;
 mod reader_impl;
 mod rows;
+mod scan;
 mod state;
 mod strings;
 

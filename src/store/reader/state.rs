@@ -21,7 +21,7 @@ use crate::store::format;
 use crate::store::limits;
 
 /// An array opened and measured, not yet read.
-struct Opened {
+pub(super) struct Opened {
     array: Array<Store>,
     dtype: DType,
     geometry: limits::Geometry,
@@ -158,7 +158,7 @@ fn root_and_pending(src: &ChunkSource) -> Result<(format::RootAttrs, Option<Stri
 }
 
 /// Array `rel` opened, with its dtype and checked geometry.
-fn open_measured(src: &ChunkSource, rel: &str) -> Result<Opened> {
+pub(super) fn open_measured(src: &ChunkSource, rel: &str) -> Result<Opened> {
     let array = arrays::open_array(&src.location, &src.store, rel)?;
     let dtype = arrays::array_dtype(&src.location, rel, &array)?;
     let chain = ChainSpec::of(&array);
@@ -319,7 +319,7 @@ fn open_field<'a>(
 
 /// Field `name` (array `rel`) ready for reading, with its checked
 /// geometry ([`limits::geometry`]).
-fn field_array(src: &ChunkSource, name: &str, rel: &str, level: Level, opened: Opened) -> FieldArray {
+pub(super) fn field_array(src: &ChunkSource, name: &str, rel: &str, level: Level, opened: Opened) -> FieldArray {
     let Opened { array, dtype, geometry: g, chain } = opened;
     let trailing: Vec<usize> = array.shape().iter().skip(1).map(|&d| d as usize).collect();
     let shard_cache = ArrayShardedReadableExtCache::new(&array);

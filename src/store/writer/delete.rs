@@ -89,6 +89,41 @@ impl AtomicDataZarrWriter {
         txn.commit().map_err(|e| Error::io(&self.path, e))
     }
 
+    /// Soft-deletes logical samples (numbered as a reader of the store's
+    /// current commit numbers them: `dump`, `read`, `filter`) in one
+    /// [`delete`](Self::delete) call; returns their physical indices,
+    /// ascending. Under this writer's lock no other writer can renumber
+    /// them between the mapping and the delete.
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, Reader, ZarrWriteConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("d.zarr");
+    /// let mut w = AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?;
+    /// w.write(&atomzarr::data::synth::generate(6, 2, 4, 0)?)?;
+    /// w.delete(&[0])?;
+    /// assert_eq!(w.delete_logical(&[0, 2])?, vec![1, 3]); // logical 0 is physical 1 now
+    /// assert_eq!(AtomicDataZarrReader::open(&path)?.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] when an index is not below the active
+    /// sample count (nothing is deleted then); the errors of opening the
+    /// store's reader and of [`delete`](Self::delete).
+    pub fn delete_logical(&mut self, logical: &[usize]) -> Result<Vec<usize>> {
+        use crate::source::{Reader, SampleIndex};
+        let options = crate::store::reader::ReaderOptions::default().with_cache_bytes(0);
+        let reader = crate::store::reader::AtomicDataZarrReader::open_opt(&self.path, options)?;
+        Error::check_indices(|| self.path.display().to_string(), logical, reader.len())?;
+        let mut physical: Vec<usize> = logical.iter().map(|&i| reader.metadata(i).physical_index).collect();
+        physical.sort_unstable();
+        physical.dedup();
+        self.delete(&physical)?;
+        Ok(physical)
+    }
+
     /// Zeroes the `masks` rows and commits them all at once: in a linked
     /// copy of `meta/` exchanged with the store's (see the module docs).
     fn commit_masks(&self, masks: &[(&str, &[Range<u64>])]) -> Result<()> {
