@@ -99,4 +99,14 @@ mod tests {
             assert!(normalise_weights(None, &lengths, Some(bad), "t").is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn largest_remainder_sums_and_is_proportional() {
+        assert_eq!(counts_from_weights(&[0.5, 0.5], 5), vec![3, 2]);
+        assert_eq!(counts_from_weights(&[0.1, 0.2, 0.7], 10), vec![1, 2, 7]);
+        let w = normalise_weights(None, &[3, 7, 0], None, "w").unwrap();
+        assert_eq!(counts_from_weights(&w, 10), vec![3, 7, 0]);
+        // A zero rate never gets a remainder slot.
+        assert_eq!(counts_from_weights(&[0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0], 5), vec![0, 2, 2, 1]);
+    }
 }
