@@ -118,7 +118,8 @@
 //! │                    chunk_shuffle, block_pool (the pool's size and draws), regroup
 //! │                    (a block-pool epoch resumed on other ranks; piece_set: what each
 //! │                    rank had left), distributed
-//! │                    (rank shards), size_aware, mixing, child_order (how a mixture walks
+//! │                    (rank shards), size_aware, mixing (rates.rs: weights, temperature,
+//! │                    exact counts), child_order (how a mixture walks
 //! │                    each dataset, per rank), fit (mixing samplers fitted to a reader:
 //! │                    each dataset's block pool from its share of the cache)
 //! ├── formats/         files of other formats in and out of a store

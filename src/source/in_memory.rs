@@ -132,6 +132,39 @@ pub(crate) fn gather_append(
         dst.edges_ptr.push(edges + edges_k.len() as i64);
         atom_rows.push(atoms_k);
     }
+    copy_fields(dst, sources, picks, &bases, &atom_rows, range_error)?;
+    // String labels: the first pick's source names them.
+    if dst.strings.is_empty()
+        && let Some(&(s, _)) = picks.first()
+    {
+        for (name, f) in &sources[s].strings {
+            dst.strings.insert(name.clone(), crate::data::StringField { level: f.level, values: Vec::new() });
+        }
+    }
+    for (name, f) in dst.strings.iter_mut() {
+        for &(s, k) in picks {
+            let values = sources[s]
+                .strings
+                .get(name)
+                .and_then(|sf| sources[s].graph_rows(sf.level, k).and_then(|rows| sf.values.get(rows)))
+                .ok_or_else(|| Error::invalid("batch", format!("string label {name} missing from a sample")))?;
+            f.values.extend(values.iter().cloned());
+        }
+    }
+    Ok(())
+}
+
+/// Appends every field's rows of `picks` to `dst` (its pointers already
+/// extended): `bases[pos]` rebases pick `pos`'s neighbor indices, whose
+/// atoms in their source are `atom_rows[pos]`.
+fn copy_fields(
+    dst: &mut CollatedBatch,
+    sources: &[&CollatedBatch],
+    picks: &[(usize, usize)],
+    bases: &[i64],
+    atom_rows: &[std::ops::Range<usize>],
+    range_error: RangeError,
+) -> Result<()> {
     // Runs of consecutive graphs of one source are copied as one block, and
     // each field's source is looked up once per field, not once per pick (a
     // mixture's batch alternates between its children, one pick at a time).
@@ -179,24 +212,6 @@ pub(crate) fn gather_append(
                     }
                 }
             }
-        }
-    }
-    // String labels: the first pick's source names them.
-    if dst.strings.is_empty()
-        && let Some(&(s, _)) = picks.first()
-    {
-        for (name, f) in &sources[s].strings {
-            dst.strings.insert(name.clone(), crate::data::StringField { level: f.level, values: Vec::new() });
-        }
-    }
-    for (name, f) in dst.strings.iter_mut() {
-        for &(s, k) in picks {
-            let values = sources[s]
-                .strings
-                .get(name)
-                .and_then(|sf| sources[s].graph_rows(sf.level, k).and_then(|rows| sf.values.get(rows)))
-                .ok_or_else(|| Error::invalid("batch", format!("string label {name} missing from a sample")))?;
-            f.values.extend(values.iter().cloned());
         }
     }
     Ok(())
