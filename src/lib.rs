@@ -57,6 +57,7 @@
 //! │   ├── dtype.rs       DType, Level
 //! │   ├── elements.rs    chemical symbols and atomic numbers
 //! │   ├── host.rs        HostData: a typed host buffer
+//! │   ├── absent.rs      absent values of labels a sample lacks (NaN, an integer's extreme, false)
 //! │   ├── indices.rs     neighbor-index rebasing, fused range checks, int32 narrowing
 //! │   ├── pointers.rs    CSR pointers: which rows a sample owns on each axis
 //! │   ├── host_rows.rs   element access the batch transforms need (rows in f64, in place)
@@ -77,6 +78,8 @@
 //! │   ├── plan.rs        ReadPlan: a window's read, planned before it is read
 //! │   ├── in_memory.rs   InMemoryReader: a reader's samples resident in memory
 //! │   ├── multi.rs       MultiReader: several readers, one index space
+//! │   ├── multi_options.rs MultiReaderOptions; the fields a mixture adds (dataset_index, loss_weight)
+//! │   ├── union.rs       a mixture's union of fields: absent values, <name>_present flags
 //! │   └── budget.rs      one chunk-cache budget split among a mixture's children
 //! ├── store/           the Zarr v3 store
 //! │   ├── format.rs      the layout: paths, StoreGroup, root attributes

@@ -25,8 +25,15 @@ pub type MultiDs = Dataset<Arc<MultiReader>>;
 /// `readers`: `atomzarr.open(...)` Readers, in global index order; each
 /// keeps its own `skip_validation`. `output_strict`: every non-empty
 /// child must have the same field names and levels (a ValueError names
-/// the difference). `dataset_index`: every sample and batch carries the
-/// int64 system field `dataset_index`, the child it came from.
+/// the difference); off, the fields are the union of the children's: a
+/// sample reads a field its child lacks as absent (NaN for floats, the
+/// integer type's extreme, false; zeros for `cell`, `pbc` and `shifts`: no
+/// periodic image), and each label a sample may lack gets a bool system
+/// field `<name>_present`, false where the graph lacks it.
+/// `dataset_index`: every sample and batch carries the int64 system field
+/// `dataset_index`, the child it came from. `loss_weights`: one weight per
+/// child; every sample and batch carries the float32 system field
+/// `loss_weight`, its child's weight.
 /// `cache_bytes`: the decoded-chunk budget the children share (default
 /// 1,280 MiB): split by what each child needs (room for its resident
 /// arrays first, then equal parts, a child taking no more than it needs
@@ -58,13 +65,14 @@ fn wrap_index(index: isize, len: usize, what: impl FnOnce() -> String) -> PyResu
 #[pymethods]
 impl MultiDataset {
     #[new]
-    #[pyo3(signature = (*readers, output_strict=true, dataset_index=false, cache_bytes=None))]
+    #[pyo3(signature = (*readers, output_strict=true, dataset_index=false, cache_bytes=None, loss_weights=None))]
     fn new(
         py: Python<'_>,
         readers: &Bound<'_, PyTuple>,
         output_strict: bool,
         dataset_index: bool,
         cache_bytes: Option<u64>,
+        loss_weights: Option<Vec<f32>>,
     ) -> PyResult<Self> {
         if readers.is_empty() {
             return Err(PyValueError::new_err("MultiDataset needs at least one Reader (atomzarr.open)"));
@@ -86,7 +94,11 @@ impl MultiDataset {
         if let Some(b) = cache_bytes {
             options = options.with_cache_bytes(b);
         }
-        let multi = py.detach(|| MultiReader::with_options(children, options)).map_err(|e| match e {
+        let build = || match loss_weights {
+            Some(w) => MultiReader::with_options(children, options)?.with_loss_weights(w),
+            None => MultiReader::with_options(children, options),
+        };
+        let multi = py.detach(build).map_err(|e| match e {
             // Children that do not fit together are a bad argument.
             atomzarr::Error::InvalidInput { .. } | atomzarr::Error::Config(_) => PyValueError::new_err(e.to_string()),
             e => to_py(e),
@@ -159,19 +171,24 @@ impl MultiDataset {
         self.multi.to_global_index(d, l).map_err(to_py)
     }
 
-    /// `{field: (level, dtype, trailing shape)}` of the first non-empty
-    /// child (under `output_strict`, every child's), with `dataset_index`
-    /// when the samples carry it.
+    /// `{field: (level, dtype, trailing shape)}` of the mixture's fields:
+    /// the children's (their union when `output_strict` is off), the
+    /// `<name>_present` flags, and `dataset_index` and `loss_weight` when
+    /// the samples carry them.
     #[getter]
     fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let first = self.readers.iter().find(|r| !r.get().ds.is_empty()).unwrap_or(&self.readers[0]);
+        let schemas: Vec<_> = self.readers.iter().map(|r| r.get().reader.field_schema()).collect();
         let d = PyDict::new(py);
-        for (name, (level, dtype, trailing)) in first.get().reader.field_schema() {
-            d.set_item(name, (level.to_string(), dtype.to_string(), trailing))?;
-        }
-        if self.multi.schema().fields.contains_key(atomzarr::source::DATASET_INDEX) {
+        for (name, level) in self.multi.schema().fields {
             let none: Vec<usize> = Vec::new();
-            d.set_item(atomzarr::source::DATASET_INDEX, (Level::System.to_string(), DType::Int64.to_string(), none))?;
+            let added = |dtype: DType| (level.to_string(), dtype.to_string(), none.clone());
+            let spec = match schemas.iter().find_map(|s| s.get(&name)) {
+                Some((level, dtype, trailing)) => (level.to_string(), dtype.to_string(), trailing.clone()),
+                None if name == atomzarr::source::DATASET_INDEX => added(DType::Int64),
+                None if name == atomzarr::source::LOSS_WEIGHT => added(DType::Float32),
+                None => added(DType::Bool),
+            };
+            d.set_item(name, spec)?;
         }
         Ok(d)
     }

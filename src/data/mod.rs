@@ -12,6 +12,7 @@
 //! | `dtype` | [`DType`] and [`Level`] |
 //! | `elements` | chemical symbols and atomic numbers |
 //! | `host` | [`HostData`], the typed host buffer |
+//! | [`absent`] | absent values of labels a sample lacks: NaN, an integer's extreme, false |
 //! | `indices` | neighbor-index arithmetic: offsets, fused range checks, int32 narrowing |
 //! | `sample` | [`AtomicData`] and its [`Field`]s |
 //! | `strings` | [`StringField`]: string labels of a sample |
@@ -24,6 +25,7 @@
 //! | [`rotation`] | [`rotation::Rotation`]: uniform random rotations of vectors and tensors |
 //! | `host_rows` | [`HostData::update_rows_f64`] (in-place arithmetic on a float buffer's rows), [`HostData::get_i64`] |
 
+pub mod absent;
 mod batch_edges;
 mod buffers;
 pub(crate) mod cell_list;

@@ -10,7 +10,7 @@
 //! | `prefetch` | [`Prefetcher`]: fused reads of a dataset's batches on background threads |
 //! | `batch` | [`AtomicBatch`] on a device and [`AtomicBatcher`](crate::AtomicBatcher), Burn's `Batcher` |
 //! | `builder` | [`DataLoaderBuilder`](crate::DataLoaderBuilder): the loader's knobs, checked once |
-//! | [`loss`] | losses that leave absent (NaN) labels out: [`loss::masked_mse`] |
+//! | [`loss`] | losses that leave absent (NaN) labels out: [`loss::masked_mse`]; the masked, weighted multi-task loss [`loss::multi_task_loss`] |
 //! | `loader` | [`DataLoader`]: fused windows, double buffering, pinned staging, background uploads; Burn's `DataLoader` |
 //! | `stage` | host fields in the device's dtypes, converted into the (pinned) buffer the device copies from |
 //! | `upload` | the loader's upload threads, one device stream each |

@@ -8,6 +8,8 @@
 //! | `plan` | [`ReadPlan`]: a window's collated read, planned before it is read |
 //! | `in_memory` | [`InMemoryReader`](crate::InMemoryReader): a whole reader's samples resident in host memory |
 //! | `multi` | [`MultiReader`]: several readers behind one global index space |
+//! | `multi_options` | [`MultiReaderOptions`](crate::MultiReaderOptions): strict fields or their union, the fields a mixture adds, the shared cache budget |
+//! | `union` | the fields of a mixture whose children differ: their union, absent values, `<name>_present` flags |
 //! | `budget` | one decoded-chunk budget split among a mixture's children ([`split_cache_budget`], [`split_cache_budget_by_passes`]) |
 //!
 //! The Zarr reader ([`AtomicDataZarrReader`](crate::AtomicDataZarrReader))
@@ -18,11 +20,14 @@ mod budget;
 pub(crate) mod chunked;
 pub(crate) mod in_memory;
 pub(crate) mod multi;
+mod multi_options;
 pub(crate) mod plan;
 pub(crate) mod reader;
+mod union;
 
 pub(crate) use in_memory::gather;
-pub use multi::DATASET_INDEX;
+pub use multi::{DATASET_INDEX, LOSS_WEIGHT};
+pub use union::PRESENT_SUFFIX;
 // The types also at the crate root are public there only.
 pub use budget::{split_cache_budget, split_cache_budget_by_passes};
 pub use chunked::{CacheFit, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters};

@@ -17,118 +17,12 @@ use crate::data::{AtomicData, BatchBuffers, BufferHome, DEFAULT_BATCH_BUFFER_BYT
 use crate::data::{CollateOptions, CollatedBatch, CollatedField, Field, HostData};
 use crate::error::{Error, Result};
 use crate::source::gather;
+pub use crate::source::multi_options::{DATASET_INDEX, LOSS_WEIGHT, MultiReaderOptions};
 use crate::source::plan::{BatchSource, MixedPlan};
 use crate::source::split_cache_budget_by_passes;
-use crate::source::{CacheFit, Capabilities, ChunkedReader, DEFAULT_CACHE_BYTES, DecodeCounters, PlannedReader};
+use crate::source::union::FieldUnion;
+use crate::source::{CacheFit, Capabilities, ChunkedReader, DecodeCounters, PlannedReader};
 use crate::source::{Prepared, ReadPlan, Reader, ReaderExt, SampleIndex, SampleMetadata, Schema};
-
-/// Options of [`MultiReader::with_options`].
-///
-/// ```
-/// let o = atomzarr::MultiReaderOptions::default();
-/// assert!(o.output_strict());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MultiReaderOptions {
-    /// Require every non-empty child to have the same field names and levels
-    /// (default on). Off: children may differ, and a batch that mixes
-    /// children with different fields fails when it is collated.
-    pub(crate) output_strict: bool,
-    /// Add the system field [`DATASET_INDEX`] (default off).
-    pub(crate) dataset_index: bool,
-    /// The decoded-chunk budget the children share.
-    pub(crate) cache_bytes: u64,
-}
-
-impl Default for MultiReaderOptions {
-    fn default() -> Self {
-        MultiReaderOptions { output_strict: true, dataset_index: false, cache_bytes: DEFAULT_CACHE_BYTES }
-    }
-}
-
-/// The system field (int64, one value per sample) that says which child a
-/// sample came from, with [`MultiReaderOptions::with_dataset_index`].
-pub const DATASET_INDEX: &str = "dataset_index";
-
-impl MultiReaderOptions {
-    /// Sets `output_strict`.
-    pub fn with_output_strict(mut self, yes: bool) -> Self {
-        self.output_strict = yes;
-        self
-    }
-    /// Whether children must share field names and levels.
-    pub fn output_strict(&self) -> bool {
-        self.output_strict
-    }
-    /// Every sample and batch carries the system field [`DATASET_INDEX`]
-    /// (int64): the position of the child it came from, for per-dataset
-    /// losses, weights and metrics (default off, so samples equal their
-    /// children's). A child that has a field of that name is refused.
-    ///
-    /// ```
-    /// # fn main() -> atomzarr::Result<()> {
-    /// use std::sync::Arc;
-    /// use atomzarr::{InMemoryReader, MultiReader, MultiReaderOptions, Reader, ReaderExt};
-    /// let a = InMemoryReader::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
-    /// let b = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
-    /// let opts = MultiReaderOptions::default().with_dataset_index(true);
-    /// let multi = MultiReader::with_options(vec![Arc::new(a), Arc::new(b)], opts)?;
-    /// let mut out = Vec::new();
-    /// multi.read_collated(&[vec![4, 0, 2]], &mut out)?;
-    /// assert_eq!(out[0].fields["dataset_index"].data.to_i64_vec(), Some(vec![1, 0, 1]));
-    /// assert_eq!(multi.read(1)?.data.field("dataset_index").unwrap().data.to_i64_vec(), Some(vec![0]));
-    /// # Ok(()) }
-    /// ```
-    pub fn with_dataset_index(mut self, yes: bool) -> Self {
-        self.dataset_index = yes;
-        self
-    }
-    /// Whether samples carry [`DATASET_INDEX`].
-    pub fn dataset_index(&self) -> bool {
-        self.dataset_index
-    }
-
-    /// The decoded-chunk budget the children share, in bytes (default
-    /// [`DEFAULT_CACHE_BYTES`], one reader's default): the mixture holds one
-    /// cache's worth per process, however many stores it mixes. It is split
-    /// by what each child needs ([`split_cache_budget`](crate::source::split_cache_budget):
-    /// room for each child's resident arrays first, then equal parts, a
-    /// child taking no more than it needs to be cached whole) and each
-    /// child's own budget is set to its share, replacing the budget it was
-    /// opened with. A [`DataLoader`](crate::DataLoader) with a mixing
-    /// sampler splits it anew by how many times over its epoch draws each
-    /// child ([`split_cache_budget_by_passes`](crate::source::split_cache_budget_by_passes)):
-    /// a child drawn several times over that fits is cached whole, decoded
-    /// once rather than once per pass. A shuffled mixture sizes each
-    /// child's block pool from its share.
-    ///
-    /// ```
-    /// # fn main() -> atomzarr::Result<()> {
-    /// use std::sync::Arc;
-    /// use atomzarr::{AtomicDataZarrReader, AtomicDataZarrWriter, MultiReader, MultiReaderOptions, ZarrWriteConfig};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let mut children: Vec<Arc<dyn atomzarr::Reader>> = Vec::new();
-    /// for (k, n) in [(0, 40), (1, 400)] {
-    ///     let path = dir.path().join(format!("s{k}.zarr"));
-    ///     AtomicDataZarrWriter::create(&path, ZarrWriteConfig::default())?.write(&atomzarr::data::synth::generate(n, 2, 8, k)?)?;
-    ///     children.push(Arc::new(AtomicDataZarrReader::open(&path)?));
-    /// }
-    /// let multi = MultiReader::with_options(children, MultiReaderOptions::default().with_cache_bytes(100_000))?;
-    /// let fits = atomzarr::ReaderExt::chunked(&multi).unwrap().part_fits();
-    /// assert_eq!(fits.iter().map(|f| f.cache_bytes).sum::<u64>(), 100_000);
-    /// assert!(fits[0].fits() && !fits[1].fits()); // the small store is cached whole
-    /// # Ok(()) }
-    /// ```
-    pub fn with_cache_bytes(mut self, bytes: u64) -> Self {
-        self.cache_bytes = bytes;
-        self
-    }
-
-    /// The decoded-chunk budget the children share.
-    pub fn cache_bytes(&self) -> u64 {
-        self.cache_bytes
-    }
-}
 
 /// Several [`Reader`]s behind one global index space; itself a [`Reader`],
 /// so `Dataset::new(multi)` and the [`DataLoader`](crate::DataLoader) take it.
@@ -155,6 +49,10 @@ pub struct MultiReader {
     offsets: RwLock<Arc<Vec<usize>>>,
     output_strict: bool,
     dataset_index: bool,
+    /// The union of the children's fields, when they differ (`output_strict` off).
+    union: RwLock<Option<Arc<FieldUnion>>>,
+    /// Each child's loss weight, as [`LOSS_WEIGHT`].
+    loss_weights: Option<Vec<f32>>,
     /// The budget the children's caches share (see [`MultiReaderOptions::with_cache_bytes`]).
     cache_bytes: std::sync::atomic::AtomicU64,
     /// How many times over an epoch draws each child, when a loader's
@@ -256,7 +154,10 @@ impl MultiReader {
             ));
         }
         let source = format!("multi[{}]", children.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "));
+        let union = if options.output_strict { None } else { FieldUnion::of(&children)?.map(Arc::new) };
         let multi = MultiReader {
+            union: RwLock::new(union),
+            loss_weights: None,
             offsets: RwLock::new(Arc::new(offsets_of(&children))),
             children,
             output_strict: options.output_strict,
@@ -343,6 +244,85 @@ impl MultiReader {
         Error::check_indices(|| self.children[child].name().to_string(), [&local], o[child + 1] - o[child])?;
         Ok(o[child] + local)
     }
+
+    /// Every sample and batch carries the system field [`LOSS_WEIGHT`]
+    /// (float32): `weights[d]` for a sample of child `d`, the weight of its
+    /// data set in a multi-task loss
+    /// ([`pipeline::loss::multi_task_loss`](crate::pipeline::loss::multi_task_loss)).
+    ///
+    /// ```
+    /// # fn main() -> atomzarr::Result<()> {
+    /// use std::sync::Arc;
+    /// use atomzarr::{InMemoryReader, MultiReader, Reader, ReaderExt};
+    /// let a = InMemoryReader::from_samples(&atomzarr::data::synth::generate(2, 2, 4, 1)?, "a")?;
+    /// let b = InMemoryReader::from_samples(&atomzarr::data::synth::generate(3, 2, 4, 2)?, "b")?;
+    /// let multi = MultiReader::new(vec![Arc::new(a), Arc::new(b)])?.with_loss_weights(vec![1.0, 0.25])?;
+    /// let mut out = Vec::new();
+    /// multi.read_collated(&[vec![4, 0]], &mut out)?;
+    /// assert_eq!(out[0].fields["loss_weight"].data, atomzarr::HostData::Float32(vec![0.25, 1.0]));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] when there is not one weight per child, or a
+    /// weight is negative or not finite; [`Error::InvalidInput`] when a
+    /// child has a field of that name already.
+    pub fn with_loss_weights(mut self, weights: Vec<f32>) -> Result<Self> {
+        if weights.len() != self.children.len() || weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
+            return Err(Error::Config(format!(
+                "{}: loss weights {weights:?}: one finite weight >= 0 per child ({} children)",
+                self.source,
+                self.children.len()
+            )));
+        }
+        if let Some(c) = self.children.iter().find(|c| c.schema().fields.contains_key(LOSS_WEIGHT)) {
+            return Err(Error::invalid(
+                format!("MultiReader with_loss_weights: child {}", c.name()),
+                format!("has a field {LOSS_WEIGHT} already"),
+            ));
+        }
+        self.loss_weights = Some(weights);
+        Ok(self)
+    }
+
+    /// Each child's loss weight, when set.
+    pub fn loss_weights(&self) -> Option<&[f32]> {
+        self.loss_weights.as_deref()
+    }
+
+    fn union(&self) -> Option<Arc<FieldUnion>> {
+        self.union.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Child `d`'s sample as the mixture has it: the union's fields, and
+    /// the fields the mixture adds.
+    fn finish_sample(&self, union: Option<&FieldUnion>, d: usize, s: AtomicData) -> Result<AtomicData> {
+        let mut s = match union {
+            Some(u) => u.fill_sample(d, s)?,
+            None => s,
+        };
+        if self.dataset_index {
+            s = s
+                .with_field(DATASET_INDEX, Field { level: Level::System, shape: vec![1], data: vec![d as i64].into() });
+        }
+        if let Some(w) = &self.loss_weights {
+            s = s.with_field(LOSS_WEIGHT, Field { level: Level::System, shape: vec![1], data: vec![w[d]].into() });
+        }
+        Ok(s)
+    }
+
+    /// Adds the fields the mixture adds to a batch of global indices `b`.
+    fn add_fields(&self, offsets: &[usize], dst: &mut CollatedBatch, b: &[usize]) {
+        let system = |data| CollatedField { level: Level::System, trailing_shape: vec![], data };
+        if self.dataset_index {
+            let children = b.iter().map(|&g| owner(offsets, g).0 as i64).collect();
+            dst.fields.insert(DATASET_INDEX.into(), system(HostData::Int64(children)));
+        }
+        if let Some(w) = &self.loss_weights {
+            let weights = b.iter().map(|&g| w[owner(offsets, g).0]).collect();
+            dst.fields.insert(LOSS_WEIGHT.into(), system(HostData::Float32(weights)));
+        }
+    }
 }
 
 /// Every method goes to the child that owns the sample, or to all children.
@@ -357,19 +337,26 @@ impl Reader for MultiReader {
         &self.source
     }
 
-    /// The first non-empty child's schema (all of them share its fields
-    /// under `output_strict`), with [`DATASET_INDEX`] when it is added.
+    /// The union of the children's fields (the first non-empty child's,
+    /// when they agree), with [`DATASET_INDEX`] and [`LOSS_WEIGHT`] when
+    /// they are added.
     fn schema(&self) -> Schema {
-        let c = self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]);
-        let mut schema = c.schema();
+        let mut schema = match self.union() {
+            Some(u) => u.schema(),
+            None => self.children.iter().find(|c| !c.is_empty()).unwrap_or(&self.children[0]).schema(),
+        };
         if self.dataset_index {
             schema.fields.insert(DATASET_INDEX.to_string(), Level::System);
+        }
+        if self.loss_weights.is_some() {
+            schema.fields.insert(LOSS_WEIGHT.to_string(), Level::System);
         }
         schema
     }
 
     fn load_many(&self, indices: &[usize]) -> Result<Vec<AtomicData>> {
         let offsets = self.snapshot();
+        let union = self.union();
         let n = self.children.len();
         let mut locals: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut positions: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -391,14 +378,7 @@ impl Reader for MultiReader {
                 });
             }
             for (s, &p) in samples.into_iter().zip(&positions[d]) {
-                out[p] = Some(if self.dataset_index {
-                    s.with_field(
-                        DATASET_INDEX,
-                        Field { level: Level::System, shape: vec![1], data: vec![d as i64].into() },
-                    )
-                } else {
-                    s
-                });
+                out[p] = Some(self.finish_sample(union.as_deref(), d, s)?);
             }
         }
         // Every position was filled by exactly one child above.
@@ -430,7 +410,7 @@ impl SampleIndex for MultiReader {
     }
 
     /// Refreshes every child, then the offsets (and, under `output_strict`,
-    /// re-checks the fields). Refresh children through the MultiReader, not
+    /// re-checks the fields; without it, takes their union anew). Refresh children through the MultiReader, not
     /// directly, or the offsets go stale.
     fn reload(&self) -> Result<()> {
         for c in &self.children {
@@ -438,6 +418,9 @@ impl SampleIndex for MultiReader {
         }
         if self.output_strict {
             check_strict(&self.children)?;
+        } else {
+            let union = FieldUnion::of(&self.children)?.map(Arc::new);
+            *self.union.write().unwrap_or_else(std::sync::PoisonError::into_inner) = union;
         }
         *self.offsets.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(offsets_of(&self.children));
         // Grown children need more: split the budget anew.
@@ -513,6 +496,7 @@ impl PlannedReader for MultiReader {
         };
         let (batches, opts) = plan.into_parts();
         let MixedPlan { offsets, children, sources } = window;
+        let union = self.union();
         let asked: Vec<Vec<usize>> = children
             .iter()
             .map(|p| p.as_ref().map(|p| p.batches().iter().map(Vec::len).collect()).unwrap_or_default())
@@ -531,6 +515,9 @@ impl PlannedReader for MultiReader {
                             context: self.children[d].name().to_string(),
                             reason: "read_plan returned batches that do not match the request".into(),
                         });
+                    }
+                    if let Some(u) = &union {
+                        o.iter_mut().try_for_each(|b| u.fill_batch(d, b))?;
                     }
                 }
                 Ok(o)
@@ -573,13 +560,8 @@ impl PlannedReader for MultiReader {
         for b in child_out.into_iter().flatten() {
             b.recycle();
         }
-        if self.dataset_index {
-            for (dst, b) in out.iter_mut().zip(&batches) {
-                let children = b.iter().map(|&g| owner(&offsets, g).0 as i64).collect();
-                let data = HostData::Int64(children);
-                dst.fields
-                    .insert(DATASET_INDEX.into(), CollatedField { level: Level::System, trailing_shape: vec![], data });
-            }
+        for (dst, b) in out.iter_mut().zip(&batches) {
+            self.add_fields(&offsets, dst, b);
         }
         Ok(())
     }
