@@ -24,9 +24,11 @@ def main():
     p.add_argument("--prefetch-factor", type=int, default=16)
     p.add_argument("--shuffle", choices=["true", "false"], default="true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-bytes", type=int, default=None, help="the mixture's decoded-chunk budget (as read --cache-bytes)")
     a = p.parse_args()
     t0 = time.perf_counter()
-    multi = atomzarr.MultiDataset(*[atomzarr.open(s) for s in a.stores])
+    # output_strict off: stores with different labels mix as their union.
+    multi = atomzarr.MultiDataset(*[atomzarr.open(s) for s in a.stores], output_strict=False, cache_bytes=a.cache_bytes)
     sampler = atomzarr.MultiDatasetSampler(
         multi,
         weights=[float(w) for w in a.weights.split(",")],

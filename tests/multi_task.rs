@@ -279,3 +279,33 @@ fn the_multi_task_loss_equals_a_hand_written_sum() {
     assert!(close(got(loss.total), e + 10.0 * f + 100.0 * st));
     assert!(st > 0.0 && e > 0.0, "the sums are not empty");
 }
+
+#[test]
+fn a_molecule_in_the_mixture_gets_the_open_boundary_neighbor_list() {
+    let s = stores();
+    let cutoff = 1.5;
+    for i in NP..NP + NM {
+        let mut sample = s.multi.read(i as i64).unwrap().data;
+        for name in ["neighbor_list", "shifts"] {
+            sample.fields.remove(name);
+        }
+        let built = atomzarr::data::neighbors::with_neighbors(sample.clone(), cutoff).unwrap();
+        let mut got: Vec<(i64, i64)> =
+            built.field("neighbor_list").unwrap().data.to_i64_vec().unwrap().chunks(2).map(|p| (p[0], p[1])).collect();
+        got.sort_unstable();
+        // Every ordered pair within the cutoff, no periodic image: by brute force.
+        let pos = sample.field("positions").unwrap().data.to_f64_vec();
+        let n = pos.len() / 3;
+        let mut want = Vec::new();
+        for a in 0..n {
+            for b in 0..n {
+                let d2: f64 = (0..3).map(|c| (pos[3 * a + c] - pos[3 * b + c]).powi(2)).sum();
+                if a != b && d2 <= cutoff * cutoff {
+                    want.push((a as i64, b as i64));
+                }
+            }
+        }
+        assert_eq!(got, want, "molecule {i}");
+        assert!(built.field("shifts").is_none_or(|f| f.data.to_f64_vec().iter().all(|&x| x == 0.0)));
+    }
+}

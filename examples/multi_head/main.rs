@@ -40,7 +40,7 @@ use atomzarr::{
     AtomicBatch, AtomicData, AtomicDataZarrReader, AtomicDataZarrWriter, DataLoader, Dataset, MultiReader,
     MultiReaderOptions, Reader, ReaderExt, ZarrWriteConfig,
 };
-use burn::module::{AutodiffModule, Module};
+use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor};
 use clap::Parser;
@@ -102,14 +102,14 @@ fn main() -> Result<(), BoxError> {
     let single =
         train_model(&args, &train, MultiHead::new(args.hidden, vec![union_e0], &device.clone().autodiff()), false)?;
     println!("\nheld-out errors (energy meV/atom, forces meV/Å, stress meV/Å³):");
-    println!("{:<26} {:<10} {:>8} {:>8} {:>8}", "model", "set", "energy", "forces", "stress");
+    println!("{:<36} {:<10} {:>8} {:>8} {:>8}", "model", "set", "energy", "forces", "stress");
     for (s, (name, _)) in SETS.iter().enumerate() {
-        for head in 0..2 {
+        for head in 0..2i64 {
             let e = evaluate(&multi, &test[s], head, &device)?;
-            let own = if head == s { "its own head" } else { "the other head" };
-            println!("{:<26} {name:<10} {e}", format!("multi-head, head {head} ({own})"));
+            let own = if head as usize == s { "its own head" } else { "the other head" };
+            println!("{:<36} {name:<10} {e}", format!("multi-head, head {head} ({own})"));
         }
-        println!("{:<26} {name:<10} {}", "single-head on the union", evaluate(&single, &test[s], 0, &device)?);
+        println!("{:<36} {name:<10} {}", "single-head on the union", evaluate(&single, &test[s], 0, &device)?);
     }
     Ok(())
 }
@@ -240,7 +240,7 @@ fn evaluate(
         let batch = batch?;
         let g = batch.num_graphs;
         let pred = model.forward(&batch, Tensor::<1, Int>::full([g], head, device));
-        let host = |t: Tensor<2>| t.into_data().to_vec::<f32>().map_err(|e| format!("{e:?}"));
+        let host = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"));
         let counts: Vec<f32> = batch.host_atoms_ptr.windows(2).map(|p| (p[1] - p[0]) as f32).collect();
         let (pe, te) = (host(pred.energy)?, host(batch.energy().ok_or("no energy")?)?);
         for k in 0..g {

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import atomzarr
-from conftest import write_store
+from conftest import random_samples, write_store
 
 LENGTHS = (12, 30, 7)
 
@@ -660,3 +660,56 @@ def test_loader_arguments_with_mixing_samplers_are_checked(multi, stores):
     smaller = atomzarr.MultiDataset(stores[0], stores[1])
     with pytest.raises(ValueError, match="lengths"):
         atomzarr.DataLoader(smaller, batch_size=4, sampler=s)
+
+
+def test_stores_with_different_labels_mix_as_the_union_with_flags(tmp_path):
+    """A periodic store with stress (absent, NaN, on every fourth frame) and
+    a molecular store without cell, pbc, shifts or stress but with an int
+    label of its own: the loader's batches equal a model of the written
+    samples, with `<name>_present` flags, `dataset_index` and `loss_weight`."""
+    rng = np.random.default_rng(5)
+    periodic = []
+    for k in range(20):
+        s = random_samples(1, seed=100 + k)[0]
+        s["stress"] = np.full((3, 3), np.nan if k % 4 == 1 else 0.01 * k, np.float32)
+        periodic.append(s)
+    molecules = []
+    for k in range(14):
+        s = random_samples(1, seed=200 + k)[0]
+        for name in ("cell", "pbc", "shifts"):
+            del s[name]
+        s["charge_state"] = np.array([k % 3 - 1], np.int64)
+        molecules.append(s)
+    for name, samples in (("p", periodic), ("m", molecules)):
+        with atomzarr.Writer(str(tmp_path / f"{name}.zarr")) as w:
+            w.write(samples, levels={"charge_state": "system"} if name == "m" else None)
+    readers = [atomzarr.open(str(tmp_path / f"{n}.zarr")) for n in ("p", "m")]
+    with pytest.raises(ValueError):
+        atomzarr.MultiDataset(*readers)  # output_strict refuses different fields
+    multi = atomzarr.MultiDataset(*readers, output_strict=False, dataset_index=True, loss_weights=[2.0, 0.5])
+    fields = multi.fields
+    assert fields["stress_present"] == ("system", "bool", [])
+    assert fields["loss_weight"] == ("system", "float32", [])
+    assert "energy_present" not in fields and "cell_present" not in fields
+    sampler = atomzarr.MultiDatasetSampler(multi, weights=[0.5, 0.5], num_samples=34, seed=int(rng.integers(100)))
+    loader = atomzarr.DataLoader(multi, batch_size=5, sampler=sampler)
+    np_ = len(periodic)
+    seen = 0
+    for b in loader:
+        for k, i in enumerate(b["indices"]):
+            i = int(i)
+            own = periodic[i] if i < np_ else molecules[i - np_]
+            stress_here = i < np_ and not np.isnan(own["stress"]).any()
+            assert bool(b["stress_present"][k]) == stress_here
+            assert np.isnan(b["stress"][k]).all() == (not stress_here)
+            if stress_here:
+                np.testing.assert_array_equal(b["stress"][k], own["stress"])
+            assert bool(b["charge_state_present"][k]) == (i >= np_)
+            want_charge = own["charge_state"][0] if i >= np_ else -(2**31)
+            assert int(np.ravel(b["charge_state"][k])[0]) == want_charge
+            if i >= np_:
+                assert not np.asarray(b["cell"][k]).any() and not np.asarray(b["pbc"][k]).any()
+            assert float(b["loss_weight"][k]) == (2.0 if i < np_ else 0.5)
+            assert int(b["dataset_index"][k]) == (0 if i < np_ else 1)
+            seen += 1
+    assert seen == 34

@@ -233,7 +233,7 @@ struct Opened {
 
 /// Opens every store with `opts`' reader settings and puts them behind one
 /// [`MultiReader`] whose children share `opts.cache_bytes` (each child's
-/// own budget is replaced by its share).
+/// own budget is replaced by its share), its fields the union of theirs.
 fn open_all(stores: &[Location], opts: &ReadOptions) -> Result<Opened> {
     let readers = stores
         .iter()
@@ -242,7 +242,9 @@ fn open_all(stores: &[Location], opts: &ReadOptions) -> Result<Opened> {
         })
         .collect::<Result<Vec<_>>>()?;
     let children: Vec<Arc<dyn Reader>> = readers.iter().map(|r| r.clone() as Arc<dyn Reader>).collect();
-    let options = MultiReaderOptions::default().with_cache_bytes(opts.cache_bytes);
+    // Stores with different labels mix as their union (absent values and
+    // `<name>_present` flags); stores with the same fields pay nothing for it.
+    let options = MultiReaderOptions::default().with_cache_bytes(opts.cache_bytes).with_output_strict(false);
     Ok(Opened { readers, multi: Arc::new(MultiReader::with_options(children, options)?) })
 }
 
@@ -266,7 +268,8 @@ fn child_decodes(multi: &MultiReader) -> Vec<DecodeCounters> {
 /// # Errors
 /// [`Error::Config`](crate::Error::Config) for invalid `opts` (as [`ReadOptions::validate_for`])
 /// or a sampler that cannot be built; the errors of opening the stores,
-/// of [`MultiReader::with_options`] (stores of different fields), of
+/// of [`MultiReader::with_options`] (stores whose fields cannot be
+/// mixed: a field of another element type), of
 /// building the loader and of reading.
 pub fn time_mixture(stores: &[Location], opts: &ReadOptions) -> Result<Vec<(ReadResult, MixReport)>> {
     opts.validate_for(stores.len())?;
