@@ -36,7 +36,10 @@ impl Lcg {
     }
 }
 
-fn atoms(r: &mut Lcg, n: usize) -> (Vec<i64>, Vec<[f32; 3]>, Vec<[f32; 3]>, Vec<[i64; 2]>) {
+/// Atomic numbers, positions, forces and neighbor pairs of `n` atoms.
+type Atoms = (Vec<i64>, Vec<[f32; 3]>, Vec<[f32; 3]>, Vec<[i64; 2]>);
+
+fn atoms(r: &mut Lcg, n: usize) -> Atoms {
     let z = (0..n).map(|_| 1 + r.below(8) as i64).collect();
     let pos = (0..n).map(|_| [r.next() * 3.0, r.next() * 3.0, r.next() * 3.0]).collect();
     let forces = (0..n).map(|_| [r.next() - 0.5, r.next() - 0.5, r.next() - 0.5]).collect();

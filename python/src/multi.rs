@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use atomzarr::source::ChunkedReader;
-use atomzarr::{DType, Dataset, Level, MultiReader, MultiReaderOptions, Reader as _, ReaderExt as _};
+use atomzarr::{DType, Dataset, MultiReader, MultiReaderOptions, Reader as _, ReaderExt as _};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
