@@ -405,8 +405,24 @@ fn the_table_has_a_line_per_store() {
 fn bad_mixture_options_fail_with_a_message() {
     let s = stores();
     let (a, b) = (s.a.as_str(), s.b.as_str());
-    // The toolkit's store has fields the benchmark's stores do not.
-    let other = common::assets().join("nva_default.zarr");
+    // Stores with different fields mix as their union; a field of another
+    // element type cannot: here an int64 energy (the same names and levels,
+    // so it is met by the first batch that holds both).
+    let dir = common::tmpdir();
+    let other = dir.path().join("int_energy.zarr");
+    let samples: Vec<AtomicData> = atomzarr::data::synth::generate(20, 2, 4, 9)
+        .expect("generate")
+        .into_iter()
+        .map(|s| {
+            s.with_field(
+                "energy",
+                atomzarr::Field::new(atomzarr::Level::System, vec![1, 1], vec![1i64]).expect("field"),
+            )
+        })
+        .collect();
+    atomzarr::AtomicDataZarrWriter::create(&other, atomzarr::ZarrWriteConfig::default())
+        .and_then(|mut w| w.write(&samples))
+        .expect("write the int-energy store");
     let other = other.to_str().unwrap_or_default();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["read", a, "--weights", "1"], "weights is an option of a mixture"),
@@ -436,7 +452,7 @@ fn bad_mixture_options_fail_with_a_message() {
             vec!["read", a, b, "--samples-per-dataset", "12,4", "--epoch-policy", "max-size", "--no-replacement"],
             "set replacement(true)",
         ),
-        (vec!["read", a, other], "differs from dataset 0"),
+        (vec!["read", a, other], "different level/dtype/shape [\"energy\"]"),
     ];
     for (args, msg) in cases {
         let out = run(&args);
