@@ -98,9 +98,12 @@ fn main() -> Result<(), BoxError> {
     let union_e0 =
         (e0[0] * train[0].len() as f64 + e0[1] * train[1].len() as f64) / (train[0].len() + train[1].len()) as f64;
     let device = Device::flex();
-    let multi = train_model(&args, &train, MultiHead::new(args.hidden, e0, &device.clone().autodiff()), true)?;
-    let single =
-        train_model(&args, &train, MultiHead::new(args.hidden, vec![union_e0], &device.clone().autodiff()), false)?;
+    let ad = device.clone().autodiff();
+    // Both models start from weights drawn with the seed: runs repeat.
+    ad.seed(args.seed);
+    let multi = train_model(&args, &train, MultiHead::new(args.hidden, e0, &ad), true)?;
+    ad.seed(args.seed);
+    let single = train_model(&args, &train, MultiHead::new(args.hidden, vec![union_e0], &ad), false)?;
     println!("\nheld-out errors (energy meV/atom, forces meV/Å, stress meV/Å³):");
     println!("{:<36} {:<10} {:>8} {:>8} {:>8}", "model", "set", "energy", "forces", "stress");
     for (s, (name, _)) in SETS.iter().enumerate() {
