@@ -162,7 +162,7 @@ impl FieldUnion {
         let has = &self.has[d];
         let graphs = batch.num_graphs();
         for (name, spec) in &self.specs {
-            if has.contains(name) || name.ends_with(PRESENT_SUFFIX) && self.is_flag(name) {
+            if has.contains(name) || self.is_flag(name) {
                 continue;
             }
             let rows = match spec.level {
